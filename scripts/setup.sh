@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing dsh needs beyond the Rust toolchain, idempotently:
+# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools) and the
+# official E2B SDK peers (npm `e2b`, PyPI `e2b`). Needs root for apt; does nothing that is
+# already in place.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing Debian packages: ${missing[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  echo "setup: installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+"$root/scripts/install-sdk-peers.sh"
