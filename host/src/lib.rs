@@ -1,1 +1,4 @@
-//! (in progress)
+//! dsh-host (in progress)
+pub mod manifest;
+pub mod resolve;
+mod syntax;
