@@ -1,0 +1,519 @@
+//! Whole-graph validation and the create order.
+//!
+//! Works on manifest entries and what each plugin's descriptor declares —
+//! never on loaded instances — so the whole composition is judged before
+//! anything is created. Every problem is collected; a plan comes out only
+//! when there are none.
+//!
+//! Rules:
+//! - disabled entries take no part (they provide nothing, need nothing, and
+//!   may share an id with an enabled entry);
+//! - ids are unique among enabled entries;
+//! - for every service a plugin injects, an explicit `inject` binding
+//!   chooses the provider; without one, the single *other* enabled entry
+//!   providing it is used, and none or several is an error;
+//! - a binding must name a known service the plugin injects and an enabled
+//!   entry whose plugin provides it;
+//! - create order is topological (providers first), manifest order
+//!   breaking ties; a cycle is reported as `a -> b -> a`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use dsh_plugin_api::ServiceKind;
+
+use crate::manifest::Entry;
+use crate::validation::ValidationError;
+
+/// What a plugin's descriptor declares, as the graph needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Declared<'a> {
+    pub name: &'a str,
+    pub provides: &'a [ServiceKind],
+    pub inject: &'a [ServiceKind],
+}
+
+/// One entry as the graph sees it. `declared` is `None` for disabled entries
+/// and for entries whose library could not be read (already reported).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Node<'a> {
+    pub entry: &'a Entry,
+    pub declared: Option<Declared<'a>>,
+}
+
+/// The outcome of a valid graph.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Node indices in create order (enabled entries only).
+    pub order: Vec<usize>,
+    /// Per node, the provider node of each injected service, in the
+    /// descriptor's inject order (empty for disabled nodes).
+    pub wiring: Vec<Vec<(ServiceKind, usize)>>,
+}
+
+/// Validates the graph; on success, the create order and wiring.
+pub(crate) fn plan(nodes: &[Node<'_>]) -> Result<Plan, Vec<ValidationError>> {
+    let mut errors = Vec::new();
+    let enabled = |index: usize| !nodes[index].entry.disabled;
+
+    // Ids: the first enabled entry owns an id.
+    let mut by_id: HashMap<&str, usize> = HashMap::new();
+    let mut disabled_ids: HashMap<&str, usize> = HashMap::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let id = node.entry.id.as_str();
+        if !enabled(index) {
+            disabled_ids.entry(id).or_insert(index);
+            continue;
+        }
+        match by_id.get(id) {
+            Some(first) => errors.push(ValidationError::DuplicateId {
+                entry: node.entry.label.clone(),
+                id: id.to_owned(),
+                first: nodes[*first].entry.label.clone(),
+            }),
+            None => {
+                by_id.insert(id, index);
+            }
+        }
+    }
+    let some_unknown = nodes
+        .iter()
+        .enumerate()
+        .any(|(index, node)| enabled(index) && node.declared.is_none());
+
+    let mut wiring = vec![Vec::new(); nodes.len()];
+    for (index, node) in nodes.iter().enumerate() {
+        if !enabled(index) {
+            continue;
+        }
+        let entry = node.entry;
+        let label = || {
+            let mut label = entry.label.clone();
+            label.line = entry.inject_line.or(label.line);
+            label
+        };
+        // Explicit bindings; `None` marks a binding already reported bad.
+        let mut chosen: BTreeMap<ServiceKind, Option<usize>> = BTreeMap::new();
+        for binding in &entry.inject {
+            let Some(service) = ServiceKind::from_name(&binding.service) else {
+                errors.push(ValidationError::UnknownService {
+                    entry: label(),
+                    service: binding.service.clone(),
+                });
+                continue;
+            };
+            let provider = binding.provider.as_str();
+            let target = match by_id.get(provider) {
+                Some(target) => Some(*target),
+                None => {
+                    errors.push(if disabled_ids.contains_key(provider) {
+                        ValidationError::BindingToDisabled {
+                            entry: label(),
+                            service,
+                            provider: provider.to_owned(),
+                        }
+                    } else {
+                        ValidationError::BindingToUnknownId {
+                            entry: label(),
+                            service,
+                            provider: provider.to_owned(),
+                        }
+                    });
+                    None
+                }
+            };
+            let mut valid = target.is_some();
+            if let Some(declared) = node.declared
+                && !declared.inject.contains(&service)
+            {
+                errors.push(ValidationError::BindingNotInjected {
+                    entry: label(),
+                    service,
+                    plugin: declared.name.to_owned(),
+                    injects: declared.inject.to_vec(),
+                });
+                valid = false;
+            }
+            if let Some(target) = target
+                && let Some(provider_declared) = nodes[target].declared
+                && !provider_declared.provides.contains(&service)
+            {
+                errors.push(ValidationError::BindingNotProvided {
+                    entry: label(),
+                    service,
+                    provider: provider.to_owned(),
+                    provides: provider_declared.provides.to_vec(),
+                });
+                valid = false;
+            }
+            chosen.insert(service, target.filter(|_| valid));
+        }
+
+        let Some(declared) = node.declared else {
+            continue;
+        };
+        for &service in declared.inject {
+            match chosen.get(&service) {
+                Some(Some(target)) => wiring[index].push((service, *target)),
+                Some(None) => {}
+                None => {
+                    let candidates: Vec<usize> = nodes
+                        .iter()
+                        .enumerate()
+                        .filter(|(other, candidate)| {
+                            *other != index
+                                && enabled(*other)
+                                && by_id.get(candidate.entry.id.as_str()) == Some(other)
+                                && candidate
+                                    .declared
+                                    .is_some_and(|d| d.provides.contains(&service))
+                        })
+                        .map(|(other, _)| other)
+                        .collect();
+                    match candidates.as_slice() {
+                        [only] => wiring[index].push((service, *only)),
+                        // An unreadable library may be the missing
+                        // provider; its own error is the one to fix first.
+                        [] if some_unknown => {}
+                        [] => errors.push(ValidationError::MissingProvider {
+                            entry: entry.label.clone(),
+                            service,
+                            plugin: declared.name.to_owned(),
+                        }),
+                        several => errors.push(ValidationError::AmbiguousProvider {
+                            entry: entry.label.clone(),
+                            service,
+                            plugin: declared.name.to_owned(),
+                            candidates: several
+                                .iter()
+                                .map(|other| nodes[*other].entry.id.clone())
+                                .collect(),
+                        }),
+                    }
+                }
+            }
+        }
+    }
+
+    let order = topological_order(nodes, &wiring, &mut errors);
+    if errors.is_empty() {
+        Ok(Plan { order, wiring })
+    } else {
+        Err(errors)
+    }
+}
+
+/// Kahn's algorithm over the wired edges, lowest manifest index first among
+/// the ready nodes; what cannot be ordered is reported as cycles.
+fn topological_order(
+    nodes: &[Node<'_>],
+    wiring: &[Vec<(ServiceKind, usize)>],
+    errors: &mut Vec<ValidationError>,
+) -> Vec<usize> {
+    let members: Vec<usize> = (0..nodes.len())
+        .filter(|index| !nodes[*index].entry.disabled)
+        .collect();
+    let mut waiting_on: Vec<usize> = vec![0; nodes.len()];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for &index in &members {
+        let providers: BTreeSet<usize> = wiring[index].iter().map(|(_, p)| *p).collect();
+        waiting_on[index] = providers.len();
+        for provider in providers {
+            dependents[provider].push(index);
+        }
+    }
+    let mut ready: BTreeSet<usize> = members
+        .iter()
+        .copied()
+        .filter(|index| waiting_on[*index] == 0)
+        .collect();
+    let mut order = Vec::with_capacity(members.len());
+    while let Some(next) = ready.pop_first() {
+        order.push(next);
+        for &dependent in &dependents[next] {
+            waiting_on[dependent] -= 1;
+            if waiting_on[dependent] == 0 {
+                ready.insert(dependent);
+            }
+        }
+    }
+    if order.len() < members.len() {
+        report_cycles(nodes, wiring, &waiting_on, errors);
+    }
+    order
+}
+
+/// Every node left unordered waits on another unordered node, so following
+/// those edges always ends in a cycle; each distinct cycle is reported once,
+/// starting from its lowest-index member.
+fn report_cycles(
+    nodes: &[Node<'_>],
+    wiring: &[Vec<(ServiceKind, usize)>],
+    waiting_on: &[usize],
+    errors: &mut Vec<ValidationError>,
+) {
+    let stuck = |index: usize| !nodes[index].entry.disabled && waiting_on[index] > 0;
+    let mut in_reported_cycle = vec![false; nodes.len()];
+    for start in (0..nodes.len()).filter(|index| stuck(*index)) {
+        let mut walk = vec![start];
+        let mut position: HashMap<usize, usize> = HashMap::from([(start, 0)]);
+        let mut current = start;
+        loop {
+            if in_reported_cycle[current] && current != start {
+                break;
+            }
+            let Some(next) = wiring[current]
+                .iter()
+                .map(|(_, provider)| *provider)
+                .find(|provider| stuck(*provider))
+            else {
+                break;
+            };
+            if let Some(&at) = position.get(&next) {
+                let cycle = &walk[at..];
+                if cycle.iter().any(|member| in_reported_cycle[*member]) {
+                    break;
+                }
+                for &member in cycle {
+                    in_reported_cycle[member] = true;
+                }
+                // Rotate so the lowest manifest index leads.
+                let lead = cycle
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(_, member)| **member)
+                    .map(|(offset, _)| offset)
+                    .unwrap_or(0);
+                let mut path: Vec<String> = cycle[lead..]
+                    .iter()
+                    .chain(&cycle[..lead])
+                    .map(|member| nodes[*member].entry.id.clone())
+                    .collect();
+                path.push(path[0].clone());
+                errors.push(ValidationError::Cycle {
+                    entry: nodes[cycle[lead]].entry.label.clone(),
+                    path,
+                });
+                break;
+            }
+            position.insert(next, walk.len());
+            walk.push(next);
+            current = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Binding, EntryLabel};
+
+    use ServiceKind::{E2b, Fs, Subprocess};
+
+    struct Spec {
+        id: &'static str,
+        name: &'static str,
+        provides: &'static [ServiceKind],
+        inject: &'static [ServiceKind],
+        bindings: &'static [(&'static str, &'static str)],
+        disabled: bool,
+        readable: bool,
+    }
+
+    const fn spec(
+        id: &'static str,
+        provides: &'static [ServiceKind],
+        inject: &'static [ServiceKind],
+    ) -> Spec {
+        Spec {
+            id,
+            name: "dsh-x",
+            provides,
+            inject,
+            bindings: &[],
+            disabled: false,
+            readable: true,
+        }
+    }
+
+    fn entries(specs: &[Spec]) -> Vec<Entry> {
+        specs
+            .iter()
+            .enumerate()
+            .map(|(index, spec)| Entry {
+                label: EntryLabel {
+                    index,
+                    id: Some(spec.id.to_owned()),
+                    line: Some(index * 3 + 1),
+                },
+                id: spec.id.to_owned(),
+                name: spec.name.to_owned(),
+                path: None,
+                config: serde_json::Value::Null,
+                disabled: spec.disabled,
+                inject: spec
+                    .bindings
+                    .iter()
+                    .map(|(service, provider)| Binding {
+                        service: (*service).to_owned(),
+                        provider: (*provider).to_owned(),
+                    })
+                    .collect(),
+                inject_line: None,
+            })
+            .collect()
+    }
+
+    fn run(specs: &[Spec]) -> Result<Plan, Vec<ValidationError>> {
+        let entries = entries(specs);
+        let nodes: Vec<Node<'_>> = entries
+            .iter()
+            .zip(specs)
+            .map(|(entry, spec)| Node {
+                entry,
+                declared: (!spec.disabled && spec.readable).then_some(Declared {
+                    name: spec.name,
+                    provides: spec.provides,
+                    inject: spec.inject,
+                }),
+            })
+            .collect();
+        plan(&nodes)
+    }
+
+    fn messages(specs: &[Spec]) -> Vec<String> {
+        run(specs)
+            .expect_err("graph should be invalid")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn providers_come_first_and_manifest_order_breaks_ties() {
+        // Written dependents-first, as the seeds do.
+        let plan = run(&[
+            spec("subprocess", &[Subprocess], &[E2b, Fs]),
+            spec("fs", &[Fs], &[E2b]),
+            spec("other", &[], &[]),
+            spec("e2b", &[E2b], &[]),
+        ])
+        .expect("valid");
+        assert_eq!(plan.order, [2, 3, 1, 0]);
+        assert_eq!(plan.wiring[0], [(E2b, 3), (Fs, 1)]);
+        assert_eq!(plan.wiring[1], [(E2b, 3)]);
+        assert!(plan.wiring[2].is_empty());
+    }
+
+    #[test]
+    fn bindings_choose_among_several_providers() {
+        let mut consumer = spec("consumer", &[], &[Fs]);
+        consumer.bindings = &[("fs", "b")];
+        let plan = run(&[spec("a", &[Fs], &[]), spec("b", &[Fs], &[]), consumer]).expect("valid");
+        assert_eq!(plan.wiring[2], [(Fs, 1)]);
+        assert_eq!(plan.order, [0, 1, 2]);
+    }
+
+    #[test]
+    fn disabled_entries_take_no_part() {
+        let mut off = spec("a", &[Fs], &[]);
+        off.disabled = true;
+        let plan = run(&[off, spec("a", &[Fs], &[]), spec("c", &[], &[Fs])]).expect("valid");
+        assert_eq!(plan.order, [1, 2]);
+        assert_eq!(plan.wiring[2], [(Fs, 1)]);
+
+        let mut off = spec("only", &[Fs], &[]);
+        off.disabled = true;
+        let errors = messages(&[off, spec("c", &[], &[Fs])]);
+        assert_eq!(
+            errors,
+            ["entry \"c\" (line 4): plugin dsh-x injects fs, but no other enabled entry provides it"]
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_are_reported_with_the_first_use() {
+        let errors = messages(&[spec("a", &[], &[]), spec("a", &[], &[])]);
+        assert_eq!(
+            errors,
+            ["entry \"a\" (line 4): duplicate id \"a\" (first used by entry \"a\" (line 1))"]
+        );
+    }
+
+    #[test]
+    fn missing_and_ambiguous_providers_are_reported() {
+        let errors = messages(&[
+            spec("a", &[Fs], &[]),
+            spec("b", &[Fs], &[]),
+            spec("c", &[], &[Fs, E2b]),
+        ]);
+        assert_eq!(
+            errors,
+            [
+                "entry \"c\" (line 7): plugin dsh-x injects fs, which \"a\" and \"b\" provide; choose one with `inject: { fs: <id> }`",
+                "entry \"c\" (line 7): plugin dsh-x injects e2b, but no other enabled entry provides it",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plugin_never_provides_to_itself_implicitly() {
+        let errors = messages(&[spec("decorator", &[Fs], &[Fs])]);
+        assert_eq!(errors.len(), 1);
+        assert!(errors[0].contains("no other enabled entry provides it"), "{errors:?}");
+        // With a base provider the decorator wraps it.
+        let plan = run(&[spec("decorator", &[Fs], &[Fs]), spec("base", &[Fs], &[])]).expect("valid");
+        assert_eq!(plan.order, [1, 0]);
+    }
+
+    #[test]
+    fn bad_bindings_are_each_reported() {
+        let mut c = spec("c", &[], &[Fs]);
+        c.bindings = &[("db", "a"), ("fs", "nobody")];
+        let mut d = spec("d", &[], &[Fs]);
+        d.bindings = &[("fs", "off")];
+        let mut off = spec("off", &[Fs], &[]);
+        off.disabled = true;
+        let mut e = spec("e", &[], &[Fs]);
+        e.bindings = &[("fs", "a"), ("e2b", "a")];
+        let errors = messages(&[spec("a", &[Subprocess], &[]), c, d, off, e]);
+        assert_eq!(
+            errors,
+            [
+                "entry \"c\" (line 4): inject: unknown service \"db\" (services: fs, subprocess, e2b)",
+                "entry \"c\" (line 4): inject: fs is bound to \"nobody\", but no entry has that id",
+                "entry \"d\" (line 7): inject: fs is bound to \"off\", which is disabled",
+                "entry \"e\" (line 13): inject: fs is bound to \"a\", which does not provide fs (it provides subprocess)",
+                "entry \"e\" (line 13): inject: binds e2b, but plugin dsh-x does not inject e2b (it injects fs)",
+                "entry \"e\" (line 13): inject: e2b is bound to \"a\", which does not provide e2b (it provides subprocess)",
+            ]
+        );
+    }
+
+    #[test]
+    fn cycles_are_printed_once_each() {
+        let mut a = spec("a", &[Fs], &[Subprocess]);
+        a.bindings = &[("subprocess", "b")];
+        let b = spec("b", &[Subprocess], &[Fs]);
+        let blocked = spec("blocked", &[], &[Fs]);
+        let mut selfish = spec("selfish", &[E2b], &[E2b]);
+        selfish.bindings = &[("e2b", "selfish")];
+        let errors = messages(&[blocked, a, b, selfish]);
+        assert_eq!(
+            errors,
+            [
+                "entry \"a\" (line 4): dependency cycle: a -> b -> a",
+                "entry \"selfish\" (line 10): dependency cycle: selfish -> selfish",
+            ]
+        );
+    }
+
+    #[test]
+    fn unreadable_libraries_do_not_cause_follow_on_errors() {
+        let mut unknown = spec("owner", &[E2b], &[]);
+        unknown.readable = false;
+        // The library error is reported by the loader (which fails the
+        // composition); the graph adds no "missing provider" on top.
+        let plan = run(&[unknown, spec("fs", &[Fs], &[E2b])]).expect("no graph errors");
+        assert!(plan.wiring[1].is_empty());
+    }
+}

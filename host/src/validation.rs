@@ -1,0 +1,191 @@
+//! What whole-graph validation can find wrong, and the collection of all of
+//! it that [`crate::Composition`] reports before anything is created.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use dsh_plugin_api::ServiceKind;
+
+use crate::manifest::EntryLabel;
+use crate::resolve::ResolveFailure;
+
+/// Why a library that exists could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LibraryProblem {
+    /// The dynamic loader refused the file (not a shared object, missing
+    /// symbols of its own, wrong architecture …).
+    Open,
+    /// A shared object without the dsh plugin root module.
+    NotAPlugin,
+    /// A dsh plugin built against a different plugin API or layout.
+    Incompatible,
+}
+
+/// One problem in a composition. Every variant names the entry it concerns
+/// (with its line); `Display` renders `entry "id" (line N): what is wrong`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ValidationError {
+    /// No library file for the entry.
+    #[error("{entry}: plugin {name}: {failure}")]
+    LibraryNotFound {
+        entry: EntryLabel,
+        name: String,
+        failure: ResolveFailure,
+    },
+    /// The file exists but is not a usable dsh plugin.
+    #[error("{entry}: {}: {message}", path.display())]
+    LibraryUnusable {
+        entry: EntryLabel,
+        path: PathBuf,
+        problem: LibraryProblem,
+        /// The loader's explanation.
+        message: String,
+    },
+    /// The library is a different plugin than the manifest names.
+    #[error(
+        "{entry}: manifest name {manifest_name:?} does not match the plugin in {} (its descriptor says {descriptor_name:?})",
+        path.display()
+    )]
+    NameMismatch {
+        entry: EntryLabel,
+        manifest_name: String,
+        descriptor_name: String,
+        path: PathBuf,
+    },
+    /// Two enabled entries share an id.
+    #[error("{entry}: duplicate id {id:?} (first used by {first})")]
+    DuplicateId {
+        entry: EntryLabel,
+        id: String,
+        first: EntryLabel,
+    },
+    /// An `inject` key that is not a service name.
+    #[error("{entry}: inject: unknown service {service:?} (services: fs, subprocess, e2b)")]
+    UnknownService { entry: EntryLabel, service: String },
+    /// A binding to an id no entry has.
+    #[error("{entry}: inject: {service} is bound to {provider:?}, but no entry has that id")]
+    BindingToUnknownId {
+        entry: EntryLabel,
+        service: ServiceKind,
+        provider: String,
+    },
+    /// A binding to a disabled entry.
+    #[error("{entry}: inject: {service} is bound to {provider:?}, which is disabled")]
+    BindingToDisabled {
+        entry: EntryLabel,
+        service: ServiceKind,
+        provider: String,
+    },
+    /// A binding to an entry whose plugin does not provide the service.
+    #[error(
+        "{entry}: inject: {service} is bound to {provider:?}, which does not provide {service} (it provides {})",
+        list_services(provides)
+    )]
+    BindingNotProvided {
+        entry: EntryLabel,
+        service: ServiceKind,
+        provider: String,
+        provides: Vec<ServiceKind>,
+    },
+    /// A binding for a service the entry's plugin does not inject.
+    #[error(
+        "{entry}: inject: binds {service}, but plugin {plugin} does not inject {service} (it injects {})",
+        list_services(injects)
+    )]
+    BindingNotInjected {
+        entry: EntryLabel,
+        service: ServiceKind,
+        plugin: String,
+        injects: Vec<ServiceKind>,
+    },
+    /// No enabled entry provides a service the plugin injects.
+    #[error("{entry}: plugin {plugin} injects {service}, but no other enabled entry provides it")]
+    MissingProvider {
+        entry: EntryLabel,
+        service: ServiceKind,
+        plugin: String,
+    },
+    /// Several entries provide an injected service and no binding chooses.
+    #[error(
+        "{entry}: plugin {plugin} injects {service}, which {} provide; choose one with `inject: {{ {service}: <id> }}`",
+        quote_ids(candidates)
+    )]
+    AmbiguousProvider {
+        entry: EntryLabel,
+        service: ServiceKind,
+        plugin: String,
+        candidates: Vec<String>,
+    },
+    /// Entries that (transitively) inject from each other.
+    #[error("{entry}: dependency cycle: {}", path.join(" -> "))]
+    Cycle {
+        /// The first entry of the cycle (in manifest order).
+        entry: EntryLabel,
+        /// Entry ids along the cycle, the first repeated at the end
+        /// (`a -> b -> a`: `a` injects a service of `b`, which injects one
+        /// of `a`).
+        path: Vec<String>,
+    },
+}
+
+impl ValidationError {
+    /// The entry the problem is about.
+    pub fn entry(&self) -> &EntryLabel {
+        match self {
+            ValidationError::LibraryNotFound { entry, .. }
+            | ValidationError::LibraryUnusable { entry, .. }
+            | ValidationError::NameMismatch { entry, .. }
+            | ValidationError::DuplicateId { entry, .. }
+            | ValidationError::UnknownService { entry, .. }
+            | ValidationError::BindingToUnknownId { entry, .. }
+            | ValidationError::BindingToDisabled { entry, .. }
+            | ValidationError::BindingNotProvided { entry, .. }
+            | ValidationError::BindingNotInjected { entry, .. }
+            | ValidationError::MissingProvider { entry, .. }
+            | ValidationError::AmbiguousProvider { entry, .. }
+            | ValidationError::Cycle { entry, .. } => entry,
+        }
+    }
+}
+
+fn list_services(services: &[ServiceKind]) -> String {
+    if services.is_empty() {
+        return "nothing".to_owned();
+    }
+    services
+        .iter()
+        .map(|service| service.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn quote_ids(ids: &[String]) -> String {
+    let quoted: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
+    match quoted.as_slice() {
+        [] => "no entries".to_owned(),
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    }
+}
+
+/// Every problem found in one composition, in manifest order (cycles
+/// last). `Display` prints one `source: problem` line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ValidationErrors {
+    /// The manifest's name in messages.
+    pub origin: String,
+    pub errors: Vec<ValidationError>,
+}
+
+impl fmt::Display for ValidationErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, error) in self.errors.iter().enumerate() {
+            if index > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{}: {error}", self.origin)?;
+        }
+        Ok(())
+    }
+}
