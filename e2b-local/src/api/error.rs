@@ -1,0 +1,54 @@
+//! Control-plane errors: every failure is a JSON `{"code": <status>, "message": "…"}` body whose
+//! numeric `code` equals the HTTP status (the JS SDK recognises not-found by that field).
+
+use axum::Json;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Serialize;
+
+/// An API failure: the HTTP status and a message naming the operation and its subject.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: u16,
+    message: &'a str,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self { status, message: message.into() }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 404 for an id the registry does not know (never existed, killed or expired).
+    pub fn sandbox_not_found(op: &str, id: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, format!("{op} {id}: sandbox not found"))
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.status.as_u16(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody { code: self.status.as_u16(), message: &self.message };
+        (self.status, Json(body)).into_response()
+    }
+}

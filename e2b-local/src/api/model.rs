@@ -1,0 +1,272 @@
+//! JSON bodies of the control plane (E2B-PROTOCOL §2.3), field names exactly as the SDKs use them.
+//! Request types reject unknown fields; nested SDK-only objects (`network`, `mcp`, `iam`) are
+//! accepted as opaque JSON objects because e2b-local has no network policy or MCP gateway.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::ApiError;
+
+/// Longest sandbox lifetime a request may ask for (30 days), in seconds.
+pub const MAX_TIMEOUT_SECS: u32 = 30 * 24 * 3600;
+/// Lifetime when a create request omits `timeout` (the API's own default).
+pub const DEFAULT_TIMEOUT_SECS: u32 = 15;
+
+/// `POST /sandboxes` (v1, JS 2.29.1) and `POST /v2/sandboxes` (Python 2.63) bodies.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSandbox {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    pub timeout: Option<u32>,
+    #[serde(rename = "autoPause")]
+    pub auto_pause: Option<bool>,
+    #[serde(rename = "autoPauseMemory")]
+    pub auto_pause_memory: Option<bool>,
+    #[serde(rename = "autoResume")]
+    pub auto_resume: Option<AutoResume>,
+    /// v1 only; v2 sandboxes are always secured (PyPI 2.63: "every sandbox secures envd access").
+    pub secure: Option<bool>,
+    pub allow_internet_access: Option<bool>,
+    pub network: Option<serde_json::Map<String, serde_json::Value>>,
+    pub metadata: Option<BTreeMap<String, String>>,
+    #[serde(rename = "envVars")]
+    pub env_vars: Option<BTreeMap<String, String>>,
+    pub mcp: Option<serde_json::Map<String, serde_json::Value>>,
+    pub iam: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(rename = "volumeMounts")]
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoResume {
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeMount {
+    pub name: String,
+    pub path: String,
+}
+
+impl NewSandbox {
+    /// Checks what serde cannot: a usable template name, the timeout range, env var names.
+    pub fn validate(&self, op: &str) -> Result<(), ApiError> {
+        let template = &self.template_id;
+        if template.is_empty()
+            || template.len() > 128
+            || !template.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
+        {
+            return Err(ApiError::bad_request(format!(
+                "{op}: invalid templateID {template:?}: expected 1-128 characters of [A-Za-z0-9-_./:]"
+            )));
+        }
+        if let Some(timeout) = self.timeout {
+            check_timeout(op, timeout)?;
+        }
+        if self.volume_mounts.as_ref().is_some_and(|m| !m.is_empty()) {
+            return Err(ApiError::bad_request(format!("{op}: volumeMounts are not supported by e2b-local")));
+        }
+        for (name, value) in self.env_vars.iter().flatten() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(ApiError::bad_request(format!(
+                    "{op}: invalid envVars name {name:?}: must be non-empty without '=' or NUL"
+                )));
+            }
+            if value.contains('\0') {
+                return Err(ApiError::bad_request(format!("{op}: envVars value of {name:?} contains NUL")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Rejects lifetimes longer than [`MAX_TIMEOUT_SECS`].
+pub fn check_timeout(op: &str, timeout: u32) -> Result<(), ApiError> {
+    if timeout > MAX_TIMEOUT_SECS {
+        return Err(ApiError::bad_request(format!(
+            "{op}: timeout {timeout}s exceeds the maximum of {MAX_TIMEOUT_SECS}s"
+        )));
+    }
+    Ok(())
+}
+
+/// `POST /sandboxes/{id}/connect` and `/v2/…/connect`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectSandbox {
+    pub timeout: u32,
+    /// v2: whether to restore memory; e2b-local always keeps the frozen world whole.
+    pub memory: Option<bool>,
+}
+
+/// `POST /sandboxes/{id}/resume` (deprecated resume endpoint).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeSandbox {
+    pub timeout: Option<u32>,
+    #[serde(rename = "autoPause")]
+    pub auto_pause: Option<bool>,
+}
+
+/// `POST /sandboxes/{id}/timeout`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SetTimeout {
+    pub timeout: u32,
+}
+
+/// `POST /sandboxes/{id}/refreshes`: extends the lifetime by `duration` seconds.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Refresh {
+    pub duration: Option<u32>,
+}
+
+/// Optional body of `POST /sandboxes/{id}/pause` (Python 2.63 sends one, JS sends none).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseSandbox {
+    pub memory: Option<bool>,
+    #[serde(rename = "requireHealthyGuest")]
+    pub require_healthy_guest: Option<bool>,
+}
+
+/// Response of create and connect.
+#[derive(Debug, Serialize)]
+pub struct SandboxBody {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    #[serde(rename = "sandboxID")]
+    pub sandbox_id: String,
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    #[serde(rename = "envdVersion")]
+    pub envd_version: &'static str,
+    #[serde(rename = "envdAccessToken", skip_serializing_if = "Option::is_none")]
+    pub envd_access_token: Option<String>,
+    #[serde(rename = "trafficAccessToken")]
+    pub traffic_access_token: Option<String>,
+    pub domain: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StateName {
+    Running,
+    Paused,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Lifecycle {
+    #[serde(rename = "autoResume")]
+    pub auto_resume: bool,
+    #[serde(rename = "onTimeout")]
+    pub on_timeout: &'static str,
+}
+
+/// `SandboxDetail` (info) and `ListedSandbox` (list) share this shape.
+#[derive(Debug, Serialize)]
+pub struct SandboxDetailBody {
+    #[serde(rename = "templateID")]
+    pub template_id: String,
+    #[serde(rename = "sandboxID")]
+    pub sandbox_id: String,
+    #[serde(rename = "clientID")]
+    pub client_id: String,
+    #[serde(rename = "startedAt")]
+    pub started_at: String,
+    #[serde(rename = "endAt")]
+    pub end_at: String,
+    #[serde(rename = "cpuCount")]
+    pub cpu_count: u32,
+    #[serde(rename = "memoryMB")]
+    pub memory_mb: u64,
+    #[serde(rename = "diskSizeMB")]
+    pub disk_size_mb: u64,
+    pub state: StateName,
+    #[serde(rename = "envdVersion")]
+    pub envd_version: &'static str,
+    #[serde(rename = "envdAccessToken", skip_serializing_if = "Option::is_none")]
+    pub envd_access_token: Option<String>,
+    #[serde(rename = "allowInternetAccess")]
+    pub allow_internet_access: Option<bool>,
+    pub domain: Option<String>,
+    pub metadata: BTreeMap<String, String>,
+    pub lifecycle: Lifecycle,
+    #[serde(rename = "volumeMounts")]
+    pub volume_mounts: Vec<VolumeMount>,
+}
+
+/// One `SandboxMetric` sample.
+#[derive(Debug, Serialize)]
+pub struct MetricBody {
+    pub timestamp: String,
+    #[serde(rename = "timestampUnix")]
+    pub timestamp_unix: i64,
+    #[serde(rename = "cpuCount")]
+    pub cpu_count: u32,
+    #[serde(rename = "cpuUsedPct")]
+    pub cpu_used_pct: f64,
+    #[serde(rename = "memUsed")]
+    pub mem_used: u64,
+    #[serde(rename = "memTotal")]
+    pub mem_total: u64,
+    #[serde(rename = "memCache")]
+    pub mem_cache: u64,
+    #[serde(rename = "diskUsed")]
+    pub disk_used: u64,
+    #[serde(rename = "diskTotal")]
+    pub disk_total: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::json_body::parse;
+
+    #[test]
+    fn accepts_the_js_create_body() {
+        let body = br#"{"templateID":"base","metadata":{"k":"v"},"envVars":{"FOO":"bar"},"timeout":120,
+ "secure":true,"allow_internet_access":true,"autoPause":false,"autoResume":{"enabled":false}}"#;
+        let new: NewSandbox = parse("create sandbox", body).unwrap();
+        new.validate("create sandbox").unwrap();
+        assert_eq!(new.timeout, Some(120));
+        assert_eq!(new.secure, Some(true));
+    }
+
+    #[test]
+    fn accepts_the_python_v2_create_body() {
+        let body = br#"{"templateID":"base","timeout":300,"autoPause":false,"autoPauseMemory":true,"metadata":{},"envVars":{}}"#;
+        let new: NewSandbox = parse("create sandbox", body).unwrap();
+        new.validate("create sandbox").unwrap();
+    }
+
+    #[test]
+    fn rejects_bad_create_bodies_with_named_errors() {
+        let cases: &[(&[u8], &str)] = &[
+            (br#"{"timeout":1}"#, "missing field `templateID`"),
+            (br#"{"templateID":"base","bogus":1}"#, "unknown field `bogus`"),
+            (br#"{"templateID":"base","timeout":"1"}"#, "invalid type"),
+            (br#"{"templateID":"base","timeout":-1}"#, "invalid value"),
+            (br#"{"templateID":"base","metadata":{"k":1}}"#, "invalid type"),
+        ];
+        for (body, needle) in cases {
+            let err = parse::<NewSandbox>("create sandbox", body).unwrap_err();
+            assert!(err.message.contains(needle), "{}: {}", String::from_utf8_lossy(body), err.message);
+        }
+    }
+
+    #[test]
+    fn validation_names_the_bad_value() {
+        let bad = |json: &[u8]| parse::<NewSandbox>("create", json).unwrap().validate("create").unwrap_err().message;
+        assert!(bad(br#"{"templateID":""}"#).contains("invalid templateID"));
+        assert!(bad(br#"{"templateID":"a b"}"#).contains("invalid templateID"));
+        assert!(bad(br#"{"templateID":"base","timeout":99999999}"#).contains("exceeds the maximum"));
+        assert!(bad(br#"{"templateID":"base","envVars":{"A=B":"x"}}"#).contains("invalid envVars name"));
+        assert!(bad(br#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}"#).contains("volumeMounts"));
+    }
+}

@@ -1,0 +1,239 @@
+//! Handlers of the `/sandboxes` routes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode};
+
+use super::ApiState;
+use super::error::ApiError;
+use super::json_body::{parse, parse_optional, read_body};
+use super::list_query::{PageCursor, parse_list_query};
+use super::model::{
+    ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody, NewSandbox, PauseSandbox, Refresh, ResumeSandbox,
+    SandboxBody, SandboxDetailBody, SetTimeout, StateName, check_timeout,
+};
+use crate::registry::{Connected, CreateSpec, Phase, Sandbox};
+use crate::timefmt::{rfc3339, unix_seconds};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+/// `POST /sandboxes` (JS SDK): `secure` decides whether envd requires an access token.
+pub async fn create_v1(State(state): State<ApiState>, body: Body) -> ApiResult<Response> {
+    create(state, body, false).await
+}
+
+/// `POST /v2/sandboxes` (Python SDK 2.63): every v2 sandbox is secured.
+pub async fn create_v2(State(state): State<ApiState>, body: Body) -> ApiResult<Response> {
+    create(state, body, true).await
+}
+
+async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<Response> {
+    let op = "create sandbox";
+    let request: NewSandbox = parse(op, &read_body(op, body).await?)?;
+    request.validate(op)?;
+    let spec = CreateSpec {
+        template_id: request.template_id,
+        timeout: Duration::from_secs(request.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).into()),
+        metadata: request.metadata.unwrap_or_default(),
+        env_vars: request.env_vars.unwrap_or_default(),
+        secure: always_secure || request.secure.unwrap_or(false),
+        auto_pause: request.auto_pause.unwrap_or(false),
+        auto_resume: request.auto_resume.is_some_and(|a| a.enabled),
+        allow_internet_access: request.allow_internet_access,
+    };
+    let sandbox = state.registry.create(spec).await?;
+    Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
+}
+
+/// `POST /sandboxes/{id}/connect` and `/v2/…/connect`: 200 if running, 201 if resumed.
+pub async fn connect(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<Response> {
+    let op = "connect sandbox";
+    let request: ConnectSandbox = parse(op, &read_body(op, body).await?)?;
+    check_timeout(op, request.timeout)?;
+    let (sandbox, how) = state.registry.connect(&id, Duration::from_secs(request.timeout.into())).await?;
+    let status = match how {
+        Connected::WasRunning => StatusCode::OK,
+        Connected::Resumed => StatusCode::CREATED,
+    };
+    Ok((status, Json(sandbox_body(&sandbox))).into_response())
+}
+
+/// `POST /sandboxes/{id}/resume` (deprecated): resumes a paused sandbox (201); 409 if running.
+pub async fn resume(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<Response> {
+    let op = "resume sandbox";
+    let request: Option<ResumeSandbox> = parse_optional(op, &read_body(op, body).await?)?;
+    let timeout = request.as_ref().and_then(|r| r.timeout).unwrap_or(DEFAULT_TIMEOUT_SECS);
+    check_timeout(op, timeout)?;
+    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    if matches!(sandbox.phase(), Phase::Running { .. }) {
+        return Err(ApiError::new(StatusCode::CONFLICT, format!("{op} {id}: sandbox is already running")));
+    }
+    let (sandbox, _) = state.registry.connect(&id, Duration::from_secs(timeout.into())).await?;
+    Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
+}
+
+/// `DELETE /sandboxes/{id}`: 204 once every process is dead and the overlay deleted.
+pub async fn kill(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    state.registry.kill(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /sandboxes/{id}/pause`: 204; 409 if already paused. The optional body is checked.
+pub async fn pause(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+    let op = "pause sandbox";
+    let _options: Option<PauseSandbox> = parse_optional(op, &read_body(op, body).await?)?;
+    state.registry.pause(&id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /sandboxes/{id}/timeout`: `endAt = now + timeout`.
+pub async fn set_timeout(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+    let op = "set sandbox timeout";
+    let request: SetTimeout = parse(op, &read_body(op, body).await?)?;
+    check_timeout(op, request.timeout)?;
+    state.registry.set_timeout(&id, Duration::from_secs(request.timeout.into())).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `POST /sandboxes/{id}/refreshes`: keeps the sandbox alive for `duration` more seconds
+/// (default 60), never shortening it.
+pub async fn refresh(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+    let op = "refresh sandbox";
+    let request: Option<Refresh> = parse_optional(op, &read_body(op, body).await?)?;
+    let duration = request.and_then(|r| r.duration).unwrap_or(60);
+    check_timeout(op, duration)?;
+    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    if !matches!(sandbox.phase(), Phase::Running { .. }) {
+        return Err(ApiError::new(StatusCode::CONFLICT, format!("{op} {id}: sandbox is paused")));
+    }
+    state.registry.connect(&id, Duration::from_secs(duration.into())).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// `GET /sandboxes/{id}`: `SandboxDetail`.
+pub async fn info(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<Json<SandboxDetailBody>> {
+    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))?;
+    detail_body(&state, &sandbox).map(Json).ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))
+}
+
+/// `GET /sandboxes/{id}/metrics[?start=&end=]`: one current sample (start/end are accepted and
+/// checked; e2b-local keeps no history).
+pub async fn metrics(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Json<Vec<MetricBody>>> {
+    let op = "get sandbox metrics";
+    for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "start" | "end" if value.parse::<i64>().is_ok() => {}
+            "start" | "end" => {
+                return Err(ApiError::bad_request(format!("{op} {id}: {key} must be unix seconds, got {value:?}")));
+            }
+            other => return Err(ApiError::bad_request(format!("{op} {id}: unknown query parameter {other:?}"))),
+        }
+    }
+    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    let sample = sandbox.world.sample(&state.registry.host).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(Json(vec![MetricBody {
+        timestamp: rfc3339(sample.at),
+        timestamp_unix: unix_seconds(sample.at),
+        cpu_count: sample.cpu_count,
+        cpu_used_pct: (sample.cpu_used_pct * 100.0).round() / 100.0,
+        mem_used: sample.mem_used,
+        mem_total: sample.mem_total,
+        mem_cache: sample.mem_cache,
+        disk_used: sample.disk_used,
+        disk_total: sample.disk_total,
+    }]))
+}
+
+/// `GET /v2/sandboxes`: running and paused by default, paginated with `x-next-token`.
+pub async fn list_v2(State(state): State<ApiState>, RawQuery(query): RawQuery) -> ApiResult<Response> {
+    list(state, query, &[StateName::Running, StateName::Paused]).await
+}
+
+/// `GET /sandboxes` (v1): running sandboxes.
+pub async fn list_v1(State(state): State<ApiState>, RawQuery(query): RawQuery) -> ApiResult<Response> {
+    list(state, query, &[StateName::Running]).await
+}
+
+async fn list(state: ApiState, query: Option<String>, default_states: &[StateName]) -> ApiResult<Response> {
+    let query = parse_list_query("list sandboxes", query.as_deref(), default_states)?;
+    let mut matching: Vec<(PageCursor, SandboxDetailBody)> = state
+        .registry
+        .all()
+        .into_iter()
+        .filter(|s| query.metadata.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
+        .filter(|s| query.template.as_ref().is_none_or(|t| &s.template_id == t))
+        .filter_map(|s| {
+            let body = detail_body(&state, &s)?;
+            query.states.contains(&body.state).then(|| {
+                (PageCursor { started_unix_nanos: s.started_unix_nanos(), sandbox_id: s.id.clone() }, body)
+            })
+        })
+        .filter(|(cursor, _)| query.after.as_ref().is_none_or(|after| cursor > after))
+        .collect();
+    matching.sort_by(|a, b| a.0.cmp(&b.0));
+    let more = matching.len() > query.limit;
+    matching.truncate(query.limit);
+    let next = more.then(|| matching.last().map(|(cursor, _)| cursor.token())).flatten();
+    let items: Vec<SandboxDetailBody> = matching.into_iter().map(|(_, body)| body).collect();
+    let mut response = Json(items).into_response();
+    if let Some(token) = next {
+        response.headers_mut().insert("x-next-token", HeaderValue::from_str(&token).expect("token is base64url"));
+    }
+    Ok(response)
+}
+
+fn sandbox_body(sandbox: &Sandbox) -> SandboxBody {
+    SandboxBody {
+        template_id: sandbox.template_id.clone(),
+        sandbox_id: sandbox.id.clone(),
+        client_id: CLIENT_ID.to_owned(),
+        envd_version: e2b_local_envd::ENVD_VERSION,
+        envd_access_token: sandbox.access_token.clone(),
+        traffic_access_token: None,
+        domain: None,
+    }
+}
+
+/// `clientID` is deprecated but required by the Python SDK; e2b-local has a single "client".
+const CLIENT_ID: &str = "e2b-local";
+
+/// The detail view, or `None` if the sandbox died meanwhile.
+fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetailBody> {
+    let state_name = match sandbox.phase() {
+        Phase::Running { .. } => StateName::Running,
+        Phase::Paused { .. } => StateName::Paused,
+        Phase::Dead => return None,
+    };
+    let host = &state.registry.host;
+    Some(SandboxDetailBody {
+        template_id: sandbox.template_id.clone(),
+        sandbox_id: sandbox.id.clone(),
+        client_id: CLIENT_ID.to_owned(),
+        started_at: rfc3339(sandbox.started_at),
+        end_at: rfc3339(sandbox.end_at()),
+        cpu_count: host.cpu_count,
+        memory_mb: host.memory_mb(),
+        disk_size_mb: host.disk_size_mb(),
+        state: state_name,
+        envd_version: e2b_local_envd::ENVD_VERSION,
+        envd_access_token: sandbox.access_token.clone(),
+        allow_internet_access: sandbox.allow_internet_access,
+        domain: None,
+        metadata: sandbox.metadata.clone(),
+        lifecycle: Lifecycle {
+            auto_resume: sandbox.auto_resume,
+            on_timeout: if sandbox.auto_pause { "pause" } else { "kill" },
+        },
+        volume_mounts: Vec::new(),
+    })
+}

@@ -1,0 +1,63 @@
+//! The envd front: one TCP port for every sandbox's envd. Accepts HTTP/1.1 and h2c (prior
+//! knowledge), routes each request ([`route`]) and streams it to the sandbox's daemon
+//! ([`proxy`]); unroutable requests get E2B's 502 JSON.
+
+pub mod proxy;
+pub mod route;
+pub mod upstream;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::registry::Registry;
+
+/// Accepts connections on `listener` until `shutdown` resolves, then aborts every open
+/// connection (their sandboxes are being killed anyway). Runs on the caller's tokio runtime.
+pub async fn serve(listener: TcpListener, registry: Arc<Registry>, shutdown: impl Future<Output = ()>) {
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let registry = registry.clone();
+                    connections.spawn(async move {
+                        let service = service_fn(move |request: http::Request<Incoming>| {
+                            let registry = registry.clone();
+                            async move { Ok::<_, Infallible>(handle(&registry, request).await) }
+                        });
+                        let builder = auto::Builder::new(TokioExecutor::new());
+                        if let Err(err) = builder.serve_connection(TokioIo::new(stream), service).await {
+                            tracing::debug!("front connection ended: {err}");
+                        }
+                    });
+                }
+                Err(err) => {
+                    // EMFILE and friends: back off briefly instead of spinning.
+                    tracing::warn!("front accept failed: {err}");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.abort_all();
+}
+
+async fn handle(registry: &Registry, request: http::Request<Incoming>) -> http::Response<proxy::FrontBody> {
+    let (parts, body) = request.into_parts();
+    match route::resolve(&parts, registry) {
+        Ok(sandbox) => proxy::forward(&sandbox, http::Request::from_parts(parts, body)).await,
+        Err(unroutable) => proxy::unroutable(&unroutable),
+    }
+}

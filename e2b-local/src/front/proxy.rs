@@ -1,0 +1,124 @@
+//! Forwarding one request to a sandbox's envd and its response back, streaming both bodies.
+
+use std::error::Error as StdError;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Version};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde::Serialize;
+
+use super::route::Unroutable;
+use crate::registry::Sandbox;
+
+/// Body type of every front response.
+pub type FrontBody = BoxBody<Bytes, Box<dyn StdError + Send + Sync>>;
+
+/// Headers that describe one hop's connection, not the message (RFC 9110 §7.6.1).
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Sends `request` to `sandbox`'s envd over its Unix socket (HTTP/1.1, whatever the client
+/// spoke) and returns envd's response with its body still streaming. If envd cannot be reached
+/// (the world died meanwhile) the answer is the 502 not-found JSON.
+pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<FrontBody> {
+    let (mut parts, body) = request.into_parts();
+    let authority = parts.uri.authority().map(|a| a.to_string());
+    strip_hop_by_hop(&mut parts.headers);
+    if !parts.headers.contains_key(header::HOST) {
+        let host = authority.unwrap_or_else(|| "envd".to_owned());
+        if let Ok(value) = HeaderValue::from_str(&host) {
+            parts.headers.insert(header::HOST, value);
+        }
+    }
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = match format!("http://envd{path}").parse() {
+        Ok(uri) => uri,
+        Err(_) => return error_response(StatusCode::BAD_REQUEST, &sandbox.id, "invalid request target"),
+    };
+    parts.version = Version::HTTP_11;
+    match sandbox.upstream.send(Request::from_parts(parts, body)).await {
+        Ok(response) => {
+            let (mut parts, body) = response.into_parts();
+            strip_hop_by_hop(&mut parts.headers);
+            Response::from_parts(parts, body.map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>).boxed())
+        }
+        Err(err) => {
+            tracing::debug!(sandbox = %sandbox.id, "envd unreachable: {err}");
+            unroutable(&Unroutable { sandbox_id: sandbox.id.clone(), message: "The sandbox was not found".to_owned() })
+        }
+    }
+}
+
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    // Headers named in `Connection` are hop-by-hop too.
+    let listed: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    for name in HOP_BY_HOP.iter().chain(&listed) {
+        headers.remove(name);
+    }
+}
+
+#[derive(Serialize)]
+struct ProxyError<'a> {
+    #[serde(rename = "sandboxId")]
+    sandbox_id: &'a str,
+    message: &'a str,
+    code: u16,
+}
+
+/// The edge proxy's answer for an unknown, paused or dead sandbox: 502 + JSON with `code: 502`.
+pub fn unroutable(err: &Unroutable) -> Response<FrontBody> {
+    error_response(StatusCode::BAD_GATEWAY, &err.sandbox_id, &err.message)
+}
+
+fn error_response(status: StatusCode, sandbox_id: &str, message: &str) -> Response<FrontBody> {
+    let body = serde_json::to_vec(&ProxyError { sandbox_id, message, code: status.as_u16() })
+        .expect("plain struct serialises");
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
+        .body(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed())
+        .expect("static response parts are valid")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_hop_by_hop_and_connection_listed_headers() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-hop"));
+        headers.insert("x-hop", HeaderValue::from_static("1"));
+        headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        headers.insert("connect-timeout-ms", HeaderValue::from_static("5"));
+        strip_hop_by_hop(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("connect-timeout-ms"));
+    }
+
+    #[tokio::test]
+    async fn unroutable_is_502_json_with_numeric_code() {
+        let response = unroutable(&Unroutable { sandbox_id: "abc".into(), message: "The sandbox was not found".into() });
+        assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(json, serde_json::json!({"sandboxId": "abc", "message": "The sandbox was not found", "code": 502}));
+    }
+}

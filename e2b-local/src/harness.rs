@@ -1,0 +1,208 @@
+//! A real e2b-local server for tests: [`LocalServer::start`] runs the built `e2b-local` binary on
+//! ephemeral loopback ports with a private temporary state dir and a random API key, waits until
+//! it serves, and SIGTERMs it (which kills every sandbox) when dropped.
+//!
+//! ```no_run
+//! let server = e2b_local::harness::LocalServer::start();
+//! let status = std::process::Command::new("node")
+//!     .envs(server.env())
+//!     .arg("my-e2b-test.mjs")
+//!     .status()
+//!     .unwrap();
+//! assert!(status.success());
+//! ```
+//!
+//! The binary is `$E2B_LOCAL_BIN` if set, else `e2b-local` in the target profile dir of the
+//! running test executable (e.g. `target/debug/e2b-local` for `target/debug/deps/foo-…`). Build
+//! it first with `cargo build -p e2b-local` (cargo does that by itself for this crate's own
+//! integration tests). The server needs root, like e2b-local itself.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Line prefix the server prints on stdout once both ports serve.
+pub const READY_MARKER: &str = "# e2b-local ready";
+/// How long [`LocalServer::start`] waits for readiness.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long drop waits after SIGTERM before SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running e2b-local server owned by a test.
+#[derive(Debug)]
+pub struct LocalServer {
+    child: Child,
+    api_url: String,
+    sandbox_url: String,
+    api_key: String,
+    state_dir: tempfile::TempDir,
+}
+
+/// Why a server could not be started.
+#[derive(Debug, thiserror::Error)]
+#[error("start e2b-local test server: {0}")]
+pub struct HarnessError(pub String);
+
+impl LocalServer {
+    /// Starts a server and waits until it serves. Panics with the reason (missing binary — with
+    /// the `cargo build -p e2b-local` hint —, no root, a startup error) if it cannot.
+    pub fn start() -> Self {
+        Self::try_start().unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Like [`Self::start`], returning the error instead of panicking.
+    pub fn try_start() -> Result<Self, HarnessError> {
+        let bin = binary_path()?;
+        let state_dir = tempfile::Builder::new()
+            .prefix("e2b-local-test-")
+            .tempdir()
+            .map_err(|e| HarnessError(format!("create temporary state dir: {e}")))?;
+        let api_key = crate::ids::api_key();
+        let mut child = Command::new(&bin)
+            .args(["serve", "--host", "127.0.0.1", "--api-port", "0", "--envd-port", "0", "--api-key", &api_key])
+            .arg("--state-dir")
+            .arg(state_dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| HarnessError(format!("run {}: {e}", bin.display())))?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        // Reads the environment lines, then keeps draining stdout so the server never blocks.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    // Nobody listens any more; keep draining.
+                }
+            }
+        });
+        let mut api_url = None;
+        let mut sandbox_url = None;
+        let deadline = Instant::now() + START_TIMEOUT;
+        let failed = |child: &mut Child, why: String| {
+            let _ = child.kill();
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
+            HarnessError(format!("{} {why} ({status}; its stderr is above)", bin.display()))
+        };
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(remaining) {
+                Ok(line) if line.starts_with(READY_MARKER) => break,
+                Ok(line) => {
+                    if let Some(url) = line.strip_prefix("export E2B_API_URL=") {
+                        api_url = Some(url.to_owned());
+                    } else if let Some(url) = line.strip_prefix("export E2B_SANDBOX_URL=") {
+                        sandbox_url = Some(url.to_owned());
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    return Err(failed(&mut child, format!("was not ready within {} s", START_TIMEOUT.as_secs())));
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(failed(&mut child, "exited before it was ready".to_owned()));
+                }
+            }
+        }
+        let (Some(api_url), Some(sandbox_url)) = (api_url, sandbox_url) else {
+            return Err(failed(&mut child, "printed no E2B_API_URL/E2B_SANDBOX_URL before ready".to_owned()));
+        };
+        Ok(Self { child, api_url, sandbox_url, api_key, state_dir })
+    }
+
+    /// Control-plane base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn api_url(&self) -> &str {
+        &self.api_url
+    }
+
+    /// envd front base URL (`E2B_SANDBOX_URL`).
+    pub fn sandbox_url(&self) -> &str {
+        &self.sandbox_url
+    }
+
+    /// The API key the server requires.
+    pub fn api_key(&self) -> &str {
+        &self.api_key
+    }
+
+    /// The server's state dir (removed on drop).
+    pub fn state_dir(&self) -> &Path {
+        self.state_dir.path()
+    }
+
+    /// Host pid of the server process.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_API_KEY`: what the SDKs need to use this server.
+    pub fn env(&self) -> Vec<(String, String)> {
+        vec![
+            ("E2B_API_URL".to_owned(), self.api_url.clone()),
+            ("E2B_SANDBOX_URL".to_owned(), self.sandbox_url.clone()),
+            ("E2B_API_KEY".to_owned(), self.api_key.clone()),
+        ]
+    }
+
+    /// SIGTERMs the server and waits for it (every sandbox is killed first). Returns its exit
+    /// status; SIGKILLs it if it has not exited within 30 s.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.terminate()
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return status;
+        }
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return status,
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                _ => {
+                    let _ = self.child.kill();
+                    return self.child.wait().expect("wait for killed e2b-local");
+                }
+            }
+        }
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        self.terminate();
+    }
+}
+
+/// `$E2B_LOCAL_BIN`, else `<profile dir>/e2b-local` next to the running executable.
+fn binary_path() -> Result<PathBuf, HarnessError> {
+    if let Some(bin) = std::env::var_os("E2B_LOCAL_BIN") {
+        let bin = PathBuf::from(bin);
+        return if bin.is_file() {
+            Ok(bin)
+        } else {
+            Err(HarnessError(format!("E2B_LOCAL_BIN={} is not a file", bin.display())))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| HarnessError(format!("locate the test executable: {e}")))?;
+    let mut dir = exe.parent();
+    // target/<profile>/deps/<test> or target/<profile>/<bin>: look in the dir and its parent.
+    for _ in 0..2 {
+        let Some(d) = dir else { break };
+        let candidate = d.join("e2b-local");
+        if candidate.is_file() {
+            return Ok(candidate);
+        }
+        dir = d.parent();
+    }
+    Err(HarnessError(format!(
+        "no e2b-local binary next to {} (looked in its dir and the profile dir above it); run \
+         `cargo build -p e2b-local` first, or set E2B_LOCAL_BIN",
+        exe.display()
+    )))
+}

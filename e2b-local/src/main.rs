@@ -1,0 +1,109 @@
+//! The `e2b-local` command: `e2b-local serve [...]`, plus hidden subcommands the server runs
+//! itself (the per-sandbox init and the namespace probe).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use e2b_local::server::{ServeConfig, ServerInfo};
+
+#[derive(Parser)]
+#[command(name = "e2b-local", version, about = "Offline E2B-compatible sandbox server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the E2B control plane and envd front until SIGINT/SIGTERM (needs root).
+    Serve {
+        /// Address both ports bind to.
+        #[arg(long, default_value = "127.0.0.1")]
+        host: IpAddr,
+        /// Control-plane (E2B API) port; 0 picks a free one.
+        #[arg(long, default_value_t = 3000)]
+        api_port: u16,
+        /// envd front port shared by every sandbox; 0 picks a free one.
+        #[arg(long, default_value_t = 49983)]
+        envd_port: u16,
+        /// API key clients must send (format e2b_<hex>); random when omitted.
+        #[arg(long)]
+        api_key: Option<String>,
+        /// Directory for sandbox overlays and private dirs (must not be on overlayfs).
+        #[arg(long, default_value = "/var/lib/e2b-local")]
+        state_dir: PathBuf,
+    },
+    #[command(name = "__sandbox-init", hide = true)]
+    SandboxInit,
+    #[command(name = "__namespace-probe", hide = true)]
+    NamespaceProbe,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        // Must run before any thread exists: it forks.
+        Command::SandboxInit => ExitCode::from(e2b_local::world::init::run().clamp(0, 255) as u8),
+        Command::NamespaceProbe => ExitCode::SUCCESS,
+        Command::Serve { host, api_port, envd_port, api_key, state_dir } => {
+            let exe = match std::env::current_exe() {
+                Ok(exe) => exe,
+                Err(err) => {
+                    eprintln!("e2b-local: cannot locate its own executable: {err}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            serve(ServeConfig { host, api_port, envd_port, api_key, state_dir, exe })
+        }
+    }
+}
+
+fn serve(config: ServeConfig) -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "e2b_local=info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("e2b-local: start tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(e2b_local::server::serve(config, shutdown_signal(), print_environment)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("{err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Prints, on stdout, shell `export` lines a person can paste and a harness can parse, then the
+/// readiness marker [`e2b_local::harness::READY_MARKER`].
+fn print_environment(info: &ServerInfo) {
+    for (name, value) in info.env() {
+        println!("export {name}={value}");
+    }
+    println!("{} (state dir {})", e2b_local::harness::READY_MARKER, info.state_dir.display());
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(err) => {
+            eprintln!("e2b-local: cannot install a SIGTERM handler ({err}); stop it with Ctrl-C");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,310 @@
+//! The sandboxes this server holds and their lifecycle: create, connect/resume, pause, timeout,
+//! expiry (kill or auto-pause), kill, and kill-all on shutdown.
+//!
+//! Each sandbox has a lifecycle task that sleeps until its `endAt` and re-arms whenever the
+//! deadline changes; transitions of one sandbox are serialised by its operation lock, so a kill
+//! racing an expiry or a pause racing a connect resolve in a definite order.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use http::StatusCode;
+use tokio::sync::Notify;
+
+use crate::api::error::ApiError;
+use crate::front::upstream::Upstream;
+use crate::host::HostFacts;
+use crate::world::{World, WorldFactory, WorldSpec};
+
+/// Where a sandbox is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Processes run; the world ends (or auto-pauses) at the deadline.
+    Running { deadline: Instant, end_at: SystemTime },
+    /// Frozen; no deadline runs while paused. `end_at` is the last deadline, for display.
+    Paused { end_at: SystemTime },
+    /// Killed or expired; the world is being or has been torn down.
+    Dead,
+}
+
+/// What a create request asks for, validated.
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    pub template_id: String,
+    pub timeout: Duration,
+    pub metadata: BTreeMap<String, String>,
+    pub env_vars: BTreeMap<String, String>,
+    pub secure: bool,
+    pub auto_pause: bool,
+    pub auto_resume: bool,
+    pub allow_internet_access: Option<bool>,
+}
+
+/// One sandbox.
+#[derive(Debug)]
+pub struct Sandbox {
+    pub id: String,
+    pub template_id: String,
+    pub metadata: BTreeMap<String, String>,
+    pub access_token: Option<String>,
+    pub auto_pause: bool,
+    pub auto_resume: bool,
+    pub allow_internet_access: Option<bool>,
+    pub started_at: SystemTime,
+    pub world: World,
+    pub upstream: Upstream,
+    phase: Mutex<Phase>,
+    /// Serialises lifecycle transitions (pause, resume, expiry, kill).
+    op: tokio::sync::Mutex<()>,
+    /// Wakes the lifecycle task when the phase or deadline changed.
+    changed: Notify,
+}
+
+impl Sandbox {
+    pub fn phase(&self) -> Phase {
+        *self.phase.lock().expect("phase lock")
+    }
+
+    fn set_phase(&self, phase: Phase) {
+        *self.phase.lock().expect("phase lock") = phase;
+        self.changed.notify_one();
+    }
+
+    /// Nanoseconds since the epoch at start: the list order key.
+    pub fn started_unix_nanos(&self) -> u128 {
+        self.started_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+    }
+
+    /// The `endAt` to report.
+    pub fn end_at(&self) -> SystemTime {
+        match self.phase() {
+            Phase::Running { end_at, .. } | Phase::Paused { end_at } => end_at,
+            Phase::Dead => SystemTime::now(),
+        }
+    }
+}
+
+/// Whether connect found the sandbox running or had to resume it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connected {
+    WasRunning,
+    Resumed,
+}
+
+/// All sandboxes of one server.
+#[derive(Debug)]
+pub struct Registry {
+    factory: WorldFactory,
+    pub host: HostFacts,
+    sandboxes: RwLock<HashMap<String, Arc<Sandbox>>>,
+    shutting_down: AtomicBool,
+}
+
+fn deadline_after(timeout: Duration) -> Phase {
+    Phase::Running { deadline: Instant::now() + timeout, end_at: SystemTime::now() + timeout }
+}
+
+impl Registry {
+    pub fn new(factory: WorldFactory, host: HostFacts) -> Arc<Self> {
+        Arc::new(Self { factory, host, sandboxes: RwLock::new(HashMap::new()), shutting_down: AtomicBool::new(false) })
+    }
+
+    pub fn factory(&self) -> &WorldFactory {
+        &self.factory
+    }
+
+    /// The sandbox with this id, in any phase but dead.
+    pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
+        self.sandboxes.read().expect("registry lock").get(id).cloned()
+    }
+
+    /// Every live sandbox (running or paused).
+    pub fn all(&self) -> Vec<Arc<Sandbox>> {
+        self.sandboxes.read().expect("registry lock").values().cloned().collect()
+    }
+
+    fn lookup(&self, op: &str, id: &str) -> Result<Arc<Sandbox>, ApiError> {
+        self.get(id).ok_or_else(|| ApiError::sandbox_not_found(op, id))
+    }
+
+    /// Builds a world and registers a running sandbox. Resolves once envd accepts connections.
+    pub async fn create(self: &Arc<Self>, spec: CreateSpec) -> Result<Arc<Sandbox>, ApiError> {
+        if self.shutting_down.load(Ordering::SeqCst) {
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "create sandbox: server is shutting down"));
+        }
+        let id = crate::ids::sandbox_id();
+        let access_token = spec.secure.then(crate::ids::access_token);
+        let world = self
+            .factory
+            .start(WorldSpec {
+                sandbox_id: id.clone(),
+                template_id: spec.template_id.clone(),
+                env_vars: spec.env_vars,
+                access_token: access_token.clone(),
+            })
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        let upstream = Upstream::new(world.socket());
+        let sandbox = Arc::new(Sandbox {
+            id: id.clone(),
+            template_id: spec.template_id,
+            metadata: spec.metadata,
+            access_token,
+            auto_pause: spec.auto_pause,
+            auto_resume: spec.auto_resume,
+            allow_internet_access: spec.allow_internet_access,
+            started_at: SystemTime::now(),
+            world,
+            upstream,
+            phase: Mutex::new(deadline_after(spec.timeout)),
+            op: tokio::sync::Mutex::new(()),
+            changed: Notify::new(),
+        });
+        self.sandboxes.write().expect("registry lock").insert(id.clone(), sandbox.clone());
+        if self.shutting_down.load(Ordering::SeqCst) {
+            // Shutdown started while the world was being built: do not leak it.
+            self.kill(&id).await.ok();
+            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "create sandbox: server is shutting down"));
+        }
+        tokio::spawn(lifecycle(Arc::downgrade(self), sandbox.clone()));
+        tracing::info!(sandbox = %id, "sandbox created");
+        Ok(sandbox)
+    }
+
+    /// Connect/resume: a running sandbox's deadline is only ever extended to `now + timeout`;
+    /// a paused one is thawed and runs for `timeout`.
+    pub async fn connect(&self, id: &str, timeout: Duration) -> Result<(Arc<Sandbox>, Connected), ApiError> {
+        let op = "connect sandbox";
+        let sandbox = self.lookup(op, id)?;
+        let _guard = sandbox.op.lock().await;
+        match sandbox.phase() {
+            Phase::Running { deadline, .. } => {
+                if Instant::now() + timeout > deadline {
+                    sandbox.set_phase(deadline_after(timeout));
+                }
+                Ok((sandbox.clone(), Connected::WasRunning))
+            }
+            Phase::Paused { .. } => {
+                sandbox.world.thaw().await.map_err(|e| ApiError::internal(e.to_string()))?;
+                sandbox.set_phase(deadline_after(timeout));
+                tracing::info!(sandbox = %id, "sandbox resumed");
+                Ok((sandbox.clone(), Connected::Resumed))
+            }
+            Phase::Dead => Err(ApiError::sandbox_not_found(op, id)),
+        }
+    }
+
+    /// Sets the deadline to `now + timeout` (may shorten it). On a paused sandbox it only
+    /// records the value shown as `endAt`; the deadline starts when connect resumes it.
+    pub async fn set_timeout(&self, id: &str, timeout: Duration) -> Result<(), ApiError> {
+        let op = "set sandbox timeout";
+        let sandbox = self.lookup(op, id)?;
+        let _guard = sandbox.op.lock().await;
+        match sandbox.phase() {
+            Phase::Running { .. } => sandbox.set_phase(deadline_after(timeout)),
+            Phase::Paused { .. } => sandbox.set_phase(Phase::Paused { end_at: SystemTime::now() + timeout }),
+            Phase::Dead => return Err(ApiError::sandbox_not_found(op, id)),
+        }
+        Ok(())
+    }
+
+    /// Freezes a running sandbox; 409 if it is already paused.
+    pub async fn pause(&self, id: &str) -> Result<(), ApiError> {
+        let op = "pause sandbox";
+        let sandbox = self.lookup(op, id)?;
+        let _guard = sandbox.op.lock().await;
+        pause_locked(&sandbox).await
+    }
+
+    /// Kills a sandbox (running or paused): every process dies, its files are deleted, and it is
+    /// forgotten. Resolves after teardown.
+    pub async fn kill(&self, id: &str) -> Result<(), ApiError> {
+        let op = "kill sandbox";
+        let sandbox = self.sandboxes.write().expect("registry lock").remove(id);
+        let sandbox = sandbox.ok_or_else(|| ApiError::sandbox_not_found(op, id))?;
+        terminate(&sandbox).await.map_err(|e| ApiError::internal(e.to_string()))
+    }
+
+    /// Refuses new sandboxes and kills every existing one, concurrently. Returns the errors of
+    /// teardowns that failed.
+    pub async fn shutdown(&self) -> Vec<String> {
+        self.shutting_down.store(true, Ordering::SeqCst);
+        let all: Vec<_> = self.sandboxes.write().expect("registry lock").drain().map(|(_, s)| s).collect();
+        let results = futures::future::join_all(all.iter().map(|s| terminate(s))).await;
+        results.into_iter().filter_map(|r| r.err().map(|e| e.to_string())).collect()
+    }
+}
+
+async fn pause_locked(sandbox: &Sandbox) -> Result<(), ApiError> {
+    match sandbox.phase() {
+        Phase::Running { end_at, .. } => {
+            sandbox.world.freeze().await.map_err(|e| ApiError::internal(e.to_string()))?;
+            sandbox.set_phase(Phase::Paused { end_at });
+            tracing::info!(sandbox = %sandbox.id, "sandbox paused");
+            Ok(())
+        }
+        Phase::Paused { .. } => {
+            Err(ApiError::new(StatusCode::CONFLICT, format!("pause sandbox {}: sandbox is already paused", sandbox.id)))
+        }
+        Phase::Dead => Err(ApiError::sandbox_not_found("pause sandbox", &sandbox.id)),
+    }
+}
+
+async fn terminate(sandbox: &Sandbox) -> Result<(), crate::world::WorldError> {
+    let _guard = sandbox.op.lock().await;
+    sandbox.set_phase(Phase::Dead);
+    let result = sandbox.world.destroy().await;
+    tracing::info!(sandbox = %sandbox.id, ok = result.is_ok(), "sandbox killed");
+    result
+}
+
+/// Sleeps until the deadline (re-arming when it changes), then kills or auto-pauses. Also
+/// notices a world that died on its own and forgets it.
+async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
+    loop {
+        let phase = sandbox.phase();
+        let deadline = match phase {
+            Phase::Running { deadline, .. } => Some(deadline),
+            Phase::Paused { .. } => None,
+            Phase::Dead => return,
+        };
+        let expired = async {
+            match deadline {
+                Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sandbox.changed.notified() => continue,
+            code = sandbox.world.exited() => {
+                if sandbox.phase() != Phase::Dead {
+                    tracing::warn!(sandbox = %sandbox.id, ?code, "sandbox world exited on its own");
+                    if let Some(registry) = registry.upgrade() {
+                        registry.kill(&sandbox.id).await.ok();
+                    }
+                }
+                return;
+            }
+            () = expired => {}
+        }
+        let guard = sandbox.op.lock().await;
+        match sandbox.phase() {
+            Phase::Running { deadline, .. } if deadline <= Instant::now() => {}
+            _ => continue,
+        }
+        if sandbox.auto_pause {
+            match pause_locked(&sandbox).await {
+                Ok(()) => continue,
+                Err(err) => tracing::warn!(sandbox = %sandbox.id, "auto-pause on timeout failed, killing instead: {}", err.message),
+            }
+        }
+        drop(guard);
+        tracing::info!(sandbox = %sandbox.id, "sandbox timeout expired");
+        if let Some(registry) = registry.upgrade() {
+            registry.kill(&sandbox.id).await.ok();
+        }
+        return;
+    }
+}

@@ -1,0 +1,221 @@
+//! The freezer cgroup that holds every process of one sandbox world: pause freezes it, resume
+//! thaws it, teardown kills whatever it still holds. cgroup v1 (`/sys/fs/cgroup/freezer`) and v2
+//! (`cgroup.freeze`, on `/sys/fs/cgroup` or `/sys/fs/cgroup/unified`) are both supported; v1
+//! wins when both exist because hybrid hosts keep processes' v2 membership elsewhere.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Which freezer interface a cgroup uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FreezerKind {
+    V1,
+    V2,
+}
+
+/// The freezer hierarchy available on this host, and where e2b-local's cgroups live in it.
+#[derive(Debug, Clone)]
+pub struct FreezerRoot {
+    kind: FreezerKind,
+    /// `<hierarchy>/e2b-local/<instance>`: this server's parent cgroup.
+    base: PathBuf,
+}
+
+const V1_ROOT: &str = "/sys/fs/cgroup/freezer";
+const V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+impl FreezerRoot {
+    /// Finds a usable freezer and creates this server's parent cgroup `e2b-local/<instance>`.
+    /// Empty cgroups left by crashed servers under `e2b-local/` are removed on the way.
+    pub fn create(instance: &str) -> io::Result<Self> {
+        let (kind, hierarchy) = detect().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "no cgroup freezer: neither {V1_ROOT}/freezer.state nor a cgroup v2 hierarchy with \
+                     cgroup.freeze under {} was found",
+                    V2_ROOTS.join(" or ")
+                ),
+            )
+        })?;
+        let parent = hierarchy.join("e2b-local");
+        std::fs::create_dir_all(&parent).map_err(|e| annotate(e, "create cgroup", &parent))?;
+        sweep_empty(&parent);
+        let base = parent.join(instance);
+        std::fs::create_dir_all(&base).map_err(|e| annotate(e, "create cgroup", &base))?;
+        Ok(Self { kind, base })
+    }
+
+    pub fn kind(&self) -> FreezerKind {
+        self.kind
+    }
+
+    /// Creates the (empty) cgroup of one sandbox.
+    pub fn sandbox(&self, sandbox_id: &str) -> io::Result<Cgroup> {
+        let path = self.base.join(sandbox_id);
+        std::fs::create_dir(&path).map_err(|e| annotate(e, "create cgroup", &path))?;
+        Ok(Cgroup { kind: self.kind, path })
+    }
+
+    /// Removes this server's parent cgroup; its sandbox cgroups must already be gone.
+    pub fn remove(&self) -> io::Result<()> {
+        match std::fs::remove_dir(&self.base) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(annotate(e, "remove cgroup", &self.base)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn detect() -> Option<(FreezerKind, PathBuf)> {
+    if Path::new(V1_ROOT).join("freezer.state").exists() || is_v1_freezer_root(Path::new(V1_ROOT)) {
+        return Some((FreezerKind::V1, PathBuf::from(V1_ROOT)));
+    }
+    V2_ROOTS
+        .iter()
+        .map(Path::new)
+        .find(|root| root.join("cgroup.controllers").exists() && root.join("cgroup.procs").exists())
+        .map(|root| (FreezerKind::V2, root.to_path_buf()))
+}
+
+/// The v1 root cgroup has no `freezer.state` (the root cannot be frozen); its `tasks` file and
+/// its mount type identify it.
+fn is_v1_freezer_root(path: &Path) -> bool {
+    path.join("tasks").exists()
+        && std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
+            mounts.lines().any(|line| {
+                let mut fields = line.split_whitespace();
+                let (_dev, mount_point, fs_type, options) = (fields.next(), fields.next(), fields.next(), fields.next());
+                mount_point == path.to_str()
+                    && fs_type == Some("cgroup")
+                    && options.is_some_and(|o| o.split(',').any(|opt| opt == "freezer"))
+            })
+        })
+}
+
+/// Removes empty instance cgroups (and their empty sandbox children) left by crashed servers.
+/// Busy ones fail `rmdir` with EBUSY and are left alone.
+fn sweep_empty(parent: &Path) {
+    let Ok(instances) = std::fs::read_dir(parent) else { return };
+    for instance in instances.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+        if let Ok(children) = std::fs::read_dir(instance.path()) {
+            for child in children.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
+        let _ = std::fs::remove_dir(instance.path());
+    }
+}
+
+fn annotate(err: io::Error, op: &str, path: &Path) -> io::Error {
+    io::Error::new(err.kind(), format!("{op} {}: {err}", path.display()))
+}
+
+/// One sandbox's cgroup.
+#[derive(Debug, Clone)]
+pub struct Cgroup {
+    kind: FreezerKind,
+    path: PathBuf,
+}
+
+impl Cgroup {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Moves process `pid` (and, from then on, its future descendants) into this cgroup.
+    pub fn add(&self, pid: u32) -> io::Result<()> {
+        let file = self.path.join("cgroup.procs");
+        std::fs::write(&file, pid.to_string()).map_err(|e| annotate(e, &format!("add pid {pid} to"), &file))
+    }
+
+    /// Host pids of every process currently in the cgroup.
+    pub fn pids(&self) -> io::Result<Vec<i32>> {
+        let file = self.path.join("cgroup.procs");
+        let text = std::fs::read_to_string(&file).map_err(|e| annotate(e, "read", &file))?;
+        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+    }
+
+    /// Freezes every process and returns once the kernel reports the cgroup frozen.
+    pub fn freeze(&self) -> io::Result<()> {
+        match self.kind {
+            FreezerKind::V1 => {
+                self.write("freezer.state", "FROZEN")?;
+                self.wait_for(|| Ok(self.read("freezer.state")?.trim() == "FROZEN"), "freeze")
+            }
+            FreezerKind::V2 => {
+                self.write("cgroup.freeze", "1")?;
+                self.wait_for(|| Ok(self.read("cgroup.events")?.lines().any(|l| l == "frozen 1")), "freeze")
+            }
+        }
+    }
+
+    /// Thaws every process.
+    pub fn thaw(&self) -> io::Result<()> {
+        match self.kind {
+            FreezerKind::V1 => self.write("freezer.state", "THAWED"),
+            FreezerKind::V2 => self.write("cgroup.freeze", "0"),
+        }
+    }
+
+    /// SIGKILLs every process (thawing so frozen ones can die) until the cgroup is empty, then
+    /// removes it. Fails only if processes survive `deadline`.
+    pub fn kill_all_and_remove(&self, deadline: Duration) -> io::Result<()> {
+        let start = Instant::now();
+        loop {
+            let pids = match self.pids() {
+                Ok(pids) => pids,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            };
+            if pids.is_empty() {
+                break;
+            }
+            for pid in &pids {
+                // SAFETY: kill(2) has no memory-safety preconditions.
+                unsafe { libc::kill(*pid, libc::SIGKILL) };
+            }
+            let _ = self.thaw();
+            if start.elapsed() > deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("kill cgroup {}: processes {pids:?} survive SIGKILL", self.path.display()),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // rmdir can race the last exiting task's release; retry briefly.
+        loop {
+            match std::fs::remove_dir(&self.path) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if start.elapsed() > deadline => return Err(annotate(e, "remove cgroup", &self.path)),
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    }
+
+    fn write(&self, file: &str, value: &str) -> io::Result<()> {
+        let path = self.path.join(file);
+        std::fs::write(&path, value).map_err(|e| annotate(e, &format!("write {value:?} to"), &path))
+    }
+
+    fn read(&self, file: &str) -> io::Result<String> {
+        let path = self.path.join(file);
+        std::fs::read_to_string(&path).map_err(|e| annotate(e, "read", &path))
+    }
+
+    fn wait_for(&self, mut done: impl FnMut() -> io::Result<bool>, what: &str) -> io::Result<()> {
+        let start = Instant::now();
+        while !done()? {
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{what} cgroup {}: not settled after 10 s", self.path.display()),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,191 @@
+//! The hidden `e2b-local __sandbox-init` program: the process tree that runs one sandbox world.
+//!
+//! The server starts it with `unshare(CLONE_NEWNS | CLONE_NEWPID)` already applied, so this
+//! process (the *keeper*) stays in the host PID namespace while its first child becomes PID 1 of
+//! the sandbox's. The keeper reads the [`InitConfig`] from stdin and forks:
+//!
+//! - **PID 1** builds the world ([`mounts::build_and_enter`]), binds envd's Unix socket (on the
+//!   host path, before `pivot_root`), forks envd, then only reaps: orphans re-parent to it, and
+//!   when envd exits it exits too — which makes the kernel kill everything left in the namespace.
+//! - **envd** (PID 2) runs `e2b_local_envd::serve` on its own tokio runtime and writes `ready` on
+//!   stdout once it listens.
+//! - The **keeper** waits for PID 1 and exits with its status.
+//!
+//! Every level has `PR_SET_PDEATHSIG = SIGKILL`, so if the server dies the whole world dies.
+//! Runs before any thread exists (forking is only sound single-threaded); never returns.
+
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixListener;
+
+use super::layout::InitConfig;
+use super::mounts;
+
+/// Line envd's process prints on stdout once it accepts connections.
+pub const READY_LINE: &str = "ready";
+
+/// Entry point of `e2b-local __sandbox-init`; returns the process exit code.
+pub fn run() -> i32 {
+    let config = match read_config() {
+        Ok(config) => config,
+        Err(err) => {
+            eprintln!("sandbox init: {err}");
+            return 1;
+        }
+    };
+    // SAFETY: single-threaded here (called first thing from main).
+    match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!("sandbox init: fork PID 1: {}", std::io::Error::last_os_error());
+            1
+        }
+        0 => pid1(&config),
+        child => {
+            // Only PID 1 and envd may hold the ready pipe, so the server sees EOF if they die.
+            redirect_stdout_to_null();
+            wait_for(child)
+        }
+    }
+}
+
+fn read_config() -> Result<InitConfig, String> {
+    let mut raw = Vec::new();
+    std::io::stdin().read_to_end(&mut raw).map_err(|e| format!("read config from stdin: {e}"))?;
+    serde_json::from_slice(&raw).map_err(|e| format!("parse config from stdin: {e}"))
+}
+
+/// PID 1 of the sandbox namespace. Never returns.
+fn pid1(config: &InitConfig) -> ! {
+    die_with_parent();
+    let listener = match setup(config) {
+        Ok(listener) => listener,
+        Err(err) => {
+            eprintln!("sandbox init {}: {err}", config.sandbox_id);
+            exit(1);
+        }
+    };
+    // SAFETY: still single-threaded.
+    let envd = match unsafe { libc::fork() } {
+        -1 => {
+            eprintln!("sandbox init {}: fork envd: {}", config.sandbox_id, std::io::Error::last_os_error());
+            exit(1);
+        }
+        0 => {
+            die_with_parent();
+            exit(run_envd(config, listener))
+        }
+        pid => pid,
+    };
+    drop(listener);
+    redirect_stdout_to_null();
+    reap_until(envd)
+}
+
+fn setup(config: &InitConfig) -> std::io::Result<UnixListener> {
+    // SAFETY: umask(2) cannot fail.
+    unsafe { libc::umask(0o022) };
+    let socket = config.dirs().socket();
+    let _ = std::fs::remove_file(&socket);
+    // Bound on the host path before pivot_root: the server connects here, sandbox processes
+    // cannot reach it (the state dir is hidden inside).
+    let listener = UnixListener::bind(&socket)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("bind envd socket {}: {e}", socket.display())))?;
+    mounts::build_and_enter(config)?;
+    Ok(listener)
+}
+
+fn run_envd(config: &InitConfig, listener: UnixListener) -> i32 {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("envd")
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("sandbox envd {}: build runtime: {err}", config.sandbox_id);
+            return 1;
+        }
+    };
+    let envd_config = e2b_local_envd::EnvdConfig {
+        sandbox_id: config.sandbox_id.clone(),
+        template_id: config.template_id.clone(),
+        env_vars: config.env_vars.clone(),
+        access_token: config.access_token.clone(),
+        default_user: super::users::USER.to_owned(),
+        default_workdir: None,
+    };
+    let result = runtime.block_on(async move {
+        listener.set_nonblocking(true).map_err(|e| format!("set socket non-blocking: {e}"))?;
+        let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| format!("register socket: {e}"))?;
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| format!("install SIGTERM handler: {e}"))?;
+        {
+            let mut stdout = std::io::stdout().lock();
+            writeln!(stdout, "{READY_LINE}").and_then(|()| stdout.flush()).map_err(|e| format!("report ready: {e}"))?;
+        }
+        redirect_stdout_to_null();
+        let shutdown = async move {
+            terminate.recv().await;
+        };
+        e2b_local_envd::serve(envd_config, e2b_local_envd::EnvdListener::Unix(listener), shutdown)
+            .await
+            .map_err(|e| format!("serve: {e}"))
+    });
+    match result {
+        Ok(()) => 0,
+        Err(err) => {
+            eprintln!("sandbox envd {}: {err}", config.sandbox_id);
+            1
+        }
+    }
+}
+
+/// Reaps every child (orphans included) until `main` exits, then exits with its status.
+fn reap_until(main: libc::pid_t) -> ! {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) with a valid status pointer.
+        let pid = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if pid == main {
+            exit(exit_code(status));
+        }
+        if pid == -1 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            exit(1);
+        }
+    }
+}
+
+fn wait_for(child: libc::pid_t) -> i32 {
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid(2) with a valid status pointer.
+        let pid = unsafe { libc::waitpid(child, &mut status, 0) };
+        if pid == child {
+            return exit_code(status);
+        }
+        if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return 1;
+        }
+    }
+}
+
+fn exit_code(status: libc::c_int) -> i32 {
+    if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) }
+}
+
+fn die_with_parent() {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number; no pointers.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) };
+}
+
+fn redirect_stdout_to_null() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        // SAFETY: dup2 onto fd 1 with a valid open descriptor.
+        unsafe { libc::dup2(null.as_raw_fd(), libc::STDOUT_FILENO) };
+    }
+}
+
+fn exit(code: i32) -> ! {
+    std::process::exit(code)
+}

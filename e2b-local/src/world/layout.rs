@@ -1,0 +1,73 @@
+//! Where one sandbox's files live in the state dir, and the configuration the server hands to
+//! the in-namespace init over its stdin.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The per-sandbox directory `<state>/sandboxes/<id>/` and its parts.
+#[derive(Debug, Clone)]
+pub struct SandboxDirs {
+    pub dir: PathBuf,
+}
+
+impl SandboxDirs {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    /// Overlay upper layer: every change the sandbox makes to the host root's view.
+    pub fn upper(&self) -> PathBuf {
+        self.dir.join("upper")
+    }
+
+    /// Overlay work dir (same filesystem as `upper`).
+    pub fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+
+    /// Mount point of the overlay: the sandbox's future `/`.
+    pub fn root(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    /// Backing dir of the sandbox's fresh `/tmp`.
+    pub fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// Backing dir of the sandbox's fresh `/home/user`.
+    pub fn home(&self) -> PathBuf {
+        self.dir.join("home")
+    }
+
+    /// Unix socket the sandbox's envd listens on; the front connects here.
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("envd.sock")
+    }
+}
+
+/// Everything the init needs to build the world and start envd inside it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InitConfig {
+    pub sandbox_id: String,
+    pub template_id: String,
+    pub env_vars: BTreeMap<String, String>,
+    pub access_token: Option<String>,
+    /// The sandbox dir ([`SandboxDirs::dir`]).
+    pub dir: PathBuf,
+    /// Host directories covered by an empty read-only tmpfs inside (the server's state dir).
+    pub hide: Vec<PathBuf>,
+}
+
+impl InitConfig {
+    pub fn dirs(&self) -> SandboxDirs {
+        SandboxDirs::new(self.dir.clone())
+    }
+}
+
+/// `<root>/<absolute host path>`: where a host path appears under the overlay mount point.
+pub fn under(root: &Path, host_path: &Path) -> PathBuf {
+    root.join(host_path.strip_prefix("/").unwrap_or(host_path))
+}

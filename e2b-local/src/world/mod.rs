@@ -1,0 +1,339 @@
+//! Sandbox worlds: isolated Linux environments (mount + PID namespaces over a copy-on-write
+//! overlay of the host root), each running its own envd, held in a freezer cgroup.
+//!
+//! [`WorldFactory::start`] builds one and returns once its envd accepts connections on
+//! [`World::socket`]; [`World::destroy`] kills every process and deletes every file it had.
+
+pub mod cgroup;
+pub mod init;
+pub mod layout;
+pub mod metrics;
+pub mod mounts;
+pub mod users;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::unix::fs::{PermissionsExt, chown};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::watch;
+
+use cgroup::{Cgroup, FreezerRoot};
+use layout::{InitConfig, SandboxDirs};
+
+/// Hidden CLI subcommand that runs [`init::run`].
+pub const INIT_SUBCOMMAND: &str = "__sandbox-init";
+/// PATH of envd and, through it, of every sandbox process.
+pub const SANDBOX_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// How long a world may take to come up before creation fails.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long processes may resist SIGKILL before teardown reports failure.
+const KILL_DEADLINE: Duration = Duration::from_secs(10);
+/// Bytes of the init's stderr kept to explain a failed start.
+const STDERR_TAIL: usize = 4096;
+
+/// Failure to build, freeze, thaw or tear down a world; the message names the sandbox.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct WorldError(pub String);
+
+/// What a world is built from.
+#[derive(Debug, Clone)]
+pub struct WorldSpec {
+    pub sandbox_id: String,
+    pub template_id: String,
+    pub env_vars: BTreeMap<String, String>,
+    pub access_token: Option<String>,
+}
+
+/// Builds worlds under one state dir, with one freezer parent cgroup per server instance.
+#[derive(Debug)]
+pub struct WorldFactory {
+    exe: PathBuf,
+    state_dir: PathBuf,
+    sandboxes_dir: PathBuf,
+    freezer: FreezerRoot,
+}
+
+impl WorldFactory {
+    /// `exe` is the e2b-local binary (it re-executes itself as [`INIT_SUBCOMMAND`]);
+    /// `state_dir` must exist, be locked by this server, and not be on overlayfs.
+    pub fn new(exe: PathBuf, state_dir: PathBuf, instance: &str) -> io::Result<Self> {
+        let sandboxes_dir = state_dir.join("sandboxes");
+        std::fs::create_dir_all(&sandboxes_dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", sandboxes_dir.display())))?;
+        std::fs::set_permissions(&sandboxes_dir, std::fs::Permissions::from_mode(0o700))?;
+        let freezer = FreezerRoot::create(instance)?;
+        Ok(Self { exe, state_dir, sandboxes_dir, freezer })
+    }
+
+    pub fn freezer(&self) -> &FreezerRoot {
+        &self.freezer
+    }
+
+    /// Removes sandbox dirs left by a server that died without tearing down (their processes
+    /// died with it: every level of a world has PDEATHSIG).
+    pub fn sweep_stale(&self) -> io::Result<usize> {
+        let mut removed = 0;
+        for entry in std::fs::read_dir(&self.sandboxes_dir)? {
+            let path = entry?.path();
+            remove_tree(&path)?;
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Builds a world and waits until its envd listens. On failure nothing is left behind.
+    /// Dropping the future before it resolves kills the half-built world (the init child is
+    /// `kill_on_drop`) but may leave its directory for [`Self::sweep_stale`].
+    pub async fn start(&self, spec: WorldSpec) -> Result<World, WorldError> {
+        let id = spec.sandbox_id.clone();
+        let fail = |what: &str, e: &dyn std::fmt::Display| WorldError(format!("start sandbox {id}: {what}: {e}"));
+        let dirs = SandboxDirs::new(self.sandboxes_dir.join(&id));
+        prepare_dirs(&dirs).map_err(|e| fail("prepare dirs", &e))?;
+        let cgroup = match self.freezer.sandbox(&id) {
+            Ok(cgroup) => cgroup,
+            Err(e) => {
+                let _ = remove_tree(&dirs.dir);
+                return Err(fail("cgroup", &e));
+            }
+        };
+        let config = InitConfig {
+            sandbox_id: id.clone(),
+            template_id: spec.template_id,
+            env_vars: spec.env_vars,
+            access_token: spec.access_token,
+            dir: dirs.dir.clone(),
+            hide: vec![self.state_dir.clone()],
+        };
+        let world = World {
+            id: id.clone(),
+            dirs,
+            cgroup,
+            exited: Mutex::new(None),
+            stderr_tail: Arc::new(Mutex::new(String::new())),
+            cpu: Mutex::new(None),
+        };
+        match world.launch(&self.exe, &config).await {
+            Ok(()) => Ok(world),
+            Err(err) => {
+                let tail = world.stderr_tail();
+                let _ = world.destroy().await;
+                let detail = if tail.is_empty() { String::new() } else { format!(" ({})", tail.trim()) };
+                Err(WorldError(format!("start sandbox {id}: {err}{detail}")))
+            }
+        }
+    }
+}
+
+fn prepare_dirs(dirs: &SandboxDirs) -> io::Result<()> {
+    let ctx = |p: &Path| {
+        let p = p.to_path_buf();
+        move |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()))
+    };
+    std::fs::create_dir(&dirs.dir).map_err(ctx(&dirs.dir))?;
+    std::fs::set_permissions(&dirs.dir, std::fs::Permissions::from_mode(0o700)).map_err(ctx(&dirs.dir))?;
+    for dir in [dirs.upper(), dirs.work(), dirs.root(), dirs.tmp(), dirs.home()] {
+        std::fs::create_dir(&dir).map_err(ctx(&dir))?;
+    }
+    std::fs::set_permissions(dirs.tmp(), std::fs::Permissions::from_mode(0o1777)).map_err(ctx(&dirs.tmp()))?;
+    let home = dirs.home();
+    copy_skeleton(Path::new("/etc/skel"), &home).map_err(ctx(&home))?;
+    chown(&home, Some(users::UID), Some(users::GID)).map_err(ctx(&home))?;
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).map_err(ctx(&home))
+}
+
+/// Copies the regular files of `/etc/skel` (`.bashrc`, `.profile`, …) into a fresh home, owned by
+/// `user`, as `useradd -m` would.
+fn copy_skeleton(skel: &Path, home: &Path) -> io::Result<()> {
+    let Ok(entries) = std::fs::read_dir(skel) else { return Ok(()) };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_file()) {
+            let target = home.join(entry.file_name());
+            std::fs::copy(entry.path(), &target)?;
+            chown(&target, Some(users::UID), Some(users::GID))?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_tree(path: &Path) -> io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(io::Error::new(e.kind(), format!("remove {}: {e}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// One running (or frozen) sandbox world.
+#[derive(Debug)]
+pub struct World {
+    id: String,
+    dirs: SandboxDirs,
+    cgroup: Cgroup,
+    /// Receives the init's exit code once it has exited.
+    exited: Mutex<Option<watch::Receiver<Option<i32>>>>,
+    stderr_tail: Arc<Mutex<String>>,
+    cpu: Mutex<Option<metrics::CpuSample>>,
+}
+
+impl World {
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The Unix socket envd serves on.
+    pub fn socket(&self) -> PathBuf {
+        self.dirs.socket()
+    }
+
+    pub fn cgroup(&self) -> &Cgroup {
+        &self.cgroup
+    }
+
+    /// Resolves when the world's init has exited (killed, or envd died), with its exit code.
+    /// Resolves at once if the world was never launched.
+    pub async fn exited(&self) -> Option<i32> {
+        let receiver = self.exited.lock().expect("exited lock").clone();
+        let mut receiver = receiver?;
+        match receiver.wait_for(Option::is_some).await {
+            Ok(code) => *code,
+            Err(_) => None,
+        }
+    }
+
+    async fn launch(&self, exe: &Path, config: &InitConfig) -> Result<(), String> {
+        let mut command = tokio::process::Command::new(exe);
+        command
+            .arg(INIT_SUBCOMMAND)
+            .env_clear()
+            .env("PATH", SANDBOX_PATH)
+            .env("HOME", "/root")
+            .env("LANG", "C.UTF-8")
+            .current_dir("/")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+        // syscalls (unshare, prctl), touching no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command.spawn().map_err(|e| format!("spawn {} {INIT_SUBCOMMAND}: {e}", exe.display()))?;
+        let pid = child.id().ok_or("init exited before it could be placed in its cgroup")?;
+        // The keeper forks PID 1 only after reading its config, so placing it now puts every
+        // process of the world in the cgroup.
+        if let Err(err) = self.cgroup.add(pid) {
+            let _ = child.start_kill();
+            return Err(err.to_string());
+        }
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
+        let stderr = child.stderr.take().expect("stderr is piped");
+        self.spawn_stderr_logger(stderr);
+        let (exit_tx, exit_rx) = watch::channel(None);
+        *self.exited.lock().expect("exited lock") = Some(exit_rx);
+        tokio::spawn(async move {
+            let code = match child.wait().await {
+                Ok(status) => status.code().unwrap_or(-1),
+                Err(_) => -1,
+            };
+            let _ = exit_tx.send(Some(code));
+        });
+
+        let payload = serde_json::to_vec(config).map_err(|e| format!("encode init config: {e}"))?;
+        stdin.write_all(&payload).await.map_err(|e| format!("send init config: {e}"))?;
+        drop(stdin);
+        let mut lines = BufReader::new(stdout).lines();
+        match tokio::time::timeout(START_TIMEOUT, lines.next_line()).await {
+            Ok(Ok(Some(line))) if line == init::READY_LINE => Ok(()),
+            Ok(Ok(Some(line))) => Err(format!("unexpected line from init: {line:?}")),
+            Ok(Ok(None)) => {
+                let code = self.exited().await;
+                Err(format!("init exited before envd was ready (exit code {code:?})"))
+            }
+            Ok(Err(e)) => Err(format!("read init readiness: {e}")),
+            Err(_) => Err(format!("envd not ready within {} s", START_TIMEOUT.as_secs())),
+        }
+    }
+
+    fn spawn_stderr_logger(&self, stderr: tokio::process::ChildStderr) {
+        let tail = self.stderr_tail.clone();
+        let id = self.id.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(sandbox = %id, "{line}");
+                let mut tail = tail.lock().expect("stderr tail lock");
+                if tail.len() + line.len() < STDERR_TAIL {
+                    tail.push_str(&line);
+                    tail.push('\n');
+                }
+            }
+        });
+    }
+
+    fn stderr_tail(&self) -> String {
+        self.stderr_tail.lock().expect("stderr tail lock").clone()
+    }
+
+    /// Freezes every process of the world; returns once all are frozen.
+    pub async fn freeze(&self) -> Result<(), WorldError> {
+        let cgroup = self.cgroup.clone();
+        blocking(move || cgroup.freeze())
+            .await
+            .map_err(|e| WorldError(format!("pause sandbox {}: {e}", self.id)))
+    }
+
+    /// Thaws every process of the world.
+    pub async fn thaw(&self) -> Result<(), WorldError> {
+        let cgroup = self.cgroup.clone();
+        blocking(move || cgroup.thaw())
+            .await
+            .map_err(|e| WorldError(format!("resume sandbox {}: {e}", self.id)))
+    }
+
+    /// Kills every process of the world (frozen or not), waits for the init to exit, removes the
+    /// cgroup and deletes the sandbox dir (overlay layers, `/tmp`, `/home/user`, socket).
+    /// Idempotent. Runs the blocking parts on tokio's blocking pool; dropping the future midway
+    /// leaves the rest undone (the server's shutdown sweep removes leftovers on next start).
+    pub async fn destroy(&self) -> Result<(), WorldError> {
+        let cgroup = self.cgroup.clone();
+        let killed = blocking(move || cgroup.kill_all_and_remove(KILL_DEADLINE)).await;
+        // The mount namespace (and with it the overlay) is released once its last process,
+        // the keeper, has exited; wait for it before deleting the layers.
+        let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
+        let dir = self.dirs.dir.clone();
+        let removed = blocking(move || remove_tree(&dir)).await;
+        killed.and(removed).map_err(|e| WorldError(format!("destroy sandbox {}: {e}", self.id)))
+    }
+
+    /// One metrics sample: CPU since the previous sample, memory and disk use now.
+    pub async fn sample(&self, host: &crate::host::HostFacts) -> Result<metrics::Sample, WorldError> {
+        let cgroup = self.cgroup.clone();
+        let dirs = [self.dirs.upper(), self.dirs.tmp(), self.dirs.home()];
+        let measured = blocking(move || Ok(metrics::measure(&cgroup.pids()?, &dirs)))
+            .await
+            .map_err(|e| WorldError(format!("metrics of sandbox {}: {e}", self.id)))?;
+        let mut previous = self.cpu.lock().expect("cpu sample lock");
+        Ok(metrics::Sample::new(&measured, &mut previous, host))
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| io::Error::other(format!("blocking task: {e}")))?
+}
