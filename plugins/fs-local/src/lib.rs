@@ -1,1 +1,40 @@
-//! (in progress)
+//! `dsh-fs-local`: the `fs` seam ([`dsh_plugin_api::fs::FsProvider`]) on
+//! the host filesystem.
+//!
+//! [`FsLocal`] implements every row of the seam contract (DESIGN §5.1):
+//! canonical identity with `realpath -m` semantics and percent-encoded
+//! `file:` URIs, containment on canonical paths, `stat`/`lstat`/`list`,
+//! strict UTF-8 reads with binary detection, streamed reads in bounded
+//! chunks, atomic guarded writes through a private sibling staging
+//! directory, literal edits with line-ending-insensitive matching, and
+//! `mkdir -p` / recursive remove / rename with parent creation. Versions
+//! are metadata tokens (see the `version` module docs for why they are
+//! sound).
+//!
+//! [`FsLocalPlugin`] is the plugin (`dsh-fs-local`, provides `fs`, injects
+//! nothing, config `{ cwd?: absolute path }`).
+
+mod blocking;
+mod chunks;
+mod commit;
+mod edit;
+mod errors;
+mod list;
+mod literal;
+mod locks;
+mod meta;
+mod paths;
+mod plugin;
+mod provider;
+mod read;
+mod staging;
+mod tree;
+mod uri;
+mod utf8;
+mod version;
+mod write;
+
+pub use chunks::{CHUNK_LEN, READ_AHEAD};
+pub use plugin::{FsLocalConfig, FsLocalPlugin};
+pub use provider::FsLocal;
+pub use staging::STAGING_PREFIX;

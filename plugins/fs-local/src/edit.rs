@@ -1,0 +1,60 @@
+//! `edit`: literal edits of a UTF-8 file, stored atomically.
+
+use std::path::Path;
+
+use dsh_plugin_api::fs::{Edit, EditOutcome, WriteGuard};
+use dsh_plugin_api::{ErrorKind, Result};
+
+use crate::commit::{self, check_guard};
+use crate::errors::Op;
+use crate::literal;
+use crate::locks;
+use crate::paths;
+use crate::read::{open_regular, read_content};
+use crate::staging::Staged;
+use crate::utf8::into_text;
+use crate::version::version_of;
+
+/// Applies `edits` to the canonical target of `path`.
+///
+/// The target's lock is held from before the read until after the commit,
+/// so concurrent edits and writes through this process serialise and none
+/// is lost. `guard` is checked against the state that was read; the commit
+/// then requires the file to still be in exactly that state, so a change by
+/// another process in between fails with `Conflict` instead of being
+/// overwritten. Bad edits (none given, empty `old`, zero or ambiguous
+/// matches) are `InvalidInput` and store nothing.
+///
+/// Cancellation: dropping the future while it waits for the lock, reads a
+/// large file or stages large content leaves the file untouched and no
+/// staging directory behind.
+pub(crate) async fn edit(
+    op: Op<'_>,
+    path: &Path,
+    edits: Vec<Edit>,
+    guard: WriteGuard,
+) -> Result<EditOutcome> {
+    literal::validate(&edits).map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
+    let target = paths::canonicalize(op, path)?;
+    let (parent, name) = paths::split_file(op, &target)?;
+    let lock = locks::lock(&target).await;
+    let (file, meta) = open_regular(op, &target)?;
+    check_guard(op, Some(&meta), &guard)?;
+    let read_version = version_of(&meta);
+    let original = into_text(op, read_content(op, file, meta.len()).await?)?;
+    let applied = literal::apply(&original, &edits)
+        .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
+    drop(original);
+    let staged = Staged::write(op, &parent, &name, applied.text.into_bytes()).await?;
+    let version = commit::commit(
+        op,
+        staged,
+        &target,
+        &WriteGuard::IfVersion(read_version),
+        &lock,
+    )?;
+    Ok(EditOutcome {
+        version,
+        replacements: applied.replacements,
+    })
+}

@@ -1,0 +1,123 @@
+//! Reads: whole UTF-8 files and streamed text or bytes.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use dsh_plugin_api::fs::{ReadStream, TextFile};
+use dsh_plugin_api::stream::{ByteStream, TextStream};
+use dsh_plugin_api::{ErrorKind, Result};
+use rustix::fs::OFlags;
+
+use crate::blocking::{self, INLINE_LIMIT};
+use crate::chunks::{self, Bytes, Source, Text};
+use crate::errors::Op;
+use crate::utf8::into_text;
+use crate::version::version_of;
+
+/// Opens `path` for reading and checks it is a regular file.
+///
+/// Opened non-blocking so a FIFO without a writer cannot hang the open;
+/// FIFOs, sockets and devices are then refused (`InvalidInput`) because
+/// their reads can block forever. A directory is `IsADirectory`.
+pub(crate) fn open_regular(op: Op<'_>, path: &Path) -> Result<(File, Metadata)> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlags::NONBLOCK.bits() as i32)
+        .open(path)
+        .map_err(|err| op.io(&err))?;
+    let meta = file.metadata().map_err(|err| op.io(&err))?;
+    if meta.is_dir() {
+        return Err(op.error(ErrorKind::IsADirectory, "is a directory"));
+    }
+    if !meta.is_file() {
+        return Err(op.error(
+            ErrorKind::InvalidInput,
+            format_args!(
+                "not a regular file (a {}), refusing to read it",
+                other_kind_name(&meta)
+            ),
+        ));
+    }
+    Ok((file, meta))
+}
+
+fn other_kind_name(meta: &Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let file_type = meta.file_type();
+    if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_socket() {
+        "socket"
+    } else if file_type.is_char_device() {
+        "character device"
+    } else if file_type.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
+/// The whole content of an open file of about `size` bytes (it may have
+/// changed since; whatever is there until end of file is read).
+pub(crate) fn read_all(op: Op<'_>, mut file: File, size: u64) -> Result<Vec<u8>> {
+    let mut content = Vec::new();
+    content
+        .try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
+        .map_err(|_| {
+            op.error(
+                ErrorKind::Io,
+                format_args!("the file is too large to read into memory ({size} bytes)"),
+            )
+        })?;
+    file.read_to_end(&mut content).map_err(|err| op.io(&err))?;
+    Ok(content)
+}
+
+/// Reads an open file inline when small, on the blocking pool when large.
+pub(crate) async fn read_content(op: Op<'_>, file: File, size: u64) -> Result<Vec<u8>> {
+    if size <= INLINE_LIMIT {
+        read_all(op, file, size)
+    } else {
+        let owned = op.to_owned();
+        blocking::run(op, move || read_all(owned.op(), file, size)).await?
+    }
+}
+
+/// `read_text`: the version is taken from the open file *before* its
+/// content is read, so if the file changes during the read the version is
+/// older than the text and a guarded write with it fails safely.
+pub(crate) async fn read_text(op: Op<'_>, path: &Path) -> Result<TextFile> {
+    let (file, meta) = open_regular(op, path)?;
+    let version = version_of(&meta);
+    let content = read_content(op, file, meta.len()).await?;
+    let text = into_text(op, content)?;
+    Ok(TextFile { text, version })
+}
+
+/// `stream_text`: the binary check reads the first chunk before returning.
+pub(crate) async fn stream_text(op: Op<'_>, path: &Path) -> Result<ReadStream<TextStream>> {
+    let (file, meta) = open_regular(op, path)?;
+    let version = version_of(&meta);
+    let size = meta.len();
+    let producer = Text::open(Source::new(file, op.to_owned()))?;
+    Ok(ReadStream {
+        version,
+        size,
+        chunks: chunks::into_stream(producer, size),
+    })
+}
+
+/// `read_bytes`: any content, as raw chunks.
+pub(crate) async fn read_bytes(op: Op<'_>, path: &Path) -> Result<ReadStream<ByteStream>> {
+    let (file, meta) = open_regular(op, path)?;
+    let version = version_of(&meta);
+    let size = meta.len();
+    let producer = Bytes::new(Source::new(file, op.to_owned()));
+    Ok(ReadStream {
+        version,
+        size,
+        chunks: chunks::into_stream(producer, size),
+    })
+}
