@@ -336,10 +336,11 @@ pub(crate) mod fake {
                     tokio::time::sleep(self.create_delay).await;
                 }
                 let injected: Vec<&str> = input.services.iter().map(|s| s.kind().name()).collect();
-                self.journal
-                    .lock()
-                    .expect("journal")
-                    .push(format!("create {} [{}]", input.id, injected.join(",")));
+                let mut line = format!("create {} [{}]", input.id, injected.join(","));
+                if !input.config.is_null() {
+                    line.push_str(&format!(" config={}", input.config));
+                }
+                self.journal.lock().expect("journal").push(line);
                 if self.fail_create {
                     return Err(PluginError::config("boom").with_subject(input.id));
                 }

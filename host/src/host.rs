@@ -1,0 +1,216 @@
+//! A running composition and its typed services.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::subprocess::SubprocessProvider;
+use dsh_plugin_api::{Service, ServiceKind};
+
+use crate::composition::{Composition, PluginInfo};
+use crate::error::HostError;
+use crate::lifecycle::{self, Running};
+use crate::manifest::{Manifest, ManifestFormat};
+use crate::resolve::SearchPath;
+
+/// A created composition: every plugin running, services ready.
+///
+/// Typed accessors hand out the plain seam traits (`Arc<dyn FsProvider>` …);
+/// they stay valid objects after [`Host::dispose`], but their plugins are
+/// gone and calls fail. Always call [`Host::dispose`] before dropping a
+/// host; a host dropped undisposed disposes its plugins in a background
+/// task on the current tokio runtime (if any) and logs a warning.
+pub struct Host {
+    origin: String,
+    plugins: Vec<PluginInfo>,
+    /// Every provided service with its plugin id, in create order.
+    services: Vec<(String, Service)>,
+    running: tokio::sync::Mutex<Option<Vec<Running>>>,
+    disposed: AtomicBool,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("origin", &self.origin)
+            .field("plugins", &self.plugins)
+            .field("disposed", &self.disposed.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    pub(crate) fn new(origin: String, plugins: Vec<PluginInfo>, running: Vec<Running>) -> Host {
+        let services = running
+            .iter()
+            .flat_map(|running| {
+                running
+                    .services
+                    .iter()
+                    .map(|service| (running.id.clone(), service.clone()))
+            })
+            .collect();
+        Host {
+            origin,
+            plugins,
+            services,
+            running: tokio::sync::Mutex::new(Some(running)),
+            disposed: AtomicBool::new(false),
+        }
+    }
+
+    /// Reads, validates and starts the manifest at `path` (TOML or YAML by
+    /// extension), finding libraries on [`SearchPath::from_env`].
+    pub async fn load(path: &Path) -> Result<Host, HostError> {
+        Composition::load(path)?.start().await
+    }
+
+    /// Parses, validates and starts a manifest given as text. Relative
+    /// entry paths resolve against the current directory.
+    pub async fn from_str(text: &str, format: ManifestFormat) -> Result<Host, HostError> {
+        Composition::from_text(text, format, "<manifest>")?
+            .start()
+            .await
+    }
+
+    /// Validates and starts a parsed manifest with an explicit search path.
+    pub async fn from_manifest(manifest: &Manifest, search: &SearchPath) -> Result<Host, HostError> {
+        Composition::from_manifest(manifest, search)?.start().await
+    }
+
+    /// Starts the default local composition (`config/local.yaml`, compiled
+    /// in): `fs` from `dsh-fs-local`, `subprocess` from
+    /// `dsh-subprocess-local`.
+    pub async fn embedded_local() -> Result<Host, HostError> {
+        Composition::embedded_local()?.start().await
+    }
+
+    /// What messages call the manifest.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The plugins in create (load) order.
+    pub fn plugins(&self) -> &[PluginInfo] {
+        &self.plugins
+    }
+
+    /// The one `fs` service; an error if none or several plugins provide it.
+    pub fn fs(&self) -> Result<Arc<dyn FsProvider>, HostError> {
+        match self.only("fs", ServiceKind::Fs)? {
+            Service::Fs(fs) => Ok(fs),
+            _ => unreachable!("only() returns the requested kind"),
+        }
+    }
+
+    /// The one `subprocess` service; an error if none or several.
+    pub fn subprocess(&self) -> Result<Arc<dyn SubprocessProvider>, HostError> {
+        match self.only("subprocess", ServiceKind::Subprocess)? {
+            Service::Subprocess(subprocess) => Ok(subprocess),
+            _ => unreachable!("only() returns the requested kind"),
+        }
+    }
+
+    /// The one `e2b` owner; an error if none or several.
+    pub fn e2b(&self) -> Result<Arc<dyn E2bOwner>, HostError> {
+        match self.only("e2b", ServiceKind::E2b)? {
+            Service::E2b(owner) => Ok(owner),
+            _ => unreachable!("only() returns the requested kind"),
+        }
+    }
+
+    /// The `kind` service of the plugin with id `id` (for compositions with
+    /// several providers of one service).
+    pub fn service_of(&self, id: &str, kind: ServiceKind) -> Result<Service, HostError> {
+        self.check_live("service_of")?;
+        self.services
+            .iter()
+            .find(|(owner, service)| owner == id && service.kind() == kind)
+            .map(|(_, service)| service.clone())
+            .ok_or_else(|| HostError::NotProvidedBy {
+                operation: "service_of",
+                id: id.to_owned(),
+                service: kind,
+            })
+    }
+
+    fn only(&self, operation: &'static str, kind: ServiceKind) -> Result<Service, HostError> {
+        self.check_live(operation)?;
+        let mut matching = self
+            .services
+            .iter()
+            .filter(|(_, service)| service.kind() == kind);
+        match (matching.next(), matching.next()) {
+            (Some((_, service)), None) => Ok(service.clone()),
+            (None, _) => Err(HostError::ServiceMissing {
+                operation,
+                service: kind,
+            }),
+            (Some(_), Some(_)) => Err(HostError::ServiceAmbiguous {
+                operation,
+                service: kind,
+                providers: self
+                    .services
+                    .iter()
+                    .filter(|(_, service)| service.kind() == kind)
+                    .map(|(id, _)| id.clone())
+                    .collect(),
+            }),
+        }
+    }
+
+    fn check_live(&self, operation: &'static str) -> Result<(), HostError> {
+        if self.disposed.load(Ordering::Acquire) {
+            Err(HostError::Disposed { operation })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Whether [`Host::dispose`] has begun.
+    pub fn is_disposed(&self) -> bool {
+        self.disposed.load(Ordering::Acquire)
+    }
+
+    /// Disposes every plugin in exact reverse create order; every dispose
+    /// runs even if an earlier one failed, and failures come back together.
+    ///
+    /// Idempotent: the first call disposes and returns the outcome;
+    /// concurrent and later calls wait for it and return `Ok(())`. Typed
+    /// accessors fail from the moment disposal begins. Dropping the future
+    /// mid-way leaves the remaining plugins undisposed until the host is
+    /// dropped (see the type's docs) — drive it to completion.
+    pub async fn dispose(&self) -> Result<(), HostError> {
+        self.disposed.store(true, Ordering::Release);
+        let mut running = self.running.lock().await;
+        match running.take() {
+            Some(instances) => Ok(lifecycle::dispose_all(instances).await?),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let Some(instances) = self.running.get_mut().take() else {
+            return;
+        };
+        tracing::warn!(
+            manifest = %self.origin,
+            "host dropped without dispose(); disposing {} plugin(s) in the background",
+            instances.len()
+        );
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(async move {
+                    if let Err(err) = lifecycle::dispose_all(instances).await {
+                        tracing::warn!("background dispose failed: {err}");
+                    }
+                });
+            }
+            Err(_) => tracing::warn!("no tokio runtime: plugins left undisposed"),
+        }
+    }
+}
