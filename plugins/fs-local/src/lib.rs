@@ -15,6 +15,8 @@
 //! nothing, config `{ cwd?: absolute path }`).
 
 mod blocking;
+#[cfg(test)]
+mod cancellation_tests;
 mod chunks;
 mod commit;
 mod edit;

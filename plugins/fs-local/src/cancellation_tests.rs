@@ -1,0 +1,190 @@
+//! Cancellation before the commit point, made deterministic: the test holds
+//! the target's lock (the last await before the rename), polls the
+//! operation once so it runs up to that await, then drops it.
+
+use std::path::{Path, PathBuf};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
+
+use crate::blocking::INLINE_LIMIT;
+use crate::locks;
+use crate::provider::FsLocal;
+use crate::staging::STAGING_PREFIX;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    fs: FsLocal,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let fs = FsLocal::new(root.to_str().expect("utf-8")).expect("fs");
+    Fixture {
+        _dir: dir,
+        root,
+        fs,
+    }
+}
+
+fn staging_dirs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| {
+            path.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(STAGING_PREFIX))
+        })
+        .collect()
+}
+
+/// Waits until no descriptor of this process refers to a path under `dir`
+/// (the blocking pool finished with the abandoned staged file).
+async fn wait_for_no_open_files_under(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let open = std::fs::read_dir("/proc/self/fd")
+            .expect("fds")
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .any(|target| target.starts_with(dir));
+        if !open {
+            return;
+        }
+        assert!(Instant::now() < deadline, "a staged file stayed open");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_write_dropped_before_its_commit_leaves_the_old_file_and_no_staging() {
+    let fx = fixture();
+    let target = fx.root.join("keep.txt");
+    std::fs::write(&target, "original").unwrap();
+    let lock = locks::lock(&target).await;
+
+    let mut write = Box::pin(fx.fs.write(
+        "keep.txt",
+        b"replacement".to_vec(),
+        WriteGuard::Overwrite,
+    ));
+    assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
+    // Staged and waiting for the lock: the new content exists beside the
+    // target, complete, but unpublished.
+    let staged = staging_dirs(&fx.root);
+    assert_eq!(staged.len(), 1, "one staging directory while waiting");
+    assert_eq!(
+        std::fs::read(staged[0].join("keep.txt")).unwrap(),
+        b"replacement"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"original");
+
+    drop(write);
+    assert!(
+        staging_dirs(&fx.root).is_empty(),
+        "dropping removed the staging directory"
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), b"original");
+    drop(lock);
+    assert!(!locks::is_tracked(&target));
+
+    // Nothing is left held: the next write goes through.
+    fx.fs
+        .write("keep.txt", b"next".to_vec(), WriteGuard::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"next");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_write_dropped_mid_flight_leaves_the_old_file_and_no_staging() {
+    let fx = fixture();
+    let target = fx.root.join("big.bin");
+    std::fs::write(&target, "original").unwrap();
+    let lock = locks::lock(&target).await;
+    let content = vec![7_u8; 64 * 1024 * 1024];
+    assert!(content.len() as u64 > INLINE_LIMIT);
+
+    let mut write = Box::pin(fx.fs.write("big.bin", content, WriteGuard::Overwrite));
+    // Pending either in the blocking-pool write or at the lock: both are
+    // before the commit.
+    assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
+    drop(write);
+    assert!(staging_dirs(&fx.root).is_empty());
+    wait_for_no_open_files_under(&fx.root).await;
+    assert!(staging_dirs(&fx.root).is_empty(), "nothing reappeared");
+    assert_eq!(std::fs::read(&target).unwrap(), b"original");
+    drop(lock);
+}
+
+#[tokio::test]
+async fn a_new_file_write_dropped_before_its_commit_creates_nothing() {
+    let fx = fixture();
+    let target = fx.root.join("sub/new.txt");
+    let lock = locks::lock(&target).await;
+    let mut write = Box::pin(
+        fx.fs
+            .write("sub/new.txt", b"x".to_vec(), WriteGuard::CreateNew),
+    );
+    assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
+    drop(write);
+    drop(lock);
+    assert!(!target.exists());
+    assert!(staging_dirs(&fx.root.join("sub")).is_empty());
+}
+
+#[tokio::test]
+async fn an_edit_dropped_while_waiting_for_its_target_changes_nothing() {
+    let fx = fixture();
+    let target = fx.root.join("e.txt");
+    std::fs::write(&target, "alpha").unwrap();
+    let before = std::fs::metadata(&target).unwrap();
+    let lock = locks::lock(&target).await;
+    let edits = vec![Edit {
+        old: "alpha".into(),
+        new: "beta".into(),
+        replace_all: false,
+    }];
+    let mut edit = Box::pin(fx.fs.edit("e.txt", edits.clone(), WriteGuard::Overwrite));
+    assert!(matches!(futures::poll!(edit.as_mut()), Poll::Pending));
+    drop(edit);
+    drop(lock);
+    assert_eq!(std::fs::read(&target).unwrap(), b"alpha");
+    let after = std::fs::metadata(&target).unwrap();
+    assert_eq!(
+        crate::version::version_of(&before),
+        crate::version::version_of(&after)
+    );
+    assert!(staging_dirs(&fx.root).is_empty());
+    fx.fs
+        .edit("e.txt", edits, WriteGuard::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"beta");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_edit_dropped_mid_flight_changes_nothing() {
+    let fx = fixture();
+    let target = fx.root.join("large.txt");
+    let original = "line of text\n".repeat(2_000_000);
+    std::fs::write(&target, &original).unwrap();
+    let edits = vec![Edit {
+        old: "line".into(),
+        new: "LINE".into(),
+        replace_all: true,
+    }];
+    let mut edit = Box::pin(fx.fs.edit("large.txt", edits, WriteGuard::Overwrite));
+    // The read of a file this size runs on the blocking pool.
+    assert!(matches!(futures::poll!(edit.as_mut()), Poll::Pending));
+    drop(edit);
+    wait_for_no_open_files_under(&fx.root).await;
+    assert!(staging_dirs(&fx.root).is_empty());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), original);
+    assert!(
+        !locks::is_tracked(&target),
+        "the dropped edit released its target"
+    );
+}
