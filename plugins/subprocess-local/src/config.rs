@@ -1,0 +1,146 @@
+//! The plugin's configuration (`config` in the manifest entry).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dsh_plugin_api::{Error, Result};
+use serde::Deserialize;
+
+/// The default grace between SIGTERM (or SIGHUP for terminals) and SIGKILL
+/// when the provider itself ends work: a spec's timeout, a terminal's
+/// `terminate`, and disposal.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(1000);
+
+/// Configuration of one provider instance, as written in a manifest:
+///
+/// ```yaml
+/// config: { cwd: /srv/work, spillDir: /var/tmp, killGraceMs: 500 }
+/// ```
+///
+/// Every field is optional; unknown fields are rejected.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Config {
+    /// The world's cwd: where commands run when their spec names none.
+    /// Absolute, an existing directory. Default: the host process's cwd at
+    /// creation.
+    pub cwd: Option<String>,
+    /// Where the private spill directory is created (mode 0700, removed at
+    /// disposal). Absolute, an existing directory. Default: the system
+    /// temporary directory.
+    pub spill_dir: Option<String>,
+    /// Grace in milliseconds between the polite signal and SIGKILL for
+    /// timeouts, terminal teardown and disposal. Default 1000.
+    pub kill_grace_ms: Option<u64>,
+}
+
+/// A validated [`Config`] with its defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    pub cwd: PathBuf,
+    pub spill_parent: PathBuf,
+    pub kill_grace: Duration,
+}
+
+impl Config {
+    /// Applies defaults and checks every path; errors are `Config` errors
+    /// naming the field (`config.cwd: /nope: not found`).
+    pub fn settle(&self) -> Result<Settings> {
+        let cwd = match &self.cwd {
+            Some(cwd) => existing_dir("config.cwd", cwd)?,
+            None => std::env::current_dir().map_err(|err| {
+                Error::config(format!(
+                    "config.cwd: not set and the host's cwd is unreadable: {err}"
+                ))
+            })?,
+        };
+        let spill_parent = match &self.spill_dir {
+            Some(dir) => existing_dir("config.spillDir", dir)?,
+            None => std::env::temp_dir(),
+        };
+        Ok(Settings {
+            cwd,
+            spill_parent,
+            kill_grace: self
+                .kill_grace_ms
+                .map_or(DEFAULT_KILL_GRACE, Duration::from_millis),
+        })
+    }
+}
+
+fn existing_dir(field: &str, value: &str) -> Result<PathBuf> {
+    let path = Path::new(value);
+    if !path.is_absolute() {
+        return Err(Error::config(format!(
+            "{field}: {value:?} is not an absolute path"
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(path.to_path_buf()),
+        Ok(_) => Err(Error::config(format!(
+            "{field}: {value}: not a directory"
+        ))),
+        Err(err) => Err(Error::config(format!("{field}: {value}: {err}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_plugin_api::ErrorKind;
+
+    #[test]
+    fn defaults_come_from_the_host() {
+        let settings = Config::default().settle().expect("defaults");
+        assert_eq!(settings.cwd, std::env::current_dir().expect("cwd"));
+        assert_eq!(settings.spill_parent, std::env::temp_dir());
+        assert_eq!(settings.kill_grace, DEFAULT_KILL_GRACE);
+    }
+
+    #[test]
+    fn bad_paths_name_the_field() {
+        for (config, field) in [
+            (
+                Config {
+                    cwd: Some("relative".into()),
+                    ..Config::default()
+                },
+                "config.cwd",
+            ),
+            (
+                Config {
+                    cwd: Some("/definitely/not/here".into()),
+                    ..Config::default()
+                },
+                "config.cwd",
+            ),
+        ] {
+            let err = config.settle().expect_err("must fail");
+            assert_eq!(err.kind(), ErrorKind::Config);
+            assert!(err.message().starts_with(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_file_is_not_a_spill_dir() {
+        let file = tempfile::NamedTempFile::new().expect("temp file");
+        let config = Config {
+            spill_dir: Some(file.path().to_str().expect("utf-8").to_owned()),
+            ..Config::default()
+        };
+        let err = config.settle().expect_err("a file");
+        assert!(err.message().starts_with("config.spillDir"), "{err}");
+        assert!(err.message().ends_with("not a directory"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = serde_json::from_value::<Config>(serde_json::json!({"cwdd": "/"}))
+            .expect_err("unknown field");
+        assert!(err.to_string().contains("unknown field `cwdd`"), "{err}");
+        let config: Config =
+            serde_json::from_value(serde_json::json!({"killGraceMs": 5, "spillDir": "/tmp"}))
+                .expect("valid");
+        assert_eq!(config.kill_grace_ms, Some(5));
+    }
+}

@@ -1,0 +1,169 @@
+//! Ownership of one command's process group, and the terminate ladder.
+//!
+//! What "owned" means: every process whose process-group id is the
+//! command's pid. Descendants stay in it unless they move themselves out —
+//! a program that calls `setsid` (or `setpgid` into another group) leaves
+//! the group and is no longer owned, reached or waited for; that is the
+//! line a process-group contract can draw without a cgroup.
+//!
+//! Pid reuse: the direct child is reaped as soon as it exits (so nothing
+//! piles up as zombies), after which the group id stays reserved only while
+//! some member lives. A signal is sent only while the group is not known to
+//! be empty, and once a probe proves it empty the group is never signalled
+//! again. The residual race — every member dying and the number being
+//! recycled as a new *group* between a probe and a signal — needs a full
+//! pid wrap-around within microseconds.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use tokio::time::Instant;
+
+use crate::leader::Leader;
+use crate::proc_table;
+use crate::registry::TicketSlot;
+
+/// How long after SIGKILL the probe keeps looking before giving up with
+/// `Busy`. SIGKILL takes effect at once except for processes stuck in
+/// uninterruptible sleep, which no signal can hurry.
+pub const KILL_SETTLE: Duration = Duration::from_secs(2);
+
+/// One owned process group.
+#[derive(Debug)]
+pub struct Group {
+    leader: Leader,
+    quiescent: AtomicBool,
+    /// Serialises terminate ladders (and so makes them idempotent).
+    ladder: tokio::sync::Mutex<()>,
+    /// The provider's registration, released once the group is proven
+    /// empty.
+    ticket: TicketSlot,
+}
+
+impl Group {
+    pub fn new(leader: Leader) -> Group {
+        Group {
+            leader,
+            quiescent: AtomicBool::new(false),
+            ladder: tokio::sync::Mutex::new(()),
+            ticket: TicketSlot::default(),
+        }
+    }
+
+    pub fn ticket(&self) -> &TicketSlot {
+        &self.ticket
+    }
+
+    pub fn leader(&self) -> &Leader {
+        &self.leader
+    }
+
+    pub fn pgid(&self) -> i32 {
+        self.leader.pid().as_raw_nonzero().get()
+    }
+
+    /// Whether the group has been proven empty.
+    pub fn is_quiescent(&self) -> bool {
+        self.quiescent.load(Ordering::Acquire)
+    }
+
+    /// Records that the group is proven empty if a cheap check (one
+    /// `kill(-pgid, 0)`) says so; used right after the leader is reaped.
+    pub fn note_if_empty(&self) -> bool {
+        let empty = matches!(
+            proc_table::signal_group(self.pgid(), 0),
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH)
+        );
+        if empty {
+            let _ = self.proven();
+        }
+        empty
+    }
+
+    /// SIGTERM (and SIGCONT, so stopped members can act on it) to the whole
+    /// group, up to `grace` for it to empty, then SIGKILL and up to
+    /// [`KILL_SETTLE`] for the probe to prove it empty. A failed TERM or a
+    /// failed probe escalates to KILL at once. Succeeds only once the group
+    /// is proven empty (zombie-only counts as empty); otherwise fails with
+    /// `Busy` and may be retried. A no-op once proven. Concurrent calls run
+    /// one after the other. Dropping the future stops the ladder where it
+    /// is (signals already sent stay sent).
+    pub async fn terminate(&self, grace: Duration) -> Result<()> {
+        let _ladder = self.ladder.lock().await;
+        if self.is_quiescent() {
+            return Ok(());
+        }
+        let pgid = self.pgid();
+        let mut failures = Vec::new();
+
+        match self.send(libc::SIGTERM) {
+            Sent::Gone => return self.proven(),
+            Sent::Failed(err) => failures.push(format!("SIGTERM: {err}")),
+            Sent::Delivered => {
+                let _ = self.send(libc::SIGCONT);
+                let deadline = Instant::now() + grace;
+                // The leader's exit is an event; wait for it before probing.
+                let _ = tokio::time::timeout_at(deadline, self.leader.exited()).await;
+                match proc_table::settle(deadline, || proc_table::live_in_group(pgid)).await {
+                    Ok(live) if live.is_empty() => return self.proven(),
+                    Ok(_) => {}
+                    Err(err) => failures.push(format!("probe: {err}")),
+                }
+            }
+        }
+
+        match self.send(libc::SIGKILL) {
+            Sent::Gone => return self.proven(),
+            Sent::Failed(err) => failures.push(format!("SIGKILL: {err}")),
+            Sent::Delivered => {}
+        }
+        let deadline = Instant::now() + KILL_SETTLE;
+        match proc_table::settle(deadline, || proc_table::live_in_group(pgid)).await {
+            Ok(live) if live.is_empty() => self.proven(),
+            Ok(live) => Err(busy(
+                pgid,
+                &format!(
+                    "{} process(es) still alive after SIGKILL: {live:?}",
+                    live.len()
+                ),
+                &failures,
+            )),
+            Err(err) => {
+                failures.push(format!("probe: {err}"));
+                Err(busy(pgid, "the group could not be proven empty", &failures))
+            }
+        }
+    }
+
+    fn proven(&self) -> Result<()> {
+        self.quiescent.store(true, Ordering::Release);
+        self.ticket.release();
+        Ok(())
+    }
+
+    fn send(&self, signal: i32) -> Sent {
+        match proc_table::signal_group(self.pgid(), signal) {
+            Ok(()) => Sent::Delivered,
+            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
+            Err(err) => Sent::Failed(err),
+        }
+    }
+}
+
+enum Sent {
+    Delivered,
+    /// No process has the group id any more: proven empty.
+    Gone,
+    Failed(io::Error),
+}
+
+fn busy(pgid: i32, what: &str, failures: &[String]) -> Error {
+    let mut message = format!("terminate: process group {pgid}: {what}");
+    if !failures.is_empty() {
+        message.push_str(&format!(" ({})", failures.join("; ")));
+    }
+    message.push_str("; retry terminate");
+    Error::new(ErrorKind::Busy, message).with_subject(pgid.to_string())
+}

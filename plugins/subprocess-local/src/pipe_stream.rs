@@ -1,0 +1,85 @@
+//! Pipe mode: the caller reads the child's output directly.
+//!
+//! No task sits between the child and the caller: each poll of the stream
+//! reads the pipe, so an unread stream leaves the bytes in the kernel pipe
+//! and the child blocks once it is full (backpressure), and host memory
+//! holds nothing the caller has not asked for. Bytes are still counted and
+//! spilled on the way through.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use dsh_plugin_api::Error;
+use dsh_plugin_api::subprocess::OutputStream;
+use futures::Stream;
+
+use crate::fdio::{CHUNK, NonBlocking};
+use crate::output::OutputState;
+
+/// Chunks at least this large are handed over in the buffer they were read
+/// into; smaller ones are copied into an exact-size allocation so a caller
+/// that keeps many small chunks does not keep 64 KiB for each.
+const HAND_OVER: usize = CHUNK / 4;
+
+pub struct PipeStream {
+    pipe: Option<NonBlocking>,
+    out: Arc<OutputState>,
+    stream: OutputStream,
+    pid: u32,
+    buf: Vec<u8>,
+}
+
+impl PipeStream {
+    pub fn new(pipe: NonBlocking, out: Arc<OutputState>, stream: OutputStream, pid: u32) -> PipeStream {
+        PipeStream {
+            pipe: Some(pipe),
+            out,
+            stream,
+            pid,
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Stream for PipeStream {
+    type Item = dsh_plugin_api::Result<Vec<u8>>;
+
+    /// Reads the next chunk (never empty). Ends at end of file; after an
+    /// error the stream ends too. Dropping the stream closes the pipe, so a
+    /// child still writing gets SIGPIPE/EPIPE.
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        let Some(pipe) = this.pipe.as_ref() else {
+            return Poll::Ready(None);
+        };
+        if this.buf.capacity() < CHUNK {
+            this.buf = Vec::with_capacity(CHUNK);
+        }
+        match pipe.poll_read_spare(cx, &mut this.buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(0)) => {
+                this.pipe = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Ok(n)) => {
+                this.out.record(&this.buf);
+                let chunk = if n >= HAND_OVER {
+                    std::mem::take(&mut this.buf)
+                } else {
+                    let small = this.buf.clone();
+                    this.buf.clear();
+                    small
+                };
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(Err(err)) => {
+                this.pipe = None;
+                Poll::Ready(Some(Err(Error::from_io(
+                    &format!("read {} of process {}", this.stream.as_str(), this.pid),
+                    &err,
+                ))))
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! The handle of one running command, and the task that supervises it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dsh_plugin_api::stream::{ByteStream, ByteWriter};
+use dsh_plugin_api::subprocess::{ExitStatus, OutputSnapshot, OutputStream, Process};
+use dsh_plugin_api::{Error, Result};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::group::Group;
+use crate::leader::{Exit, Outcome};
+use crate::output::OutputState;
+use crate::pipe_stream::PipeStream;
+use crate::stdin::StdinWriter;
+
+/// The final status as `wait` reports it.
+pub type StatusCell = watch::Sender<Option<Result<ExitStatus>>>;
+
+/// A command started by [`crate::LocalSubprocess::spawn`].
+pub struct LocalProcess {
+    group: Arc<Group>,
+    stdout: Arc<OutputState>,
+    stderr: Arc<OutputState>,
+    stdin_writer: Mutex<Option<StdinWriter>>,
+    stdout_pipe: Mutex<Option<PipeStream>>,
+    stderr_pipe: Mutex<Option<PipeStream>>,
+    status: watch::Receiver<Option<Result<ExitStatus>>>,
+}
+
+/// The parts of a started command, assembled by [`crate::command`].
+pub struct Parts {
+    pub group: Arc<Group>,
+    pub stdout: Arc<OutputState>,
+    pub stderr: Arc<OutputState>,
+    pub stdin_writer: Option<StdinWriter>,
+    pub stdout_pipe: Option<PipeStream>,
+    pub stderr_pipe: Option<PipeStream>,
+    pub status: watch::Receiver<Option<Result<ExitStatus>>>,
+}
+
+impl LocalProcess {
+    pub fn new(parts: Parts) -> LocalProcess {
+        LocalProcess {
+            group: parts.group,
+            stdout: parts.stdout,
+            stderr: parts.stderr,
+            stdin_writer: Mutex::new(parts.stdin_writer),
+            stdout_pipe: Mutex::new(parts.stdout_pipe),
+            stderr_pipe: Mutex::new(parts.stderr_pipe),
+            status: parts.status,
+        }
+    }
+}
+
+#[async_trait]
+impl Process for LocalProcess {
+    fn pid(&self) -> u32 {
+        self.group.pgid() as u32
+    }
+
+    fn take_stdin(&self) -> Option<Box<dyn ByteWriter>> {
+        let writer = self.stdin_writer.lock().expect("stdin lock").take()?;
+        Some(Box::new(writer))
+    }
+
+    fn take_stdout(&self) -> Option<ByteStream> {
+        let stream = self.stdout_pipe.lock().expect("stdout lock").take()?;
+        Some(Box::pin(stream))
+    }
+
+    fn take_stderr(&self) -> Option<ByteStream> {
+        let stream = self.stderr_pipe.lock().expect("stderr lock").take()?;
+        Some(Box::pin(stream))
+    }
+
+    /// Resolves with the status the supervisor published: after the direct
+    /// child was reaped and, for collect/inherit/null output, after the
+    /// output reached end of file or the drain grace disconnected it.
+    async fn wait(&self) -> Result<ExitStatus> {
+        let mut status = self.status.clone();
+        let published = status.wait_for(Option::is_some).await.map_err(|_| {
+            Error::io(format!(
+                "wait: process {}: the supervisor stopped without a status",
+                self.pid()
+            ))
+        })?;
+        published.clone().expect("waited for Some")
+    }
+
+    async fn read_output(
+        &self,
+        stream: OutputStream,
+        offset: u64,
+        max_len: usize,
+    ) -> Result<OutputSnapshot> {
+        let state = match stream {
+            OutputStream::Stdout => &self.stdout,
+            OutputStream::Stderr => &self.stderr,
+        };
+        Ok(state.snapshot(offset, max_len))
+    }
+
+    async fn terminate(&self, grace: Duration) -> Result<()> {
+        self.group.terminate(grace).await
+    }
+}
+
+/// A pump future (collect, inherit or null output).
+pub type Pump = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// What the supervisor of one command needs.
+pub struct Supervision {
+    pub group: Arc<Group>,
+    pub pumps: Vec<Pump>,
+    pub timeout: Option<Duration>,
+    pub drain_grace: Duration,
+    pub kill_grace: Duration,
+    /// Cancelled at disposal once groups were terminated: output pumps stop
+    /// waiting for descendants that escaped the group.
+    pub disconnect: CancellationToken,
+    /// Cancelled at disposal if a supervisor still waits for an exit that
+    /// cannot come (an unkillable process): `wait` then fails.
+    pub abandon: CancellationToken,
+    pub status: StatusCell,
+}
+
+/// Supervises one command until its status is final: reaps the direct
+/// child, enforces the timeout, keeps the pumps running, applies the drain
+/// grace, publishes the status, and releases the group from the registry
+/// if it is already empty. Runs on the plugin's runtime as a tracked task.
+pub async fn supervise(s: Supervision) {
+    let mut live = !s.pumps.is_empty();
+    let pump_set = s.pumps;
+    let mut pumps: Pump = Box::pin(async move {
+        futures::future::join_all(pump_set).await;
+    });
+    let exit = wait_exit(&s.group, s.timeout, s.kill_grace);
+    tokio::pin!(exit);
+    let (outcome, timed_out) = loop {
+        let mut disconnect = false;
+        tokio::select! {
+            biased;
+            result = &mut exit => break result,
+            () = &mut pumps, if live => live = false,
+            () = s.disconnect.cancelled(), if live => disconnect = true,
+            () = s.abandon.cancelled() => {
+                break (Err("the provider was disposed before the process exit could be observed".to_owned()), false);
+            }
+        }
+        if disconnect {
+            // Dropping the pumps closes the pipes they read.
+            pumps = Box::pin(std::future::ready(()));
+            live = false;
+        }
+    };
+    if live {
+        tokio::select! {
+            () = &mut pumps => {}
+            () = tokio::time::sleep(s.drain_grace) => {}
+            () = s.disconnect.cancelled() => {}
+        }
+    }
+    drop(pumps);
+    let status = match outcome {
+        Ok(exit) => Ok(status_of(exit, timed_out)),
+        Err(message) => Err(Error::io(format!("wait: {message}"))),
+    };
+    s.status.send_replace(Some(status));
+    if s.group.leader().exit().is_some_and(|outcome| outcome.is_ok()) {
+        s.group.note_if_empty();
+    }
+}
+
+/// Reaps the direct child; on timeout, runs the terminate ladder alongside.
+async fn wait_exit(group: &Group, timeout: Option<Duration>, kill_grace: Duration) -> (Outcome, bool) {
+    let Some(timeout) = timeout else {
+        return (group.leader().reap().await, false);
+    };
+    tokio::select! {
+        biased;
+        outcome = group.leader().reap() => return (outcome, false),
+        () = tokio::time::sleep(timeout) => {}
+    }
+    let (outcome, terminated) = tokio::join!(group.leader().reap(), group.terminate(kill_grace));
+    if let Err(err) = terminated {
+        tracing::warn!(pid = group.pgid(), %err, "terminating a timed-out command left its group busy");
+    }
+    (outcome, true)
+}
+
+fn status_of(exit: Exit, timed_out: bool) -> ExitStatus {
+    match exit {
+        Exit::Code(code) => ExitStatus {
+            code: Some(code),
+            signal: None,
+            timed_out,
+        },
+        Exit::Signal(signal) => ExitStatus {
+            code: None,
+            signal: Some(signal),
+            timed_out,
+        },
+    }
+}
