@@ -1,0 +1,381 @@
+//! `POST /files` (E2B-PROTOCOL §7.3): multipart (`file` parts, `path` query or each part's
+//! filename as the full target path) or a raw `application/octet-stream` body, optionally
+//! gzip-compressed; parents created 0755 and chowned, files opened `O_TRUNC` with mode 0666
+//! minus the umask and chowned, `X-Metadata-*` headers stored as `user.e2b.*` xattrs. Bodies are
+//! streamed to disk; there is no size limit. ENOSPC answers 507.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use flate2::write::GzDecoder;
+use futures::{Stream, StreamExt, TryStreamExt};
+use http::{Request, Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use serde::Serialize;
+use tokio::io::AsyncWriteExt;
+
+use super::encoding::{self, Coding};
+use super::files_prologue;
+use super::response::{Body, json, json_error};
+use crate::auth::Operation;
+use crate::paths::{base_name, ensure_dirs, expand_and_resolve, parent};
+use crate::state::Daemon;
+use crate::users::User;
+use crate::xattr;
+
+type ChunkStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+
+/// One uploaded file in the response.
+#[derive(Debug, Serialize)]
+struct Uploaded {
+    path: String,
+    name: String,
+    r#type: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<BTreeMap<String, String>>,
+}
+
+/// A failed upload: the status and envd's message.
+struct Failure(StatusCode, String);
+
+impl Failure {
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self(StatusCode::BAD_REQUEST, message.into())
+    }
+    fn internal(message: impl Into<String>) -> Self {
+        Self(StatusCode::INTERNAL_SERVER_ERROR, message.into())
+    }
+}
+
+fn is_no_space(err: &std::io::Error) -> bool {
+    matches!(err.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT))
+}
+
+pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body> {
+    let files = match files_prologue(daemon, &request, Operation::Write) {
+        Ok(files) => files,
+        Err(response) => return response,
+    };
+    let coding = match encoding::upload_coding(request.headers()) {
+        Ok(coding) => coding,
+        Err(message) => return json_error(StatusCode::BAD_REQUEST, message),
+    };
+    let metadata = metadata_headers(request.headers());
+    if let Err(err) = xattr::validate(&metadata) {
+        return json_error(StatusCode::BAD_REQUEST, format!("invalid metadata: {err}"));
+    }
+    let content_type = request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let media_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let content_length = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok());
+    let path_param = files.query.get("path").map(str::to_owned);
+    let workdir = daemon.default_workdir();
+    let body = decoded_body(request.into_body(), coding);
+    let context = Target {
+        user: &files.user,
+        workdir: workdir.as_deref(),
+        metadata: &metadata,
+        content_length,
+    };
+
+    let result = if media_type == "application/octet-stream" {
+        match path_param {
+            None => Err(Failure::bad_request(
+                "path query parameter is required for raw body upload",
+            )),
+            Some(raw) => match context.resolve(&raw) {
+                Ok(path) => context.write(&path, body).await.map(|entry| vec![entry]),
+                Err(failure) => Err(failure),
+            },
+        }
+    } else if media_type.starts_with("multipart/") {
+        upload_multipart(&context, &content_type, path_param.as_deref(), body).await
+    } else {
+        Err(Failure::bad_request(format!(
+            "unsupported content type: {content_type}, expected multipart/form-data or application/octet-stream"
+        )))
+    };
+    match result {
+        Ok(entries) => {
+            let mut response = json(StatusCode::OK, &entries);
+            // envd lets Go sniff the type of its JSON array, which yields text/plain.
+            response.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("text/plain; charset=utf-8"),
+            );
+            response
+        }
+        Err(Failure(status, message)) => json_error(status, message),
+    }
+}
+
+/// `X-Metadata-<Key>: <value>` headers as `key → value` (key lowercased, first value wins).
+fn metadata_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
+    let mut metadata = BTreeMap::new();
+    for (name, value) in headers {
+        let Some(key) = name.as_str().strip_prefix("x-metadata-") else {
+            continue;
+        };
+        if key.is_empty() {
+            continue;
+        }
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        metadata.entry(key.to_owned()).or_insert(value);
+    }
+    metadata
+}
+
+/// The request body as a stream of decoded chunks (gunzipped when `Content-Encoding: gzip`).
+fn decoded_body(body: Incoming, coding: Coding) -> ChunkStream {
+    let raw = body
+        .into_data_stream()
+        .map_err(|err| std::io::Error::other(format!("reading request body: {err}")));
+    match coding {
+        Coding::Identity => Box::pin(raw),
+        Coding::Gzip => {
+            let decoder = GzDecoder::new(Vec::new());
+            Box::pin(futures::stream::try_unfold(
+                (Box::pin(raw), Some(decoder)),
+                |(mut raw, decoder)| async move {
+                    let Some(mut decoder) = decoder else {
+                        return Ok(None);
+                    };
+                    loop {
+                        match raw.next().await {
+                            Some(chunk) => {
+                                decoder.write_all(&chunk?).map_err(gzip_error)?;
+                                let out = std::mem::take(decoder.get_mut());
+                                if !out.is_empty() {
+                                    return Ok(Some((Bytes::from(out), (raw, Some(decoder)))));
+                                }
+                            }
+                            None => {
+                                let rest = decoder.finish().map_err(gzip_error)?;
+                                return Ok(Some((Bytes::from(rest), (raw, None))));
+                            }
+                        }
+                    }
+                },
+            ))
+        }
+    }
+}
+
+fn gzip_error(err: std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("error decompressing request body: {err}"),
+    )
+}
+
+async fn upload_multipart(
+    target: &Target<'_>,
+    content_type: &str,
+    path_param: Option<&str>,
+    body: ChunkStream,
+) -> Result<Vec<Uploaded>, Failure> {
+    let boundary = multer::parse_boundary(content_type)
+        .map_err(|err| Failure::bad_request(format!("error parsing multipart form: {err}")))?;
+    let mut multipart = multer::Multipart::new(body, boundary);
+    let mut uploaded: Vec<Uploaded> = Vec::new();
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(field)) => field,
+            Ok(None) => break,
+            Err(err) => {
+                return Err(Failure::bad_request(format!("error reading multipart form: {err}")));
+            }
+        };
+        if field.name() != Some("file") {
+            continue;
+        }
+        let raw = match path_param {
+            Some(path) => path.to_owned(),
+            None => field.file_name().map(str::to_owned).ok_or_else(|| {
+                Failure::bad_request(
+                    "error getting multipart custom part file name: filename not found in Content-Disposition header",
+                )
+            })?,
+        };
+        let path = target.resolve(&raw)?;
+        let path_text = path.to_string_lossy().into_owned();
+        if uploaded.iter().any(|entry| entry.path == path_text) {
+            let others: Vec<&str> = uploaded
+                .iter()
+                .filter(|entry| entry.path != path_text)
+                .map(|entry| entry.path.as_str())
+                .collect();
+            let mut message = format!(
+                "you cannot upload multiple files to the same path '{path_text}' in one upload request, only the first specified file was uploaded"
+            );
+            if !others.is_empty() {
+                message.push_str(&format!(
+                    ", also the following files were uploaded: {}",
+                    others.join(", ")
+                ));
+            }
+            return Err(Failure::bad_request(message));
+        }
+        let chunks: ChunkStream = Box::pin(field.map_err(|err| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("error reading multipart form: {err}"))
+        }));
+        uploaded.push(target.write(&path, chunks).await?);
+    }
+    Ok(uploaded)
+}
+
+/// Who and where uploads land.
+struct Target<'a> {
+    user: &'a User,
+    workdir: Option<&'a Path>,
+    metadata: &'a BTreeMap<String, String>,
+    content_length: Option<u64>,
+}
+
+impl Target<'_> {
+    fn resolve(&self, raw: &str) -> Result<PathBuf, Failure> {
+        expand_and_resolve(raw, self.user, self.workdir)
+            .map_err(|err| Failure::bad_request(format!("error resolving path: {err}")))
+    }
+
+    /// Writes one file from `chunks` as envd's `processFile` does.
+    async fn write(&self, path: &Path, mut chunks: ChunkStream) -> Result<Uploaded, Failure> {
+        let (uid, gid) = (self.user.uid, self.user.gid);
+        let prepared = {
+            let path = path.to_path_buf();
+            tokio::task::spawn_blocking(move || prepare(&path, uid, gid))
+                .await
+                .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??
+        };
+        let mut file = tokio::io::BufWriter::with_capacity(256 << 10, tokio::fs::File::from_std(prepared));
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(|err| match err.kind() {
+                std::io::ErrorKind::InvalidData => Failure::bad_request(err.to_string()),
+                _ => Failure::bad_request(format!("error reading upload body: {err}")),
+            })?;
+            file.write_all(&chunk).await.map_err(|err| self.write_failure(err))?;
+        }
+        file.flush().await.map_err(|err| self.write_failure(err))?;
+        let file = file.into_inner();
+        let std_file = file.into_std().await;
+        let metadata = self.metadata.clone();
+        let path_owned = path.to_path_buf();
+        let persisted = tokio::task::spawn_blocking(move || {
+            store_metadata(&std_file, &path_owned, &metadata)?;
+            Ok::<_, Failure>(xattr::read(&path_owned).unwrap_or_default())
+        })
+        .await
+        .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??;
+        Ok(Uploaded {
+            path: path.to_string_lossy().into_owned(),
+            name: base_name(path),
+            r#type: "file",
+            metadata: (!persisted.is_empty()).then_some(persisted),
+        })
+    }
+
+    fn write_failure(&self, err: std::io::Error) -> Failure {
+        if is_no_space(&err) {
+            let mut message = "not enough disk space available".to_owned();
+            if let Some(length) = self.content_length.filter(|length| *length > 0) {
+                message = format!("attempted to write {length} bytes: {message}");
+            }
+            Failure(StatusCode::INSUFFICIENT_STORAGE, message)
+        } else {
+            Failure::internal(format!("error writing file: {err}"))
+        }
+    }
+}
+
+/// Parents, directory check, ownership and the truncating open, in envd's order.
+fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
+    ensure_dirs(&parent(path), uid, gid).map_err(|err| {
+        let message = format!("error ensuring directories: {err}");
+        if err.kind() == std::io::ErrorKind::NotADirectory {
+            Failure::bad_request(message)
+        } else {
+            Failure::internal(message)
+        }
+    })?;
+    let existed = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(Failure::bad_request(format!(
+                "path is a directory: {}",
+                path.display()
+            )));
+        }
+        Ok(_) => true,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => false,
+        Err(err) => return Err(Failure::internal(format!("error getting file info: {err}"))),
+    };
+    let mut chowned = false;
+    if existed {
+        match std::os::unix::fs::chown(path, Some(uid), Some(gid)) {
+            Ok(()) => chowned = true,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => {
+                return Err(Failure::internal(format!("error changing file ownership: {err}")));
+            }
+        }
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o666)
+        .open(path)
+        .map_err(|err| {
+            if is_no_space(&err) {
+                Failure(
+                    StatusCode::INSUFFICIENT_STORAGE,
+                    format!("not enough inodes available: {err}"),
+                )
+            } else {
+                Failure::internal(format!("error opening file: {err}"))
+            }
+        })?;
+    if !chowned {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))
+            .map_err(|err| Failure::internal(format!("error changing file ownership: {err}")))?;
+    }
+    Ok(file)
+}
+
+/// Replaces the file's metadata; a filesystem without xattrs only loses the metadata.
+fn store_metadata(
+    file: &std::fs::File,
+    path: &Path,
+    metadata: &BTreeMap<String, String>,
+) -> Result<(), Failure> {
+    match xattr::replace(file.as_fd(), metadata) {
+        Ok(()) => Ok(()),
+        Err(err) if xattr::is_unsupported(&err) => {
+            tracing::warn!(path = %path.display(), %err, "filesystem does not support xattrs; metadata not persisted");
+            Ok(())
+        }
+        Err(err) if is_no_space(&err) => Err(Failure(
+            StatusCode::INSUFFICIENT_STORAGE,
+            format!("not enough space for file metadata: {err}"),
+        )),
+        Err(err) => Err(Failure::internal(format!("error writing file metadata: {err}"))),
+    }
+}

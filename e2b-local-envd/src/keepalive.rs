@@ -1,0 +1,36 @@
+//! Keepalive cadence of server streams: `Keepalive-Ping-Interval` seconds, 90 s when the header is
+//! missing, unparsable or not positive (E2B-PROTOCOL §5.4).
+
+use std::time::Duration;
+
+use http::HeaderMap;
+
+/// envd's interval when the client asks for none.
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(90);
+
+/// The keepalive interval a stream request asks for.
+pub(crate) fn interval(headers: &HeaderMap) -> Duration {
+    headers
+        .get("keepalive-ping-interval")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .filter(|seconds| *seconds > 0)
+        .map_or(DEFAULT_INTERVAL, Duration::from_secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_seconds_and_falls_back() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+        headers.insert("keepalive-ping-interval", "50".parse().unwrap());
+        assert_eq!(interval(&headers), Duration::from_secs(50));
+        headers.insert("keepalive-ping-interval", "0".parse().unwrap());
+        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+        headers.insert("keepalive-ping-interval", "soon".parse().unwrap());
+        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+    }
+}

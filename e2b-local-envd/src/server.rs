@@ -1,0 +1,378 @@
+//! The listener loop and request dispatch: HTTP/1.1 and h2c (prior knowledge) on one Unix or TCP
+//! listener; CORS open to `*`; the access-token check; Connect RPCs to connectrpc, everything else
+//! to the plain HTTP routes.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use connectrpc::{ConnectRpcService, Limits, Router};
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::JoinSet;
+use tower::Service as _;
+
+use crate::auth::{UNAUTHORIZED_MESSAGE, header_token_matches, is_token_exempt};
+use crate::connect_glue::UserInterceptor;
+use crate::env_vars::{EnvVars, validate_env_var};
+use crate::filesystem::FilesystemService;
+use crate::http::response::{Body, BoxError, json_error, status};
+use crate::process::ProcessService;
+use crate::state::{Daemon, Options, Settings};
+use crate::{EnvdConfig, EnvdError};
+
+/// Default for [`Envd::exit_retention`]: envd keeps exits 30 s.
+pub const DEFAULT_EXIT_RETENTION: Duration = Duration::from_secs(30);
+/// Default for [`Envd::max_message_size`]: 32 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 32 << 20;
+
+/// Where the daemon accepts connections.
+#[derive(Debug)]
+pub enum EnvdListener {
+    /// A Unix socket (what e2b-local's front proxies to).
+    Unix(tokio::net::UnixListener),
+    /// A TCP socket (e.g. loopback in tests, or port 49983).
+    Tcp(tokio::net::TcpListener),
+}
+
+/// A configured daemon, for settings beyond [`EnvdConfig`]; [`serve`] is
+/// `Envd::new(config).serve(listener, shutdown)`.
+#[derive(Debug, Clone)]
+pub struct Envd {
+    config: EnvdConfig,
+    options: Options,
+}
+
+/// Serves until `shutdown` resolves; HTTP/1.1 and h2c (prior knowledge) on the same listener.
+///
+/// See [`Envd::serve`] for the full contract.
+pub async fn serve(
+    config: EnvdConfig,
+    listener: EnvdListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), EnvdError> {
+    Envd::new(config).serve(listener, shutdown).await
+}
+
+impl Envd {
+    /// A daemon for `config` with envd's defaults (30 s exit retention, 32 MiB message cap).
+    pub fn new(config: EnvdConfig) -> Self {
+        Self {
+            config,
+            options: Options {
+                exit_retention: DEFAULT_EXIT_RETENTION,
+                max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            },
+        }
+    }
+
+    /// How long a process's exit stays available to `Connect` after it ended (default 30 s).
+    pub fn exit_retention(mut self, retention: Duration) -> Self {
+        self.options.exit_retention = retention;
+        self
+    }
+
+    /// The largest Connect request message accepted, in bytes (default 32 MiB); larger ones
+    /// are answered `resource_exhausted`. `/files` uploads are never capped.
+    pub fn max_message_size(mut self, bytes: usize) -> Self {
+        self.options.max_message_size = bytes;
+        self
+    }
+
+    /// Serves until `shutdown` resolves, on the calling tokio runtime (which must have the time
+    /// and I/O drivers enabled). HTTP/1.1 and h2c (prior knowledge) share the listener.
+    ///
+    /// Per-request errors are answered on the wire and never end the daemon. It returns `Err`
+    /// only for an invalid configuration (before accepting anything) or a listener that can no
+    /// longer accept. When `shutdown` resolves the daemon stops accepting, drops every
+    /// connection (in-flight streams end abruptly), stops every polling watcher, SIGKILLs every
+    /// process it started (the process only, as envd signals) and waits up to 5 s for them to be
+    /// reaped before returning. Dropping the returned future without `shutdown` does the same
+    /// minus the wait: connection tasks are aborted and processes killed, but not awaited.
+    pub async fn serve(
+        self,
+        listener: EnvdListener,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), EnvdError> {
+        let settings = settings_from(&self.config)?;
+        let daemon = Arc::new(Daemon::new(settings, self.options));
+        let app = App::new(Arc::clone(&daemon));
+        let name = match &listener {
+            EnvdListener::Unix(unix) => unix
+                .local_addr()
+                .ok()
+                .and_then(|addr| addr.as_pathname().map(Path::to_path_buf))
+                .map_or_else(|| "unix socket".to_owned(), |path| path.display().to_string()),
+            EnvdListener::Tcp(tcp) => tcp
+                .local_addr()
+                .map_or_else(|_| "tcp socket".to_owned(), |addr| addr.to_string()),
+        };
+        let _cleanup = KillOnDrop(Arc::clone(&daemon));
+        let mut connections = JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let result = loop {
+            let accepted = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                accepted = accept(&listener) => accepted,
+                // Reap finished connection tasks so the set does not grow.
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            };
+            match accepted {
+                Ok(Accepted::Unix(stream)) => {
+                    connections.spawn(serve_connection(stream, app.clone()));
+                }
+                Ok(Accepted::Tcp(stream)) => {
+                    let _ = stream.set_nodelay(true);
+                    connections.spawn(serve_connection(stream, app.clone()));
+                }
+                Err(err) if is_transient(&err) => {
+                    tracing::warn!(%err, listener = %name, "accept failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(source) => {
+                    break Err(EnvdError::Accept {
+                        listener: name.clone(),
+                        source,
+                    });
+                }
+            }
+        };
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+        daemon.watchers.clear();
+        let processes = kill_all(&daemon);
+        let reaped = async {
+            for process in processes {
+                while !process.has_ended() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(5), reaped).await.is_err() {
+            tracing::warn!("processes still running 5 s after SIGKILL at shutdown");
+        }
+        result
+    }
+}
+
+/// Kills every live process; returns them so the caller can wait for their reaping.
+fn kill_all(daemon: &Daemon) -> Vec<Arc<crate::process::ManagedProcess>> {
+    let processes = daemon.processes.list();
+    for process in &processes {
+        process.stop_output();
+        if let Err(err) = process.signal(rustix::process::Signal::KILL) {
+            tracing::warn!(pid = process.pid, %err, "kill at shutdown failed");
+        }
+    }
+    processes
+}
+
+/// Kills the daemon's processes if `serve` is dropped before finishing.
+struct KillOnDrop(Arc<Daemon>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.0.watchers.clear();
+        kill_all(&self.0);
+    }
+}
+
+fn settings_from(config: &EnvdConfig) -> Result<Settings, EnvdError> {
+    let invalid = |message: String| EnvdError::InvalidConfig(message);
+    if config.default_user.contains(['\0', ':', '\n']) {
+        return Err(invalid(format!(
+            "default_user {:?} is not a valid user name",
+            config.default_user
+        )));
+    }
+    if let Some(workdir) = &config.default_workdir
+        && !workdir.is_absolute()
+    {
+        return Err(invalid(format!(
+            "default_workdir {} must be absolute",
+            workdir.display()
+        )));
+    }
+    if config.access_token.as_deref() == Some("") {
+        return Err(invalid(
+            "access_token is empty: use None for a sandbox without a token".to_owned(),
+        ));
+    }
+    for (name, value) in &config.env_vars {
+        validate_env_var(name, value).map_err(|err| invalid(format!("env_vars: {err}")))?;
+    }
+    let mut env_vars = EnvVars::default();
+    env_vars.replace_user(&config.env_vars);
+    env_vars.set_internal("E2B_SANDBOX", "true");
+    env_vars.set_internal("E2B_SANDBOX_ID", &config.sandbox_id);
+    env_vars.set_internal("E2B_TEMPLATE_ID", &config.template_id);
+    Ok(Settings {
+        env_vars,
+        default_user: config.default_user.clone(),
+        default_workdir: config.default_workdir.clone(),
+        access_token: config.access_token.clone(),
+        last_init_nanos: None,
+    })
+}
+
+enum Accepted {
+    Unix(tokio::net::UnixStream),
+    Tcp(tokio::net::TcpStream),
+}
+
+async fn accept(listener: &EnvdListener) -> std::io::Result<Accepted> {
+    match listener {
+        EnvdListener::Unix(unix) => unix.accept().await.map(|(stream, _)| Accepted::Unix(stream)),
+        EnvdListener::Tcp(tcp) => tcp.accept().await.map(|(stream, _)| Accepted::Tcp(stream)),
+    }
+}
+
+fn is_transient(err: &std::io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(
+            libc::EMFILE
+                | libc::ENFILE
+                | libc::ENOBUFS
+                | libc::ENOMEM
+                | libc::ECONNABORTED
+                | libc::ECONNRESET
+                | libc::EINTR
+                | libc::EAGAIN
+                | libc::EPROTO
+                | libc::EPERM
+        )
+    )
+}
+
+async fn serve_connection<S>(stream: S, app: App)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let app = app.clone();
+        async move { Ok::<_, Infallible>(app.handle(request).await) }
+    });
+    let builder = auto::Builder::new(TokioExecutor::new());
+    if let Err(err) = builder.serve_connection(TokioIo::new(stream), service).await {
+        tracing::debug!(%err, "connection ended with an error");
+    }
+}
+
+/// Per-request dispatch over the shared daemon state.
+#[derive(Clone)]
+struct App {
+    daemon: Arc<Daemon>,
+    connect: ConnectRpcService<Router>,
+}
+
+const RPC_PREFIXES: [&str; 2] = ["/process.Process/", "/filesystem.Filesystem/"];
+
+/// Response headers exposed to browsers (Connect's, plus the ones envd adds).
+const EXPOSED_HEADERS: &str = "Grpc-Status, Grpc-Message, Grpc-Status-Details-Bin, Connect-Content-Encoding, Connect-Accept-Encoding, Location, Cache-Control, X-Content-Type-Options";
+
+impl App {
+    fn new(daemon: Arc<Daemon>) -> Self {
+        let router = Router::new()
+            .add_service(Arc::new(ProcessService {
+                daemon: Arc::clone(&daemon),
+            }))
+            .add_service(Arc::new(FilesystemService {
+                daemon: Arc::clone(&daemon),
+            }));
+        let max = daemon.options.max_message_size;
+        let connect = ConnectRpcService::new(router)
+            .with_limits(
+                Limits::default()
+                    .with_max_message_size(max)
+                    .with_max_request_body_size(max.saturating_add(5)),
+            )
+            .with_interceptor(UserInterceptor {
+                daemon: Arc::clone(&daemon),
+            });
+        Self { daemon, connect }
+    }
+
+    async fn handle(&self, mut request: Request<Incoming>) -> Response<Body> {
+        let origin = request.headers().contains_key(header::ORIGIN);
+        let mut response = if request.method() == Method::OPTIONS
+            && origin
+            && request
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+        {
+            preflight(&request)
+        } else if let Some(denied) = self.check_token(&request) {
+            denied
+        } else if RPC_PREFIXES
+            .iter()
+            .any(|prefix| request.uri().path().starts_with(prefix))
+        {
+            // envd treats a zero timeout as "none"; connectrpc would expire the call at once.
+            if request
+                .headers()
+                .get("connect-timeout-ms")
+                .is_some_and(|value| value.as_bytes().iter().all(|b| *b == b'0'))
+            {
+                request.headers_mut().remove("connect-timeout-ms");
+            }
+            let mut connect = self.connect.clone();
+            match connect.call(request).await {
+                Ok(response) => response.map(|body| {
+                    body.map_err(|never| -> BoxError { match never {} })
+                        .boxed_unsync()
+                }),
+                Err(never) => match never {},
+            }
+        } else {
+            crate::http::route(&self.daemon, request).await
+        };
+        if origin {
+            let headers = response.headers_mut();
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("*"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_static(EXPOSED_HEADERS),
+            );
+            headers.append(header::VARY, HeaderValue::from_static("Origin"));
+        }
+        response
+    }
+
+    /// The 401 for a request that needs the access token and lacks it.
+    fn check_token(&self, request: &Request<Incoming>) -> Option<Response<Body>> {
+        let token = self.daemon.access_token()?;
+        if is_token_exempt(request.method(), request.uri().path())
+            || header_token_matches(request.headers(), &token)
+        {
+            return None;
+        }
+        Some(json_error(StatusCode::UNAUTHORIZED, UNAUTHORIZED_MESSAGE))
+    }
+}
+
+/// A CORS preflight answer: any origin, envd's methods, the requested headers.
+fn preflight(request: &Request<Incoming>) -> Response<Body> {
+    let mut response = status(StatusCode::NO_CONTENT);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("HEAD, GET, POST, PUT, PATCH, DELETE"),
+    );
+    if let Some(requested) = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+        headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, requested.clone());
+    }
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("7200"));
+    headers.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Method"));
+    headers.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Headers"));
+    response
+}
