@@ -1,0 +1,147 @@
+//! `dsh sh` / `dsh terminal`: an interactive program on a terminal in the
+//! world, wired to ours.
+//!
+//! Our tty goes to raw mode (restored on every exit path, including a
+//! signal that stops the command), keystrokes — Ctrl-C included — go to the
+//! world's terminal, whose line discipline turns them into signals for its
+//! foreground job; its output comes back to our stdout unchanged; SIGWINCH
+//! on our side resizes it.
+
+use std::collections::BTreeMap;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_host::Host;
+use dsh_plugin_api::subprocess::{Terminal, TerminalSpec};
+use rustix::termios::{self, OptionalActions, Termios};
+use tokio::io::AsyncReadExt;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::args::ShArgs;
+use crate::exec::pump;
+use crate::failure::{EXIT_FAILURE, Failure, exit_code_of};
+
+/// How long output may still drain after the program exited.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs the program until it exits; returns its exit code.
+pub async fn run(host: &Host, args: ShArgs) -> Result<i32, Failure> {
+    let subprocess = host.subprocess()?;
+    let argv = if args.argv.is_empty() {
+        vec![default_shell(host).await]
+    } else {
+        args.argv
+    };
+    let program = argv[0].clone();
+    let (cols, rows) = window_size().unwrap_or((80, 24));
+    let mut spec = TerminalSpec::new(argv);
+    spec.cwd = args.cwd;
+    spec.cols = cols;
+    spec.rows = rows;
+    spec.env = terminal_env();
+    let terminal = subprocess
+        .spawn_terminal(spec)
+        .await
+        .map_err(|err| Failure::seam("sh", &program, &err))?;
+
+    let _raw = RawMode::enter()
+        .map_err(|err| Failure::new(EXIT_FAILURE, format!("sh: raw mode on stdin: {err}")))?;
+    let output = tokio::spawn(pump(terminal.take_output(), tokio::io::stdout()));
+    let input = tokio::spawn(forward_keys(terminal.clone()));
+    let resize = tokio::spawn(follow_window_size(terminal.clone()));
+    let status = terminal.wait().await;
+    input.abort();
+    resize.abort();
+    let status = status.map_err(|err| Failure::seam("sh", &program, &err))?;
+    match tokio::time::timeout(OUTPUT_DRAIN, output).await {
+        Ok(Ok(Err(message))) => tracing::warn!("sh {program}: output: {message}"),
+        Ok(_) => {}
+        Err(_) => tracing::warn!("sh {program}: output still open {OUTPUT_DRAIN:?} after exit"),
+    }
+    Ok(exit_code_of(&status))
+}
+
+/// bash when the world has it, else sh.
+async fn default_shell(host: &Host) -> String {
+    match host.subprocess() {
+        Ok(subprocess) if subprocess.resolve_executable("bash", &[]).await.is_ok() => {
+            "bash".to_owned()
+        }
+        _ => "sh".to_owned(),
+    }
+}
+
+/// The terminal type is ours: pass TERM explicitly (a remote world does not
+/// inherit our environment).
+fn terminal_env() -> BTreeMap<String, String> {
+    let term = std::env::var("TERM")
+        .ok()
+        .filter(|term| !term.is_empty() && term != "dumb")
+        .unwrap_or_else(|| "xterm-256color".to_owned());
+    BTreeMap::from([("TERM".to_owned(), term)])
+}
+
+/// Our terminal's size, if stdout (or stdin) is one.
+fn window_size() -> Option<(u16, u16)> {
+    let size = termios::tcgetwinsize(std::io::stdout())
+        .or_else(|_| termios::tcgetwinsize(std::io::stdin()))
+        .ok()?;
+    (size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
+}
+
+async fn forward_keys(terminal: Arc<dyn Terminal>) {
+    let mut stdin = tokio::io::stdin();
+    let mut buffer = vec![0u8; 4096];
+    loop {
+        match stdin.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => {
+                if terminal.write(buffer[..read].to_vec()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn follow_window_size(terminal: Arc<dyn Terminal>) {
+    let Ok(mut winch) = signal(SignalKind::window_change()) else {
+        tracing::warn!("sh: cannot watch SIGWINCH; the terminal keeps its size");
+        return;
+    };
+    while winch.recv().await.is_some() {
+        if let Some((cols, rows)) = window_size()
+            && let Err(err) = terminal.resize(cols, rows).await
+        {
+            tracing::warn!("sh: resize to {cols}x{rows}: {err}");
+        }
+    }
+}
+
+/// Raw mode on our stdin while alive (nothing when stdin is not a tty).
+struct RawMode {
+    saved: Option<Termios>,
+}
+
+impl RawMode {
+    fn enter() -> std::io::Result<RawMode> {
+        let stdin = std::io::stdin();
+        if !termios::isatty(stdin.as_fd()) {
+            return Ok(RawMode { saved: None });
+        }
+        let saved = termios::tcgetattr(&stdin)?;
+        let mut raw = saved.clone();
+        raw.make_raw();
+        termios::tcsetattr(&stdin, OptionalActions::Now, &raw)?;
+        Ok(RawMode { saved: Some(saved) })
+    }
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        if let Some(saved) = &self.saved {
+            let _ = termios::tcsetattr(std::io::stdin(), OptionalActions::Now, saved);
+        }
+    }
+}
