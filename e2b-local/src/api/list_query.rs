@@ -22,6 +22,8 @@ pub struct ListQuery {
     pub template: Option<String>,
     pub limit: usize,
     pub after: Option<PageCursor>,
+    /// Newest first when true (`order=desc`); oldest first by default.
+    pub descending: bool,
 }
 
 /// Position after which the next page starts: the sort key of the last item already returned.
@@ -59,6 +61,7 @@ pub fn parse_list_query(op: &str, raw: Option<&str>, default_states: &[StateName
         template: None,
         limit: MAX_LIMIT,
         after: None,
+        descending: false,
     };
     for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -74,6 +77,17 @@ pub fn parse_list_query(op: &str, raw: Option<&str>, default_states: &[StateName
                 }
             }
             "template" => query.template = Some(value).filter(|t| !t.is_empty()),
+            "order" => {
+                query.descending = match value.as_str() {
+                    "asc" => false,
+                    "desc" => true,
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "{op}: invalid order {other:?}: expected asc or desc"
+                        )));
+                    }
+                }
+            }
             other => {
                 return Err(ApiError::bad_request(format!("{op}: unknown query parameter {other:?}")));
             }
@@ -185,6 +199,7 @@ mod tests {
             ("metadata=novalue", "invalid metadata filter"),
             ("metadata=%3Dv", "empty key"),
             ("bogus=1", "unknown query parameter"),
+            ("order=up", "invalid order"),
             ("metadata=%FF", "not UTF-8"),
         ] {
             let err = parse_list_query("list sandboxes", Some(raw), BOTH).unwrap_err();

@@ -178,9 +178,11 @@ async fn list(state: ApiState, query: Option<String>, default_states: &[StateNam
                 (PageCursor { started_unix_nanos: s.started_unix_nanos(), sandbox_id: s.id.clone() }, body)
             })
         })
-        .filter(|(cursor, _)| query.after.as_ref().is_none_or(|after| cursor > after))
+        .filter(|(cursor, _)| {
+            query.after.as_ref().is_none_or(|after| if query.descending { cursor < after } else { cursor > after })
+        })
         .collect();
-    matching.sort_by(|a, b| a.0.cmp(&b.0));
+    matching.sort_by(|a, b| if query.descending { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
     let more = matching.len() > query.limit;
     matching.truncate(query.limit);
     let next = more.then(|| matching.last().map(|(cursor, _)| cursor.token())).flatten();

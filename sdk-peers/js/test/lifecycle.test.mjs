@@ -1,0 +1,99 @@
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import { Sandbox, SandboxNotFoundError } from 'e2b'
+import { sandbox, sleep } from './helpers.mjs'
+
+test('create reports id, envd version and info; kill ends it', async (t) => {
+  const sbx = await sandbox(t, { metadata: { suite: 'js-lifecycle' } })
+  assert.match(sbx.sandboxId, /^[a-z0-9]+$/)
+  const info = await sbx.getInfo()
+  assert.equal(info.sandboxId, sbx.sandboxId)
+  assert.equal(info.state, 'running')
+  assert.equal(info.metadata.suite, 'js-lifecycle')
+  assert.ok(info.endAt > info.startedAt)
+  assert.equal(await sbx.isRunning(), true)
+  assert.equal(await sbx.kill(), undefined)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'second kill reports not found')
+  await assert.rejects(Sandbox.getInfo(sbx.sandboxId), SandboxNotFoundError)
+})
+
+test('timeout expiry stops the sandbox', async (t) => {
+  const sbx = await sandbox(t, { timeoutMs: 2_000 })
+  assert.equal(await sbx.isRunning(), true)
+  await sleep(3_500)
+  assert.equal(await sbx.isRunning(), false)
+  await assert.rejects(sbx.getInfo(), SandboxNotFoundError)
+})
+
+test('setTimeout shortens and extends the lifetime', async (t) => {
+  const sbx = await sandbox(t)
+  await sbx.setTimeout(2_000)
+  const info = await sbx.getInfo()
+  assert.ok(info.endAt.getTime() - Date.now() < 3_000, `endAt ${info.endAt.toISOString()}`)
+  await sbx.setTimeout(60_000)
+  await sleep(2_500)
+  assert.equal(await sbx.isRunning(), true)
+})
+
+test('pause keeps state; connect resumes it', async (t) => {
+  const sbx = await sandbox(t)
+  await sbx.files.write('/home/user/state.txt', 'kept')
+  const bg = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+  assert.equal(await sbx.pause(), true)
+  assert.equal(await sbx.isRunning(), false)
+  assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+  assert.equal(await Sandbox.pause(sbx.sandboxId), false, 'pausing a paused sandbox reports false')
+  const resumed = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
+  assert.equal(await resumed.isRunning(), true)
+  assert.equal(await resumed.files.read('/home/user/state.txt'), 'kept')
+  const check = await resumed.commands.run(`kill -0 ${bg.pid} && echo alive`)
+  assert.equal(check.stdout.trim(), 'alive')
+})
+
+test('lifecycle onTimeout pause pauses instead of killing', async (t) => {
+  const sbx = await sandbox(t, { timeoutMs: 2_000, lifecycle: { onTimeout: 'pause' } })
+  await sbx.files.write('/tmp/marker', 'x')
+  await sleep(3_500)
+  const info = await Sandbox.getInfo(sbx.sandboxId)
+  assert.equal(info.state, 'paused')
+  const resumed = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 30_000 })
+  assert.equal(await resumed.files.read('/tmp/marker'), 'x')
+})
+
+test('list filters by metadata and state', async (t) => {
+  const tag = `js-${Date.now()}`
+  const a = await sandbox(t, { metadata: { tag, name: 'a b&c' } })
+  const b = await sandbox(t, { metadata: { tag, name: 'other' } })
+  await sandbox(t, { metadata: { tag: 'unrelated' } })
+  const all = await Sandbox.list({ query: { metadata: { tag } } }).nextItems()
+  assert.deepEqual(all.map((s) => s.sandboxId).sort(), [a.sandboxId, b.sandboxId].sort())
+  const named = await Sandbox.list({ query: { metadata: { tag, name: 'a b&c' } } }).nextItems()
+  assert.deepEqual(named.map((s) => s.sandboxId), [a.sandboxId])
+  await b.pause()
+  const paused = await Sandbox.list({ query: { metadata: { tag }, state: ['paused'] } }).nextItems()
+  assert.deepEqual(paused.map((s) => s.sandboxId), [b.sandboxId])
+})
+
+test('list paginates with limit', async (t) => {
+  const tag = `page-${Date.now()}`
+  const ids = []
+  for (let i = 0; i < 3; i++) ids.push((await sandbox(t, { metadata: { tag } })).sandboxId)
+  const paginator = Sandbox.list({ query: { metadata: { tag } }, limit: 2 })
+  const first = await paginator.nextItems()
+  assert.equal(first.length, 2)
+  assert.equal(paginator.hasNext, true)
+  const second = await paginator.nextItems()
+  assert.equal(second.length, 1)
+  assert.equal(paginator.hasNext, false)
+  assert.deepEqual([...first, ...second].map((s) => s.sandboxId).sort(), ids.sort())
+})
+
+test('metrics report real figures', async (t) => {
+  const sbx = await sandbox(t)
+  const metrics = await sbx.getMetrics()
+  assert.ok(metrics.length >= 1)
+  const m = metrics[metrics.length - 1]
+  assert.ok(m.memUsed > 0 && m.memTotal > m.memUsed, JSON.stringify(m))
+  assert.ok(m.cpuCount >= 1 && m.diskTotal > 0, JSON.stringify(m))
+})

@@ -1,0 +1,77 @@
+import time
+
+import pytest
+from e2b import Sandbox, SandboxNotFoundException, SandboxQuery, SandboxState
+
+
+def test_create_info_kill(make_sandbox):
+    sbx = make_sandbox(metadata={"suite": "py-lifecycle"}, envs={"A": "1"})
+    info = sbx.get_info()
+    assert info.sandbox_id == sbx.sandbox_id
+    assert info.state == SandboxState.RUNNING
+    assert info.metadata == {"suite": "py-lifecycle"}
+    assert info.end_at > info.started_at
+    assert sbx.is_running()
+    sbx.kill()
+    assert not sbx.is_running()
+    assert Sandbox.kill(sbx.sandbox_id) is False
+    with pytest.raises(SandboxNotFoundException):
+        Sandbox.get_info(sbx.sandbox_id)
+
+
+def test_timeout_expiry(make_sandbox):
+    sbx = make_sandbox(timeout=2)
+    assert sbx.is_running()
+    time.sleep(3.5)
+    assert not sbx.is_running()
+
+
+def test_set_timeout(sbx):
+    sbx.set_timeout(2)
+    time.sleep(3.5)
+    assert not sbx.is_running()
+
+
+def test_pause_and_connect(sbx):
+    sbx.files.write("/home/user/state.txt", "kept")
+    bg = sbx.commands.run("sleep 600", background=True, timeout=0)
+    sbx.pause()
+    assert not sbx.is_running()
+    assert Sandbox.get_info(sbx.sandbox_id).state == SandboxState.PAUSED
+    resumed = Sandbox.connect(sbx.sandbox_id, timeout=60)
+    assert resumed.is_running()
+    assert resumed.files.read("/home/user/state.txt") == "kept"
+    assert resumed.commands.run(f"kill -0 {bg.pid} && echo alive").stdout == "alive\n"
+
+
+def test_list_by_metadata(make_sandbox):
+    tag = f"py-{time.time_ns()}"
+    a = make_sandbox(metadata={"tag": tag, "name": "a b&c=d"})
+    b = make_sandbox(metadata={"tag": tag, "name": "other"})
+    make_sandbox(metadata={"tag": "unrelated"})
+    found = Sandbox.list(query=SandboxQuery(metadata={"tag": tag})).next_items()
+    assert sorted(s.sandbox_id for s in found) == sorted([a.sandbox_id, b.sandbox_id])
+    named = Sandbox.list(query=SandboxQuery(metadata={"tag": tag, "name": "a b&c=d"})).next_items()
+    assert [s.sandbox_id for s in named] == [a.sandbox_id]
+    b.pause()
+    paused = Sandbox.list(query=SandboxQuery(metadata={"tag": tag}, state=[SandboxState.PAUSED])).next_items()
+    assert [s.sandbox_id for s in paused] == [b.sandbox_id]
+
+
+def test_list_paginates(make_sandbox):
+    tag = f"page-{time.time_ns()}"
+    ids = sorted(make_sandbox(metadata={"tag": tag}).sandbox_id for _ in range(3))
+    paginator = Sandbox.list(query=SandboxQuery(metadata={"tag": tag}), limit=2)
+    first = paginator.next_items()
+    assert len(first) == 2 and paginator.has_next
+    second = paginator.next_items()
+    assert len(second) == 1 and not paginator.has_next
+    assert sorted(s.sandbox_id for s in first + second) == ids
+
+
+def test_metrics(sbx):
+    metrics = sbx.get_metrics()
+    assert metrics
+    m = metrics[-1]
+    assert m.mem_used > 0 and m.mem_total > m.mem_used
+    assert m.cpu_count >= 1 and m.disk_total > 0
