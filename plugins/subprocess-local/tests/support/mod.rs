@@ -109,3 +109,11 @@ pub fn kill(pid: i32) {
         libc::kill(pid, libc::SIGKILL);
     }
 }
+
+/// Stops every process of group `pgid` (SIGSTOP).
+pub fn stop_group(pgid: i32) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(-pgid, libc::SIGSTOP);
+    }
+}

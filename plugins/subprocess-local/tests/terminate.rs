@@ -1,0 +1,138 @@
+//! The terminate ladder: TERM, grace, KILL, proof of an empty group.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use dsh_plugin_api::subprocess::{OutputStream, Signal, SubprocessProvider};
+use support::{alive, group_members, provider, retained, sh_collect};
+
+/// Reads the first `n` lines the command printed (pids it reports).
+async fn first_lines(process: &dyn dsh_plugin_api::subprocess::Process, n: usize) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let out = String::from_utf8(retained(process, OutputStream::Stdout).await).expect("utf-8");
+        let lines: Vec<i32> = out.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(Instant::now() < deadline, "the command printed {n} pids: {out:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_polite_process_ends_on_term_within_the_grace() {
+    let p = provider();
+    let process = p.spawn(sh_collect("sleep 30 & echo $!; wait")).await.expect("spawn");
+    let pgid = process.pid() as i32;
+    let child = first_lines(process.as_ref(), 1).await[0];
+    let started = Instant::now();
+    process.terminate(Duration::from_secs(10)).await.expect("terminate");
+    assert!(started.elapsed() < Duration::from_secs(5), "did not sit out the grace");
+    assert!(!alive(child));
+    assert!(group_members(pgid).is_empty(), "the group is empty");
+    assert_eq!(process.wait().await.expect("wait").signal, Some(Signal::TERM));
+    p.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_ignoring_term_is_killed_after_the_grace() {
+    let p = provider();
+    // The trap makes sh and the sleep it starts ignore SIGTERM.
+    let process = p
+        .spawn(sh_collect("trap '' TERM; sleep 30 & echo $!; wait"))
+        .await
+        .expect("spawn");
+    let pgid = process.pid() as i32;
+    let child = first_lines(process.as_ref(), 1).await[0];
+    let started = Instant::now();
+    process.terminate(Duration::from_millis(300)).await.expect("terminate");
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(300), "waited the grace: {took:?}");
+    assert!(!alive(child));
+    assert!(group_members(pgid).is_empty());
+    assert_eq!(process.wait().await.expect("wait").signal, Some(Signal::KILL));
+    // Idempotent once proven.
+    let started = Instant::now();
+    process.terminate(Duration::from_secs(10)).await.expect("again");
+    assert!(started.elapsed() < Duration::from_millis(100));
+    p.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_group_is_still_terminated() {
+    let p = provider();
+    let process = p.spawn(sh_collect("sleep 30 & echo $!; wait")).await.expect("spawn");
+    let child = first_lines(process.as_ref(), 1).await[0];
+    support::stop_group(process.pid() as i32);
+    process.terminate(Duration::from_secs(5)).await.expect("terminate");
+    assert!(!alive(child));
+    p.dispose().await.expect("dispose");
+}
+
+/// "Owned" means "in the command's process group". A descendant that calls
+/// `setsid` itself leaves the group (and the session): terminate neither
+/// reaches nor waits for it, and that is the documented boundary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_double_forked_setsid_descendant_leaves_the_group() {
+    let p = provider();
+    let process = p
+        .spawn(sh_collect(
+            "setsid sh -c 'echo $$; exec sleep 30' & sleep 30 & echo $!; wait",
+        ))
+        .await
+        .expect("spawn");
+    let pgid = process.pid() as i32;
+    let pids = first_lines(process.as_ref(), 2).await;
+    let escaped = pids.iter().copied().find(|pid| !group_members(pgid).contains(pid)).expect("one pid escaped the group");
+    let member = pids.iter().copied().find(|pid| *pid != escaped).expect("one pid stayed");
+    assert!(group_members(pgid).contains(&member));
+
+    process.terminate(Duration::from_millis(500)).await.expect("terminate proves the group empty");
+    assert!(!alive(member), "the group member was terminated");
+    assert!(alive(escaped), "the setsid escapee is outside the group");
+    support::kill(escaped);
+    p.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminate_after_a_natural_exit_is_a_no_op() {
+    let p = provider();
+    let process = p.spawn(sh_collect("exit 3")).await.expect("spawn");
+    assert_eq!(process.wait().await.expect("wait").code, Some(3));
+    process.terminate(Duration::from_secs(1)).await.expect("nothing left");
+    assert_eq!(process.wait().await.expect("wait").code, Some(3), "the status is unchanged");
+    p.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_terminates_agree() {
+    let p = provider();
+    let process = p.spawn(sh_collect("trap '' TERM; sleep 30")).await.expect("spawn");
+    let (a, b) = tokio::join!(
+        process.terminate(Duration::from_millis(200)),
+        process.terminate(Duration::from_millis(200))
+    );
+    a.expect("first");
+    b.expect("second");
+    assert!(group_members(process.pid() as i32).is_empty());
+    p.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disposal_terminates_every_group_it_still_owns() {
+    let p = provider();
+    let mut pids = Vec::new();
+    for _ in 0..3 {
+        let process = p.spawn(sh_collect("trap '' TERM; sleep 30 & echo $!; wait")).await.expect("spawn");
+        pids.push(process.pid() as i32);
+        pids.push(first_lines(process.as_ref(), 1).await[0]);
+    }
+    assert_eq!(p.owned(), 3);
+    p.dispose().await.expect("dispose");
+    for pid in pids {
+        assert!(!alive(pid), "{pid} survived disposal");
+    }
+    assert_eq!(p.owned(), 0);
+}
