@@ -10,9 +10,8 @@ use crate::errors::Op;
 use crate::literal;
 use crate::locks;
 use crate::paths;
-use crate::read::{open_regular, read_content};
+use crate::read::{open_regular, read_text_content};
 use crate::staging::Staged;
-use crate::utf8::into_text;
 use crate::version::version_of;
 
 /// Applies `edits` to the canonical target of `path`.
@@ -41,7 +40,7 @@ pub(crate) async fn edit(
     let (file, meta) = open_regular(op, &target)?;
     check_guard(op, Some(&meta), &guard)?;
     let read_version = version_of(&meta);
-    let original = into_text(op, read_content(op, file, meta.len()).await?)?;
+    let original = read_text_content(op, file, meta.len()).await?;
     let applied = literal::apply(&original, &edits)
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);

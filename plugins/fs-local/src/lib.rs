@@ -36,7 +36,7 @@ mod utf8;
 mod version;
 mod write;
 
-pub use chunks::{CHUNK_LEN, READ_AHEAD};
+pub use chunks::CHUNK_LEN;
 pub use plugin::{FsLocalConfig, FsLocalPlugin};
 pub use provider::FsLocal;
 pub use staging::STAGING_PREFIX;

@@ -9,6 +9,7 @@ use dsh_plugin_api::fs::{ReadStream, TextFile};
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{ErrorKind, Result};
 use rustix::fs::OFlags;
+use rustix::io::Errno;
 
 use crate::blocking::{self, INLINE_LIMIT};
 use crate::chunks::{self, Bytes, Source, Text};
@@ -59,29 +60,79 @@ fn other_kind_name(meta: &Metadata) -> &'static str {
     }
 }
 
-/// The whole content of an open file of about `size` bytes (it may have
-/// changed since; whatever is there until end of file is read).
-pub(crate) fn read_all(op: Op<'_>, mut file: File, size: u64) -> Result<Vec<u8>> {
+/// The whole content of an open file of `size` bytes at open time. Reads
+/// exactly that much into an exact-size buffer, then one probe read checks
+/// for end of file (a file that grew meanwhile is read to its new end).
+/// Avoids `read_to_end`'s own `fstat` + `lseek` size probing: the size is
+/// already known.
+pub(crate) fn read_all(op: Op<'_>, file: &File, size: u64) -> Result<Vec<u8>> {
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
     let mut content = Vec::new();
-    content
-        .try_reserve_exact(usize::try_from(size).unwrap_or(usize::MAX))
-        .map_err(|_| {
-            op.error(
-                ErrorKind::Io,
-                format_args!("the file is too large to read into memory ({size} bytes)"),
-            )
-        })?;
-    file.read_to_end(&mut content).map_err(|err| op.io(&err))?;
-    Ok(content)
+    content.try_reserve_exact(size).map_err(|_| {
+        op.error(
+            ErrorKind::Io,
+            format_args!("the file is too large to read into memory ({size} bytes)"),
+        )
+    })?;
+    while content.len() < size {
+        let remaining = size - content.len();
+        if read_into_spare(op, file, &mut content, remaining)? == 0 {
+            // Shrunk meanwhile: what is there is the content.
+            return Ok(content);
+        }
+    }
+    // Probe for growth with a small read before reserving more.
+    let mut probe = [0_u8; 64];
+    loop {
+        let read = loop {
+            match (&*file).read(&mut probe) {
+                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other.map_err(|err| op.io(&err))?,
+            }
+        };
+        if read == 0 {
+            return Ok(content);
+        }
+        content.extend_from_slice(&probe[..read]);
+        while read_into_spare(op, file, &mut content, 64 * 1024)? != 0 {}
+    }
 }
 
-/// Reads an open file inline when small, on the blocking pool when large.
-pub(crate) async fn read_content(op: Op<'_>, file: File, size: u64) -> Result<Vec<u8>> {
+/// One `read(2)` of up to `max` bytes into `buf`'s spare capacity (reserved
+/// here, never zero-filled); `Ok(0)` is end of file.
+pub(crate) fn read_into_spare(
+    op: Op<'_>,
+    file: &File,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> Result<usize> {
+    buf.reserve(max);
+    let start = buf.len();
+    let spare = &mut buf.spare_capacity_mut()[..max];
+    let read = loop {
+        match rustix::io::read(file, &mut *spare) {
+            Ok((filled, _)) => break filled.len(),
+            Err(Errno::INTR) => continue,
+            Err(errno) => return Err(op.io(&errno.into())),
+        }
+    };
+    // SAFETY: `read(2)` initialised the first `read` bytes of the spare
+    // capacity, which starts at `start`.
+    unsafe { buf.set_len(start + read) };
+    Ok(read)
+}
+
+/// Reads and decodes an open file: inline when small, on the blocking pool
+/// when large (decoding there too, on the core that just read the bytes).
+pub(crate) async fn read_text_content(op: Op<'_>, file: File, size: u64) -> Result<String> {
     if size <= INLINE_LIMIT {
-        read_all(op, file, size)
+        into_text(op, read_all(op, &file, size)?)
     } else {
         let owned = op.to_owned();
-        blocking::run(op, move || read_all(owned.op(), file, size)).await?
+        blocking::run(op, move || {
+            into_text(owned.op(), read_all(owned.op(), &file, size)?)
+        })
+        .await?
     }
 }
 
@@ -91,8 +142,7 @@ pub(crate) async fn read_content(op: Op<'_>, file: File, size: u64) -> Result<Ve
 pub(crate) async fn read_text(op: Op<'_>, path: &Path) -> Result<TextFile> {
     let (file, meta) = open_regular(op, path)?;
     let version = version_of(&meta);
-    let content = read_content(op, file, meta.len()).await?;
-    let text = into_text(op, content)?;
+    let text = read_text_content(op, file, meta.len()).await?;
     Ok(TextFile { text, version })
 }
 
@@ -105,7 +155,7 @@ pub(crate) async fn stream_text(op: Op<'_>, path: &Path) -> Result<ReadStream<Te
     Ok(ReadStream {
         version,
         size,
-        chunks: chunks::into_stream(producer, size),
+        chunks: chunks::into_stream(producer),
     })
 }
 
@@ -118,6 +168,6 @@ pub(crate) async fn read_bytes(op: Op<'_>, path: &Path) -> Result<ReadStream<Byt
     Ok(ReadStream {
         version,
         size,
-        chunks: chunks::into_stream(producer, size),
+        chunks: chunks::into_stream(producer),
     })
 }
