@@ -225,7 +225,11 @@ mod tests {
             Ok(Bytes::new()),
             Ok(Bytes::from_static(b"cd")),
         ];
-        let body = StreamBody::new(futures::stream::iter(chunks), SourceFailure::default(), None);
+        let body = StreamBody::new(
+            futures::stream::iter(chunks),
+            SourceFailure::default(),
+            None,
+        );
         let collected = body.collect().await.unwrap().to_bytes();
         assert_eq!(&collected[..], b"abcd");
     }
@@ -266,7 +270,10 @@ mod tests {
     #[tokio::test]
     async fn body_chunks_yields_data() {
         let mut chunks = BodyChunks::new(Full::new(Bytes::from_static(b"xyz")));
-        assert_eq!(chunks.next().await.unwrap().unwrap(), Bytes::from_static(b"xyz"));
+        assert_eq!(
+            chunks.next().await.unwrap().unwrap(),
+            Bytes::from_static(b"xyz")
+        );
         assert!(chunks.next().await.is_none());
     }
 }

@@ -203,13 +203,16 @@ pub(crate) fn from_http_status(
     match (status.as_u16(), surface) {
         (401, _) => Error::Authentication { context, message },
         (429, _) => Error::RateLimited { context, message },
-        (404, Surface::Api { sandbox_id: Some(id) }) if parsed.code == Some(404) => {
-            Error::SandboxNotFound {
-                context,
-                sandbox_id: id.to_owned(),
-                message,
-            }
-        }
+        (
+            404,
+            Surface::Api {
+                sandbox_id: Some(id),
+            },
+        ) if parsed.code == Some(404) => Error::SandboxNotFound {
+            context,
+            sandbox_id: id.to_owned(),
+            message,
+        },
         (409, Surface::Api { .. }) => Error::Conflict { context, message },
         (502, Surface::Envd { sandbox_id }) => {
             let rejection = EdgeRejection::from_body(body);
@@ -334,7 +337,10 @@ mod tests {
         let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
         let err = ConnectError::unavailable_from_transport("request failed", refused);
         let classified = from_connect(ctx(), "sbx", &err, Stage::Handshake);
-        assert!(matches!(classified, Error::Transport { .. }), "{classified:?}");
+        assert!(
+            matches!(classified, Error::Transport { .. }),
+            "{classified:?}"
+        );
         assert!(classified.is_unavailable());
         assert!(std::error::Error::source(&classified).is_some());
     }
@@ -473,7 +479,12 @@ mod tests {
             Error::RateLimited { .. }
         ));
         assert!(matches!(
-            from_http_status(ctx(), surface, status(409), br#"{"code":409,"message":"paused"}"#),
+            from_http_status(
+                ctx(),
+                surface,
+                status(409),
+                br#"{"code":409,"message":"paused"}"#
+            ),
             Error::Conflict { .. }
         ));
         // A 502 from the API is just an HTTP error, not a missing sandbox.

@@ -68,7 +68,10 @@ impl std::fmt::Debug for ConnectionOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ConnectionOptions")
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("access_token", &self.access_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "access_token",
+                &self.access_token.as_ref().map(|_| "<redacted>"),
+            )
             .field("domain", &self.domain)
             .field("api_url", &self.api_url)
             .field("sandbox_url", &self.sandbox_url)
@@ -316,9 +319,9 @@ impl ConnectionConfig {
 /// Checks the SDKs' key format, `^e2b_[0-9a-f]+$`. The key is never quoted
 /// back in the error.
 fn validate_api_key(key: &str, setting: &'static str) -> Result<()> {
-    let valid = key
-        .strip_prefix("e2b_")
-        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')));
+    let valid = key.strip_prefix("e2b_").is_some_and(|hex| {
+        !hex.is_empty() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    });
     if valid {
         Ok(())
     } else {
@@ -487,7 +490,14 @@ mod tests {
 
     #[test]
     fn malformed_api_key_is_rejected_without_echoing_it() {
-        for bad in ["e2b_", "e2b_XYZ", "E2B_abc", "sk_123", "e2b_12 34", "e2b_abcG"] {
+        for bad in [
+            "e2b_",
+            "e2b_XYZ",
+            "E2B_abc",
+            "sk_123",
+            "e2b_12 34",
+            "e2b_abcG",
+        ] {
             let err = ConnectionOptions::default()
                 .resolve_with(env(&[("E2B_API_KEY", bad)]))
                 .unwrap_err();
@@ -505,7 +515,13 @@ mod tests {
             .with_api_key("nope")
             .resolve_with(env(&[]))
             .unwrap_err();
-        assert!(matches!(err, Error::Config { setting: "api_key", .. }));
+        assert!(matches!(
+            err,
+            Error::Config {
+                setting: "api_key",
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -544,10 +560,16 @@ mod tests {
             .with_api_key("e2b_abc")
             .with_access_token("secret-token");
         let text = format!("{options:?}");
-        assert!(!text.contains("e2b_abc") && !text.contains("secret-token"), "{text}");
+        assert!(
+            !text.contains("e2b_abc") && !text.contains("secret-token"),
+            "{text}"
+        );
         let config = options.resolve_with(env(&[])).unwrap();
         let text = format!("{config:?}");
-        assert!(!text.contains("e2b_abc") && !text.contains("secret-token"), "{text}");
+        assert!(
+            !text.contains("e2b_abc") && !text.contains("secret-token"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -72,10 +72,11 @@ impl HttpStack {
 /// provider would be ambiguous.
 fn default_tls_config() -> Arc<rustls::ClientConfig> {
     use hyper_rustls::ConfigBuilderExt;
-    let builder =
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .expect("ring supports the default TLS versions");
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("ring supports the default TLS versions");
     Arc::new(builder.with_webpki_roots().with_no_client_auth())
 }
 

@@ -60,8 +60,9 @@ mod transport;
 mod urlenc;
 
 pub use api::{
-    Api, AutoResume, Connected, DEFAULT_SANDBOX_TIMEOUT, Lifecycle, ListQuery, NetworkConfig, NewSandbox,
-    SandboxDetail, SandboxInfo, SandboxMetric, SandboxPage, SandboxPager, SandboxState, VolumeMount,
+    Api, AutoResume, Connected, DEFAULT_SANDBOX_TIMEOUT, Lifecycle, ListQuery, NetworkConfig,
+    NewSandbox, SandboxDetail, SandboxInfo, SandboxMetric, SandboxPage, SandboxPager, SandboxState,
+    VolumeMount,
 };
 pub use body::BoxError;
 pub use config::{
@@ -69,10 +70,10 @@ pub use config::{
     DEFAULT_USER_AGENT, WireFormat,
 };
 pub use envd::{
-    ByteRange, CallOptions, Command, DEFAULT_KEEPALIVE_INTERVAL, Download, DownloadOptions, EntryInfo, Envd,
-    EnvdOptions, ExitStatus, FileType, FsEvent, FsEventKind, ProcessEvent, ProcessInfo, ProcessInput,
-    ProcessStream, PtySize, Selector, Signal, StreamOptions, UploadOptions, UploadPart, WatchOptions,
-    WatchStream, WriteInfo,
+    ByteRange, CallOptions, Command, DEFAULT_KEEPALIVE_INTERVAL, Download, DownloadOptions,
+    EntryInfo, Envd, EnvdOptions, ExitStatus, FileType, FsEvent, FsEventKind, ProcessEvent,
+    ProcessInfo, ProcessInput, ProcessStream, PtySize, Selector, Signal, StreamOptions,
+    UploadOptions, UploadPart, WatchOptions, WatchStream, WriteInfo,
 };
 pub use error::{Context, Error, Result};
 pub use http_stack::{HttpStack, PlainHttp};
@@ -80,7 +81,9 @@ pub use routing::{ENVD_PORT, SHARED_HOST_DOMAINS, envd_base_url, envd_direct_url
 pub use sandbox::{DEBUG_SANDBOX_ID, Sandbox};
 pub use secret::Secret;
 pub use signing::FileOperation;
-pub use transport::{ACCESS_TOKEN_HEADER, SANDBOX_ID_HEADER, SANDBOX_PORT_HEADER, SandboxRoute, SandboxTransport};
+pub use transport::{
+    ACCESS_TOKEN_HEADER, SANDBOX_ID_HEADER, SANDBOX_PORT_HEADER, SandboxRoute, SandboxTransport,
+};
 
 /// Re-exported so callers can name the transport trait and Connect codes
 /// without depending on connectrpc directly.

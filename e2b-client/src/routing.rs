@@ -42,7 +42,10 @@ pub fn envd_base_url(
     if SHARED_HOST_DOMAINS.contains(&domain) {
         return build(sandbox_id, &format!("https://sandbox.{domain}"));
     }
-    build(sandbox_id, &format!("https://{ENVD_PORT}-{sandbox_id}.{domain}"))
+    build(
+        sandbox_id,
+        &format!("https://{ENVD_PORT}-{sandbox_id}.{domain}"),
+    )
 }
 
 /// The "direct" envd base URL used for shareable `/files` URLs: like
@@ -64,7 +67,10 @@ pub fn envd_direct_url(
         return Ok(Uri::from_static("http://localhost:49983"));
     }
     let domain = effective_domain(config, sandbox_domain)?;
-    build(sandbox_id, &format!("https://{ENVD_PORT}-{sandbox_id}.{domain}"))
+    build(
+        sandbox_id,
+        &format!("https://{ENVD_PORT}-{sandbox_id}.{domain}"),
+    )
 }
 
 /// The host serving `port` of a sandbox: `localhost:<port>` in debug mode,
@@ -86,7 +92,10 @@ pub fn sandbox_host(
     Ok(format!("{port}-{sandbox_id}.{domain}"))
 }
 
-fn effective_domain<'a>(config: &'a ConnectionConfig, sandbox_domain: Option<&'a str>) -> Result<&'a str> {
+fn effective_domain<'a>(
+    config: &'a ConnectionConfig,
+    sandbox_domain: Option<&'a str>,
+) -> Result<&'a str> {
     match sandbox_domain.filter(|d| !d.is_empty()) {
         Some(domain) => {
             let valid = !domain.starts_with('.')
@@ -165,7 +174,9 @@ mod tests {
             ("E2B_DEBUG", "true"),
         ]);
         assert_eq!(
-            envd_base_url(&c, "abc", Some("e2b.app")).unwrap().to_string(),
+            envd_base_url(&c, "abc", Some("e2b.app"))
+                .unwrap()
+                .to_string(),
             "http://127.0.0.1:5000/"
         );
         assert_eq!(
@@ -178,7 +189,9 @@ mod tests {
     fn debug_uses_localhost() {
         let c = config(&[("E2B_DEBUG", "true")]);
         assert_eq!(
-            envd_base_url(&c, "debug_sandbox_id", None).unwrap().to_string(),
+            envd_base_url(&c, "debug_sandbox_id", None)
+                .unwrap()
+                .to_string(),
             "http://localhost:49983/"
         );
         assert_eq!(
@@ -192,12 +205,16 @@ mod tests {
         let c = config(&[]);
         for domain in SHARED_HOST_DOMAINS {
             assert_eq!(
-                envd_base_url(&c, "abc123", Some(domain)).unwrap().to_string(),
+                envd_base_url(&c, "abc123", Some(domain))
+                    .unwrap()
+                    .to_string(),
                 format!("https://sandbox.{domain}/")
             );
             // The direct variant never uses the shared host.
             assert_eq!(
-                envd_direct_url(&c, "abc123", Some(domain)).unwrap().to_string(),
+                envd_direct_url(&c, "abc123", Some(domain))
+                    .unwrap()
+                    .to_string(),
                 format!("https://49983-abc123.{domain}/")
             );
         }
@@ -212,7 +229,9 @@ mod tests {
         );
         // The response's domain wins over the configured one.
         assert_eq!(
-            envd_base_url(&c, "abc123", Some("e2b.dev")).unwrap().to_string(),
+            envd_base_url(&c, "abc123", Some("e2b.dev"))
+                .unwrap()
+                .to_string(),
             "https://sandbox.e2b.dev/"
         );
         assert_eq!(
@@ -226,7 +245,10 @@ mod tests {
         let c = config(&[]);
         for id in ["", "a/b", "a b", "a.b", "../x", "x?y", "é"] {
             let err = envd_base_url(&c, id, None).unwrap_err();
-            assert!(matches!(err, Error::InvalidArgument { .. }), "{id:?}: {err:?}");
+            assert!(
+                matches!(err, Error::InvalidArgument { .. }),
+                "{id:?}: {err:?}"
+            );
         }
         let err = envd_base_url(&c, "abc", Some("evil.test/path")).unwrap_err();
         assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");

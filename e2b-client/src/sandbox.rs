@@ -81,7 +81,11 @@ impl Sandbox {
     ///
     /// # Errors
     /// [`Error::SandboxNotFound`] when it does not exist.
-    pub async fn connect(api: &Api, sandbox_id: &str, timeout: Duration) -> Result<(Sandbox, bool)> {
+    pub async fn connect(
+        api: &Api,
+        sandbox_id: &str,
+        timeout: Duration,
+    ) -> Result<(Sandbox, bool)> {
         let connected = api.connect_sandbox(sandbox_id, timeout).await?;
         Ok((Sandbox::from_info(api, connected.info)?, connected.resumed))
     }

@@ -53,7 +53,10 @@ mod tests {
     fn debug_never_shows_the_value() {
         let secret = Secret::new("e2b_deadbeef");
         assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
-        assert_eq!(format!("{:?}", Some(secret.clone())), "Some(Secret(<redacted>))");
+        assert_eq!(
+            format!("{:?}", Some(secret.clone())),
+            "Some(Secret(<redacted>))"
+        );
         assert_eq!(secret.expose(), "e2b_deadbeef");
     }
 }

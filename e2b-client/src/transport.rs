@@ -188,7 +188,13 @@ impl<H: ClientTransport> SandboxTransport<H> {
             pairs.push(("username", user.to_owned()));
         }
         if let Some(token) = &self.inner.access_token {
-            let signed = signature(path, operation, user.unwrap_or(""), token.expose(), expiration);
+            let signed = signature(
+                path,
+                operation,
+                user.unwrap_or(""),
+                token.expose(),
+                expiration,
+            );
             pairs.push(("signature", signed));
             if let Some(expiration) = expiration {
                 pairs.push(("signature_expiration", expiration.to_string()));
@@ -368,10 +374,7 @@ mod tests {
         let recorder = Recorder::default();
         let transport =
             SandboxTransport::new(recorder.clone(), &config(None), route(None)).unwrap();
-        assert_eq!(
-            transport.base_url().to_string(),
-            "https://sandbox.e2b.app/"
-        );
+        assert_eq!(transport.base_url().to_string(), "https://sandbox.e2b.app/");
         let mut req = request("/files?path=%2Fhome%2Fuser%2Fa&username=root");
         req.headers_mut()
             .insert(USER_AGENT, HeaderValue::from_static("caller/2"));
@@ -423,9 +426,12 @@ mod tests {
 
     #[test]
     fn debug_output_hides_the_token() {
-        let transport =
-            SandboxTransport::new(Recorder::default(), &config(None), route(Some("tok-secret")))
-                .unwrap();
+        let transport = SandboxTransport::new(
+            Recorder::default(),
+            &config(None),
+            route(Some("tok-secret")),
+        )
+        .unwrap();
         let text = format!("{transport:?}");
         assert!(!text.contains("tok-secret"), "{text}");
         assert!(text.contains("secured: true"), "{text}");
@@ -459,11 +465,15 @@ mod tests {
             )
             .unwrap();
         assert!(expiring.contains("path=a%20b&signature=v1_"), "{expiring}");
-        assert!(expiring.ends_with("&signature_expiration=1700000000"), "{expiring}");
+        assert!(
+            expiring.ends_with("&signature_expiration=1700000000"),
+            "{expiring}"
+        );
 
         let open = SandboxTransport::new(Recorder::default(), &config(None), route(None)).unwrap();
         assert_eq!(
-            open.file_url("/x", FileOperation::Read, None, None).unwrap(),
+            open.file_url("/x", FileOperation::Read, None, None)
+                .unwrap(),
             "https://49983-sbx123.e2b.app/files?path=%2Fx"
         );
         assert!(matches!(

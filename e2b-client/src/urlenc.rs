@@ -43,7 +43,10 @@ mod tests {
 
     #[test]
     fn query_joins_pairs() {
-        assert_eq!(query([("path", "/a b"), ("username", "root")]), "path=%2Fa%20b&username=root");
+        assert_eq!(
+            query([("path", "/a b"), ("username", "root")]),
+            "path=%2Fa%20b&username=root"
+        );
         assert_eq!(query([]), "");
     }
 }

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use futures::stream::{self, BoxStream};
 use futures::StreamExt;
+use futures::stream::{self, BoxStream};
 
 use super::Api;
 use super::models::{SandboxDetail, SandboxState};
@@ -53,8 +53,10 @@ impl ListQuery {
                 format!("limit {limit} is outside 1-100"),
             ));
         }
-        if let Some(SandboxState::Other(state)) =
-            self.states.iter().find(|s| matches!(s, SandboxState::Other(_)))
+        if let Some(SandboxState::Other(state)) = self
+            .states
+            .iter()
+            .find(|s| matches!(s, SandboxState::Other(_)))
         {
             return Err(Error::invalid_argument(
                 context.clone(),
@@ -160,7 +162,9 @@ impl SandboxPager {
         stream::unfold(Some(self), |pager| async move {
             let mut pager = pager?;
             match pager.next_page().await {
-                Ok(Some(page)) => Some((stream::iter(page.into_iter().map(Ok)).boxed(), Some(pager))),
+                Ok(Some(page)) => {
+                    Some((stream::iter(page.into_iter().map(Ok)).boxed(), Some(pager)))
+                }
                 Ok(None) => None,
                 Err(err) => Some((stream::once(async move { Err(err) }).boxed(), None)),
             }
@@ -187,7 +191,12 @@ mod tests {
             .metadata("pct", "50%");
         let wire = query.to_query(None);
         let value = wire.strip_prefix("metadata=").unwrap();
-        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8().unwrap().into_owned();
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .unwrap()
+                .into_owned()
+        };
         // Framework, then the whole value, then each key and value.
         let whole = decode(&decode(value));
         let pairs: BTreeMap<String, String> = whole

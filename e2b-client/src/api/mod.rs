@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 
 pub use list::{ListQuery, SandboxPage, SandboxPager};
 pub use models::{
-    AutoResume, DEFAULT_SANDBOX_TIMEOUT, Lifecycle, NetworkConfig, NewSandbox, SandboxDetail, SandboxInfo,
-    SandboxMetric, SandboxState, VolumeMount,
+    AutoResume, DEFAULT_SANDBOX_TIMEOUT, Lifecycle, NetworkConfig, NewSandbox, SandboxDetail,
+    SandboxInfo, SandboxMetric, SandboxState, VolumeMount,
 };
 
 use crate::body::{CollectError, collect_limited};
@@ -82,7 +82,8 @@ impl Api {
     pub fn with_http(config: ConnectionConfig, http: HttpStack) -> Self {
         let mut auth = HeaderMap::new();
         if let Some(key) = &config.api_key {
-            let mut value = HeaderValue::from_str(key.expose()).expect("validated API keys are header-safe");
+            let mut value =
+                HeaderValue::from_str(key.expose()).expect("validated API keys are header-safe");
             value.set_sensitive(true);
             auth.insert(API_KEY_HEADER, value);
         }
@@ -143,9 +144,16 @@ impl Api {
     pub async fn create_sandbox(&self, request: &NewSandbox) -> Result<SandboxInfo> {
         let context = Context::new("create sandbox from template", request.template());
         request.validate(&context)?;
-        let body = serde_json::to_vec(request).map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
+        let body = serde_json::to_vec(request)
+            .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
         let response = self
-            .call(&context, Method::POST, "/sandboxes".to_owned(), Some(body), None)
+            .call(
+                &context,
+                Method::POST,
+                "/sandboxes".to_owned(),
+                Some(body),
+                None,
+            )
             .await?;
         let info: SandboxInfo = decode(&context, &response.body)?;
         tracing::debug!(sandbox_id = %info.sandbox_id, envd_version = %info.envd_version, "sandbox created");
@@ -164,7 +172,8 @@ impl Api {
         let body = TimeoutBody {
             timeout: timeout_seconds(&context, timeout)?,
         };
-        let body = serde_json::to_vec(&body).map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
         let response = self
             .call(
                 &context,
@@ -187,8 +196,14 @@ impl Api {
     pub async fn kill_sandbox(&self, sandbox_id: &str) -> Result<()> {
         let context = Context::new("kill sandbox", sandbox_id);
         validate_sandbox_id("kill sandbox", sandbox_id)?;
-        self.call(&context, Method::DELETE, format!("/sandboxes/{sandbox_id}"), None, Some(sandbox_id))
-            .await?;
+        self.call(
+            &context,
+            Method::DELETE,
+            format!("/sandboxes/{sandbox_id}"),
+            None,
+            Some(sandbox_id),
+        )
+        .await?;
         Ok(())
     }
 
@@ -222,7 +237,8 @@ impl Api {
         let body = TimeoutBody {
             timeout: timeout_seconds(&context, timeout)?,
         };
-        let body = serde_json::to_vec(&body).map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
+        let body = serde_json::to_vec(&body)
+            .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
         self.call(
             &context,
             Method::POST,
@@ -242,7 +258,13 @@ impl Api {
         let context = Context::new("get info of sandbox", sandbox_id);
         validate_sandbox_id("get info of sandbox", sandbox_id)?;
         let response = self
-            .call(&context, Method::GET, format!("/sandboxes/{sandbox_id}"), None, Some(sandbox_id))
+            .call(
+                &context,
+                Method::GET,
+                format!("/sandboxes/{sandbox_id}"),
+                None,
+                Some(sandbox_id),
+            )
             .await?;
         decode(&context, &response.body)
     }
@@ -271,7 +293,11 @@ impl Api {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for a bad query (nothing is sent).
-    pub async fn list_sandboxes_page(&self, query: &ListQuery, next_token: Option<&str>) -> Result<SandboxPage> {
+    pub async fn list_sandboxes_page(
+        &self,
+        query: &ListQuery,
+        next_token: Option<&str>,
+    ) -> Result<SandboxPage> {
         let context = Context::new("list sandboxes", "");
         query.validate(&context)?;
         let query_string = query.to_query(next_token);
@@ -326,28 +352,36 @@ impl Api {
             request = request.header(CONTENT_TYPE, "application/json");
         }
         let mut request = request
-            .body(connectrpc::client::full_body(body.map(Bytes::from).unwrap_or_default()))
-            .map_err(|e| Error::invalid_argument(context.clone(), format!("cannot form request to {url}: {e}")))?;
+            .body(connectrpc::client::full_body(
+                body.map(Bytes::from).unwrap_or_default(),
+            ))
+            .map_err(|e| {
+                Error::invalid_argument(
+                    context.clone(),
+                    format!("cannot form request to {url}: {e}"),
+                )
+            })?;
         request.headers_mut().extend(inner.auth.clone());
         tracing::debug!(%method, path = %path_and_query.split('?').next().unwrap_or(""), "API request");
 
         let exchange = async {
-            let response = inner
-                .http
-                .send(request)
-                .await
-                .map_err(|e| classify::from_send_error(context.clone(), sandbox_id.unwrap_or(""), &e))?;
-            let (parts, body) = response.into_parts();
-            let body = collect_limited(body, RESPONSE_LIMIT).await.map_err(|e| match e {
-                CollectError::TooLarge(limit) => {
-                    Error::protocol(context.clone(), format!("the response exceeds {limit} bytes"))
-                }
-                CollectError::Read(message) => Error::Transport {
-                    context: context.clone(),
-                    message: format!("the response body broke off: {message}"),
-                    source: None,
-                },
+            let response = inner.http.send(request).await.map_err(|e| {
+                classify::from_send_error(context.clone(), sandbox_id.unwrap_or(""), &e)
             })?;
+            let (parts, body) = response.into_parts();
+            let body = collect_limited(body, RESPONSE_LIMIT)
+                .await
+                .map_err(|e| match e {
+                    CollectError::TooLarge(limit) => Error::protocol(
+                        context.clone(),
+                        format!("the response exceeds {limit} bytes"),
+                    ),
+                    CollectError::Read(message) => Error::Transport {
+                        context: context.clone(),
+                        message: format!("the response body broke off: {message}"),
+                        source: None,
+                    },
+                })?;
             Ok::<_, Error>(ApiResponse {
                 status: parts.status,
                 headers: parts.headers,
@@ -356,7 +390,10 @@ impl Api {
         };
         let response = match inner.config.request_timeout {
             Some(limit) => tokio::time::timeout(limit, exchange).await.map_err(|_| {
-                Error::timeout(context.clone(), format!("no complete response within {} ms", limit.as_millis()))
+                Error::timeout(
+                    context.clone(),
+                    format!("no complete response within {} ms", limit.as_millis()),
+                )
             })??,
             None => exchange.await?,
         };
@@ -379,5 +416,6 @@ struct ApiResponse {
 }
 
 fn decode<T: DeserializeOwned>(context: &Context, body: &[u8]) -> Result<T> {
-    serde_json::from_slice(body).map_err(|e| Error::protocol(context.clone(), format!("malformed response: {e}")))
+    serde_json::from_slice(body)
+        .map_err(|e| Error::protocol(context.clone(), format!("malformed response: {e}")))
 }

@@ -50,11 +50,17 @@ pub struct NewSandbox {
     metadata: Option<BTreeMap<String, String>>,
     #[serde(rename = "envVars", skip_serializing_if = "Option::is_none")]
     env_vars: Option<BTreeMap<String, String>>,
-    #[serde(serialize_with = "serialize_seconds", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        serialize_with = "serialize_seconds",
+        skip_serializing_if = "Option::is_none"
+    )]
     timeout: Option<Duration>,
     #[serde(skip_serializing_if = "Option::is_none")]
     secure: Option<bool>,
-    #[serde(rename = "allow_internet_access", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "allow_internet_access",
+        skip_serializing_if = "Option::is_none"
+    )]
     allow_internet_access: Option<bool>,
     #[serde(rename = "autoPause", skip_serializing_if = "Option::is_none")]
     auto_pause: Option<bool>,
@@ -198,16 +204,21 @@ impl NewSandbox {
     /// Adds a volume mount.
     #[must_use]
     pub fn volume_mount(mut self, name: impl Into<String>, path: impl Into<String>) -> Self {
-        self.volume_mounts.get_or_insert_with(Vec::new).push(VolumeMount {
-            name: name.into(),
-            path: path.into(),
-        });
+        self.volume_mounts
+            .get_or_insert_with(Vec::new)
+            .push(VolumeMount {
+                name: name.into(),
+                path: path.into(),
+            });
         self
     }
 
     pub(crate) fn validate(&self, context: &Context) -> Result<()> {
         if self.template_id.trim().is_empty() {
-            return Err(Error::invalid_argument(context.clone(), "the template id is empty"));
+            return Err(Error::invalid_argument(
+                context.clone(),
+                "the template id is empty",
+            ));
         }
         if let Some(timeout) = self.timeout {
             timeout_seconds(context, timeout)?;
@@ -217,7 +228,9 @@ impl NewSandbox {
                 if name.is_empty() || name.contains(['=', '\0']) {
                     return Err(Error::invalid_argument(
                         context.clone(),
-                        format!("environment variable name {name:?} is empty or contains '=' or NUL"),
+                        format!(
+                            "environment variable name {name:?} is empty or contains '=' or NUL"
+                        ),
                     ));
                 }
             }
@@ -457,14 +470,22 @@ mod tests {
             json["network"],
             serde_json::json!({"allowOut": ["1.1.1.1"], "allowPublicTraffic": false})
         );
-        assert_eq!(json["volumeMounts"], serde_json::json!([{"name": "vol", "path": "/mnt/vol"}]));
+        assert_eq!(
+            json["volumeMounts"],
+            serde_json::json!([{"name": "vol", "path": "/mnt/vol"}])
+        );
     }
 
     #[test]
     fn new_sandbox_validation() {
         let context = Context::new("create sandbox", "x");
         assert!(NewSandbox::new(" ").validate(&context).is_err());
-        assert!(NewSandbox::new("base").env("A=B", "1").validate(&context).is_err());
+        assert!(
+            NewSandbox::new("base")
+                .env("A=B", "1")
+                .validate(&context)
+                .is_err()
+        );
         assert!(
             NewSandbox::new("base")
                 .timeout(Duration::from_secs(u64::from(u32::MAX)))
@@ -477,8 +498,14 @@ mod tests {
     #[test]
     fn timeouts_round_up_to_seconds() {
         let context = Context::new("set timeout", "x");
-        assert_eq!(timeout_seconds(&context, Duration::from_millis(1)).unwrap(), 1);
-        assert_eq!(timeout_seconds(&context, Duration::from_millis(5000)).unwrap(), 5);
+        assert_eq!(
+            timeout_seconds(&context, Duration::from_millis(1)).unwrap(),
+            1
+        );
+        assert_eq!(
+            timeout_seconds(&context, Duration::from_millis(5000)).unwrap(),
+            5
+        );
         assert_eq!(timeout_seconds(&context, Duration::ZERO).unwrap(), 0);
         assert!(timeout_seconds(&context, Duration::from_secs(1 << 31)).is_err());
     }
@@ -494,7 +521,10 @@ mod tests {
         assert_eq!(info.envd_version, semver::Version::new(0, 6, 13));
         assert_eq!(info.envd_access_token.as_ref().unwrap().expose(), "tok");
         assert!(info.domain.is_none());
-        assert!(!format!("{info:?}").contains("tok\""), "token must not print");
+        assert!(
+            !format!("{info:?}").contains("tok\""),
+            "token must not print"
+        );
     }
 
     #[test]
@@ -526,10 +556,16 @@ mod tests {
             detail.end_at.as_millisecond() - detail.started_at.as_millisecond(),
             300_123
         );
-        assert_eq!(detail.lifecycle.unwrap().on_timeout.as_deref(), Some("pause"));
+        assert_eq!(
+            detail.lifecycle.unwrap().on_timeout.as_deref(),
+            Some("pause")
+        );
         let odd: SandboxState = serde_json::from_str(r#""snapshotting""#).unwrap();
         assert_eq!(odd, SandboxState::Other("snapshotting".into()));
-        assert_eq!(serde_json::to_string(&SandboxState::Running).unwrap(), r#""running""#);
+        assert_eq!(
+            serde_json::to_string(&SandboxState::Running).unwrap(),
+            r#""running""#
+        );
     }
 
     #[test]

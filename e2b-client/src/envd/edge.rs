@@ -15,7 +15,9 @@ use http::{Request, Response, StatusCode};
 use http_body::Body;
 
 use crate::body::error_body_prefix;
-use crate::classify::{ERROR_BODY_LIMIT, EdgeRejection, ErrorBody, body_message, into_connect_error};
+use crate::classify::{
+    ERROR_BODY_LIMIT, EdgeRejection, ErrorBody, body_message, into_connect_error,
+};
 
 /// Wraps an envd transport; see the module docs.
 #[derive(Clone)]
@@ -47,7 +49,9 @@ where
     ) -> BoxFuture<'static, Result<Response<Self::ResponseBody>, Self::Error>> {
         let send = self.inner.send(request);
         Box::pin(async move {
-            let response = send.await.map_err(|e| into_connect_error(e, "envd request failed"))?;
+            let response = send
+                .await
+                .map_err(|e| into_connect_error(e, "envd request failed"))?;
             match response.status() {
                 StatusCode::BAD_GATEWAY => {
                     let body = error_body_prefix(response.into_body(), ERROR_BODY_LIMIT).await;

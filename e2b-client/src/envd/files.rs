@@ -19,7 +19,10 @@ use serde::Deserialize;
 use super::multipart;
 use super::options::Bound;
 use super::{Access, Envd};
-use crate::body::{BodyChunks, BoxError, CollectError, SourceFailure, StreamBody, collect_limited, error_body_prefix};
+use crate::body::{
+    BodyChunks, BoxError, CollectError, SourceFailure, StreamBody, collect_limited,
+    error_body_prefix,
+};
 use crate::classify::{self, ERROR_BODY_LIMIT, Surface};
 use crate::error::{Context, Error, Result};
 use crate::urlenc;
@@ -154,7 +157,9 @@ pub struct UploadPart {
 
 impl fmt::Debug for UploadPart {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UploadPart").field("path", &self.path).finish_non_exhaustive()
+        f.debug_struct("UploadPart")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
     }
 }
 
@@ -174,7 +179,10 @@ impl UploadPart {
 
     /// The file at `path` with content `bytes`.
     pub fn bytes(path: impl Into<String>, bytes: Bytes) -> Self {
-        UploadPart::new(path, futures::stream::once(async move { Ok::<_, BoxError>(bytes) }))
+        UploadPart::new(
+            path,
+            futures::stream::once(async move { Ok::<_, BoxError>(bytes) }),
+        )
     }
 }
 
@@ -270,7 +278,9 @@ impl<S: Stream<Item = Result<Bytes>> + Unpin> Stream for RangeFilter<S> {
                 other => return other,
             };
             if self.skip > 0 {
-                let cut = usize::try_from(self.skip).unwrap_or(usize::MAX).min(chunk.len());
+                let cut = usize::try_from(self.skip)
+                    .unwrap_or(usize::MAX)
+                    .min(chunk.len());
                 self.skip -= cut as u64;
                 chunk = chunk.slice(cut..);
                 if chunk.is_empty() {
@@ -309,7 +319,10 @@ where
         if path.is_empty() {
             return Err(Error::invalid_argument(context, "the path is empty"));
         }
-        if let Some(ByteRange { start, end: Some(end) }) = options.range
+        if let Some(ByteRange {
+            start,
+            end: Some(end),
+        }) = options.range
             && end < start
         {
             return Err(Error::invalid_argument(
@@ -332,7 +345,8 @@ where
         let response = self.send_files(&context, request, timeout, None).await?;
         let status = response.status();
         let content_type = header_str(&response, CONTENT_TYPE).map(str::to_owned);
-        let content_length = header_str(&response, CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
+        let content_length =
+            header_str(&response, CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
         let content_range = header_str(&response, CONTENT_RANGE).map(str::to_owned);
 
         if status == StatusCode::RANGE_NOT_SATISFIABLE && options.range.is_some() {
@@ -360,7 +374,10 @@ where
                 (chunks.boxed(), content_length)
             }
             (StatusCode::PARTIAL_CONTENT, None) => {
-                return Err(Error::protocol(context, "206 Partial Content without a requested range"));
+                return Err(Error::protocol(
+                    context,
+                    "206 Partial Content without a requested range",
+                ));
             }
             (_, Some(range)) => {
                 // The server sent the whole file: cut the range out here.
@@ -396,7 +413,12 @@ where
     /// [`Error::InvalidArgument`] for a bad path or metadata (nothing is
     /// sent) or a path envd rejects (e.g. a directory);
     /// [`Error::NotEnoughSpace`] when the disk is full.
-    pub async fn upload<S, E>(&self, path: &str, body: S, options: &UploadOptions) -> Result<WriteInfo>
+    pub async fn upload<S, E>(
+        &self,
+        path: &str,
+        body: S,
+        options: &UploadOptions,
+    ) -> Result<WriteInfo>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,
         E: Into<BoxError>,
@@ -421,7 +443,9 @@ where
         let request = request
             .body(body)
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
-        let mut written = self.upload_request(&context, request, options.timeout, failure, 1).await?;
+        let mut written = self
+            .upload_request(&context, request, options.timeout, failure, 1)
+            .await?;
         Ok(written.remove(0))
     }
 
@@ -433,7 +457,11 @@ where
     /// As [`Envd::upload`]; [`Error::InvalidArgument`] for an empty path, a
     /// path with CR, LF or NUL, or two parts with the same path (nothing is
     /// sent).
-    pub async fn upload_files(&self, parts: Vec<UploadPart>, options: &UploadOptions) -> Result<Vec<WriteInfo>> {
+    pub async fn upload_files(
+        &self,
+        parts: Vec<UploadPart>,
+        options: &UploadOptions,
+    ) -> Result<Vec<WriteInfo>> {
         let subject = match parts.as_slice() {
             [] => return Ok(Vec::new()),
             [one] => one.path.clone(),
@@ -484,7 +512,8 @@ where
         let request = request
             .body(body)
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
-        self.upload_request(&context, request, options.timeout, failure, count).await
+        self.upload_request(&context, request, options.timeout, failure, count)
+            .await
     }
 
     /// Whether envd answers: `true` on 2xx, `false` on the edge proxy's 502
@@ -499,7 +528,9 @@ where
             .uri("/health")
             .body(connectrpc::client::full_body(Bytes::new()))
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
-        let response = self.send_files(&context, request, self.request_timeout, None).await?;
+        let response = self
+            .send_files(&context, request, self.request_timeout, None)
+            .await?;
         if response.status().is_success() {
             return Ok(true);
         }
@@ -517,20 +548,31 @@ where
         failure: SourceFailure,
         expected: usize,
     ) -> Result<Vec<WriteInfo>> {
-        let response = self.send_files(context, request, timeout, Some(&failure)).await?;
+        let response = self
+            .send_files(context, request, timeout, Some(&failure))
+            .await?;
         if !response.status().is_success() {
             return Err(self.status_error(context.clone(), response).await);
         }
         let body = match timeout {
-            Some(limit) => tokio::time::timeout(limit, collect_limited(response.into_body(), UPLOAD_RESPONSE_LIMIT))
-                .await
-                .map_err(|_| Error::timeout(context.clone(), "the upload response did not complete in time"))?,
+            Some(limit) => tokio::time::timeout(
+                limit,
+                collect_limited(response.into_body(), UPLOAD_RESPONSE_LIMIT),
+            )
+            .await
+            .map_err(|_| {
+                Error::timeout(
+                    context.clone(),
+                    "the upload response did not complete in time",
+                )
+            })?,
             None => collect_limited(response.into_body(), UPLOAD_RESPONSE_LIMIT).await,
         };
         let body = body.map_err(|e| match e {
-            CollectError::TooLarge(limit) => {
-                Error::protocol(context.clone(), format!("the upload response exceeds {limit} bytes"))
-            }
+            CollectError::TooLarge(limit) => Error::protocol(
+                context.clone(),
+                format!("the upload response exceeds {limit} bytes"),
+            ),
             CollectError::Read(message) => Error::Transport {
                 context: context.clone(),
                 message: format!("the upload response broke off: {message}"),
@@ -538,12 +580,18 @@ where
             },
         })?;
         let written: Vec<WriteInfo> = serde_json::from_slice(&body).map_err(|e| {
-            Error::protocol(context.clone(), format!("the upload response is not a list of entries: {e}"))
+            Error::protocol(
+                context.clone(),
+                format!("the upload response is not a list of entries: {e}"),
+            )
         })?;
         if written.len() != expected {
             return Err(Error::protocol(
                 context.clone(),
-                format!("envd reported {} written entries for {expected} files", written.len()),
+                format!(
+                    "envd reported {} written entries for {expected} files",
+                    written.len()
+                ),
             ));
         }
         Ok(written)
@@ -562,7 +610,10 @@ where
         let send = self.transport.inner().send(request);
         let sent = match timeout {
             Some(limit) => tokio::time::timeout(limit, send).await.map_err(|_| {
-                Error::timeout(context.clone(), format!("no response within {} ms", limit.as_millis()))
+                Error::timeout(
+                    context.clone(),
+                    format!("no response within {} ms", limit.as_millis()),
+                )
             })?,
             None => send.await,
         };
@@ -599,11 +650,16 @@ fn files_uri(context: &Context, path: &str, user: Option<&str>) -> Result<http::
     }
     format!("/files?{}", urlenc::query(pairs))
         .parse()
-        .map_err(|e| Error::invalid_argument(context.clone(), format!("cannot form the request URI: {e}")))
+        .map_err(|e| {
+            Error::invalid_argument(context.clone(), format!("cannot form the request URI: {e}"))
+        })
 }
 
 /// `X-Metadata-<key>: <value>` headers; keys and values printable ASCII.
-fn metadata_headers(context: &Context, metadata: &BTreeMap<String, String>) -> Result<Vec<(HeaderName, HeaderValue)>> {
+fn metadata_headers(
+    context: &Context,
+    metadata: &BTreeMap<String, String>,
+) -> Result<Vec<(HeaderName, HeaderValue)>> {
     metadata
         .iter()
         .map(|(key, value)| {
@@ -611,14 +667,22 @@ fn metadata_headers(context: &Context, metadata: &BTreeMap<String, String>) -> R
             if key.is_empty() || !printable(key) || !printable(value) {
                 return Err(Error::invalid_argument(
                     context.clone(),
-                    format!("metadata {key:?} = {value:?} is not printable ASCII or has an empty key"),
+                    format!(
+                        "metadata {key:?} = {value:?} is not printable ASCII or has an empty key"
+                    ),
                 ));
             }
             let name = HeaderName::try_from(format!("x-metadata-{key}")).map_err(|_| {
-                Error::invalid_argument(context.clone(), format!("metadata key {key:?} is not a valid header name"))
+                Error::invalid_argument(
+                    context.clone(),
+                    format!("metadata key {key:?} is not a valid header name"),
+                )
             })?;
             let value = HeaderValue::from_str(value).map_err(|_| {
-                Error::invalid_argument(context.clone(), format!("metadata value of {key:?} is not a valid header value"))
+                Error::invalid_argument(
+                    context.clone(),
+                    format!("metadata value of {key:?} is not a valid header value"),
+                )
             })?;
             Ok((name, value))
         })
@@ -632,7 +696,10 @@ fn header_str<B>(response: &Response<B>, name: HeaderName) -> Option<&str> {
 /// A 206 must cover the requested start (`Content-Range: bytes a-b/n`).
 fn check_content_range(context: &Context, range: ByteRange, header: &Option<String>) -> Result<()> {
     let Some(value) = header else {
-        return Err(Error::protocol(context.clone(), "206 Partial Content without Content-Range"));
+        return Err(Error::protocol(
+            context.clone(),
+            "206 Partial Content without Content-Range",
+        ));
     };
     let start = value
         .strip_prefix("bytes ")
@@ -642,7 +709,10 @@ fn check_content_range(context: &Context, range: ByteRange, header: &Option<Stri
         Some(start) if start == range.start => Ok(()),
         _ => Err(Error::protocol(
             context.clone(),
-            format!("Content-Range {value:?} does not start at the requested byte {}", range.start),
+            format!(
+                "Content-Range {value:?} does not start at the requested byte {}",
+                range.start
+            ),
         )),
     }
 }
@@ -679,10 +749,15 @@ mod tests {
     fn files_uri_encodes_path_and_user() {
         let context = Context::new("download", "x");
         assert_eq!(
-            files_uri(&context, "/home/user/a b?.txt", Some("root")).unwrap().to_string(),
+            files_uri(&context, "/home/user/a b?.txt", Some("root"))
+                .unwrap()
+                .to_string(),
             "/files?path=%2Fhome%2Fuser%2Fa%20b%3F.txt&username=root"
         );
-        assert_eq!(files_uri(&context, "~/x", None).unwrap().to_string(), "/files?path=~%2Fx");
+        assert_eq!(
+            files_uri(&context, "~/x", None).unwrap().to_string(),
+            "/files?path=~%2Fx"
+        );
     }
 
     #[test]
@@ -694,7 +769,10 @@ mod tests {
         for (key, value) in [("", "v"), ("k", "é"), ("k\n", "v"), ("a b", "v")] {
             let bad: BTreeMap<String, String> = [(key.to_owned(), value.to_owned())].into();
             assert!(
-                matches!(metadata_headers(&context, &bad), Err(Error::InvalidArgument { .. })),
+                matches!(
+                    metadata_headers(&context, &bad),
+                    Err(Error::InvalidArgument { .. })
+                ),
                 "{key:?}={value:?}"
             );
         }

@@ -80,7 +80,10 @@ impl EntryInfo {
             .map_err(|_| format!("entry {:?} has a negative size {}", entry.path, entry.size))?;
         let modified = match entry.modified_time.as_option() {
             Some(time) => Some(jiff::Timestamp::new(time.seconds, time.nanos).map_err(|e| {
-                format!("entry {:?} has an invalid modification time: {e}", entry.path)
+                format!(
+                    "entry {:?} has an invalid modification time: {e}",
+                    entry.path
+                )
             })?),
             None => None,
         };
@@ -145,7 +148,11 @@ impl FsEvent {
     fn from_proto(event: pb::FilesystemEvent) -> Result<Self, String> {
         Ok(FsEvent {
             kind: FsEventKind::from_proto(&event.r#type),
-            entry: event.entry.into_option().map(EntryInfo::from_proto).transpose()?,
+            entry: event
+                .entry
+                .into_option()
+                .map(EntryInfo::from_proto)
+                .transpose()?,
             name: event.name,
         })
     }
@@ -168,7 +175,7 @@ pub struct WatchOptions {
 enum RawWatch {
     Start,
     Ignored,
-    Event(FsEvent),
+    Event(Box<FsEvent>),
 }
 
 impl StreamItem for RawWatch {
@@ -182,7 +189,7 @@ fn convert_watch(message: &StreamMessage<pb::WatchDirResponse>) -> Result<RawWat
     Ok(match message.to_owned_message().event {
         Some(Event::Start(_)) => RawWatch::Start,
         Some(Event::Keepalive(_)) | None => RawWatch::Ignored,
-        Some(Event::Filesystem(event)) => RawWatch::Event(FsEvent::from_proto(*event)?),
+        Some(Event::Filesystem(event)) => RawWatch::Event(Box::new(FsEvent::from_proto(*event)?)),
     })
 }
 
@@ -220,9 +227,12 @@ impl Stream for WatchStream {
                 Poll::Ready(Some(Ok(RawWatch::Ignored))) => continue,
                 Poll::Ready(Some(Ok(RawWatch::Start))) => {
                     this.finished = true;
-                    Poll::Ready(Some(Err(Error::protocol(this.context.clone(), "a second start event"))))
+                    Poll::Ready(Some(Err(Error::protocol(
+                        this.context.clone(),
+                        "a second start event",
+                    ))))
                 }
-                Poll::Ready(Some(Ok(RawWatch::Event(event)))) => Poll::Ready(Some(Ok(event))),
+                Poll::Ready(Some(Ok(RawWatch::Event(event)))) => Poll::Ready(Some(Ok(*event))),
                 Poll::Ready(Some(Err(fault))) => {
                     this.finished = true;
                     Poll::Ready(Some(Err(fault.into_error(
@@ -241,7 +251,10 @@ impl Stream for WatchStream {
 }
 
 /// Fails on an absent `entry` in a response that must carry one.
-fn required_entry(context: Context, entry: buffa::MessageField<pb::EntryInfo, buffa::Inline<pb::EntryInfo>>) -> Result<EntryInfo> {
+fn required_entry(
+    context: Context,
+    entry: buffa::MessageField<pb::EntryInfo, buffa::Inline<pb::EntryInfo>>,
+) -> Result<EntryInfo> {
     let entry = entry
         .into_option()
         .ok_or_else(|| Error::protocol(context.clone(), "the response carries no entry"))?;
@@ -261,7 +274,11 @@ where
     /// [`Error::NotFound`] when `path` does not exist.
     pub async fn stat(&self, path: &str, options: &CallOptions) -> Result<EntryInfo> {
         let context = Context::new("stat", path);
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::StatRequest {
             path: path.to_owned(),
             ..Default::default()
@@ -283,7 +300,11 @@ where
     /// [`Error::InvalidArgument`] when it is a file.
     pub async fn make_dir(&self, path: &str, options: &CallOptions) -> Result<EntryInfo> {
         let context = Context::new("make directory", path);
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::MakeDirRequest {
             path: path.to_owned(),
             ..Default::default()
@@ -302,9 +323,18 @@ where
     ///
     /// # Errors
     /// [`Error::NotFound`] when `source` does not exist.
-    pub async fn rename(&self, source: &str, destination: &str, options: &CallOptions) -> Result<EntryInfo> {
+    pub async fn rename(
+        &self,
+        source: &str,
+        destination: &str,
+        options: &CallOptions,
+    ) -> Result<EntryInfo> {
         let context = Context::new("rename", format!("{source} to {destination}"));
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::MoveRequest {
             source: source.to_owned(),
             destination: destination.to_owned(),
@@ -326,12 +356,21 @@ where
     /// # Errors
     /// [`Error::InvalidArgument`] for `depth` 0 (nothing is sent) or a path
     /// that is not a directory; [`Error::NotFound`] when it does not exist.
-    pub async fn list_dir(&self, path: &str, depth: u32, options: &CallOptions) -> Result<Vec<EntryInfo>> {
+    pub async fn list_dir(
+        &self,
+        path: &str,
+        depth: u32,
+        options: &CallOptions,
+    ) -> Result<Vec<EntryInfo>> {
         let context = Context::new("list directory", path);
         if depth == 0 {
             return Err(Error::invalid_argument(context, "depth must be at least 1"));
         }
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::ListDirRequest {
             path: path.to_owned(),
             depth,
@@ -346,7 +385,9 @@ where
         response
             .entries
             .into_iter()
-            .map(|entry| EntryInfo::from_proto(entry).map_err(|m| Error::protocol(context.clone(), m)))
+            .map(|entry| {
+                EntryInfo::from_proto(entry).map_err(|m| Error::protocol(context.clone(), m))
+            })
             .collect()
     }
 
@@ -356,7 +397,11 @@ where
     /// `internal` (as [`Error::Rpc`]) when removal fails.
     pub async fn remove(&self, path: &str, options: &CallOptions) -> Result<()> {
         let context = Context::new("remove", path);
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::RemoveRequest {
             path: path.to_owned(),
             ..Default::default()
@@ -376,7 +421,12 @@ where
     /// [`Error::NotFound`] / [`Error::InvalidArgument`] for a missing path
     /// or a non-directory; [`Error::SandboxNotFound`] when the sandbox is
     /// not running.
-    pub async fn watch_dir(&self, path: &str, watch: WatchOptions, options: &StreamOptions) -> Result<WatchStream> {
+    pub async fn watch_dir(
+        &self,
+        path: &str,
+        watch: WatchOptions,
+        options: &StreamOptions,
+    ) -> Result<WatchStream> {
         let context = Context::new("watch directory", path);
         let call = self.rpc_options(
             &context,
@@ -396,7 +446,10 @@ where
             &self.sandbox_id,
             options.handshake_timeout.resolve(self.request_timeout),
             async {
-                let server = self.filesystem.watch_dir_with_options(request, call).await?;
+                let server = self
+                    .filesystem
+                    .watch_dir_with_options(request, call)
+                    .await?;
                 Ok(stream::raw_stream(server, convert_watch))
             },
         )
@@ -419,9 +472,18 @@ where
     ///
     /// # Errors
     /// As [`Envd::watch_dir`].
-    pub async fn create_watcher(&self, path: &str, watch: WatchOptions, options: &CallOptions) -> Result<String> {
+    pub async fn create_watcher(
+        &self,
+        path: &str,
+        watch: WatchOptions,
+        options: &CallOptions,
+    ) -> Result<String> {
         let context = Context::new("create watcher", path);
-        let call = self.unary_options(&context, Access::AsUser(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::CreateWatcherRequest {
             path: path.to_owned(),
             recursive: watch.recursive,
@@ -436,7 +498,10 @@ where
             .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
             .into_owned();
         if response.watcher_id.is_empty() {
-            return Err(Error::protocol(context, "envd returned an empty watcher id"));
+            return Err(Error::protocol(
+                context,
+                "envd returned an empty watcher id",
+            ));
         }
         Ok(response.watcher_id)
     }
@@ -446,9 +511,17 @@ where
     /// # Errors
     /// [`Error::NotFound`] for an unknown watcher; a watcher's own failure
     /// is reported here.
-    pub async fn watcher_events(&self, watcher_id: &str, options: &CallOptions) -> Result<Vec<FsEvent>> {
+    pub async fn watcher_events(
+        &self,
+        watcher_id: &str,
+        options: &CallOptions,
+    ) -> Result<Vec<FsEvent>> {
         let context = Context::new("get watcher events", watcher_id);
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::GetWatcherEventsRequest {
             watcher_id: watcher_id.to_owned(),
             ..Default::default()
@@ -462,7 +535,9 @@ where
         response
             .events
             .into_iter()
-            .map(|event| FsEvent::from_proto(event).map_err(|m| Error::protocol(context.clone(), m)))
+            .map(|event| {
+                FsEvent::from_proto(event).map_err(|m| Error::protocol(context.clone(), m))
+            })
             .collect()
     }
 
@@ -472,7 +547,11 @@ where
     /// [`Error::NotFound`] for an unknown watcher.
     pub async fn remove_watcher(&self, watcher_id: &str, options: &CallOptions) -> Result<()> {
         let context = Context::new("remove watcher", watcher_id);
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::RemoveWatcherRequest {
             watcher_id: watcher_id.to_owned(),
             ..Default::default()
@@ -514,7 +593,10 @@ mod tests {
         assert_eq!(info.mode, 0o644);
         assert_eq!(info.modified.unwrap().as_second(), 1_700_000_000);
         assert_eq!(info.metadata.get("k").map(String::as_str), Some("v"));
-        assert_eq!(FileType::from_proto(&buffa::EnumValue::from(9)), FileType::Other(9));
+        assert_eq!(
+            FileType::from_proto(&buffa::EnumValue::from(9)),
+            FileType::Other(9)
+        );
     }
 
     #[test]
@@ -524,7 +606,11 @@ mod tests {
             size: -1,
             ..Default::default()
         };
-        assert!(EntryInfo::from_proto(negative).unwrap_err().contains("negative size"));
+        assert!(
+            EntryInfo::from_proto(negative)
+                .unwrap_err()
+                .contains("negative size")
+        );
         let bad_time = pb::EntryInfo {
             path: "/x".into(),
             modified_time: buffa::MessageField::some(buffa_types::google::protobuf::Timestamp {
@@ -534,7 +620,11 @@ mod tests {
             }),
             ..Default::default()
         };
-        assert!(EntryInfo::from_proto(bad_time).unwrap_err().contains("modification time"));
+        assert!(
+            EntryInfo::from_proto(bad_time)
+                .unwrap_err()
+                .contains("modification time")
+        );
     }
 
     #[test]

@@ -32,12 +32,12 @@ use crate::classify::{self, Stage};
 use crate::config::WireFormat;
 use crate::error::{Context, Error, Result};
 
-pub use files::{Download, ByteRange, DownloadOptions, UploadOptions, UploadPart, WriteInfo};
+pub use files::{ByteRange, Download, DownloadOptions, UploadOptions, UploadPart, WriteInfo};
 pub use filesystem::{EntryInfo, FileType, FsEvent, FsEventKind, WatchOptions, WatchStream};
 pub use options::{CallOptions, DEFAULT_KEEPALIVE_INTERVAL, StreamOptions};
 pub use process::{
-    Command, ExitStatus, ProcessEvent, ProcessInfo, ProcessInput, ProcessStream, PtySize,
-    Selector, Signal,
+    Command, ExitStatus, ProcessEvent, ProcessInfo, ProcessInput, ProcessStream, PtySize, Selector,
+    Signal,
 };
 
 /// Settings of an [`Envd`] that are not per call.
@@ -178,7 +178,8 @@ where
         }
         if let Some(interval) = keepalive {
             // Whole seconds, rounded up, at least one: envd parses an integer.
-            let secs = u64::try_from(interval.as_millis().div_ceil(1000).max(1)).unwrap_or(u64::MAX);
+            let secs =
+                u64::try_from(interval.as_millis().div_ceil(1000).max(1)).unwrap_or(u64::MAX);
             options = options.with_headers([(
                 http::HeaderName::from_static("keepalive-ping-interval"),
                 HeaderValue::from(secs),
@@ -189,7 +190,11 @@ where
 
     /// The user a call acts as, validated; rejects a user on calls that do
     /// not act as one.
-    fn effective_user<'a>(&'a self, context: &Context, access: Access<'a>) -> Result<Option<&'a str>> {
+    fn effective_user<'a>(
+        &'a self,
+        context: &Context,
+        access: Access<'a>,
+    ) -> Result<Option<&'a str>> {
         let user = match access {
             Access::AsUser(Some(user)) => Some(user),
             Access::AsUser(None) => self.default_user.as_deref(),
@@ -231,7 +236,10 @@ fn basic_auth(user: &str) -> HeaderValue {
 /// A user name must survive Basic auth (no `:`) and the query string.
 fn validate_user(context: &Context, user: &str) -> Result<()> {
     if user.is_empty() {
-        return Err(Error::invalid_argument(context.clone(), "the user name is empty"));
+        return Err(Error::invalid_argument(
+            context.clone(),
+            "the user name is empty",
+        ));
     }
     if user.contains(':') || user.chars().any(char::is_control) {
         return Err(Error::invalid_argument(
@@ -258,7 +266,10 @@ mod tests {
         for bad in ["", "a:b", "a\nb"] {
             let err = validate_user(&context, bad).unwrap_err();
             assert!(matches!(err, Error::InvalidArgument { .. }), "{bad:?}");
-            assert!(err.to_string().starts_with("stat /x: invalid argument"), "{err}");
+            assert!(
+                err.to_string().starts_with("stat /x: invalid argument"),
+                "{err}"
+            );
         }
         validate_user(&context, "user").unwrap();
     }

@@ -3,8 +3,8 @@
 //! through chunk by chunk.
 
 use bytes::Bytes;
-use futures::stream::{self, BoxStream};
 use futures::StreamExt;
+use futures::stream::{self, BoxStream};
 use rand::Rng;
 
 use crate::body::BoxError;
@@ -37,7 +37,9 @@ pub(crate) fn check_file_name(path: &str) -> Result<(), &'static str> {
     // unescapes `\\`, multer does not), so a backslash cannot be carried
     // portably; `"` can (both unescape `\"`).
     if path.contains(['\r', '\n', '\0', '\\']) {
-        return Err("a multipart file name cannot carry CR, LF, NUL or a backslash; upload this file alone");
+        return Err(
+            "a multipart file name cannot carry CR, LF, NUL or a backslash; upload this file alone",
+        );
     }
     Ok(())
 }
@@ -51,7 +53,10 @@ fn quoted(path: &str) -> String {
 /// The whole body: every part as a header, its content and a CRLF, then
 /// the closing delimiter. Parts named `file` with the path as `filename`,
 /// which envd takes as the full target path when no `path` query is given.
-pub(crate) fn body(boundary: String, parts: Vec<Part>) -> BoxStream<'static, Result<Bytes, BoxError>> {
+pub(crate) fn body(
+    boundary: String,
+    parts: Vec<Part>,
+) -> BoxStream<'static, Result<Bytes, BoxError>> {
     let closing = Bytes::from(format!("--{boundary}--\r\n"));
     let parts = parts.into_iter().map(move |part| {
         let head = Bytes::from(format!(
@@ -73,7 +78,8 @@ mod tests {
     use super::*;
 
     fn part(path: &str, chunks: &[&'static [u8]]) -> Part {
-        let chunks: Vec<Result<Bytes, BoxError>> = chunks.iter().map(|c| Ok(Bytes::from_static(c))).collect();
+        let chunks: Vec<Result<Bytes, BoxError>> =
+            chunks.iter().map(|c| Ok(Bytes::from_static(c))).collect();
         Part {
             path: path.to_owned(),
             body: stream::iter(chunks).boxed(),
@@ -100,7 +106,10 @@ mod tests {
             seen.push((name, data));
         }
         assert_eq!(seen.len(), 3);
-        assert_eq!(seen[0], ("/tmp/a.txt".to_owned(), Bytes::from_static(b"hello world")));
+        assert_eq!(
+            seen[0],
+            ("/tmp/a.txt".to_owned(), Bytes::from_static(b"hello world"))
+        );
         assert_eq!(seen[1].0, "rel/quote\"d é.bin");
         assert_eq!(seen[1].1, Bytes::from_static(b"\x00\x01\r\n--x"));
         assert_eq!(seen[2], ("empty".to_owned(), Bytes::new()));

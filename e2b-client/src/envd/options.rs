@@ -148,7 +148,10 @@ mod tests {
             Some(Duration::from_secs(1))
         );
         assert_eq!(Bound::Unlimited.resolve(default), None);
-        assert_eq!(CallOptions::default().no_timeout().timeout, Bound::Unlimited);
+        assert_eq!(
+            CallOptions::default().no_timeout().timeout,
+            Bound::Unlimited
+        );
     }
 
     #[test]

@@ -166,7 +166,10 @@ impl Command {
         if let Some(size) = self.pty
             && (size.cols == 0 || size.rows == 0)
         {
-            return bad(format!("PTY size {}x{} has a zero dimension", size.cols, size.rows));
+            return bad(format!(
+                "PTY size {}x{} has a zero dimension",
+                size.cols, size.rows
+            ));
         }
         Ok(())
     }
@@ -358,7 +361,10 @@ fn convert_connect(message: &StreamMessage<pb::ConnectResponse>) -> Result<RawEv
 
 /// Reads one event from its zero-copy view; output bytes are sliced out of
 /// the message buffer rather than copied.
-fn raw_event(event: Option<&pb::ProcessEventView<'_>>, backing: &Bytes) -> Result<RawEvent, String> {
+fn raw_event(
+    event: Option<&pb::ProcessEventView<'_>>,
+    backing: &Bytes,
+) -> Result<RawEvent, String> {
     let Some(event) = event.and_then(|e| e.event.as_ref()) else {
         return Ok(RawEvent::Ignored);
     };
@@ -366,9 +372,15 @@ fn raw_event(event: Option<&pb::ProcessEventView<'_>>, backing: &Bytes) -> Resul
         EventView::Start(start) => RawEvent::Start(start.pid),
         EventView::Keepalive(_) => RawEvent::Ignored,
         EventView::Data(data) => match &data.output {
-            Some(OutputView::Stdout(bytes)) => RawEvent::Event(ProcessEvent::Stdout(share(backing, bytes))),
-            Some(OutputView::Stderr(bytes)) => RawEvent::Event(ProcessEvent::Stderr(share(backing, bytes))),
-            Some(OutputView::Pty(bytes)) => RawEvent::Event(ProcessEvent::Pty(share(backing, bytes))),
+            Some(OutputView::Stdout(bytes)) => {
+                RawEvent::Event(ProcessEvent::Stdout(share(backing, bytes)))
+            }
+            Some(OutputView::Stderr(bytes)) => {
+                RawEvent::Event(ProcessEvent::Stderr(share(backing, bytes)))
+            }
+            Some(OutputView::Pty(bytes)) => {
+                RawEvent::Event(ProcessEvent::Pty(share(backing, bytes)))
+            }
             None => RawEvent::Ignored,
         },
         EventView::End(end) => RawEvent::Event(ProcessEvent::End(ExitStatus {
@@ -438,7 +450,12 @@ impl ProcessStream {
                 status = Some(end);
             }
         }
-        status.ok_or_else(|| Error::protocol(self.context.clone(), "the stream ended without an end event"))
+        status.ok_or_else(|| {
+            Error::protocol(
+                self.context.clone(),
+                "the stream ended without an end event",
+            )
+        })
     }
 }
 
@@ -570,7 +587,12 @@ where
         self.process_stream(context, first, raw)
     }
 
-    fn process_stream(&self, context: Context, first: RawEvent, raw: RawStream<RawEvent>) -> Result<ProcessStream> {
+    fn process_stream(
+        &self,
+        context: Context,
+        first: RawEvent,
+        raw: RawStream<RawEvent>,
+    ) -> Result<ProcessStream> {
         match first {
             RawEvent::Start(pid) => {
                 tracing::debug!(sandbox_id = %self.sandbox_id, pid, op = context.op, "process stream started");
@@ -596,7 +618,11 @@ where
     /// As any unary call; `options.user` must be unset.
     pub async fn list_processes(&self, options: &CallOptions) -> Result<Vec<ProcessInfo>> {
         let context = Context::new("list processes", "");
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let response = self
             .process
             .list_with_options(pb::ListRequest::default(), call)
@@ -626,22 +652,43 @@ where
     /// [`Error::NotFound`] for an unknown process; `internal` (as
     /// [`Error::Rpc`]) when stdin is closed, disabled or the process has a
     /// PTY.
-    pub async fn send_stdin(&self, selector: impl Into<Selector>, data: Bytes, options: &CallOptions) -> Result<()> {
-        self.send_input(selector.into(), ProcessInput::Stdin(data), options).await
+    pub async fn send_stdin(
+        &self,
+        selector: impl Into<Selector>,
+        data: Bytes,
+        options: &CallOptions,
+    ) -> Result<()> {
+        self.send_input(selector.into(), ProcessInput::Stdin(data), options)
+            .await
     }
 
     /// Writes `data` to the process's PTY.
     ///
     /// # Errors
     /// As [`Envd::send_stdin`]; `internal` for a process without a PTY.
-    pub async fn send_pty_input(&self, selector: impl Into<Selector>, data: Bytes, options: &CallOptions) -> Result<()> {
-        self.send_input(selector.into(), ProcessInput::Pty(data), options).await
+    pub async fn send_pty_input(
+        &self,
+        selector: impl Into<Selector>,
+        data: Bytes,
+        options: &CallOptions,
+    ) -> Result<()> {
+        self.send_input(selector.into(), ProcessInput::Pty(data), options)
+            .await
     }
 
-    async fn send_input(&self, selector: Selector, input: ProcessInput, options: &CallOptions) -> Result<()> {
+    async fn send_input(
+        &self,
+        selector: Selector,
+        input: ProcessInput,
+        options: &CallOptions,
+    ) -> Result<()> {
         let context = Context::new("send input to process", selector.to_string());
         selector.validate(&context)?;
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::SendInputRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             input: buffa::MessageField::some(input.to_proto()),
@@ -658,11 +705,20 @@ where
     ///
     /// # Errors
     /// [`Error::NotFound`] for an unknown process.
-    pub async fn send_signal(&self, selector: impl Into<Selector>, signal: Signal, options: &CallOptions) -> Result<()> {
+    pub async fn send_signal(
+        &self,
+        selector: impl Into<Selector>,
+        signal: Signal,
+        options: &CallOptions,
+    ) -> Result<()> {
         let selector = selector.into();
         let context = Context::new("signal process", selector.to_string());
         selector.validate(&context)?;
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::SendSignalRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             signal: match signal {
@@ -685,11 +741,19 @@ where
     /// # Errors
     /// [`Error::NotFound`] for an unknown process; `unknown` for a PTY
     /// process (send byte 0x04 instead).
-    pub async fn close_stdin(&self, selector: impl Into<Selector>, options: &CallOptions) -> Result<()> {
+    pub async fn close_stdin(
+        &self,
+        selector: impl Into<Selector>,
+        options: &CallOptions,
+    ) -> Result<()> {
         let selector = selector.into();
         let context = Context::new("close stdin of process", selector.to_string());
         selector.validate(&context)?;
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::CloseStdinRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             ..Default::default()
@@ -706,7 +770,12 @@ where
     /// # Errors
     /// [`Error::InvalidArgument`] for a zero dimension; `internal` for a
     /// process without a PTY.
-    pub async fn resize_pty(&self, selector: impl Into<Selector>, size: PtySize, options: &CallOptions) -> Result<()> {
+    pub async fn resize_pty(
+        &self,
+        selector: impl Into<Selector>,
+        size: PtySize,
+        options: &CallOptions,
+    ) -> Result<()> {
         let selector = selector.into();
         let context = Context::new("resize PTY of process", selector.to_string());
         selector.validate(&context)?;
@@ -716,7 +785,11 @@ where
                 format!("PTY size {}x{} has a zero dimension", size.cols, size.rows),
             ));
         }
-        let call = self.unary_options(&context, Access::Anonymous(options.user.as_deref()), options.timeout)?;
+        let call = self.unary_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )?;
         let request = pb::UpdateRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             pty: buffa::MessageField::some(pty_proto(size)),
@@ -738,7 +811,12 @@ where
     ///
     /// # Errors
     /// As [`Envd::send_stdin`].
-    pub async fn stream_input<S>(&self, selector: impl Into<Selector>, input: S, options: &CallOptions) -> Result<()>
+    pub async fn stream_input<S>(
+        &self,
+        selector: impl Into<Selector>,
+        input: S,
+        options: &CallOptions,
+    ) -> Result<()>
     where
         S: Stream<Item = ProcessInput> + Send + 'static,
     {
@@ -750,19 +828,28 @@ where
             Bound::Default => None,
             other => other.resolve(None),
         };
-        let call = self.rpc_options(&context, Access::Anonymous(options.user.as_deref()), timeout, None)?;
+        let call = self.rpc_options(
+            &context,
+            Access::Anonymous(options.user.as_deref()),
+            timeout,
+            None,
+        )?;
         let start = pb::StreamInputRequest {
-            event: Some(InputEvent::Start(Box::new(pb::stream_input_request::StartEvent {
-                process: buffa::MessageField::some(selector.to_proto()),
-                ..Default::default()
-            }))),
+            event: Some(InputEvent::Start(Box::new(
+                pb::stream_input_request::StartEvent {
+                    process: buffa::MessageField::some(selector.to_proto()),
+                    ..Default::default()
+                },
+            ))),
             ..Default::default()
         };
         let data = input.map(|item| pb::StreamInputRequest {
-            event: Some(InputEvent::Data(Box::new(pb::stream_input_request::DataEvent {
-                input: buffa::MessageField::some(item.to_proto()),
-                ..Default::default()
-            }))),
+            event: Some(InputEvent::Data(Box::new(
+                pb::stream_input_request::DataEvent {
+                    input: buffa::MessageField::some(item.to_proto()),
+                    ..Default::default()
+                },
+            ))),
             ..Default::default()
         });
         let requests = futures::stream::once(async move { start }).chain(data);
@@ -803,9 +890,15 @@ mod tests {
         ];
         for command in cases {
             let err = command.validate(&context).unwrap_err();
-            assert!(matches!(err, Error::InvalidArgument { .. }), "{command:?}: {err:?}");
+            assert!(
+                matches!(err, Error::InvalidArgument { .. }),
+                "{command:?}: {err:?}"
+            );
         }
-        Command::shell("echo hi").env("A", "1").validate(&context).unwrap();
+        Command::shell("echo hi")
+            .env("A", "1")
+            .validate(&context)
+            .unwrap();
     }
 
     #[test]

@@ -84,9 +84,9 @@ where
     F: Future<Output = std::result::Result<RawStream<E>, ConnectError>>,
 {
     let wait = async {
-        let mut raw = call
-            .await
-            .map_err(|err| classify::from_connect(context.clone(), sandbox_id, &err, Stage::Handshake))?;
+        let mut raw = call.await.map_err(|err| {
+            classify::from_connect(context.clone(), sandbox_id, &err, Stage::Handshake)
+        })?;
         loop {
             match raw.next().await {
                 Some(Ok(item)) if item.is_keepalive() => continue,
