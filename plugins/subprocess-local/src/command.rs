@@ -62,7 +62,8 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
             ),
             None => None,
         };
-        let (read, write) = fdio::pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
+        let (read, write) =
+            fdio::pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
         outputs.push(OutputPlan {
             stream,
             mode,
@@ -73,7 +74,9 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
     }
     let stdin_pipe = match spec.stdin {
         StdinMode::Null => None,
-        StdinMode::Pipe => Some(fdio::pipe().map_err(|err| Error::from_io("spawn: create stdin pipe", &err))?),
+        StdinMode::Pipe => {
+            Some(fdio::pipe().map_err(|err| Error::from_io("spawn: create stdin pipe", &err))?)
+        }
     };
 
     let program_c = c_path(&program);
@@ -138,13 +141,16 @@ fn assemble(
     outputs: Vec<(OutputStream, OutputMode, OwnedFd, Arc<OutputState>)>,
 ) -> Result<LocalProcess> {
     let raw_pid = pid.as_raw_nonzero().get() as u32;
-    let io_error = |what: &str, err: std::io::Error| Error::from_io(&format!("spawn: {what} of process {raw_pid}"), &err);
+    let io_error = |what: &str, err: std::io::Error| {
+        Error::from_io(&format!("spawn: {what} of process {raw_pid}"), &err)
+    };
     let leader = Leader::open(pid).map_err(|err| io_error("watch exit", err))?;
     let group = Arc::new(Group::new(leader));
 
     let stdin_writer = match stdin_write {
         Some(fd) => Some(StdinWriter::new(
-            NonBlocking::new(fd, Interest::WRITABLE).map_err(|err| io_error("register stdin", err))?,
+            NonBlocking::new(fd, Interest::WRITABLE)
+                .map_err(|err| io_error("register stdin", err))?,
             raw_pid,
         )),
         None => None,
@@ -156,10 +162,22 @@ fn assemble(
         let pipe = NonBlocking::new(read, Interest::READABLE)
             .map_err(|err| io_error(&format!("register {}", stream.as_str()), err))?;
         match mode {
-            OutputMode::Pipe => pipes[index] = Some(PipeStream::new(pipe, state.clone(), stream, raw_pid)),
-            OutputMode::Inherit => pumps.push(Box::pin(pump::pump(pipe, state.clone(), Copy::Host(stream), raw_pid))),
+            OutputMode::Pipe => {
+                pipes[index] = Some(PipeStream::new(pipe, state.clone(), stream, raw_pid))
+            }
+            OutputMode::Inherit => pumps.push(Box::pin(pump::pump(
+                pipe,
+                state.clone(),
+                Copy::Host(stream),
+                raw_pid,
+            ))),
             OutputMode::Collect { .. } | OutputMode::Null => {
-                pumps.push(Box::pin(pump::pump(pipe, state.clone(), Copy::Nowhere, raw_pid)));
+                pumps.push(Box::pin(pump::pump(
+                    pipe,
+                    state.clone(),
+                    Copy::Nowhere,
+                    raw_pid,
+                )));
             }
         }
         states.push(state);
@@ -213,14 +231,15 @@ pub fn launch_error(operation: &str, name: &str, program: &Path, err: &std::io::
             dsh_plugin_api::ErrorKind::PermissionDenied,
             format!("{operation}: {name}: permission denied"),
         ),
-        Some(libc::ENOEXEC) => Error::invalid_input(format!(
-            "{operation}: {name}: not an executable format"
-        )),
+        Some(libc::ENOEXEC) => {
+            Error::invalid_input(format!("{operation}: {name}: not an executable format"))
+        }
         _ => Error::from_io(&format!("{operation}: {name}"), err),
     }
     .with_subject(subject)
 }
 
 pub fn c_path(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes()).expect("paths from the OS or validated strings have no NUL")
+    CString::new(path.as_os_str().as_bytes())
+        .expect("paths from the OS or validated strings have no NUL")
 }

@@ -77,9 +77,7 @@ fn existing_dir(field: &str, value: &str) -> Result<PathBuf> {
     }
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Ok(path.to_path_buf()),
-        Ok(_) => Err(Error::config(format!(
-            "{field}: {value}: not a directory"
-        ))),
+        Ok(_) => Err(Error::config(format!("{field}: {value}: not a directory"))),
         Err(err) => Err(Error::config(format!("{field}: {value}: {err}"))),
     }
 }

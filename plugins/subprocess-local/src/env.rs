@@ -83,7 +83,8 @@ impl Environment {
     /// spec has validated: names non-empty without `=`/NUL, values without
     /// NUL).
     pub fn block<'a>(&'a self, explicit: &'a BTreeMap<String, String>) -> EnvBlock<'a> {
-        let mut entries: Vec<Cow<'a, CStr>> = Vec::with_capacity(self.entries.len() + explicit.len());
+        let mut entries: Vec<Cow<'a, CStr>> =
+            Vec::with_capacity(self.entries.len() + explicit.len());
         for (name, encoded) in &self.entries {
             let overridden = name
                 .to_str()
@@ -217,10 +218,8 @@ mod tests {
 
     #[test]
     fn non_utf8_entries_pass_through() {
-        let env = Environment::scrubbed([
-            (os(b"RAW\xff"), os(b"v\xfe")),
-            (os(b"KEY\xff"), os(b"x")),
-        ]);
+        let env =
+            Environment::scrubbed([(os(b"RAW\xff"), os(b"v\xfe")), (os(b"KEY\xff"), os(b"x"))]);
         let none = BTreeMap::new();
         let block = env.block(&none);
         assert_eq!(block.entries().len(), 1);

@@ -59,7 +59,8 @@ impl Gate {
     }
 
     fn closed_error(&self, operation: &str) -> Error {
-        Error::closed(format!("{operation}: {} is terminated", self.label)).with_subject(self.label.clone())
+        Error::closed(format!("{operation}: {} is terminated", self.label))
+            .with_subject(self.label.clone())
     }
 }
 
@@ -87,7 +88,10 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::Closed);
         assert_eq!(err.message(), "write: terminal 7 is terminated");
         drop(guard);
-        let err = gate.run("resize", async { Ok(()) }).await.expect_err("closed");
+        let err = gate
+            .run("resize", async { Ok(()) })
+            .await
+            .expect_err("closed");
         assert_eq!(err.kind(), ErrorKind::Closed);
     }
 }

@@ -31,7 +31,12 @@ pub struct PipeStream {
 }
 
 impl PipeStream {
-    pub fn new(pipe: NonBlocking, out: Arc<OutputState>, stream: OutputStream, pid: u32) -> PipeStream {
+    pub fn new(
+        pipe: NonBlocking,
+        out: Arc<OutputState>,
+        stream: OutputStream,
+        pid: u32,
+    ) -> PipeStream {
         PipeStream {
             pipe: Some(pipe),
             out,

@@ -35,7 +35,8 @@ impl Plugin for SubprocessLocalPlugin {
 
     async fn create(ctx: CreateContext) -> Result<Self> {
         let config: Config = ctx.config()?;
-        let provider = LocalSubprocess::new(&config).map_err(|err| err.with_subject(ctx.id.clone()))?;
+        let provider =
+            LocalSubprocess::new(&config).map_err(|err| err.with_subject(ctx.id.clone()))?;
         Ok(SubprocessLocalPlugin { provider })
     }
 

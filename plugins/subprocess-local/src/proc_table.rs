@@ -33,7 +33,11 @@ impl Entry {
 pub fn parse_stat(line: &[u8]) -> Option<Entry> {
     let open = line.iter().position(|b| *b == b'(')?;
     let close = line.iter().rposition(|b| *b == b')')?;
-    let pid = std::str::from_utf8(&line[..open]).ok()?.trim().parse().ok()?;
+    let pid = std::str::from_utf8(&line[..open])
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
     let rest = std::str::from_utf8(line.get(close + 1..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
@@ -159,7 +163,13 @@ mod tests {
         let me = std::process::id() as i32;
         let rows = live(|entry| entry.pid == me).expect("scan");
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].sid, rustix::process::getsid(None).expect("sid").as_raw_nonzero().get());
+        assert_eq!(
+            rows[0].sid,
+            rustix::process::getsid(None)
+                .expect("sid")
+                .as_raw_nonzero()
+                .get()
+        );
     }
 
     #[test]

@@ -171,13 +171,21 @@ pub async fn supervise(s: Supervision) {
         Err(message) => Err(Error::io(format!("wait: {message}"))),
     };
     s.status.send_replace(Some(status));
-    if s.group.leader().exit().is_some_and(|outcome| outcome.is_ok()) {
+    if s.group
+        .leader()
+        .exit()
+        .is_some_and(|outcome| outcome.is_ok())
+    {
         s.group.note_if_empty();
     }
 }
 
 /// Reaps the direct child; on timeout, runs the terminate ladder alongside.
-async fn wait_exit(group: &Group, timeout: Option<Duration>, kill_grace: Duration) -> (Outcome, bool) {
+async fn wait_exit(
+    group: &Group,
+    timeout: Option<Duration>,
+    kill_grace: Duration,
+) -> (Outcome, bool) {
     let Some(timeout) = timeout else {
         return (group.leader().reap().await, false);
     };

@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_plugin_api::subprocess::{
-    Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec,
-};
+use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -103,15 +101,26 @@ impl LocalSubprocess {
             }
         }))
         .await;
-        failures.extend(results.into_iter().filter_map(|r| r.err()).map(|e| e.to_string()));
+        failures.extend(
+            results
+                .into_iter()
+                .filter_map(|r| r.err())
+                .map(|e| e.to_string()),
+        );
 
         // Output of descendants that escaped their group must not hold
         // disposal hostage.
         world.disconnect.cancel();
         world.tracker.close();
-        if tokio::time::timeout(KILL_SETTLE, world.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(KILL_SETTLE, world.tracker.wait())
+            .await
+            .is_err()
+        {
             world.abandon.cancel();
-            if tokio::time::timeout(KILL_SETTLE, world.tracker.wait()).await.is_err() {
+            if tokio::time::timeout(KILL_SETTLE, world.tracker.wait())
+                .await
+                .is_err()
+            {
                 failures.push("some supervisor tasks did not finish".to_owned());
             }
         }
@@ -123,7 +132,11 @@ impl LocalSubprocess {
         } else {
             Err(Error::new(
                 ErrorKind::Busy,
-                format!("dispose: {} failure(s): {}", failures.len(), failures.join("; ")),
+                format!(
+                    "dispose: {} failure(s): {}",
+                    failures.len(),
+                    failures.join("; ")
+                ),
             ))
         }
     }
@@ -196,7 +209,12 @@ impl SubprocessProvider for LocalSubprocess {
     async fn resolve_executable(&self, name: &str, extra_path: &[String]) -> Result<String> {
         let none = Default::default();
         let env = self.world.env.block(&none);
-        let path = crate::resolve::find_program("resolve_executable", name, env.search_path(), extra_path)?;
+        let path = crate::resolve::find_program(
+            "resolve_executable",
+            name,
+            env.search_path(),
+            extra_path,
+        )?;
         path.into_os_string().into_string().map_err(|path| {
             Error::invalid_input(format!(
                 "resolve_executable: {name}: resolved path {path:?} is not UTF-8"

@@ -18,7 +18,8 @@ pub struct Pty {
 /// Opens a master (close-on-exec, never our controlling terminal), unlocks
 /// its slave and sets the initial window size.
 pub fn open(cols: u16, rows: u16) -> io::Result<Pty> {
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     let master = crate::fdio::above_stdio(master)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;

@@ -50,7 +50,12 @@ pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, copy: Copy, pid: u32
                 (chunk, result)
             })
             .await
-            .unwrap_or_else(|join| (vec![0u8; CHUNK], Err(std::io::Error::other(join.to_string()))));
+            .unwrap_or_else(|join| {
+                (
+                    vec![0u8; CHUNK],
+                    Err(std::io::Error::other(join.to_string())),
+                )
+            });
             buf = chunk;
             if let Err(err) = result {
                 tracing::warn!(pid, stream = stream.as_str(), %err, "copying output to the host failed; still accounting it");

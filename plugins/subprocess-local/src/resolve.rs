@@ -92,10 +92,10 @@ fn verify(operation: &str, path: &Path) -> Result<()> {
         }
         FileType::RegularFile => {}
         _ => {
-            return Err(Error::invalid_input(format!(
-                "{operation}: not a regular file"
-            ))
-            .with_subject(subject));
+            return Err(
+                Error::invalid_input(format!("{operation}: not a regular file"))
+                    .with_subject(subject),
+            );
         }
     }
     rustix::fs::access(path, Access::EXEC_OK).map_err(|_| {
@@ -136,7 +136,10 @@ mod tests {
         std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
         let extra = dir.path().to_str().expect("utf-8");
 
-        assert_eq!(find("sh", "/usr/bin:/bin", &[]).expect("sh").parent(), Some(Path::new("/usr/bin")));
+        assert_eq!(
+            find("sh", "/usr/bin:/bin", &[]).expect("sh").parent(),
+            Some(Path::new("/usr/bin"))
+        );
         assert_eq!(find("my-tool", "/usr/bin", &[extra]).expect("extra"), tool);
         let err = find("my-tool", "/usr/bin", &[]).expect_err("not on PATH");
         assert_eq!(err.kind(), ErrorKind::NotFound);
@@ -154,10 +157,22 @@ mod tests {
 
     #[test]
     fn absolute_paths_are_verified() {
-        assert_eq!(find("/bin/sh", "", &[]).expect("sh"), PathBuf::from("/bin/sh"));
-        assert_eq!(find("/no/such/tool", "", &[]).expect_err("missing").kind(), ErrorKind::NotFound);
-        assert_eq!(find("/tmp", "", &[]).expect_err("dir").kind(), ErrorKind::IsADirectory);
-        assert_eq!(find("/dev/null", "", &[]).expect_err("device").kind(), ErrorKind::InvalidInput);
+        assert_eq!(
+            find("/bin/sh", "", &[]).expect("sh"),
+            PathBuf::from("/bin/sh")
+        );
+        assert_eq!(
+            find("/no/such/tool", "", &[]).expect_err("missing").kind(),
+            ErrorKind::NotFound
+        );
+        assert_eq!(
+            find("/tmp", "", &[]).expect_err("dir").kind(),
+            ErrorKind::IsADirectory
+        );
+        assert_eq!(
+            find("/dev/null", "", &[]).expect_err("device").kind(),
+            ErrorKind::InvalidInput
+        );
 
         let dir = tempfile::tempdir().expect("tempdir");
         let plain = dir.path().join("plain");

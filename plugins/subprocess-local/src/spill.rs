@@ -153,8 +153,18 @@ mod tests {
         let spills = SpillDir::new(parent.path().to_path_buf());
         let mut file = spills.create("a.stdout", 5).expect("create");
         let dir = spills.path().expect("created");
-        assert_eq!(std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777, 0o700);
-        assert_eq!(std::fs::metadata(Path::new(&file.info().path)).expect("file").permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&dir).expect("dir").permissions().mode() & 0o777,
+            0o700
+        );
+        assert_eq!(
+            std::fs::metadata(Path::new(&file.info().path))
+                .expect("file")
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
 
         file.write(b"abc");
         assert!(file.info().complete);
@@ -163,7 +173,10 @@ mod tests {
         assert!(file.info().complete, "exactly at the limit is complete");
         file.write(b"f");
         assert!(!file.info().complete);
-        assert_eq!(std::fs::read(Path::new(&file.info().path)).expect("read"), b"abcde");
+        assert_eq!(
+            std::fs::read(Path::new(&file.info().path)).expect("read"),
+            b"abcde"
+        );
 
         let err = spills.create("a.stdout", 5).expect_err("exclusive");
         assert_eq!(err.kind(), dsh_plugin_api::ErrorKind::AlreadyExists);

@@ -33,9 +33,9 @@ impl ByteWriter for StdinWriter {
                 self.pid
             )));
         };
-        pipe.write_all(&chunk).await.map_err(|err| {
-            Error::from_io(&format!("write stdin of process {}", self.pid), &err)
-        })
+        pipe.write_all(&chunk)
+            .await
+            .map_err(|err| Error::from_io(&format!("write stdin of process {}", self.pid), &err))
     }
 
     /// Closes the pipe: the child reads end of file. Idempotent.

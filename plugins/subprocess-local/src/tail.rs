@@ -97,7 +97,9 @@ mod tests {
                 let mut tail = Tail::new(limit);
                 let mut pushed = Vec::new();
                 for round in 0..20u8 {
-                    let bytes: Vec<u8> = (0..chunk as u8).map(|i| round.wrapping_mul(31).wrapping_add(i)).collect();
+                    let bytes: Vec<u8> = (0..chunk as u8)
+                        .map(|i| round.wrapping_mul(31).wrapping_add(i))
+                        .collect();
                     tail.push(&bytes);
                     pushed.extend_from_slice(&bytes);
                     let expected = model(&pushed, limit);

@@ -80,7 +80,10 @@ impl TerminalCore {
             Ok(pgid) => Ok(pgid.as_raw_nonzero().get()),
             Err(errno) => Err(Error::new(
                 ErrorKind::NotFound,
-                format!("{operation}: terminal {} has no foreground process group ({errno})", self.pid()),
+                format!(
+                    "{operation}: terminal {} has no foreground process group ({errno})",
+                    self.pid()
+                ),
             )),
         }
     }
@@ -114,7 +117,10 @@ impl Terminal for LocalTerminal {
                 let _writing = core.writing.lock().await;
                 core.master.write_all(&data).await.map_err(|err| {
                     if err.raw_os_error() == Some(libc::EIO) {
-                        Error::closed(format!("write: terminal {} has no process left", core.pid()))
+                        Error::closed(format!(
+                            "write: terminal {} has no process left",
+                            core.pid()
+                        ))
                     } else {
                         Error::from_io(&format!("write to terminal {}", core.pid()), &err)
                     }
@@ -142,7 +148,9 @@ impl Terminal for LocalTerminal {
         let core = &self.core;
         core.gate
             .run("foreground_pgid", async {
-                core.foreground("foreground_pgid").await.map(|pgid| pgid as u32)
+                core.foreground("foreground_pgid")
+                    .await
+                    .map(|pgid| pgid as u32)
             })
             .await
     }
@@ -189,7 +197,10 @@ impl Terminal for LocalTerminal {
                 signal: Some(signal),
                 timed_out: false,
             }),
-            Err(message) => Err(Error::io(format!("wait: terminal {}: {message}", self.pid()))),
+            Err(message) => Err(Error::io(format!(
+                "wait: terminal {}: {message}",
+                self.pid()
+            ))),
         }
     }
 }
@@ -255,9 +266,10 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
         kill_grace: world.kill_grace(),
         abandon: world.abandon_token(),
     });
-    if let Err(err) = world
-        .registry()
-        .insert(OPERATION, Owned::Terminal(core.clone()), &core.ticket)
+    if let Err(err) =
+        world
+            .registry()
+            .insert(OPERATION, Owned::Terminal(core.clone()), &core.ticket)
     {
         rollback(pid);
         return Err(err);
@@ -275,7 +287,11 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
 /// Reads the terminal until no process holds it, and reaps the program;
 /// when the program has exited and its session is empty, the terminal
 /// leaves the registry.
-async fn supervise(core: Arc<TerminalCore>, output: mpsc::UnboundedSender<Vec<u8>>, disconnect: CancellationToken) {
+async fn supervise(
+    core: Arc<TerminalCore>,
+    output: mpsc::UnboundedSender<Vec<u8>>,
+    disconnect: CancellationToken,
+) {
     let read = async {
         tokio::select! {
             () = pump(&core, output) => {}

@@ -16,20 +16,40 @@ use support::{provider, sh, stdout_of};
 async fn bad_input_is_rejected_before_anything_starts() {
     let p = provider();
     let mut cases: Vec<(SpawnSpec, ErrorKind, &str)> = vec![
-        (SpawnSpec::new(Vec::<String>::new()), ErrorKind::InvalidInput, "argv is empty"),
-        (SpawnSpec::new(["bin/ls"]), ErrorKind::InvalidInput, "contains '/'"),
-        (SpawnSpec::new(["./ls"]), ErrorKind::InvalidInput, "contains '/'"),
+        (
+            SpawnSpec::new(Vec::<String>::new()),
+            ErrorKind::InvalidInput,
+            "argv is empty",
+        ),
+        (
+            SpawnSpec::new(["bin/ls"]),
+            ErrorKind::InvalidInput,
+            "contains '/'",
+        ),
+        (
+            SpawnSpec::new(["./ls"]),
+            ErrorKind::InvalidInput,
+            "contains '/'",
+        ),
         (
             SpawnSpec::new(["definitely-not-a-command-7f3a"]),
             ErrorKind::NotFound,
             "command not found",
         ),
-        (SpawnSpec::new(["/no/such/program"]), ErrorKind::NotFound, "spawn"),
+        (
+            SpawnSpec::new(["/no/such/program"]),
+            ErrorKind::NotFound,
+            "spawn",
+        ),
     ];
     for name in ["", "A=B", "NUL\0"] {
         let mut spec = SpawnSpec::new(["true"]);
         spec.env.insert(name.to_owned(), "v".to_owned());
-        let expected = if name.is_empty() { "empty environment variable name" } else { "contains" };
+        let expected = if name.is_empty() {
+            "empty environment variable name"
+        } else {
+            "contains"
+        };
         cases.push((spec, ErrorKind::InvalidInput, expected));
     }
     let mut spec = SpawnSpec::new(["true"]);
@@ -40,10 +60,17 @@ async fn bad_input_is_rejected_before_anything_starts() {
     cases.push((spec, ErrorKind::NotADirectory, "cwd"));
 
     for (spec, kind, text) in cases {
-        let err = p.spawn(spec.clone()).await.err().unwrap_or_else(|| panic!("{spec:?} must fail"));
+        let err = p
+            .spawn(spec.clone())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{spec:?} must fail"));
         assert_eq!(err.kind(), kind, "{spec:?}: {err}");
         assert!(err.to_string().contains(text), "{spec:?}: {err}");
-        assert!(err.message().starts_with("spawn"), "names the operation: {err}");
+        assert!(
+            err.message().starts_with("spawn"),
+            "names the operation: {err}"
+        );
     }
     assert_eq!(p.owned(), 0, "nothing was started");
     p.dispose().await.expect("dispose");
@@ -53,7 +80,9 @@ async fn bad_input_is_rejected_before_anything_starts() {
 async fn the_child_leads_its_own_session_and_group() {
     let p = provider();
     let process = p
-        .spawn(sh(r#"set -- $(cat /proc/$$/stat | sed 's/.*) //'); echo "$$ $3 $4""#))
+        .spawn(sh(
+            r#"set -- $(cat /proc/$$/stat | sed 's/.*) //'); echo "$$ $3 $4""#,
+        ))
         .await
         .expect("spawn");
     let pid = process.pid();
@@ -81,7 +110,8 @@ async fn environment_boundary_scrubs_ambient_and_restores_explicit() {
     let p = LocalSubprocess::with_environment(&Config::default(), Environment::scrubbed(ambient))
         .expect("provider");
     let mut spec = SpawnSpec::new(["env"]);
-    spec.env.insert("OPENAI_API_KEY".into(), "sk-explicit".into());
+    spec.env
+        .insert("OPENAI_API_KEY".into(), "sk-explicit".into());
     spec.env.insert("EMPTY".into(), String::new());
     spec.env.insert("WITH_EQUALS".into(), "a=b".into());
     let process = p.spawn(spec).await.expect("spawn");
@@ -108,9 +138,13 @@ async fn explicit_path_is_used_to_find_the_program() {
     let dir = tempfile::tempdir().expect("tempdir");
     let tool = dir.path().join("only-here");
     std::fs::write(&tool, "#!/bin/sh\necho found\n").expect("write");
-    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
     let mut spec = SpawnSpec::new(["only-here"]);
-    spec.env.insert("PATH".into(), format!("{}:/usr/bin:/bin", dir.path().display()));
+    spec.env.insert(
+        "PATH".into(),
+        format!("{}:/usr/bin:/bin", dir.path().display()),
+    );
     let process = p.spawn(spec).await.expect("spawn via explicit PATH");
     assert_eq!(stdout_of(process.as_ref()).await, b"found\n");
 
@@ -119,11 +153,22 @@ async fn explicit_path_is_used_to_find_the_program() {
         .await
         .expect("extra dir");
     assert_eq!(resolved, tool.display().to_string());
-    let err = p.resolve_executable("only-here", &[]).await.expect_err("not on PATH");
+    let err = p
+        .resolve_executable("only-here", &[])
+        .await
+        .expect_err("not on PATH");
     assert_eq!(err.kind(), ErrorKind::NotFound);
-    let err = p.resolve_executable("bin/sh", &[]).await.expect_err("relative");
+    let err = p
+        .resolve_executable("bin/sh", &[])
+        .await
+        .expect_err("relative");
     assert_eq!(err.kind(), ErrorKind::InvalidInput);
-    assert_eq!(p.resolve_executable("/bin/sh", &[]).await.expect("absolute"), "/bin/sh");
+    assert_eq!(
+        p.resolve_executable("/bin/sh", &[])
+            .await
+            .expect("absolute"),
+        "/bin/sh"
+    );
     p.dispose().await.expect("dispose");
 }
 
@@ -138,11 +183,17 @@ async fn cwd_defaults_to_the_world_and_relative_cwd_joins_it() {
     })
     .expect("provider");
     let process = p.spawn(SpawnSpec::new(["pwd"])).await.expect("spawn");
-    assert_eq!(stdout_of(process.as_ref()).await, format!("{}\n", world_path.display()).into_bytes());
+    assert_eq!(
+        stdout_of(process.as_ref()).await,
+        format!("{}\n", world_path.display()).into_bytes()
+    );
     let mut spec = SpawnSpec::new(["pwd"]);
     spec.cwd = Some("sub".into());
     let process = p.spawn(spec).await.expect("spawn");
-    assert_eq!(stdout_of(process.as_ref()).await, format!("{}/sub\n", world_path.display()).into_bytes());
+    assert_eq!(
+        stdout_of(process.as_ref()).await,
+        format!("{}/sub\n", world_path.display()).into_bytes()
+    );
     p.dispose().await.expect("dispose");
 }
 
@@ -151,9 +202,16 @@ async fn exit_codes_and_signals_are_reported() {
     let p = provider();
     let process = p.spawn(sh("exit 7")).await.expect("spawn");
     let status = process.wait().await.expect("wait");
-    assert_eq!((status.code, status.signal, status.timed_out), (Some(7), None, false));
+    assert_eq!(
+        (status.code, status.signal, status.timed_out),
+        (Some(7), None, false)
+    );
     assert!(!status.success());
-    assert_eq!(process.wait().await.expect("again"), status, "wait is idempotent");
+    assert_eq!(
+        process.wait().await.expect("again"),
+        status,
+        "wait is idempotent"
+    );
 
     let process = p.spawn(sh("kill -USR1 $$")).await.expect("spawn");
     let status = process.wait().await.expect("wait");
@@ -161,7 +219,11 @@ async fn exit_codes_and_signals_are_reported() {
 
     let process = p.spawn(SpawnSpec::new(["true"])).await.expect("spawn");
     assert!(process.wait().await.expect("wait").success());
-    assert_eq!(p.owned(), 0, "an exited command with no descendants is released");
+    assert_eq!(
+        p.owned(),
+        0,
+        "an exited command with no descendants is released"
+    );
     p.dispose().await.expect("dispose");
 }
 
@@ -171,7 +233,12 @@ async fn the_child_starts_with_default_signal_dispositions() {
     // must not inherit that.
     let p = provider();
     let process = p
-        .spawn(SpawnSpec::new(["grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"]))
+        .spawn(SpawnSpec::new([
+            "grep",
+            "-E",
+            "^Sig(Ign|Blk)",
+            "/proc/self/status",
+        ]))
         .await
         .expect("spawn");
     let out = String::from_utf8(stdout_of(process.as_ref()).await).expect("utf-8");
@@ -213,7 +280,11 @@ async fn stdin_pipe_round_trips_binary_and_closes() {
         .read_output(dsh_plugin_api::subprocess::OutputStream::Stdout, 0, 10)
         .await
         .expect("read_output");
-    assert_eq!(snapshot.total, payload.len() as u64, "pipe bytes are counted");
+    assert_eq!(
+        snapshot.total,
+        payload.len() as u64,
+        "pipe bytes are counted"
+    );
     assert!(snapshot.bytes.is_empty(), "nothing retained in pipe mode");
     p.dispose().await.expect("dispose");
 }
@@ -236,7 +307,10 @@ async fn writing_to_a_child_that_closed_stdin_fails_closed() {
     let err = result.expect_err("EPIPE once the child closed its stdin");
     assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
     assert!(err.message().contains("stdin"), "{err}");
-    process.terminate(std::time::Duration::from_millis(200)).await.expect("terminate");
+    process
+        .terminate(std::time::Duration::from_millis(200))
+        .await
+        .expect("terminate");
     p.dispose().await.expect("dispose");
 }
 
@@ -246,7 +320,9 @@ async fn split_utf8_and_binary_output_round_trip_exactly() {
     // "€" is E2 82 AC: written in two pieces with a pause between them, so
     // the reader sees the character split across chunks.
     let process = p
-        .spawn(sh(r"printf '\342\202'; sleep 0.1; printf '\254 ok\000\377\n'"))
+        .spawn(sh(
+            r"printf '\342\202'; sleep 0.1; printf '\254 ok\000\377\n'",
+        ))
         .await
         .expect("spawn");
     let mut stdout = process.take_stdout().expect("stdout");
@@ -272,10 +348,20 @@ async fn an_unread_pipe_applies_backpressure() {
         .read_output(dsh_plugin_api::subprocess::OutputStream::Stderr, 0, 64)
         .await
         .expect("stderr");
-    assert!(stderr.bytes.is_empty(), "the writer is blocked on the full pipe");
+    assert!(
+        stderr.bytes.is_empty(),
+        "the writer is blocked on the full pipe"
+    );
     let out = stdout_of(process.as_ref()).await;
     assert_eq!(out.len(), 1 << 20);
     assert!(process.wait().await.expect("wait").success());
-    assert_eq!(support::retained(process.as_ref(), dsh_plugin_api::subprocess::OutputStream::Stderr).await, b"done\n");
+    assert_eq!(
+        support::retained(
+            process.as_ref(),
+            dsh_plugin_api::subprocess::OutputStream::Stderr
+        )
+        .await,
+        b"done\n"
+    );
     p.dispose().await.expect("dispose");
 }

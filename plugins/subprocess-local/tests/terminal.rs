@@ -24,7 +24,9 @@ impl Screen {
         let sink = bytes.clone();
         tokio::spawn(async move {
             while let Some(chunk) = output.next().await {
-                sink.lock().expect("screen").extend_from_slice(&chunk.expect("chunk"));
+                sink.lock()
+                    .expect("screen")
+                    .extend_from_slice(&chunk.expect("chunk"));
             }
         });
         Screen { bytes }
@@ -42,7 +44,10 @@ impl Screen {
             if let Some(at) = text.get(from..).and_then(|rest| rest.find(needle)) {
                 return from + at + needle.len();
             }
-            assert!(Instant::now() < deadline, "never saw {needle:?}; screen: {text:?}");
+            assert!(
+                Instant::now() < deadline,
+                "never saw {needle:?}; screen: {text:?}"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -74,9 +79,17 @@ async fn until_foreground(terminal: &dyn Terminal, want: impl Fn(u32) -> bool) -
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_is_exactly_what_the_program_writes() {
     let p = provider();
-    let terminal = p.spawn_terminal(spec(&["printf", "a\\tb"])).await.expect("spawn_terminal");
-    let output = collect_bytes(terminal.take_output().expect("output")).await.expect("output");
-    assert_eq!(output, b"a\tb", "no bootstrap noise, stream ends with the terminal");
+    let terminal = p
+        .spawn_terminal(spec(&["printf", "a\\tb"]))
+        .await
+        .expect("spawn_terminal");
+    let output = collect_bytes(terminal.take_output().expect("output"))
+        .await
+        .expect("output");
+    assert_eq!(
+        output, b"a\tb",
+        "no bootstrap noise, stream ends with the terminal"
+    );
     assert!(terminal.take_output().is_none(), "taken once");
     let status = terminal.wait().await.expect("wait");
     assert!(status.success());
@@ -88,14 +101,30 @@ async fn output_is_exactly_what_the_program_writes() {
 async fn the_program_owns_its_session_and_controlling_terminal() {
     let p = provider();
     let terminal = p
-        .spawn_terminal(spec(&["sh", "-c", "set -- $(sed 's/.*) //' /proc/$$/stat); echo \"$$ $3 $4 $(tty)\""]))
+        .spawn_terminal(spec(&[
+            "sh",
+            "-c",
+            "set -- $(sed 's/.*) //' /proc/$$/stat); echo \"$$ $3 $4 $(tty)\"",
+        ]))
         .await
         .expect("spawn_terminal");
     let pid = terminal.pid();
-    let out = String::from_utf8(collect_bytes(terminal.take_output().expect("output")).await.expect("out")).expect("utf-8");
+    let out = String::from_utf8(
+        collect_bytes(terminal.take_output().expect("output"))
+            .await
+            .expect("out"),
+    )
+    .expect("utf-8");
     let fields: Vec<&str> = out.split_whitespace().collect();
-    assert_eq!(fields[..3], [pid.to_string(), pid.to_string(), pid.to_string()], "{out}");
-    assert!(fields[3].starts_with("/dev/pts/"), "a controlling terminal: {out}");
+    assert_eq!(
+        fields[..3],
+        [pid.to_string(), pid.to_string(), pid.to_string()],
+        "{out}"
+    );
+    assert!(
+        fields[3].starts_with("/dev/pts/"),
+        "a controlling terminal: {out}"
+    );
     p.dispose().await.expect("dispose");
 }
 
@@ -103,7 +132,11 @@ async fn the_program_owns_its_session_and_controlling_terminal() {
 async fn a_paused_consumer_buffers_and_the_program_never_blocks() {
     let p = provider();
     let terminal = p
-        .spawn_terminal(spec(&["sh", "-c", "head -c 300000 /dev/zero | tr '\\000' a"]))
+        .spawn_terminal(spec(&[
+            "sh",
+            "-c",
+            "head -c 300000 /dev/zero | tr '\\000' a",
+        ]))
         .await
         .expect("spawn_terminal");
     // Nobody reads while the program writes 300 kB, far beyond the PTY's
@@ -112,7 +145,9 @@ async fn a_paused_consumer_buffers_and_the_program_never_blocks() {
         .await
         .expect("the program was not blocked")
         .expect("wait");
-    let output = collect_bytes(terminal.take_output().expect("output")).await.expect("output");
+    let output = collect_bytes(terminal.take_output().expect("output"))
+        .await
+        .expect("output");
     assert_eq!(output.len(), 300_000);
     assert!(output.iter().all(|b| *b == b'a'));
     p.dispose().await.expect("dispose");
@@ -121,7 +156,10 @@ async fn a_paused_consumer_buffers_and_the_program_never_blocks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typed_input_echoes() {
     let p = provider();
-    let terminal = p.spawn_terminal(spec(&["cat"])).await.expect("spawn_terminal");
+    let terminal = p
+        .spawn_terminal(spec(&["cat"]))
+        .await
+        .expect("spawn_terminal");
     let screen = Screen::attach(terminal.as_ref());
     terminal.write(b"hello\n".to_vec()).await.expect("write");
     // The line discipline echoes the input, then cat writes it back.
@@ -165,7 +203,11 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     let shell = terminal.pid();
     let screen = Screen::attach(terminal.as_ref());
     let at = screen.expect("$ ", 0).await;
-    assert_eq!(terminal.foreground_pgid().await.expect("fg"), shell, "the shell is in the foreground");
+    assert_eq!(
+        terminal.foreground_pgid().await.expect("fg"),
+        shell,
+        "the shell is in the foreground"
+    );
 
     terminal.write(b"sleep 30\n".to_vec()).await.expect("write");
     let job = until_foreground(terminal.as_ref(), |pgid| pgid != shell).await;
@@ -173,7 +215,10 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
 
     terminal.write(vec![0x03]).await.expect("Ctrl-C");
     until_foreground(terminal.as_ref(), |pgid| pgid == shell).await;
-    assert!(support::eventually(Duration::from_secs(5), || !alive(job as i32)).await, "sleep was interrupted");
+    assert!(
+        support::eventually(Duration::from_secs(5), || !alive(job as i32)).await,
+        "sleep was interrupted"
+    );
 
     // signal() reaches the foreground job the same way.
     terminal.write(b"sleep 31\n".to_vec()).await.expect("write");
@@ -182,7 +227,10 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     until_foreground(terminal.as_ref(), |pgid| pgid == shell).await;
     assert!(support::eventually(Duration::from_secs(5), || !alive(job as i32)).await);
 
-    terminal.write(b"echo alive-$((40+2))\n".to_vec()).await.expect("write");
+    terminal
+        .write(b"echo alive-$((40+2))\n".to_vec())
+        .await
+        .expect("write");
     screen.expect("alive-42", at).await;
     assert!(alive(shell as i32), "the shell survived");
 
@@ -211,7 +259,10 @@ async fn terminate_leaves_no_process_of_the_session_and_closes_the_handle() {
     assert_eq!(p.owned(), 1);
 
     terminal.terminate().await.expect("terminate");
-    assert!(session_members(sid).is_empty(), "nothing of the session is left");
+    assert!(
+        session_members(sid).is_empty(),
+        "nothing of the session is left"
+    );
     for pid in members {
         assert!(!alive(pid), "{pid} survived");
     }
@@ -222,13 +273,20 @@ async fn terminate_leaves_no_process_of_the_session_and_closes_the_handle() {
     for err in [
         terminal.write(b"x".to_vec()).await.expect_err("write"),
         terminal.resize(10, 10).await.expect_err("resize"),
-        terminal.foreground_pgid().await.map(drop).expect_err("foreground_pgid"),
+        terminal
+            .foreground_pgid()
+            .await
+            .map(drop)
+            .expect_err("foreground_pgid"),
         terminal.signal(Signal::INT).await.expect_err("signal"),
     ] {
         assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
         assert!(err.message().contains("is terminated"), "{err}");
     }
-    terminal.terminate().await.expect("a no-op once it succeeded");
+    terminal
+        .terminate()
+        .await
+        .expect("a no-op once it succeeded");
     p.dispose().await.expect("dispose");
 }
 
@@ -236,7 +294,10 @@ async fn terminate_leaves_no_process_of_the_session_and_closes_the_handle() {
 async fn terminate_cancels_a_write_blocked_on_a_full_terminal() {
     let p = provider();
     // The program never reads, so the terminal's input queue fills up.
-    let terminal: Arc<dyn Terminal> = p.spawn_terminal(spec(&["sleep", "30"])).await.expect("spawn_terminal");
+    let terminal: Arc<dyn Terminal> = p
+        .spawn_terminal(spec(&["sleep", "30"]))
+        .await
+        .expect("spawn_terminal");
     let writer = tokio::spawn({
         let terminal = terminal.clone();
         async move {
@@ -274,7 +335,11 @@ async fn bad_terminal_input_is_rejected() {
         (missing_cwd, ErrorKind::NotFound),
         (bad_env, ErrorKind::InvalidInput),
     ] {
-        let err = p.spawn_terminal(spec.clone()).await.err().unwrap_or_else(|| panic!("{spec:?}"));
+        let err = p
+            .spawn_terminal(spec.clone())
+            .await
+            .err()
+            .unwrap_or_else(|| panic!("{spec:?}"));
         assert_eq!(err.kind(), kind, "{spec:?}: {err}");
         assert!(err.message().starts_with("spawn_terminal"), "{err}");
     }
@@ -289,11 +354,18 @@ async fn disposal_tears_down_live_terminals() {
     let sid = terminal.pid() as i32;
     let screen = Screen::attach(terminal.as_ref());
     screen.expect("$ ", 0).await;
-    terminal.write(b"sleep 50 &\n".to_vec()).await.expect("write");
+    terminal
+        .write(b"sleep 50 &\n".to_vec())
+        .await
+        .expect("write");
     assert!(support::eventually(Duration::from_secs(5), || session_members(sid).len() >= 2).await);
     drop(terminal);
     p.dispose().await.expect("dispose");
     assert!(session_members(sid).is_empty());
-    let err = p.spawn_terminal(bash()).await.err().expect("refused after disposal");
+    let err = p
+        .spawn_terminal(bash())
+        .await
+        .err()
+        .expect("refused after disposal");
     assert_eq!(err.kind(), ErrorKind::Closed);
 }

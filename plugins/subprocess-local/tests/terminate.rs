@@ -16,7 +16,10 @@ async fn first_lines(process: &dyn dsh_plugin_api::subprocess::Process, n: usize
         if lines.len() >= n {
             return lines;
         }
-        assert!(Instant::now() < deadline, "the command printed {n} pids: {out:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the command printed {n} pids: {out:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -24,15 +27,27 @@ async fn first_lines(process: &dyn dsh_plugin_api::subprocess::Process, n: usize
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_polite_process_ends_on_term_within_the_grace() {
     let p = provider();
-    let process = p.spawn(sh_collect("sleep 30 & echo $!; wait")).await.expect("spawn");
+    let process = p
+        .spawn(sh_collect("sleep 30 & echo $!; wait"))
+        .await
+        .expect("spawn");
     let pgid = process.pid() as i32;
     let child = first_lines(process.as_ref(), 1).await[0];
     let started = Instant::now();
-    process.terminate(Duration::from_secs(10)).await.expect("terminate");
-    assert!(started.elapsed() < Duration::from_secs(5), "did not sit out the grace");
+    process
+        .terminate(Duration::from_secs(10))
+        .await
+        .expect("terminate");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "did not sit out the grace"
+    );
     assert!(!alive(child));
     assert!(group_members(pgid).is_empty(), "the group is empty");
-    assert_eq!(process.wait().await.expect("wait").signal, Some(Signal::TERM));
+    assert_eq!(
+        process.wait().await.expect("wait").signal,
+        Some(Signal::TERM)
+    );
     p.dispose().await.expect("dispose");
 }
 
@@ -47,15 +62,27 @@ async fn a_process_ignoring_term_is_killed_after_the_grace() {
     let pgid = process.pid() as i32;
     let child = first_lines(process.as_ref(), 1).await[0];
     let started = Instant::now();
-    process.terminate(Duration::from_millis(300)).await.expect("terminate");
+    process
+        .terminate(Duration::from_millis(300))
+        .await
+        .expect("terminate");
     let took = started.elapsed();
-    assert!(took >= Duration::from_millis(300), "waited the grace: {took:?}");
+    assert!(
+        took >= Duration::from_millis(300),
+        "waited the grace: {took:?}"
+    );
     assert!(!alive(child));
     assert!(group_members(pgid).is_empty());
-    assert_eq!(process.wait().await.expect("wait").signal, Some(Signal::KILL));
+    assert_eq!(
+        process.wait().await.expect("wait").signal,
+        Some(Signal::KILL)
+    );
     // Idempotent once proven.
     let started = Instant::now();
-    process.terminate(Duration::from_secs(10)).await.expect("again");
+    process
+        .terminate(Duration::from_secs(10))
+        .await
+        .expect("again");
     assert!(started.elapsed() < Duration::from_millis(100));
     p.dispose().await.expect("dispose");
 }
@@ -63,10 +90,16 @@ async fn a_process_ignoring_term_is_killed_after_the_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_group_is_still_terminated() {
     let p = provider();
-    let process = p.spawn(sh_collect("sleep 30 & echo $!; wait")).await.expect("spawn");
+    let process = p
+        .spawn(sh_collect("sleep 30 & echo $!; wait"))
+        .await
+        .expect("spawn");
     let child = first_lines(process.as_ref(), 1).await[0];
     support::stop_group(process.pid() as i32);
-    process.terminate(Duration::from_secs(5)).await.expect("terminate");
+    process
+        .terminate(Duration::from_secs(5))
+        .await
+        .expect("terminate");
     assert!(!alive(child));
     p.dispose().await.expect("dispose");
 }
@@ -85,14 +118,82 @@ async fn a_double_forked_setsid_descendant_leaves_the_group() {
         .expect("spawn");
     let pgid = process.pid() as i32;
     let pids = first_lines(process.as_ref(), 2).await;
-    let escaped = pids.iter().copied().find(|pid| !group_members(pgid).contains(pid)).expect("one pid escaped the group");
-    let member = pids.iter().copied().find(|pid| *pid != escaped).expect("one pid stayed");
+    let escaped = pids
+        .iter()
+        .copied()
+        .find(|pid| !group_members(pgid).contains(pid))
+        .expect("one pid escaped the group");
+    let member = pids
+        .iter()
+        .copied()
+        .find(|pid| *pid != escaped)
+        .expect("one pid stayed");
     assert!(group_members(pgid).contains(&member));
 
-    process.terminate(Duration::from_millis(500)).await.expect("terminate proves the group empty");
+    process
+        .terminate(Duration::from_millis(500))
+        .await
+        .expect("terminate proves the group empty");
     assert!(!alive(member), "the group member was terminated");
     assert!(alive(escaped), "the setsid escapee is outside the group");
     support::kill(escaped);
+    p.dispose().await.expect("dispose");
+}
+
+/// A group whose only member left is a zombie (its parent lives outside
+/// the group and never reaps it) counts as empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zombie_only_group_counts_as_empty() {
+    let p = provider();
+    // perl (Essential on Debian) moves itself to a group of its own in the
+    // same session, forks a child that joins the command's group and exits
+    // unreaped, and prints both pids.
+    let script = r#"perl -e '$g = shift; setpgrp(0, 0); $| = 1;
+        $pid = fork(); if ($pid == 0) { setpgrp(0, $g) or die "setpgrp: $!"; exit 0 }
+        print "zombie $pid
+keeper $$
+"; sleep 30' $$ &
+        sleep 0.5"#;
+    let process = p.spawn(sh_collect(script)).await.expect("spawn");
+    let pgid = process.pid() as i32;
+    assert!(process.wait().await.expect("wait").success());
+    let out =
+        String::from_utf8(retained(process.as_ref(), OutputStream::Stdout).await).expect("utf-8");
+    let pid_of = |label: &str| -> i32 {
+        out.lines()
+            .find_map(|line| line.strip_prefix(label))
+            .unwrap_or_else(|| panic!("no {label:?} in {out:?}"))
+            .trim()
+            .parse()
+            .expect("pid")
+    };
+    let (zombie, keeper) = (pid_of("zombie "), pid_of("keeper "));
+    let stat = std::fs::read_to_string(format!("/proc/{zombie}/stat")).expect("zombie stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (fields[0], fields[2]),
+        ("Z", pgid.to_string().as_str()),
+        "a zombie in the group"
+    );
+    assert_eq!(p.owned(), 1, "a zombie member keeps the group id in use");
+
+    let started = Instant::now();
+    process
+        .terminate(Duration::from_secs(5))
+        .await
+        .expect("zombie-only is empty");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "proven at once, not after the grace"
+    );
+    assert_eq!(p.owned(), 0);
+    assert!(alive(keeper), "the keeper is in another group");
+    support::kill(keeper);
     p.dispose().await.expect("dispose");
 }
 
@@ -101,15 +202,25 @@ async fn terminate_after_a_natural_exit_is_a_no_op() {
     let p = provider();
     let process = p.spawn(sh_collect("exit 3")).await.expect("spawn");
     assert_eq!(process.wait().await.expect("wait").code, Some(3));
-    process.terminate(Duration::from_secs(1)).await.expect("nothing left");
-    assert_eq!(process.wait().await.expect("wait").code, Some(3), "the status is unchanged");
+    process
+        .terminate(Duration::from_secs(1))
+        .await
+        .expect("nothing left");
+    assert_eq!(
+        process.wait().await.expect("wait").code,
+        Some(3),
+        "the status is unchanged"
+    );
     p.dispose().await.expect("dispose");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_terminates_agree() {
     let p = provider();
-    let process = p.spawn(sh_collect("trap '' TERM; sleep 30")).await.expect("spawn");
+    let process = p
+        .spawn(sh_collect("trap '' TERM; sleep 30"))
+        .await
+        .expect("spawn");
     let (a, b) = tokio::join!(
         process.terminate(Duration::from_millis(200)),
         process.terminate(Duration::from_millis(200))
@@ -125,7 +236,10 @@ async fn disposal_terminates_every_group_it_still_owns() {
     let p = provider();
     let mut pids = Vec::new();
     for _ in 0..3 {
-        let process = p.spawn(sh_collect("trap '' TERM; sleep 30 & echo $!; wait")).await.expect("spawn");
+        let process = p
+            .spawn(sh_collect("trap '' TERM; sleep 30 & echo $!; wait"))
+            .await
+            .expect("spawn");
         pids.push(process.pid() as i32);
         pids.push(first_lines(process.as_ref(), 1).await[0]);
     }

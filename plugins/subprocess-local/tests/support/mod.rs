@@ -49,7 +49,9 @@ pub async fn stdout_of(process: &dyn Process) -> Vec<u8> {
 /// Whether `pid` is a live (non-zombie) process.
 pub fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start().chars().next());
+        let state = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.trim_start().chars().next());
         !matches!(state, Some(Some('Z' | 'X')) | None)
     })
 }
@@ -76,7 +78,9 @@ fn field_matches(index: usize, value: i32) -> Vec<i32> {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
             continue;
         };
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
         // rest: " S ppid pgrp session ..." → fields[0] = state.
         let fields: Vec<&str> = rest.split_whitespace().collect();
         let live = !matches!(fields.first(), Some(&"Z") | Some(&"X"));
