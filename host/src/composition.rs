@@ -102,7 +102,10 @@ impl Composition {
     }
 
     /// Validates `manifest`, opening libraries found through `search`.
-    pub fn from_manifest(manifest: &Manifest, search: &SearchPath) -> Result<Composition, HostError> {
+    pub fn from_manifest(
+        manifest: &Manifest,
+        search: &SearchPath,
+    ) -> Result<Composition, HostError> {
         Composition::with_loader(manifest, search, &crate::dlopen::DlopenLoader)
     }
 
@@ -165,7 +168,9 @@ impl Composition {
             .zip(&libraries)
             .map(|(entry, library)| Node {
                 entry,
-                declared: library.as_ref().map(|(_, library)| declared(&library.descriptor)),
+                declared: library
+                    .as_ref()
+                    .map(|(_, library)| declared(&library.descriptor)),
             })
             .collect();
         let plan = graph::plan(&nodes);
@@ -304,7 +309,11 @@ mod tests {
 
     impl LibraryLoader for FakeLoader {
         fn load(&self, path: &Path) -> Result<LoadedLibrary, crate::loader::LoadFailure> {
-            let file = path.file_name().expect("file").to_string_lossy().into_owned();
+            let file = path
+                .file_name()
+                .expect("file")
+                .to_string_lossy()
+                .into_owned();
             self.opened.lock().expect("opened").push(file.clone());
             self.libraries
                 .get(&file)
@@ -355,11 +364,7 @@ mod tests {
 
         fn compose(&self, yaml: &str) -> Result<Composition, HostError> {
             let manifest = Manifest::parse(yaml, ManifestFormat::Yaml, "m.yaml", None)?;
-            Composition::with_loader(
-                &manifest,
-                &SearchPath::new([self.dir.path()]),
-                &self.loader,
-            )
+            Composition::with_loader(&manifest, &SearchPath::new([self.dir.path()]), &self.loader)
         }
 
         fn journal(&self) -> Vec<String> {
@@ -406,10 +411,7 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(
-            plugins[0].library,
-            world.dir.path().join("libdsh_e2b.so")
-        );
+        assert_eq!(plugins[0].library, world.dir.path().join("libdsh_e2b.so"));
         assert!(world.journal().is_empty(), "validation creates nothing");
 
         let host = composition.start().await.expect("start");
@@ -418,7 +420,10 @@ mod tests {
         assert!(host.e2b().is_ok());
         assert!(host.service_of("fs-e2b", Fs).is_ok());
         let err = host.service_of("e2b", Fs).unwrap_err();
-        assert_eq!(err.to_string(), "service_of: plugin \"e2b\" does not provide fs");
+        assert_eq!(
+            err.to_string(),
+            "service_of: plugin \"e2b\" does not provide fs"
+        );
         host.dispose().await.expect("dispose");
         host.dispose().await.expect("second dispose is a no-op");
         assert_eq!(
@@ -501,7 +506,10 @@ mod tests {
         // manifests; use an absolute one here.
         let manifest = manifest.replace(
             "path: libdsh_other.so",
-            &format!("path: {}", world.dir.path().join("libdsh_other.so").display()),
+            &format!(
+                "path: {}",
+                world.dir.path().join("libdsh_other.so").display()
+            ),
         );
         let err = world.compose(&manifest).expect_err("invalid");
         let HostError::Invalid(errors) = err else {
@@ -514,14 +522,26 @@ mod tests {
             lines[0].starts_with("m.yaml: entry \"missing\" (line 2): plugin dsh-nowhere: library libdsh_nowhere.so not found; searched "),
             "{text}"
         );
-        assert!(lines[1].starts_with("m.yaml: entry \"junk\" (line 3): "), "{text}");
-        assert!(lines[1].ends_with("libdsh_not_plugin.so: no dsh root module"), "{text}");
-        assert!(lines[2].ends_with("built against plugin API 0, host speaks 1"), "{text}");
+        assert!(
+            lines[1].starts_with("m.yaml: entry \"junk\" (line 3): "),
+            "{text}"
+        );
+        assert!(
+            lines[1].ends_with("libdsh_not_plugin.so: no dsh root module"),
+            "{text}"
+        );
+        assert!(
+            lines[2].ends_with("built against plugin API 0, host speaks 1"),
+            "{text}"
+        );
         assert!(
             lines[3].contains("entry \"renamed\" (line 5): manifest name \"dsh-renamed\" does not match the plugin in"),
             "{text}"
         );
-        assert!(lines[3].ends_with("(its descriptor says \"dsh-other\")"), "{text}");
+        assert!(
+            lines[3].ends_with("(its descriptor says \"dsh-other\")"),
+            "{text}"
+        );
         assert_eq!(
             lines[4],
             "m.yaml: entry \"fs\" (line 6): duplicate id \"fs\" (first used by entry \"fs\" (line 1))"

@@ -19,8 +19,9 @@ pub enum HostError {
     #[error(transparent)]
     Invalid(#[from] ValidationErrors),
     /// A plugin failed to create; the ones created before it were disposed.
+    /// (Boxed: it is much larger than the other variants.)
     #[error(transparent)]
-    Create(#[from] CreateError),
+    Create(Box<CreateError>),
     /// One or more plugins failed to dispose (all were attempted).
     #[error(transparent)]
     Dispose(#[from] DisposeError),
@@ -50,6 +51,12 @@ pub enum HostError {
     /// The host was disposed.
     #[error("{operation}: the host has been disposed")]
     Disposed { operation: &'static str },
+}
+
+impl From<CreateError> for HostError {
+    fn from(err: CreateError) -> HostError {
+        HostError::Create(Box::new(err))
+    }
 }
 
 impl HostError {

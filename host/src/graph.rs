@@ -426,7 +426,9 @@ mod tests {
         let errors = messages(&[off, spec("c", &[], &[Fs])]);
         assert_eq!(
             errors,
-            ["entry \"c\" (line 4): plugin dsh-x injects fs, but no other enabled entry provides it"]
+            [
+                "entry \"c\" (line 4): plugin dsh-x injects fs, but no other enabled entry provides it"
+            ]
         );
     }
 
@@ -459,9 +461,13 @@ mod tests {
     fn a_plugin_never_provides_to_itself_implicitly() {
         let errors = messages(&[spec("decorator", &[Fs], &[Fs])]);
         assert_eq!(errors.len(), 1);
-        assert!(errors[0].contains("no other enabled entry provides it"), "{errors:?}");
+        assert!(
+            errors[0].contains("no other enabled entry provides it"),
+            "{errors:?}"
+        );
         // With a base provider the decorator wraps it.
-        let plan = run(&[spec("decorator", &[Fs], &[Fs]), spec("base", &[Fs], &[])]).expect("valid");
+        let plan =
+            run(&[spec("decorator", &[Fs], &[Fs]), spec("base", &[Fs], &[])]).expect("valid");
         assert_eq!(plan.order, [1, 0]);
     }
 

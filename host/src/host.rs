@@ -76,7 +76,10 @@ impl Host {
     }
 
     /// Validates and starts a parsed manifest with an explicit search path.
-    pub async fn from_manifest(manifest: &Manifest, search: &SearchPath) -> Result<Host, HostError> {
+    pub async fn from_manifest(
+        manifest: &Manifest,
+        search: &SearchPath,
+    ) -> Result<Host, HostError> {
         Composition::from_manifest(manifest, search)?.start().await
     }
 

@@ -458,14 +458,15 @@ mod tests {
         let b = FakeFactory::new(&log, &[]);
         let mut c = FakeFactory::new(&log, &[]);
         c.fail_dispose = true;
-        let running = create_all(vec![step("a", &a, &[]), step("b", &b, &[]), step("c", &c, &[])])
-            .await
-            .expect("create");
+        let running = create_all(vec![
+            step("a", &a, &[]),
+            step("b", &b, &[]),
+            step("c", &c, &[]),
+        ])
+        .await
+        .expect("create");
         let err = dispose_all(running).await.expect_err("two failures");
-        assert_eq!(
-            lines(&log)[3..],
-            ["dispose c", "dispose b", "dispose a"]
-        );
+        assert_eq!(lines(&log)[3..], ["dispose c", "dispose b", "dispose a"]);
         let ids: Vec<_> = err.failures.iter().map(|f| f.id.as_str()).collect();
         assert_eq!(ids, ["c", "a"]);
         assert_eq!(
@@ -493,7 +494,13 @@ mod tests {
         .expect_err("c fails");
         assert_eq!(
             lines(&log),
-            ["create a []", "create b [e2b]", "create c [fs]", "dispose b", "dispose a"]
+            [
+                "create a []",
+                "create b [e2b]",
+                "create c [fs]",
+                "dispose b",
+                "dispose a"
+            ]
         );
         assert_eq!(err.id, "c");
         assert_eq!(err.rolled_back, ["b", "a"]);

@@ -296,11 +296,7 @@ impl fmt::Display for ManifestError {
 
 /// Judges one raw entry, pushing its problems; returns the entry only when
 /// it had none.
-fn read_entry(
-    index: usize,
-    raw: &RawEntry,
-    problems: &mut Vec<ManifestProblem>,
-) -> Option<Entry> {
+fn read_entry(index: usize, raw: &RawEntry, problems: &mut Vec<ManifestProblem>) -> Option<Entry> {
     let (line, pairs) = match raw {
         RawEntry::Mapping { line, pairs } => (*line, pairs),
         RawEntry::NotAMapping { line, found } => {
@@ -355,11 +351,7 @@ fn read_entry(
             "name" => match non_empty_string("name", value) {
                 Ok(text) => match validate_plugin_name(text) {
                     Ok(()) => name = Some(text.to_owned()),
-                    Err(why) => problem(
-                        ProblemKind::InvalidValue,
-                        at,
-                        format!("`name` {why}"),
-                    ),
+                    Err(why) => problem(ProblemKind::InvalidValue, at, format!("`name` {why}")),
                 },
                 Err(message) => problem(ProblemKind::InvalidValue, at, message),
             },
@@ -380,7 +372,10 @@ fn read_entry(
                 other => problem(
                     ProblemKind::InvalidValue,
                     at,
-                    format!("`disabled` must be true or false, found {}", type_name(other)),
+                    format!(
+                        "`disabled` must be true or false, found {}",
+                        type_name(other)
+                    ),
                 ),
             },
             "inject" => {
@@ -446,7 +441,10 @@ fn non_empty_string<'a>(key: &str, value: &'a Json) -> Result<&'a str, String> {
     match value {
         Json::String(text) if text.is_empty() => Err(format!("`{key}` must not be empty")),
         Json::String(text) => Ok(text),
-        other => Err(format!("`{key}` must be a string, found {}", type_name(other))),
+        other => Err(format!(
+            "`{key}` must be a string, found {}",
+            type_name(other)
+        )),
     }
 }
 
@@ -601,7 +599,12 @@ disabled = true
     #[test]
     fn empty_documents_are_empty_compositions() {
         assert!(yaml("").expect("empty yaml").entries().is_empty());
-        assert!(yaml("plugins: []").expect("empty list").entries().is_empty());
+        assert!(
+            yaml("plugins: []")
+                .expect("empty list")
+                .entries()
+                .is_empty()
+        );
         assert!(toml("").expect("empty toml").entries().is_empty());
     }
 
@@ -624,7 +627,10 @@ disabled = true
             "[[plugins]]\nid = \"fs\"\nname = \"dsh-fs-local\"\nextra = 1\n",
         ));
         assert_eq!(err.problems[0].line, Some(4));
-        assert!(err.to_string().starts_with("m.toml:4: entry \"fs\": unknown key \"extra\""));
+        assert!(
+            err.to_string()
+                .starts_with("m.toml:4: entry \"fs\": unknown key \"extra\"")
+        );
     }
 
     #[test]
@@ -632,9 +638,16 @@ disabled = true
         let err = problems(yaml("plugin:\n  - id: fs\n"));
         assert_eq!(err.problems[0].kind, ProblemKind::UnknownKey);
         assert_eq!(err.problems[0].line, Some(1));
-        assert!(err.to_string().contains("unknown top-level key \"plugin\""), "{err}");
+        assert!(
+            err.to_string().contains("unknown top-level key \"plugin\""),
+            "{err}"
+        );
         let err = problems(toml("version = 2\n"));
-        assert!(err.to_string().starts_with("m.toml:1: unknown top-level key \"version\""), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("m.toml:1: unknown top-level key \"version\""),
+            "{err}"
+        );
     }
 
     #[test]
@@ -719,10 +732,9 @@ disabled = true
 
     #[test]
     fn toml_datetimes_become_text() {
-        let manifest = toml(
-            "[[plugins]]\nid = \"a\"\nname = \"x\"\nconfig = { at = 1979-05-27T07:32:00Z }\n",
-        )
-        .expect("toml");
+        let manifest =
+            toml("[[plugins]]\nid = \"a\"\nname = \"x\"\nconfig = { at = 1979-05-27T07:32:00Z }\n")
+                .expect("toml");
         assert_eq!(manifest.entries()[0].config["at"], "1979-05-27T07:32:00Z");
     }
 

@@ -302,7 +302,13 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains(&second.path().join("libmissing_one.so").display().to_string()),
+            text.contains(
+                &second
+                    .path()
+                    .join("libmissing_one.so")
+                    .display()
+                    .to_string()
+            ),
             "{text}"
         );
         let err = resolve_library("x", None, None, &SearchPath::default()).unwrap_err();

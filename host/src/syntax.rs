@@ -11,8 +11,8 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, DeserializeOwned, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value as Json;
 
 /// The two manifest syntaxes; both describe the same model.
@@ -99,23 +99,25 @@ pub(crate) fn parse(text: &str, format: ManifestFormat) -> Result<RawDocument, S
 
 fn parse_toml(text: &str) -> Result<Top<TomlSyntax>, SyntaxError> {
     toml::from_str::<Top<TomlSyntax>>(text).map_err(|err| SyntaxError {
-            line: err.span().map(|span| line_of_offset(text, span.start)),
-            message: err.message().trim().to_owned(),
-        })
+        line: err.span().map(|span| line_of_offset(text, span.start)),
+        message: err.message().trim().to_owned(),
+    })
 }
 
 fn parse_yaml(text: &str) -> Result<Top<YamlSyntax>, SyntaxError> {
     let mut options = serde_saphyr::options::Options::default();
     // Our own `file:line:` prefix replaces the parser's source snippet.
     options.with_snippet = false;
-    serde_saphyr::from_str_with_options::<Top<YamlSyntax>>(text, options).map_err(|err| SyntaxError {
+    serde_saphyr::from_str_with_options::<Top<YamlSyntax>>(text, options).map_err(|err| {
+        SyntaxError {
             line: err
                 .location()
                 .map(|location| location.line())
                 .filter(|line| *line > 0)
                 .and_then(|line| usize::try_from(line).ok()),
             message: yaml_message(&err),
-        })
+        }
+    })
 }
 
 /// The parser's message without its own trailing position, which the
@@ -132,7 +134,10 @@ fn yaml_message(err: &serde_saphyr::Error) -> String {
 /// 1-based line of a byte offset.
 fn line_of_offset(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    1 + text.as_bytes()[..end].iter().filter(|b| **b == b'\n').count()
+    1 + text.as_bytes()[..end]
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
 }
 
 /// A position as a parser reports it, resolved to a line once the whole

@@ -52,7 +52,11 @@ pub async fn run(host: &Host, args: ConformanceArgs, json: bool) -> Result<i32, 
             report.skipped()
         );
     }
-    Ok(if report.failed() == 0 { 0 } else { EXIT_FAILURE })
+    Ok(if report.failed() == 0 {
+        0
+    } else {
+        EXIT_FAILURE
+    })
 }
 
 /// A missing service is a skipped seam; an ambiguous one is an error.

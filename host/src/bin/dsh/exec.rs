@@ -77,7 +77,10 @@ fn parse_env(entries: &[String]) -> Result<BTreeMap<String, String>, Failure> {
 
 /// Copies a world stream to one of our outputs until it ends. A closed
 /// output of ours (e.g. `| head`) stops the copy but not the child.
-pub async fn pump(stream: Option<ByteStream>, mut out: impl AsyncWrite + Unpin) -> Result<(), String> {
+pub async fn pump(
+    stream: Option<ByteStream>,
+    mut out: impl AsyncWrite + Unpin,
+) -> Result<(), String> {
     let Some(mut stream) = stream else {
         return Ok(());
     };

@@ -30,7 +30,10 @@ impl Failure {
     pub fn host(err: &HostError) -> Failure {
         let config = err.is_config_error()
             || matches!(err, HostError::Create(create) if create.error.kind() == ErrorKind::Config);
-        Failure::new(if config { EXIT_CONFIG } else { EXIT_FAILURE }, err.to_string())
+        Failure::new(
+            if config { EXIT_CONFIG } else { EXIT_FAILURE },
+            err.to_string(),
+        )
     }
 
     /// A seam error of `operation` on `subject`.

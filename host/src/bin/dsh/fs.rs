@@ -54,10 +54,9 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             let mut chunks = read.chunks;
             while let Some(chunk) = chunks.next().await {
                 let chunk = chunk.map_err(|err| Failure::seam("cat", &path, &err))?;
-                stdout
-                    .write_all(&chunk)
-                    .await
-                    .map_err(|err| Failure::new(EXIT_FAILURE, format!("cat {path}: stdout: {err}")))?;
+                stdout.write_all(&chunk).await.map_err(|err| {
+                    Failure::new(EXIT_FAILURE, format!("cat {path}: stdout: {err}"))
+                })?;
             }
             stdout
                 .flush()

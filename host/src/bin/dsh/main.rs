@@ -80,7 +80,10 @@ async fn run(cli: Cli) -> i32 {
             with_host(&composition, |host| Box::pin(fs::run(host, command, json))).await
         }
         Command::Conformance(args) => {
-            with_host(&composition, |host| Box::pin(conformance::run(host, args, json))).await
+            with_host(&composition, |host| {
+                Box::pin(conformance::run(host, args, json))
+            })
+            .await
         }
     };
     match outcome {

@@ -30,10 +30,7 @@ pub fn list(composition: &Composition, json: bool) -> Result<i32, Failure> {
             ]
         })
         .collect();
-    print_table(
-        ["#", "ID", "NAME", "VERSION", "PROVIDES", "INJECTS"],
-        &rows,
-    );
+    print_table(["#", "ID", "NAME", "VERSION", "PROVIDES", "INJECTS"], &rows);
     Ok(0)
 }
 
@@ -52,7 +49,11 @@ pub fn check(composition: &Composition, json: bool) -> Result<i32, Failure> {
             "{}: ok, {count} plugin{} in load order: {}",
             composition.origin(),
             if count == 1 { "" } else { "s" },
-            if ids.is_empty() { "-".to_owned() } else { ids.join(", ") }
+            if ids.is_empty() {
+                "-".to_owned()
+            } else {
+                ids.join(", ")
+            }
         );
     }
     Ok(0)

@@ -1,0 +1,89 @@
+//! `dsh sh` in a real terminal: we allocate a PTY, run `dsh sh` as its
+//! session leader, and type into it like a person.
+
+mod support;
+
+use std::time::Duration;
+
+use support::pty::PtySession;
+use support::{dsh, require};
+
+const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn start() -> PtySession {
+    require(&LOCAL);
+    let mut command = dsh();
+    command
+        .args(["sh", "--", "bash", "--norc", "--noprofile", "-i"])
+        .env("TERM", "xterm")
+        .env("PS1", "dsh-test$ ");
+    let session = PtySession::spawn(command, 80, 24);
+    session.expect_from(0, "$ ", LIMIT);
+    session
+}
+
+#[test]
+fn typed_input_echoes_and_runs() {
+    let mut session = start();
+    let mark = session.len();
+    // The split quote proves the output comes from the shell, not the echo.
+    session.send(b"echo hel''lo-from-sh\r");
+    let echoed = session.expect_from(mark, "echo hel''lo-from-sh", LIMIT);
+    session.expect_from(echoed, "hello-from-sh", LIMIT);
+    session.send(b"exit 3\r");
+    assert_eq!(session.wait(LIMIT), Some(3));
+}
+
+#[test]
+fn a_resize_is_visible_to_tput_cols() {
+    let mut session = start();
+    let mark = session.len();
+    session.send(b"echo cols=$(tput cols)\r");
+    session.expect_from(mark, "cols=80", LIMIT);
+    session.resize(123, 40);
+    // SIGWINCH reaches dsh, which resizes the world's terminal; poll until
+    // the shell sees it (the resize is asynchronous).
+    let mut seen = false;
+    for _ in 0..50 {
+        let mark = session.len();
+        session.send(b"echo now=$(tput cols)\r");
+        let after = session.expect_from(mark, "now=", LIMIT);
+        let tail = session.expect_from(after, "\n", LIMIT);
+        let screen = session.screen();
+        if screen[after..tail].starts_with("123") {
+            seen = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        seen,
+        "tput cols never reported 123; screen:\n{}",
+        session.screen()
+    );
+    session.send(b"exit\r");
+    assert_eq!(session.wait(LIMIT), Some(0));
+}
+
+#[test]
+fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
+    let mut session = start();
+    let mark = session.len();
+    session.send(b"sleep 30\r");
+    session.expect_from(mark, "sleep 30", LIMIT);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = std::time::Instant::now();
+    // Ctrl-C as a byte: the world's terminal turns it into SIGINT for its
+    // foreground job; the shell prompts again and takes the next line.
+    session.send(b"\x03");
+    let mark = session.len();
+    session.send(b"echo alive-$((40+2))\r");
+    session.expect_from(mark, "alive-42", LIMIT);
+    assert!(
+        before.elapsed() < Duration::from_secs(10),
+        "Ctrl-C did not interrupt sleep"
+    );
+    session.send(b"exit 0\r");
+    assert_eq!(session.wait(LIMIT), Some(0));
+}

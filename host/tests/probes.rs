@@ -1,0 +1,253 @@
+//! Lifecycle through real plugin libraries (the test-only probe plugins):
+//! topological create, typed injection of only the declared services, exact
+//! reverse dispose, rollback on a failed create, aggregated dispose
+//! failures, and orderly disposal when a running `dsh` gets SIGTERM/SIGINT.
+//!
+//! Each probe appends JSON lines to its `record` file: one per create (with
+//! the injected service kinds) and one per dispose.
+
+mod support;
+
+use std::time::Duration;
+
+use dsh_host::{Composition, HostError, Manifest, ManifestFormat, SearchPath};
+use support::{Scratch, dsh, plugin_dir, read_record, require, wait_until};
+
+const PROBES: [&str; 3] = ["dsh-probe-e2b", "dsh-probe-fs", "dsh-probe-subprocess"];
+
+/// `(event, id)` pairs of a record, e.g. `("create", "fs")`.
+fn events(record: &str) -> Vec<(String, String)> {
+    read_record(record)
+        .iter()
+        .map(|event| {
+            (
+                event["event"].as_str().expect("event name").to_owned(),
+                event["id"].as_str().expect("event id").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(event, id)| ((*event).to_owned(), (*id).to_owned()))
+        .collect()
+}
+
+/// The injected service kinds a probe recorded at create.
+fn injected(record: &str, id: &str) -> Vec<String> {
+    let events = read_record(record);
+    let create = events
+        .iter()
+        .find(|event| event["event"] == "create" && event["id"] == id)
+        .unwrap_or_else(|| panic!("no create event for {id}: {events:?}"));
+    let mut kinds: Vec<String> = create["injected"]
+        .as_array()
+        .expect("injected list")
+        .iter()
+        .map(|kind| kind.as_str().expect("kind").to_owned())
+        .collect();
+    kinds.sort();
+    kinds
+}
+
+/// The seeds' order (dependents first): create must still go provider first.
+fn probe_manifest(record: &str, extra: &[(&str, &str)]) -> String {
+    let config = |id: &str| {
+        let mut fields = vec![format!("record: {record}")];
+        for (target, field) in extra {
+            if *target == id {
+                fields.push((*field).to_owned());
+            }
+        }
+        format!("{{{}}}", fields.join(", "))
+    };
+    format!(
+        "- {{id: subprocess, name: dsh-probe-subprocess, config: {}}}\n\
+         - {{id: fs, name: dsh-probe-fs, config: {}}}\n\
+         - {{id: e2b, name: dsh-probe-e2b, config: {}}}\n",
+        config("subprocess"),
+        config("fs"),
+        config("e2b"),
+    )
+}
+
+fn compose(text: &str) -> Result<Composition, HostError> {
+    let manifest = Manifest::parse(text, ManifestFormat::Yaml, "probes.yaml", None)?;
+    Composition::from_manifest(&manifest, &SearchPath::new([plugin_dir()]))
+}
+
+#[tokio::test]
+async fn create_is_topological_injection_typed_and_dispose_exactly_reversed() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let composition = compose(&probe_manifest(&record, &[])).expect("valid");
+    let order: Vec<&str> = composition.plugins().map(|p| p.id.as_str()).collect();
+    assert_eq!(order, ["e2b", "fs", "subprocess"]);
+    assert!(
+        read_record(&record).is_empty(),
+        "validation creates nothing"
+    );
+
+    let host = composition.start().await.expect("start");
+    assert_eq!(
+        events(&record),
+        pairs(&[
+            ("create", "e2b"),
+            ("create", "fs"),
+            ("create", "subprocess")
+        ])
+    );
+    // Each probe got exactly the services its descriptor declares.
+    assert!(injected(&record, "e2b").is_empty());
+    assert_eq!(injected(&record, "fs"), ["e2b"]);
+    assert_eq!(injected(&record, "subprocess"), ["e2b", "fs"]);
+    // Typed handles from the host.
+    assert!(host.e2b().is_ok());
+    assert!(host.fs().is_ok());
+    assert!(host.subprocess().is_ok());
+
+    host.dispose().await.expect("dispose");
+    assert_eq!(
+        events(&record)[3..],
+        pairs(&[
+            ("dispose", "subprocess"),
+            ("dispose", "fs"),
+            ("dispose", "e2b")
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_failed_create_disposes_the_created_in_reverse_and_reports_it() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let composition = compose(&probe_manifest(
+        &record,
+        &[("subprocess", "failCreate: true")],
+    ))
+    .expect("valid");
+    let err = composition.start().await.expect_err("subprocess fails");
+    let HostError::Create(create) = &err else {
+        panic!("expected a create error, got {err}");
+    };
+    assert_eq!(create.id, "subprocess");
+    assert_eq!(create.rolled_back, ["fs", "e2b"]);
+    assert!(
+        err.to_string()
+            .starts_with("create \"subprocess\" (dsh-probe-subprocess): "),
+        "{err}"
+    );
+    let seen = events(&record);
+    let disposals: Vec<_> = seen
+        .iter()
+        .filter(|(event, _)| event == "dispose")
+        .cloned()
+        .collect();
+    assert_eq!(disposals, pairs(&[("dispose", "fs"), ("dispose", "e2b")]));
+}
+
+#[tokio::test]
+async fn every_dispose_runs_and_failures_are_aggregated() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let composition = compose(&probe_manifest(
+        &record,
+        &[
+            ("subprocess", "failDispose: true"),
+            ("e2b", "failDispose: true"),
+        ],
+    ))
+    .expect("valid");
+    let host = composition.start().await.expect("start");
+    let err = host.dispose().await.expect_err("two dispose failures");
+    let HostError::Dispose(dispose) = &err else {
+        panic!("expected a dispose error, got {err}");
+    };
+    let failed: Vec<&str> = dispose.failures.iter().map(|f| f.id.as_str()).collect();
+    assert_eq!(failed, ["subprocess", "e2b"]);
+    let disposals: Vec<_> = events(&record)
+        .into_iter()
+        .filter(|(event, _)| event == "dispose")
+        .collect();
+    assert_eq!(
+        disposals,
+        pairs(&[
+            ("dispose", "subprocess"),
+            ("dispose", "fs"),
+            ("dispose", "e2b")
+        ])
+    );
+}
+
+#[tokio::test]
+async fn plugin_config_errors_name_the_field() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let composition =
+        compose(&probe_manifest(&record, &[("fs", "bogusField: 1")])).expect("valid graph");
+    let err = composition.start().await.expect_err("strict config");
+    let text = err.to_string();
+    assert!(text.contains("\"fs\""), "{text}");
+    assert!(text.contains("bogusField"), "{text}");
+}
+
+/// Runs `dsh exec -- sleep 30` over the probes plus the local subprocess
+/// provider, sends `signal`, and checks the orderly disposal.
+fn signal_disposes(signal: i32) {
+    require(&["dsh-probe-e2b", "dsh-probe-fs", "dsh-subprocess-local"]);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    // disposeDelayMs proves dsh waits for the whole disposal before exiting.
+    let manifest = scratch.write(
+        "signal.yaml",
+        &format!(
+            "- {{id: fs, name: dsh-probe-fs, config: {{record: {record}, disposeDelayMs: 200}}}}\n\
+             - {{id: e2b, name: dsh-probe-e2b, config: {{record: {record}}}}}\n\
+             - {{id: subprocess, name: dsh-subprocess-local}}\n"
+        ),
+    );
+    let mut child = dsh()
+        .args(["--config", &manifest, "exec", "--", "sleep", "30"])
+        .spawn()
+        .expect("spawn dsh");
+    assert!(
+        wait_until(Duration::from_secs(20), || events(&record).len() == 2),
+        "probes not created: {:?}",
+        events(&record)
+    );
+    // Give exec a moment to start the child.
+    std::thread::sleep(Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::from_named_raw(signal).expect("signal"),
+    )
+    .expect("signal dsh");
+    let status = child.wait().expect("wait dsh");
+    assert_eq!(status.code(), Some(128 + signal));
+    assert!(started.elapsed() < Duration::from_secs(20), "disposal hung");
+    assert_eq!(
+        events(&record),
+        pairs(&[
+            ("create", "e2b"),
+            ("create", "fs"),
+            ("dispose", "fs"),
+            ("dispose", "e2b")
+        ])
+    );
+}
+
+#[test]
+fn sigterm_on_a_running_dsh_disposes_in_reverse() {
+    signal_disposes(libc::SIGTERM);
+}
+
+#[test]
+fn sigint_on_a_running_dsh_disposes_in_reverse() {
+    signal_disposes(libc::SIGINT);
+}
