@@ -23,6 +23,10 @@ const MIB: usize = 1024 * 1024;
 
 fn main() {
     let quick = std::env::args().any(|arg| arg == "quick");
+    // Any other argument (not a cargo flag) filters operations by label.
+    let filter: Option<String> = std::env::args()
+        .skip(1)
+        .find(|arg| arg != "quick" && !arg.starts_with('-'));
     let rounds = if quick { 5 } else { 15 };
     let small_iters = if quick { 2_000 } else { 10_000 };
     let large_iters = if quick { 2 } else { 5 };
@@ -54,6 +58,7 @@ fn main() {
     let large_path = root.join("large.txt");
 
     report(
+        &filter,
         "read_text 1 KiB vs read_to_string",
         rounds,
         small_iters,
@@ -69,6 +74,7 @@ fn main() {
         }),
     );
     report(
+        &filter,
         "read_text 64 MiB vs read_to_string",
         rounds,
         large_iters,
@@ -84,6 +90,7 @@ fn main() {
         }),
     );
     report(
+        &filter,
         "read_bytes 1 KiB vs fs::read",
         rounds,
         small_iters,
@@ -99,6 +106,7 @@ fn main() {
         }),
     );
     report(
+        &filter,
         "read_bytes 64 MiB vs 64 KiB reads",
         rounds,
         large_iters,
@@ -112,6 +120,7 @@ fn main() {
         each(|| chunked_std_read(&large_path, false)),
     );
     report(
+        &filter,
         "stream_text 64 MiB vs reads+from_utf8",
         rounds,
         large_iters,
@@ -146,6 +155,7 @@ fn main() {
             })
         };
         report(
+            &filter,
             &format!("{label} vs fs::write"),
             rounds,
             iters,
@@ -156,6 +166,7 @@ fn main() {
             }),
         );
         report(
+            &filter,
             &format!("{label} vs std atomic write"),
             rounds,
             iters,
@@ -223,12 +234,19 @@ fn each(mut work: impl FnMut()) -> impl FnMut(usize) {
 /// Times `ours(iters)` and `peer(iters)` (each runs the operation `iters`
 /// times) over interleaved rounds and prints the medians per operation.
 fn report(
+    filter: &Option<String>,
     label: &str,
     rounds: usize,
     iters: usize,
     mut ours: impl FnMut(usize),
     mut peer: impl FnMut(usize),
 ) {
+    if filter
+        .as_ref()
+        .is_some_and(|filter| !label.contains(filter.as_str()))
+    {
+        return;
+    }
     let mut our_times = Vec::with_capacity(rounds);
     let mut peer_times = Vec::with_capacity(rounds);
     // One warm-up round each, then interleaved measured rounds.

@@ -1,6 +1,8 @@
-//! Cancellation before the commit point, made deterministic: the test holds
-//! the target's lock (the last await before the rename), polls the
-//! operation once so it runs up to that await, then drops it.
+//! Cancellation before the commit point, made deterministic: the test polls
+//! the operation once so it runs up to one of its awaits — the target's lock
+//! (held by the test; the last await before the rename) or, on a
+//! current-thread runtime, a large read or write on the blocking pool — and
+//! then drops it.
 
 use std::path::{Path, PathBuf};
 use std::task::Poll;
@@ -98,25 +100,47 @@ async fn a_write_dropped_before_its_commit_leaves_the_old_file_and_no_staging() 
     assert_eq!(std::fs::read(&target).unwrap(), b"next");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Current-thread runtime: the large content is written on the blocking
+/// pool, and the future is dropped while that write is in flight.
+#[tokio::test]
 async fn a_large_write_dropped_mid_flight_leaves_the_old_file_and_no_staging() {
+    large_write_dropped_before_commit(false).await;
+}
+
+/// Multi-thread runtime: the large content is written in place
+/// (`block_in_place`), and the future is dropped at the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_write_dropped_at_the_lock_leaves_the_old_file_and_no_staging() {
+    large_write_dropped_before_commit(true).await;
+}
+
+async fn large_write_dropped_before_commit(hold_lock: bool) {
     let fx = fixture();
     let target = fx.root.join("big.bin");
     std::fs::write(&target, "original").unwrap();
-    let lock = locks::lock(&target).await;
+    let lock = if hold_lock {
+        Some(locks::lock(&target).await)
+    } else {
+        None
+    };
     let content = vec![7_u8; 64 * 1024 * 1024];
     assert!(content.len() as u64 > INLINE_LIMIT);
 
     let mut write = Box::pin(fx.fs.write("big.bin", content, WriteGuard::Overwrite));
-    // Pending either in the blocking-pool write or at the lock: both are
-    // before the commit.
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
+    if hold_lock {
+        let staged = staging_dirs(&fx.root);
+        assert_eq!(staged.len(), 1);
+        let size = std::fs::metadata(staged[0].join("big.bin")).unwrap().len();
+        assert_eq!(size, 64 * 1024 * 1024, "fully staged, waiting to commit");
+    }
     drop(write);
     assert!(staging_dirs(&fx.root).is_empty());
     wait_for_no_open_files_under(&fx.root).await;
     assert!(staging_dirs(&fx.root).is_empty(), "nothing reappeared");
     assert_eq!(std::fs::read(&target).unwrap(), b"original");
     drop(lock);
+    assert!(!locks::is_tracked(&target));
 }
 
 #[tokio::test]
@@ -165,7 +189,9 @@ async fn an_edit_dropped_while_waiting_for_its_target_changes_nothing() {
     assert_eq!(std::fs::read(&target).unwrap(), b"beta");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// Current-thread runtime: the large file is read on the blocking pool, and
+/// the future is dropped while that read is in flight.
+#[tokio::test]
 async fn a_large_edit_dropped_mid_flight_changes_nothing() {
     let fx = fixture();
     let target = fx.root.join("large.txt");
@@ -177,7 +203,6 @@ async fn a_large_edit_dropped_mid_flight_changes_nothing() {
         replace_all: true,
     }];
     let mut edit = Box::pin(fx.fs.edit("large.txt", edits, WriteGuard::Overwrite));
-    // The read of a file this size runs on the blocking pool.
     assert!(matches!(futures::poll!(edit.as_mut()), Poll::Pending));
     drop(edit);
     wait_for_no_open_files_under(&fx.root).await;

@@ -41,7 +41,7 @@ impl<'a> Op<'a> {
     }
 
     /// An owned copy, for work that outlives the caller's borrow (stream
-    /// producers on the blocking pool).
+    /// work handed to the blocking pool).
     pub(crate) fn to_owned(self) -> OwnedOp {
         OwnedOp {
             name: self.name,

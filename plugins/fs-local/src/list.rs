@@ -13,8 +13,8 @@ use crate::errors::Op;
 use crate::meta::{link_target, project};
 use crate::paths::name_string;
 
-/// Lists `dir` on the blocking pool (a large directory costs one `lstat`
-/// per entry). Entries are sorted by their raw name bytes; `path` is `dir`
+/// Lists `dir` through [`blocking::run`] (a large directory costs one
+/// `lstat` per entry). Entries are sorted by their raw name bytes; `path` is `dir`
 /// joined with the name. An entry removed while listing is skipped. For a
 /// symlink entry, `resolved` is the metadata of what it points to, or
 /// `None` when it cannot be followed (dangling, a loop, no permission).

@@ -16,8 +16,10 @@ use crate::{edit, list, meta, paths, read, tree, uri, write};
 ///
 /// Every method runs on the calling tokio runtime (the plugin's own):
 /// metadata calls, opens, renames and small reads and writes run inline;
-/// reads and writes of more than 256 KiB, listings and tree removals run on
-/// that runtime's blocking pool. Dropping a method's future cancels it:
+/// reads and writes of more than 256 KiB, listings and tree removals run
+/// in `block_in_place` on a multi-thread runtime (the blocking pool on a
+/// current-thread one). Streams read each chunk when polled and need no
+/// runtime context. Dropping a method's future cancels it:
 /// reads and metadata calls then have no effect, `write` and `edit` leave
 /// the target as it was and remove their staging directory (their rename is
 /// the commit point and is never abandoned once issued), `remove` of a

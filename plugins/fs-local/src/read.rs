@@ -122,8 +122,8 @@ pub(crate) fn read_into_spare(
     Ok(read)
 }
 
-/// Reads and decodes an open file: inline when small, on the blocking pool
-/// when large (decoding there too, on the core that just read the bytes).
+/// Reads and decodes an open file: inline when small, through
+/// [`blocking::run`] when large.
 pub(crate) async fn read_text_content(op: Op<'_>, file: File, size: u64) -> Result<String> {
     if size <= INLINE_LIMIT {
         into_text(op, read_all(op, &file, size)?)

@@ -33,8 +33,8 @@ pub(crate) struct Staged {
 impl Staged {
     /// Creates a staging directory (mode 0700, random name) in `parent`,
     /// creates `name` in it (mode 0666 less the umask, as any new file) and
-    /// writes `content` into it — inline when small, on the blocking pool
-    /// when large.
+    /// writes `content` into it — inline when small, through
+    /// [`blocking::run`] when large.
     pub(crate) async fn write(
         op: Op<'_>,
         parent: &Path,

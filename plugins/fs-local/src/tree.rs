@@ -46,8 +46,8 @@ pub(crate) fn mkdir(op: Op<'_>, path: &Path) -> Result<()> {
 /// recursively for a directory. `Ok(false)` when nothing was there.
 ///
 /// Holds the entry's lock, so it does not interleave with a write or edit
-/// of the same file. A directory tree is removed on the blocking pool;
-/// dropping the future then does not stop the removal.
+/// of the same file. A directory tree is removed through
+/// [`blocking::run`]; once started, the removal is not interrupted.
 pub(crate) async fn remove(op: Op<'_>, path: &Path) -> Result<bool> {
     let entry = paths::entry(op, path)?;
     let _lock = locks::lock(&entry).await;

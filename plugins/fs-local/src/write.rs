@@ -20,10 +20,11 @@ use crate::tree::ensure_dir;
 /// stage the content; take the target's lock; re-check the guard and
 /// publish (see [`commit::commit`]).
 ///
-/// Cancellation: the awaits are the large-content write on the blocking
-/// pool and the lock. Dropping the future at either removes the staging
-/// directory before the drop returns and leaves the target untouched;
-/// after the lock is held, nothing awaits until the commit is done.
+/// Cancellation: the awaits are the lock and, on a current-thread runtime,
+/// the large-content write on the blocking pool. Dropping the future at
+/// either removes the staging directory before the drop returns and leaves
+/// the target untouched; after the lock is held, nothing awaits until the
+/// commit is done.
 pub(crate) async fn write(
     op: Op<'_>,
     path: &Path,
