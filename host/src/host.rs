@@ -11,7 +11,7 @@ use dsh_plugin_api::{Service, ServiceKind};
 
 use crate::composition::{Composition, PluginInfo};
 use crate::error::HostError;
-use crate::lifecycle::{self, Running};
+use crate::lifecycle::{self, DisposeError, DisposeFailure, Running};
 use crate::manifest::{Manifest, ManifestFormat};
 use crate::resolve::SearchPath;
 
@@ -102,26 +102,30 @@ impl Host {
 
     /// The one `fs` service; an error if none or several plugins provide it.
     pub fn fs(&self) -> Result<Arc<dyn FsProvider>, HostError> {
-        match self.only("fs", ServiceKind::Fs)? {
-            Service::Fs(fs) => Ok(fs),
-            _ => unreachable!("only() returns the requested kind"),
-        }
+        self.only("fs", ServiceKind::Fs, |service| match service {
+            Service::Fs(fs) => Some(fs),
+            _ => None,
+        })
     }
 
     /// The one `subprocess` service; an error if none or several.
     pub fn subprocess(&self) -> Result<Arc<dyn SubprocessProvider>, HostError> {
-        match self.only("subprocess", ServiceKind::Subprocess)? {
-            Service::Subprocess(subprocess) => Ok(subprocess),
-            _ => unreachable!("only() returns the requested kind"),
-        }
+        self.only(
+            "subprocess",
+            ServiceKind::Subprocess,
+            |service| match service {
+                Service::Subprocess(subprocess) => Some(subprocess),
+                _ => None,
+            },
+        )
     }
 
     /// The one `e2b` owner; an error if none or several.
     pub fn e2b(&self) -> Result<Arc<dyn E2bOwner>, HostError> {
-        match self.only("e2b", ServiceKind::E2b)? {
-            Service::E2b(owner) => Ok(owner),
-            _ => unreachable!("only() returns the requested kind"),
-        }
+        self.only("e2b", ServiceKind::E2b, |service| match service {
+            Service::E2b(owner) => Some(owner),
+            _ => None,
+        })
     }
 
     /// The `kind` service of the plugin with id `id` (for compositions with
@@ -139,27 +143,28 @@ impl Host {
             })
     }
 
-    fn only(&self, operation: &'static str, kind: ServiceKind) -> Result<Service, HostError> {
+    fn only<T>(
+        &self,
+        operation: &'static str,
+        kind: ServiceKind,
+        typed: fn(Service) -> Option<T>,
+    ) -> Result<T, HostError> {
         self.check_live(operation)?;
-        let mut matching = self
+        let providers: Vec<&(String, Service)> = self
             .services
             .iter()
-            .filter(|(_, service)| service.kind() == kind);
-        match (matching.next(), matching.next()) {
-            (Some((_, service)), None) => Ok(service.clone()),
-            (None, _) => Err(HostError::ServiceMissing {
+            .filter(|(_, service)| service.kind() == kind)
+            .collect();
+        match providers.as_slice() {
+            [] => Err(HostError::ServiceMissing {
                 operation,
                 service: kind,
             }),
-            (Some(_), Some(_)) => Err(HostError::ServiceAmbiguous {
+            [(_, service)] => Ok(typed(service.clone()).expect("filtered by kind")),
+            several => Err(HostError::ServiceAmbiguous {
                 operation,
                 service: kind,
-                providers: self
-                    .services
-                    .iter()
-                    .filter(|(_, service)| service.kind() == kind)
-                    .map(|(id, _)| id.clone())
-                    .collect(),
+                providers: several.iter().map(|(id, _)| id.clone()).collect(),
             }),
         }
     }
@@ -182,16 +187,44 @@ impl Host {
     ///
     /// Idempotent: the first call disposes and returns the outcome;
     /// concurrent and later calls wait for it and return `Ok(())`. Typed
-    /// accessors fail from the moment disposal begins. Dropping the future
-    /// mid-way leaves the remaining plugins undisposed until the host is
-    /// dropped (see the type's docs) — drive it to completion.
+    /// accessors fail from the moment disposal begins.
+    ///
+    /// Inside a tokio runtime the disposal runs as a task of that runtime,
+    /// so dropping this future does not interrupt it (the outcome is then
+    /// only logged); outside one it runs inline in this future.
     pub async fn dispose(&self) -> Result<(), HostError> {
         self.disposed.store(true, Ordering::Release);
         let mut running = self.running.lock().await;
-        match running.take() {
-            Some(instances) => Ok(lifecycle::dispose_all(instances).await?),
-            None => Ok(()),
-        }
+        let Some(instances) = running.take() else {
+            return Ok(());
+        };
+        let outcome = match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                let task = handle.spawn(async move {
+                    let outcome = lifecycle::dispose_all(instances).await;
+                    if let Err(err) = &outcome {
+                        tracing::debug!("dispose: {err}");
+                    }
+                    outcome
+                });
+                match task.await {
+                    Ok(outcome) => outcome,
+                    Err(join) if join.is_panic() => std::panic::resume_unwind(join.into_panic()),
+                    Err(_) => Err(DisposeError {
+                        failures: vec![DisposeFailure {
+                            id: self.origin.clone(),
+                            name: "dsh-host".to_owned(),
+                            error: dsh_plugin_api::Error::new(
+                                dsh_plugin_api::ErrorKind::Cancelled,
+                                "dispose: the runtime shut down before disposal finished",
+                            ),
+                        }],
+                    }),
+                }
+            }
+            Err(_) => lifecycle::dispose_all(instances).await,
+        };
+        Ok(outcome?)
     }
 }
 
