@@ -1,0 +1,475 @@
+//! The unary `process.Process` RPCs and `StreamInput`: List, SendInput (every case of the §5.4
+//! table), StreamInput, SendSignal, Update and CloseStdin, with envd's error codes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::process::{Outcome, record, shell};
+use common::{TestDaemon, config, unary_json};
+use connectrpc::ErrorCode;
+use connectrpc::client::HttpClient;
+use envd_proto::process::process_input::Input;
+use envd_proto::process::process_selector::Selector;
+use envd_proto::process::stream_input_request::{self, Event as StreamEvent};
+use envd_proto::process::{
+    CloseStdinRequest, ListRequest, PTY, ProcessClient, ProcessInput, ProcessSelector,
+    SendInputRequest, SendSignalRequest, Signal, StartRequest, StreamInputRequest, UpdateRequest,
+    pty,
+};
+
+fn by_pid(pid: u32) -> ProcessSelector {
+    ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+        ..Default::default()
+    }
+}
+
+fn stdin(pid: u32, data: &[u8]) -> SendInputRequest {
+    SendInputRequest {
+        process: by_pid(pid).into(),
+        input: ProcessInput {
+            input: Some(Input::Stdin(data.to_vec())),
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    }
+}
+
+fn pty_input(pid: u32, data: &[u8]) -> SendInputRequest {
+    SendInputRequest {
+        process: by_pid(pid).into(),
+        input: ProcessInput {
+            input: Some(Input::Pty(data.to_vec())),
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    }
+}
+
+type Stream = connectrpc::client::ServerStream<
+    <HttpClient as connectrpc::client::ClientTransport>::ResponseBody,
+    envd_proto::process::StartResponseView<'static>,
+>;
+
+/// Starts `request`, reads the start event, returns the pid and the open stream.
+async fn started(client: &ProcessClient<HttpClient>, request: StartRequest) -> (u32, Stream) {
+    let mut stream = client.start(request).await.expect("start");
+    let mut outcome = Outcome::default();
+    record(&mut outcome, stream.message().await.unwrap().unwrap().to_owned_message());
+    (outcome.pid, stream)
+}
+
+async fn finish(mut stream: Stream) -> Outcome {
+    let mut outcome = Outcome::default();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(15), stream.message())
+            .await
+            .expect("stream ends in time");
+        match message {
+            Ok(Some(message)) => record(&mut outcome, message.to_owned_message()),
+            Ok(None) => break,
+            Err(err) => {
+                outcome.error = Some(err);
+                break;
+            }
+        }
+    }
+    outcome
+}
+
+fn interactive(script: &str) -> StartRequest {
+    let mut request = shell(script);
+    request.stdin = Some(true);
+    request
+}
+
+fn pty_shell() -> StartRequest {
+    let mut request = shell("cat");
+    request.stdin = None;
+    request.pty = Some(PTY {
+        size: pty::Size {
+            cols: 80,
+            rows: 24,
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    })
+    .into();
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_shows_live_processes_with_their_config_as_sent() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let mut request = common::process::with_envs(shell("sleep 30"), &[("K", "V")]);
+    request.process.get_or_insert_default().cwd = Some("/tmp".to_owned());
+    request.tag = Some("sleeper".to_owned());
+    let (pid, stream) = started(&client, request.clone()).await;
+
+    let listed = client.list(ListRequest::default()).await.expect("list").into_owned();
+    let info = listed
+        .processes
+        .iter()
+        .find(|info| info.pid == pid)
+        .expect("listed");
+    assert_eq!(info.tag.as_deref(), Some("sleeper"));
+    assert_eq!(*info.config, *request.process);
+
+    // The wire shape the SDKs read.
+    let raw = unary_json(&daemon.url("/process.Process/List"), "{}", &[]).await;
+    assert_eq!(raw.status, 200);
+    let entry = raw.json()["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["pid"] == pid)
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        entry,
+        serde_json::json!({
+            "config": {"cmd": "/bin/bash", "args": ["-c", "sleep 30"], "envs": {"K": "V"}, "cwd": "/tmp"},
+            "pid": pid,
+            "tag": "sleeper"
+        })
+    );
+
+    client
+        .send_signal(SendSignalRequest {
+            process: by_pid(pid).into(),
+            signal: Signal::SIGNAL_SIGKILL.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("kill");
+    let outcome = finish(stream).await;
+    assert_eq!(outcome.end().status, "signal: killed");
+    let listed = client.list(ListRequest::default()).await.unwrap().into_owned();
+    assert!(listed.processes.iter().all(|info| info.pid != pid), "gone from List at exit");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_input_cases() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(false);
+
+    // stdin on a process with stdin enabled: written to the pipe.
+    let (pid, stream) = started(&client, interactive("head -c 6")).await;
+    client.send_input(stdin(pid, b"abc")).await.expect("stdin write");
+    client.send_input(stdin(pid, b"def")).await.expect("stdin write");
+    let outcome = finish(stream).await;
+    assert_eq!(outcome.stdout_text(), "abcdef");
+
+    // pty input on a pipe process: internal.
+    let (pid, stream) = started(&client, interactive("cat")).await;
+    let err = client.send_input(pty_input(pid, b"x")).await.expect_err("pty on pipes");
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert!(err.message.as_deref().unwrap().contains("tty not assigned"), "{err:?}");
+    client
+        .close_stdin(CloseStdinRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("close stdin");
+    // Closing again is a no-op.
+    client
+        .close_stdin(CloseStdinRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("close stdin twice");
+    let err = client.send_input(stdin(pid, b"late")).await.expect_err("stdin closed");
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert_eq!(
+        err.message.as_deref(),
+        Some("error writing to stdin: stdin not enabled or closed")
+    );
+    let outcome = finish(stream).await;
+    assert_eq!(outcome.end().exit_code, 0, "cat saw EOF");
+
+    // stdin disabled at start.
+    let (pid, stream) = started(&client, shell("sleep 5")).await;
+    let err = client.send_input(stdin(pid, b"x")).await.expect_err("stdin disabled");
+    assert_eq!(err.code, ErrorCode::Internal);
+    client
+        .close_stdin(CloseStdinRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("close of a disabled stdin is a no-op");
+    client
+        .send_signal(SendSignalRequest {
+            process: by_pid(pid).into(),
+            signal: Signal::SIGNAL_SIGTERM.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("term");
+    assert_eq!(finish(stream).await.end().status, "signal: terminated");
+
+    // stdin on a PTY process: internal; CloseStdin on it: unknown.
+    let (pid, stream) = started(&client, pty_shell()).await;
+    let err = client.send_input(stdin(pid, b"x")).await.expect_err("stdin on pty");
+    assert_eq!(err.code, ErrorCode::Internal);
+    let err = client
+        .close_stdin(CloseStdinRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("close stdin on pty");
+    assert_eq!(err.code, ErrorCode::Unknown);
+    client.send_input(pty_input(pid, b"hello\n\x04")).await.expect("pty input");
+    let outcome = finish(stream).await;
+    assert!(String::from_utf8_lossy(&outcome.pty).contains("hello"));
+    assert_eq!(outcome.end().exit_code, 0);
+
+    // Unknown pid and tag: not_found.
+    let err = client.send_input(stdin(999_999, b"x")).await.expect_err("unknown pid");
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(err.message.as_deref(), Some("process with pid 999999 not found"));
+    let err = client
+        .send_input(SendInputRequest {
+            process: ProcessSelector {
+                selector: Some(Selector::Tag("nope".to_owned())),
+                ..Default::default()
+            }
+            .into(),
+            ..stdin(0, b"x")
+        })
+        .await
+        .expect_err("unknown tag");
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(err.message.as_deref(), Some("process with tag nope not found"));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_input_feeds_stdin_over_a_client_stream() {
+    let daemon = TestDaemon::start(config()).await;
+    for json in [false, true] {
+        let client = daemon.process(json);
+        let (pid, stream) = started(&client, interactive("cat")).await;
+        let events = vec![
+            StreamInputRequest {
+                event: Some(StreamEvent::Start(Box::new(stream_input_request::StartEvent {
+                    process: by_pid(pid).into(),
+                    ..Default::default()
+                }))),
+                ..Default::default()
+            },
+            StreamInputRequest {
+                event: Some(StreamEvent::Keepalive(Box::default())),
+                ..Default::default()
+            },
+            StreamInputRequest {
+                event: Some(StreamEvent::Data(Box::new(stream_input_request::DataEvent {
+                    input: ProcessInput {
+                        input: Some(Input::Stdin(b"streamed\n".to_vec())),
+                        ..Default::default()
+                    }
+                    .into(),
+                    ..Default::default()
+                }))),
+                ..Default::default()
+            },
+        ];
+        client
+            .stream_input(futures::stream::iter(events))
+            .await
+            .expect("stream input");
+        client
+            .close_stdin(CloseStdinRequest {
+                process: by_pid(pid).into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(finish(stream).await.stdout_text(), "streamed\n");
+
+        // Data before start is refused; an unknown process is not_found.
+        let data_first = vec![StreamInputRequest {
+            event: Some(StreamEvent::Data(Box::default())),
+            ..Default::default()
+        }];
+        let err = client
+            .stream_input(futures::stream::iter(data_first))
+            .await
+            .expect_err("data before start");
+        assert_eq!(err.code, ErrorCode::FailedPrecondition);
+        let unknown = vec![StreamInputRequest {
+            event: Some(StreamEvent::Start(Box::new(stream_input_request::StartEvent {
+                process: by_pid(999_998).into(),
+                ..Default::default()
+            }))),
+            ..Default::default()
+        }];
+        let err = client
+            .stream_input(futures::stream::iter(unknown))
+            .await
+            .expect_err("unknown pid");
+        assert_eq!(err.code, ErrorCode::NotFound);
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    // The background sleep inherits stdout and outlives the shell.
+    let (pid, stream) = started(&client, shell("sleep 60 & echo $!; wait")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started_at = Instant::now();
+    client
+        .send_signal(SendSignalRequest {
+            process: by_pid(pid).into(),
+            signal: Signal::SIGNAL_SIGKILL.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("kill");
+    let outcome = finish(stream).await;
+    assert!(started_at.elapsed() < Duration::from_secs(5), "end came promptly");
+    assert_eq!(outcome.end().status, "signal: killed");
+    assert_eq!(outcome.end().exit_code, -1);
+    let orphan: u32 = outcome.stdout_text().trim().parse().expect("orphan pid printed");
+    let status = std::fs::read_to_string(format!("/proc/{orphan}/status")).unwrap_or_default();
+    assert!(!status.is_empty(), "the signal went to the pid only; the orphan survives");
+    // Clean up the orphan ourselves.
+    unsafe { libc::kill(orphan as i32, libc::SIGKILL) };
+
+    // UNSPECIFIED is unimplemented; unknown pids are not_found.
+    let (pid, stream) = started(&client, shell("sleep 30")).await;
+    let err = client
+        .send_signal(SendSignalRequest {
+            process: by_pid(pid).into(),
+            signal: Signal::SIGNAL_UNSPECIFIED.into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unspecified");
+    assert_eq!(err.code, ErrorCode::Unimplemented);
+    assert_eq!(err.message.as_deref(), Some("invalid signal: SIGNAL_UNSPECIFIED"));
+    let raw = unary_json(
+        &daemon.url("/process.Process/SendSignal"),
+        &format!(r#"{{"process":{{"pid":{pid}}},"signal":15}}"#),
+        &[],
+    )
+    .await;
+    assert_eq!(raw.status, 200, "{}", raw.text());
+    assert_eq!(finish(stream).await.end().status, "signal: terminated");
+    let err = client
+        .send_signal(SendSignalRequest {
+            process: by_pid(999_997).into(),
+            signal: Signal::SIGNAL_SIGKILL.into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown pid");
+    assert_eq!(err.code, ErrorCode::NotFound);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_resizes_ptys_only() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let (pid, stream) = started(&client, interactive("cat")).await;
+    let resize = UpdateRequest {
+        process: by_pid(pid).into(),
+        pty: Some(PTY {
+            size: pty::Size {
+                cols: 10,
+                rows: 10,
+                ..Default::default()
+            }
+            .into(),
+            ..Default::default()
+        })
+        .into(),
+        ..Default::default()
+    };
+    let err = client.update(resize.clone()).await.expect_err("not a pty");
+    assert_eq!(err.code, ErrorCode::Internal);
+    assert_eq!(
+        err.message.as_deref(),
+        Some("error resizing tty: tty not assigned to process")
+    );
+    // Without pty it changes nothing.
+    client
+        .update(UpdateRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("no-op update");
+    let err = client
+        .update(UpdateRequest {
+            process: by_pid(999_996).into(),
+            ..resize
+        })
+        .await
+        .expect_err("unknown");
+    assert_eq!(err.code, ErrorCode::NotFound);
+    client
+        .close_stdin(CloseStdinRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    finish(stream).await;
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_rejects_bad_requests() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let cases: Vec<(StartRequest, &str)> = vec![
+        (common::process::command("", &[]), "start: process.cmd is required"),
+        (
+            common::process::command("/bin/echo", &["a\0b"]),
+            "start: process.cmd and process.args must not contain NUL bytes",
+        ),
+        (
+            common::process::with_envs(common::process::command("/bin/true", &[]), &[("A=B", "1")]),
+            "start: environment variable name \"A=B\" contains '=' or a NUL byte",
+        ),
+        (
+            common::process::with_cwd(common::process::command("/bin/true", &[]), "~other/x"),
+            "failed to expand path '~other/x' for user 'root': cannot expand user-specific home dir",
+        ),
+    ];
+    for (request, message) in cases {
+        let outcome = common::process::run(&client, request).await;
+        let err = outcome.error.expect("rejected");
+        assert_eq!(err.code, ErrorCode::InvalidArgument);
+        assert_eq!(err.message.as_deref(), Some(message));
+    }
+    // Unknown Basic-auth user: unauthenticated, for any RPC.
+    let stranger = daemon.process_with_headers(true, &[("authorization", &common::basic("stranger"))]);
+    let outcome = common::process::run(&stranger, shell("true")).await;
+    let err = outcome.error.expect("unknown user");
+    assert_eq!(err.code, ErrorCode::Unauthenticated);
+    assert_eq!(err.message.as_deref(), Some("invalid username: 'stranger'"));
+    let err = stranger.list(ListRequest::default()).await.expect_err("list as stranger");
+    assert_eq!(err.code, ErrorCode::Unauthenticated);
+    // A selector is required.
+    let err = client
+        .send_signal(SendSignalRequest::default())
+        .await
+        .expect_err("no selector");
+    assert_eq!(err.code, ErrorCode::InvalidArgument);
+    daemon.stop().await;
+}

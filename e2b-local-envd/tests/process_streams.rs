@@ -1,0 +1,396 @@
+//! Stream behaviour of `Start` and `Connect`: keepalives, the request deadline as process lifetime,
+//! client disconnects, fan-out to several subscribers, discarded unattached output, the exit
+//! retention window, and PTYs (E2B-PROTOCOL §5.4).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::process::{Outcome, record, run, shell};
+use common::{RawStream, TestDaemon, config};
+use connectrpc::ErrorCode;
+use connectrpc::client::CallOptions;
+use e2b_local_envd::Envd;
+use envd_proto::process::process_selector::Selector;
+use envd_proto::process::{
+    ConnectRequest, PTY, ProcessSelector, StartRequest, UpdateRequest, pty,
+};
+
+fn alive(pid: u32) -> bool {
+    // Signal 0 to a reaped or foreign pid fails; a zombie of ours would still count, so also
+    // check the process state.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    !status.is_empty() && !status.contains("State:\tZ")
+}
+
+fn by_pid(pid: u32) -> ProcessSelector {
+    ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+        ..Default::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keepalives_are_sent_at_the_requested_interval_when_idle() {
+    let daemon = TestDaemon::start(config()).await;
+    let started = Instant::now();
+    let stream = RawStream::open(
+        &daemon.url("/process.Process/Start"),
+        r#"{"process":{"cmd":"/bin/sleep","args":["2.5"]},"stdin":false}"#,
+        &[("keepalive-ping-interval", "1")],
+    )
+    .await;
+    assert_eq!(stream.status, 200);
+    assert_eq!(
+        stream.headers.get("content-type").unwrap(),
+        "application/connect+json"
+    );
+    let envelopes = stream.collect().await;
+    let kinds: Vec<String> = envelopes
+        .iter()
+        .map(|envelope| {
+            if envelope.is_end() {
+                return format!("end-stream:{}", envelope.json());
+            }
+            let json = envelope.json();
+            json["event"].as_object().unwrap().keys().next().unwrap().clone()
+        })
+        .collect();
+    assert!(started.elapsed() >= Duration::from_millis(2400));
+    assert_eq!(kinds.first().map(String::as_str), Some("start"));
+    assert_eq!(kinds.iter().filter(|kind| *kind == "keepalive").count(), 2, "{kinds:?}");
+    assert_eq!(&kinds[kinds.len() - 2..], ["end".to_owned(), "end-stream:{}".to_owned()]);
+    let end = envelopes[envelopes.len() - 2].json();
+    assert_eq!(end["event"]["end"], serde_json::json!({"exited": true, "status": "exit status 0"}));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_deadline_kills_the_process_and_ends_the_stream() {
+    let daemon = TestDaemon::start(config()).await;
+    let mut stream = RawStream::open(
+        &daemon.url("/process.Process/Start"),
+        r#"{"process":{"cmd":"/bin/sleep","args":["30"]},"stdin":false}"#,
+        &[("connect-timeout-ms", "700")],
+    )
+    .await;
+    let start = stream.next_within(Duration::from_secs(5)).await.unwrap().json();
+    let pid = start["event"]["start"]["pid"].as_u64().unwrap() as u32;
+    assert!(alive(pid));
+    let end = stream.next_within(Duration::from_secs(5)).await.unwrap();
+    assert!(end.is_end());
+    assert_eq!(
+        end.json(),
+        serde_json::json!({"error": {"code": "deadline_exceeded", "message": "context deadline exceeded"}})
+    );
+    assert!(stream.next().await.is_none());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while alive(pid) {
+        assert!(Instant::now() < deadline, "process {pid} survived its deadline");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_disconnect_does_not_kill_and_connect_reattaches() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let mut stream = client
+        .start(shell("sleep 0.8; echo late; exit 4"))
+        .await
+        .expect("start");
+    let mut first = Outcome::default();
+    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    let pid = first.pid;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(alive(pid), "disconnect must not kill");
+
+    let mut attached = client
+        .connect(ConnectRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("connect");
+    let mut outcome = Outcome::default();
+    while let Some(message) = attached.message().await.expect("connect stream") {
+        let response = message.to_owned_message();
+        record(
+            &mut outcome,
+            envd_proto::process::StartResponse {
+                event: response.event,
+                ..Default::default()
+            },
+        );
+    }
+    assert_eq!(outcome.pid, pid);
+    assert_eq!(outcome.stdout_text(), "late\n");
+    assert_eq!(outcome.end().exit_code, 4);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_fans_out_to_every_subscriber_and_is_discarded_without_one() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(false);
+    // Stdout is written while nobody is attached, then again once two streams are.
+    let mut stream = client
+        .start(shell("echo early; sleep 1; echo shared"))
+        .await
+        .expect("start");
+    let mut first = Outcome::default();
+    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    let pid = first.pid;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        outcomes.push(
+            client
+                .connect(ConnectRequest {
+                    process: by_pid(pid).into(),
+                    ..Default::default()
+                })
+                .await
+                .expect("connect"),
+        );
+    }
+    for mut attached in outcomes {
+        let mut outcome = Outcome::default();
+        while let Some(message) = attached.message().await.expect("stream") {
+            record(
+                &mut outcome,
+                envd_proto::process::StartResponse {
+                    event: message.to_owned_message().event,
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(outcome.stdout_text(), "shared\n", "early output must be gone");
+        assert_eq!(outcome.end().exit_code, 0);
+    }
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exits_are_retained_for_the_window_then_not_found() {
+    let envd = Envd::new(config()).exit_retention(Duration::from_millis(800));
+    let daemon = TestDaemon::start_with(envd).await;
+    let client = daemon.process(true);
+    let mut tagged = shell("exit 7");
+    tagged.tag = Some("job".to_owned());
+    let outcome = run(&client, tagged).await;
+    let pid = outcome.pid;
+
+    for selector in [
+        by_pid(pid),
+        ProcessSelector {
+            selector: Some(Selector::Tag("job".to_owned())),
+            ..Default::default()
+        },
+    ] {
+        let mut attached = client
+            .connect(ConnectRequest {
+                process: selector.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("connect");
+        let mut retained = Outcome::default();
+        while let Some(message) = attached.message().await.expect("retained stream") {
+            record(
+                &mut retained,
+                envd_proto::process::StartResponse {
+                    event: message.to_owned_message().event,
+                    ..Default::default()
+                },
+            );
+        }
+        assert_eq!(retained.order, ["start", "end"]);
+        assert_eq!(retained.pid, pid);
+        assert_eq!(retained.end().exit_code, 7);
+    }
+
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let mut gone = client
+        .connect(ConnectRequest {
+            process: by_pid(pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("stream opens");
+    let err = gone.message().await.expect_err("not found after the window");
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert_eq!(err.message.as_deref(), Some(format!("process with pid {pid} not found").as_str()));
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_exit_retention_is_thirty_seconds() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let outcome = run(&client, shell("exit 2")).await;
+    // Well past any scheduling noise but inside envd's 30 s.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut attached = client
+        .connect(ConnectRequest {
+            process: by_pid(outcome.pid).into(),
+            ..Default::default()
+        })
+        .await
+        .expect("connect");
+    let mut retained = Outcome::default();
+    while let Some(message) = attached.message().await.expect("retained") {
+        record(
+            &mut retained,
+            envd_proto::process::StartResponse {
+                event: message.to_owned_message().event,
+                ..Default::default()
+            },
+        );
+    }
+    assert_eq!(retained.end().exit_code, 2);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_timeout_ends_only_the_stream() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let mut stream = client.start(shell("sleep 30")).await.expect("start");
+    let mut first = Outcome::default();
+    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    let pid = first.pid;
+    let mut attached = RawStream::open(
+        &daemon.url("/process.Process/Connect"),
+        &format!(r#"{{"process":{{"pid":{pid}}}}}"#),
+        &[("connect-timeout-ms", "400")],
+    )
+    .await;
+    let start = attached.next_within(Duration::from_secs(5)).await.unwrap().json();
+    assert_eq!(start["event"]["start"]["pid"], pid);
+    let end = attached.next_within(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(end.json()["error"]["code"], "deadline_exceeded");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(alive(pid), "Connect's timeout must not kill");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pty_size_resize_input_and_chunking() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let request = StartRequest {
+        pty: Some(PTY {
+            size: pty::Size {
+                cols: 91,
+                rows: 27,
+                ..Default::default()
+            }
+            .into(),
+            ..Default::default()
+        })
+        .into(),
+        ..common::process::with_envs(
+            common::process::command("/bin/bash", &["-i"]),
+            &[("TERM", "xterm-256color"), ("PS1", "$ ")],
+        )
+    };
+    let mut stream = client.start(request).await.expect("start pty");
+    let mut outcome = Outcome::default();
+    record(&mut outcome, stream.message().await.unwrap().unwrap().to_owned_message());
+    let pid = outcome.pid;
+    let send = |text: &'static str| {
+        let client = daemon.process(false);
+        async move {
+            client
+                .send_input(envd_proto::process::SendInputRequest {
+                    process: by_pid(pid).into(),
+                    input: envd_proto::process::ProcessInput {
+                        input: Some(envd_proto::process::process_input::Input::Pty(
+                            text.as_bytes().to_vec(),
+                        )),
+                        ..Default::default()
+                    }
+                    .into(),
+                    ..Default::default()
+                })
+                .await
+                .expect("pty input");
+        }
+    };
+    send("stty size; tput cols; tty; echo SID $(ps -o sid= -p $$) PID $$\n").await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&outcome.pty).contains(&format!("PID {pid}")) {
+        assert!(Instant::now() < deadline, "pty output: {:?}", String::from_utf8_lossy(&outcome.pty));
+        let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
+            .await
+            .expect("pty output in time")
+            .expect("stream")
+            .expect("not ended");
+        record(&mut outcome, message.to_owned_message());
+    }
+    let text = String::from_utf8_lossy(&outcome.pty).into_owned();
+    assert!(text.contains("27 91"), "stty size: {text}");
+    assert!(text.contains("\n91\r") || text.contains("91\r\n"), "tput cols: {text}");
+    assert!(text.contains("/dev/pts/"), "tty: {text}");
+    assert!(text.contains(&format!("SID {pid} PID {pid}")), "own session: {text}");
+
+    client
+        .update(UpdateRequest {
+            process: by_pid(pid).into(),
+            pty: Some(PTY {
+                size: pty::Size {
+                    cols: 120,
+                    rows: 40,
+                    ..Default::default()
+                }
+                .into(),
+                ..Default::default()
+            })
+            .into(),
+            ..Default::default()
+        })
+        .await
+        .expect("resize");
+    send("tput cols; stty size; exit 0\n").await;
+    while let Some(message) = tokio::time::timeout(Duration::from_secs(10), stream.message())
+        .await
+        .expect("in time")
+        .expect("stream")
+    {
+        record(&mut outcome, message.to_owned_message());
+    }
+    let text = String::from_utf8_lossy(&outcome.pty).into_owned();
+    assert!(text.contains("40 120"), "after resize: {text}");
+    assert_eq!(outcome.end().exit_code, 0);
+    assert!(outcome.chunks.iter().all(|len| *len <= 16 * 1024));
+    assert!(outcome.stdout.is_empty() && outcome.stderr.is_empty());
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pty_output_is_chunked_at_16_kib() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(false);
+    let mut request = shell("head -c 200000 /dev/zero | tr '\\0' x");
+    request.stdin = None;
+    request.pty = Some(PTY {
+        size: pty::Size {
+            cols: 80,
+            rows: 24,
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    })
+    .into();
+    let outcome = common::process::run_with(&client, request, CallOptions::default()).await;
+    assert_eq!(outcome.pty.iter().filter(|b| **b == b'x').count(), 200_000);
+    assert!(outcome.chunks.iter().all(|len| *len <= 16 * 1024), "{:?}", outcome.chunks);
+    assert_eq!(outcome.end().exit_code, 0);
+    daemon.stop().await;
+}
