@@ -1,0 +1,31 @@
+//! The cases, one file per area of the contract. Order here is run order:
+//! fs first, then commands, terminals, and both seams together.
+
+use crate::registry::CaseInfo;
+
+mod coherence;
+mod fs_edit;
+mod fs_meta;
+mod fs_paths;
+mod fs_read;
+mod fs_tree;
+mod fs_write;
+mod sp_exit;
+mod sp_output;
+mod sp_spawn;
+mod terminal;
+
+/// Every group of cases, in run order.
+pub(crate) const ALL: &[&[CaseInfo]] = &[
+    fs_paths::CASES,
+    fs_meta::CASES,
+    fs_read::CASES,
+    fs_write::CASES,
+    fs_edit::CASES,
+    fs_tree::CASES,
+    sp_spawn::CASES,
+    sp_output::CASES,
+    sp_exit::CASES,
+    terminal::CASES,
+    coherence::CASES,
+];

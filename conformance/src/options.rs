@@ -1,0 +1,92 @@
+//! What the kit runs against ([`World`]) and how ([`KitOptions`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::subprocess::SubprocessProvider;
+
+/// The providers of one execution world. Both seams, when present, must
+/// address the same world: a file written through `fs` is what a command
+/// started through `subprocess` sees.
+#[derive(Clone, Default)]
+pub struct World {
+    pub fs: Option<Arc<dyn FsProvider>>,
+    pub subprocess: Option<Arc<dyn SubprocessProvider>>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("fs", &self.fs.is_some())
+            .field("subprocess", &self.subprocess.is_some())
+            .finish()
+    }
+}
+
+/// The default per-case time limit (see [`KitOptions::case_timeout`]).
+pub const DEFAULT_CASE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How to run the kit.
+///
+/// Capability switches exclude the cases a provider legitimately cannot
+/// pass; an excluded case is reported [`crate::Outcome::Skipped`] with the
+/// reason, never as passed.
+#[derive(Debug, Clone)]
+pub struct KitOptions {
+    /// An absolute directory in the world under which the kit creates its
+    /// unique scratch directory (`<root>/dsh-conformance-<random>`) and
+    /// removes it at the end. Default `/tmp`.
+    pub scratch_root: String,
+    /// Run only cases whose name contains one of these comma-separated
+    /// substrings (`fs.write,terminal`). `None` (or a filter with no
+    /// non-empty part) runs every case. Cases left out by the filter do not
+    /// appear in the report.
+    pub filter: Option<String>,
+    /// The `fs` provider refuses mutations: cases that check `write`,
+    /// `edit`, `mkdir`, `remove` and `rename` are skipped, and fixtures are
+    /// created through `subprocess` when there is one.
+    pub read_only_fs: bool,
+    /// The `subprocess` provider has no terminals: `spawn_terminal` cases are
+    /// skipped.
+    pub no_terminals: bool,
+    /// Upper bound on one case, its cleanup included; a case that takes
+    /// longer fails (a provider that hangs fails instead of stalling the
+    /// run). `None` = [`DEFAULT_CASE_TIMEOUT`]. Single provider calls are
+    /// bounded by half of it.
+    pub case_timeout: Option<Duration>,
+}
+
+impl Default for KitOptions {
+    fn default() -> KitOptions {
+        KitOptions {
+            scratch_root: "/tmp".to_owned(),
+            filter: None,
+            read_only_fs: false,
+            no_terminals: false,
+            case_timeout: None,
+        }
+    }
+}
+
+impl KitOptions {
+    /// The effective per-case limit.
+    pub fn case_timeout(&self) -> Duration {
+        self.case_timeout.unwrap_or(DEFAULT_CASE_TIMEOUT)
+    }
+
+    /// Whether the filter selects the case named `name`.
+    pub fn selects(&self, name: &str) -> bool {
+        match &self.filter {
+            None => true,
+            Some(filter) => {
+                let parts: Vec<&str> = filter
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|part| !part.is_empty())
+                    .collect();
+                parts.is_empty() || parts.iter().any(|part| name.contains(part))
+            }
+        }
+    }
+}

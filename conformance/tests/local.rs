@@ -1,0 +1,23 @@
+//! The whole kit against the local composition (`dsh-fs-local` +
+//! `dsh-subprocess-local`, in-process): every case must pass.
+
+mod support;
+
+use dsh_conformance::{KitOptions, cases, run};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_case_passes_on_the_local_composition() {
+    let local = support::Local::new();
+    let report = run(&local.world(), &KitOptions::default(), support::print_case).await;
+    local.dispose().await;
+    assert_eq!(report.cases.len(), cases().len(), "every case runs");
+    let not_passed = support::not_passed(&report);
+    assert!(
+        not_passed.is_empty(),
+        "{} of {} cases did not pass:\n{}",
+        not_passed.len(),
+        report.cases.len(),
+        not_passed.join("\n")
+    );
+    assert!(report.cleanup_errors.is_empty(), "{report}");
+}

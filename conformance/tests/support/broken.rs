@@ -1,0 +1,1 @@
+//! Deliberately broken providers (filled in by the teeth tests).
