@@ -29,6 +29,18 @@ pub(crate) fn check(op: &'static str, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// What is wrong with `dir` as a cwd (absolute, no NUL byte), if anything:
+/// a phrase completing "the cwd \"…\" …".
+pub(crate) fn cwd_problem(dir: &str) -> Option<&'static str> {
+    if dir.contains('\0') {
+        Some("contains a NUL byte")
+    } else if !dir.starts_with('/') {
+        Some("is not an absolute path")
+    } else {
+        None
+    }
+}
+
 /// `path` made absolute against `base` (an absolute directory), after
 /// [`check`]. Nothing is resolved: `..` and symlinks are left for the kernel
 /// or for [`canonicalize`].

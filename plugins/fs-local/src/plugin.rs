@@ -52,11 +52,8 @@ impl FsLocalPlugin {
 
 /// Why `cwd` cannot be the world's cwd, if it cannot.
 fn check_cwd(cwd: &str) -> std::result::Result<(), String> {
-    if cwd.contains('\0') {
-        return Err("contains a NUL byte".into());
-    }
-    if !cwd.starts_with('/') {
-        return Err("is not an absolute path".into());
+    if let Some(problem) = crate::paths::cwd_problem(cwd) {
+        return Err(problem.into());
     }
     match std::fs::metadata(Path::new(cwd)) {
         Ok(meta) if meta.is_dir() => Ok(()),

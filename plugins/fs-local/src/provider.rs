@@ -41,11 +41,8 @@ impl FsLocal {
     /// exist yet; it is used as spelled.
     pub fn new(cwd: impl Into<String>) -> Result<FsLocal> {
         let cwd = cwd.into();
-        paths::check("cwd", &cwd)?;
-        if !cwd.starts_with('/') {
-            return Err(Error::invalid_input(format!(
-                "cwd: {cwd:?} is not an absolute path"
-            )));
+        if let Some(problem) = paths::cwd_problem(&cwd) {
+            return Err(Error::invalid_input(format!("cwd: {cwd:?} {problem}")));
         }
         Ok(FsLocal {
             cwd: PathBuf::from(cwd),
@@ -80,13 +77,12 @@ impl FsProvider for FsLocal {
         let base = match cwd {
             None => self.cwd.as_path(),
             Some(cwd) => {
-                paths::check("resolve", cwd).map_err(|err| err.context("the cwd"))?;
-                if !cwd.starts_with('/') {
+                if let Some(problem) = paths::cwd_problem(cwd) {
                     return Err(Error::new(
                         ErrorKind::InvalidInput,
-                        format!("resolve: the cwd {cwd:?} is not an absolute path"),
+                        format!("resolve: the cwd {cwd:?} {problem}"),
                     )
-                    .with_subject(path));
+                    .with_subject(path.replace('\0', "\\0")));
                 }
                 Path::new(cwd)
             }
