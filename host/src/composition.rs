@@ -527,7 +527,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            lines[1].ends_with("libdsh_not_plugin.so: no dsh root module"),
+            lines[1].ends_with("(line 3): no dsh root module"),
             "{text}"
         );
         assert!(

@@ -33,8 +33,9 @@ pub enum ValidationError {
         name: String,
         failure: ResolveFailure,
     },
-    /// The file exists but is not a usable dsh plugin.
-    #[error("{entry}: {}: {message}", path.display())]
+    /// The file exists but is not a usable dsh plugin. The loader's
+    /// message names the file.
+    #[error("{entry}: {message}")]
     LibraryUnusable {
         entry: EntryLabel,
         path: PathBuf,
