@@ -526,10 +526,7 @@ mod tests {
             lines[1].starts_with("m.yaml: entry \"junk\" (line 3): "),
             "{text}"
         );
-        assert!(
-            lines[1].ends_with("(line 3): no dsh root module"),
-            "{text}"
-        );
+        assert!(lines[1].ends_with("(line 3): no dsh root module"), "{text}");
         assert!(
             lines[2].ends_with("built against plugin API 0, host speaks 1"),
             "{text}"

@@ -42,15 +42,8 @@ pub async fn run(host: &Host, args: ConformanceArgs, json: bool) -> Result<i32, 
     if json {
         print_json(&report)?;
     } else {
-        for error in &report.cleanup_errors {
-            eprintln!("dsh: conformance cleanup: {error}");
-        }
-        println!(
-            "{} passed, {} failed, {} skipped",
-            report.passed(),
-            report.failed(),
-            report.skipped()
-        );
+        // `N passed, N failed, N skipped[; cleanup: …]`
+        println!("{report}");
     }
     Ok(if report.failed() == 0 {
         0
