@@ -76,7 +76,9 @@ impl std::fmt::Debug for Composition {
 
 impl Composition {
     /// Reads the manifest at `path` and validates it, finding libraries on
-    /// [`SearchPath::from_env`].
+    /// [`SearchPath::from_env`]. Blocking: reads files and `dlopen`s every
+    /// library (as do the other constructors); async callers that must not
+    /// stall use [`Host`]'s constructors or `spawn_blocking`.
     pub fn load(path: &Path) -> Result<Composition, HostError> {
         Composition::from_manifest(&Manifest::from_path(path)?, &SearchPath::from_env())
     }

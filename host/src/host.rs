@@ -63,14 +63,23 @@ impl Host {
 
     /// Reads, validates and starts the manifest at `path` (TOML or YAML by
     /// extension), finding libraries on [`SearchPath::from_env`].
+    ///
+    /// Reading and `dlopen` run on the runtime's blocking pool; creation on
+    /// the caller's tokio runtime (see [`Composition::start`]).
     pub async fn load(path: &Path) -> Result<Host, HostError> {
-        Composition::load(path)?.start().await
+        let path = path.to_path_buf();
+        off_thread(move || Composition::load(&path))
+            .await?
+            .start()
+            .await
     }
 
     /// Parses, validates and starts a manifest given as text. Relative
     /// entry paths resolve against the current directory.
     pub async fn from_str(text: &str, format: ManifestFormat) -> Result<Host, HostError> {
-        Composition::from_text(text, format, "<manifest>")?
+        let text = text.to_owned();
+        off_thread(move || Composition::from_text(&text, format, "<manifest>"))
+            .await?
             .start()
             .await
     }
@@ -80,14 +89,18 @@ impl Host {
         manifest: &Manifest,
         search: &SearchPath,
     ) -> Result<Host, HostError> {
-        Composition::from_manifest(manifest, search)?.start().await
+        let (manifest, search) = (manifest.clone(), search.clone());
+        off_thread(move || Composition::from_manifest(&manifest, &search))
+            .await?
+            .start()
+            .await
     }
 
     /// Starts the default local composition (`config/local.yaml`, compiled
     /// in): `fs` from `dsh-fs-local`, `subprocess` from
     /// `dsh-subprocess-local`.
     pub async fn embedded_local() -> Result<Host, HostError> {
-        Composition::embedded_local()?.start().await
+        off_thread(Composition::embedded_local).await?.start().await
     }
 
     /// What messages call the manifest.
@@ -225,6 +238,18 @@ impl Host {
             Err(_) => lifecycle::dispose_all(instances).await,
         };
         Ok(outcome?)
+    }
+}
+
+/// Runs blocking work (file reads, `dlopen`) on the tokio blocking pool when
+/// there is a runtime, inline otherwise.
+async fn off_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => match handle.spawn_blocking(work).await {
+            Ok(value) => value,
+            Err(join) => std::panic::resume_unwind(join.into_panic()),
+        },
+        Err(_) => work(),
     }
 }
 
