@@ -9,7 +9,13 @@ use dsh_conformance::{KitOptions, cases, run};
 async fn every_case_passes_on_the_local_composition() {
     let local = support::Local::new();
     let report = run(&local.world(), &KitOptions::default(), support::print_case).await;
+    // The kit stopped everything it started; disposal finds nothing owned.
+    let left_running = local.subprocess.owned();
     local.dispose().await;
+    assert_eq!(
+        left_running, 0,
+        "process groups or terminals the kit left running"
+    );
     assert_eq!(report.cases.len(), cases().len(), "every case runs");
     let not_passed = support::not_passed(&report);
     assert!(

@@ -137,7 +137,7 @@ async fn exit_signal(cx: &Cx) -> CaseResult {
 }
 
 /// A shell that leaves a long sleeper holding its output, then exits 0.
-const LINGERING: &str = "sleep 30 & echo started";
+const LINGERING: &str = "sleep 30 & echo dsh-conformance-drain-check";
 
 async fn drain_grace(cx: &Cx) -> CaseResult {
     let grace = Duration::from_millis(300);
@@ -174,7 +174,7 @@ async fn drain_grace(cx: &Cx) -> CaseResult {
             ensure_bytes(
                 "collected output before the disconnect",
                 &snap.bytes,
-                b"started\n",
+                b"dsh-conformance-drain-check\n",
             )?;
         }
         let pid = process.pid();
@@ -250,8 +250,10 @@ async fn pipe_not_held(cx: &Cx) -> CaseResult {
     );
     let first = cx.within("read the pipe", stdout.next()).await?;
     match first {
-        Some(Ok(bytes)) => ensure_bytes("first pipe chunk", &bytes, b"started\n")?,
-        other => fail!("read the pipe: expected \"started\\n\", got {other:?}"),
+        Some(Ok(bytes)) => {
+            ensure_bytes("first pipe chunk", &bytes, b"dsh-conformance-drain-check\n")?
+        }
+        other => fail!("read the pipe: expected the first line, got {other:?}"),
     }
     let open = tokio::time::timeout(Duration::from_millis(300), stdout.next()).await;
     ensure!(

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod broken;
+pub mod fakes;
 
 use std::ffi::OsString;
 use std::sync::Arc;
