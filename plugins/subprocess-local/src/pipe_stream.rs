@@ -17,10 +17,12 @@ use futures::Stream;
 use crate::fdio::{CHUNK, NonBlocking};
 use crate::output::OutputState;
 
-/// Chunks at least this large are handed over in the buffer they were read
-/// into; smaller ones are copied into an exact-size allocation so a caller
-/// that keeps many small chunks does not keep 64 KiB for each.
-const HAND_OVER: usize = CHUNK / 4;
+/// Chunks smaller than this are shrunk to their length before they are
+/// handed over, so a caller that keeps many small chunks does not keep
+/// 64 KiB for each. Shrinking is an in-place `realloc` (the tail of the
+/// block is freed), never a copy, so no byte is copied on the way from the
+/// kernel to the caller.
+const SHRINK_BELOW: usize = CHUNK / 2;
 
 pub struct PipeStream {
     pipe: Option<NonBlocking>,
@@ -69,13 +71,10 @@ impl Stream for PipeStream {
             }
             Poll::Ready(Ok(n)) => {
                 this.out.record(&this.buf);
-                let chunk = if n >= HAND_OVER {
-                    std::mem::take(&mut this.buf)
-                } else {
-                    let small = this.buf.clone();
-                    this.buf.clear();
-                    small
-                };
+                let mut chunk = std::mem::take(&mut this.buf);
+                if n < SHRINK_BELOW {
+                    chunk.shrink_to_fit();
+                }
                 Poll::Ready(Some(Ok(chunk)))
             }
             Poll::Ready(Err(err)) => {
