@@ -149,7 +149,9 @@ pub(crate) fn basic_auth_user(headers: &HeaderMap) -> Result<Option<String>, Str
         .map_err(|err| format!("malformed basic authorization: {err}"))?;
     let decoded = String::from_utf8(decoded)
         .map_err(|_| "malformed basic authorization: not UTF-8".to_owned())?;
-    let user = decoded.split_once(':').map_or(decoded.as_str(), |(user, _)| user);
+    let user = decoded
+        .split_once(':')
+        .map_or(decoded.as_str(), |(user, _)| user);
     Ok(Some(user.to_owned()))
 }
 
@@ -213,7 +215,10 @@ mod tests {
     fn basic_auth_user_names() {
         let mut headers = HeaderMap::new();
         assert_eq!(basic_auth_user(&headers), Ok(None));
-        headers.insert(http::header::AUTHORIZATION, "Basic cm9vdDo=".parse().unwrap());
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "Basic cm9vdDo=".parse().unwrap(),
+        );
         assert_eq!(basic_auth_user(&headers), Ok(Some("root".to_owned())));
         headers.insert(http::header::AUTHORIZATION, "Basic !!!".parse().unwrap());
         assert!(basic_auth_user(&headers).is_err());

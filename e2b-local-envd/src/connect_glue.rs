@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use connectrpc::interceptor::{NextStream, PayloadStream, StreamRequest, StreamResponse, UnaryRequest, UnaryResponse};
+use connectrpc::interceptor::{
+    NextStream, PayloadStream, StreamRequest, StreamResponse, UnaryRequest, UnaryResponse,
+};
 use connectrpc::{ConnectError, Interceptor, Next, RequestContext};
 
 use crate::auth::basic_auth_user;
@@ -27,11 +29,9 @@ impl UserInterceptor {
         request_timeout(ctx)?;
         let name = basic_auth_user(ctx.headers()).map_err(ConnectError::unauthenticated)?;
         if let Some(name) = name {
-            let user = self
-                .daemon
-                .users
-                .user(&name)
-                .map_err(|_| ConnectError::unauthenticated(format!("invalid username: '{name}'")))?;
+            let user = self.daemon.users.user(&name).map_err(|_| {
+                ConnectError::unauthenticated(format!("invalid username: '{name}'"))
+            })?;
             ctx.extensions_mut().insert(AuthUser(user));
         }
         Ok(())

@@ -167,7 +167,10 @@ mod tests {
         assert_eq!(entry.name, "link");
 
         let entry = entry_info(&dangling, &names).expect("stat dangling");
-        assert_eq!(entry.r#type, EnumValue::Known(FileType::FILE_TYPE_UNSPECIFIED));
+        assert_eq!(
+            entry.r#type,
+            EnumValue::Known(FileType::FILE_TYPE_UNSPECIFIED)
+        );
         assert_eq!(entry.mode, 0);
         assert_eq!(entry.symlink_target.as_deref(), dangling.to_str());
 

@@ -96,7 +96,11 @@ mod tests {
     fn env_var_validation_names_the_variable() {
         assert!(validate_env_var("A", "1").is_ok());
         assert!(validate_env_var("", "1").unwrap_err().contains("empty"));
-        assert!(validate_env_var("A=B", "1").unwrap_err().contains("\"A=B\""));
+        assert!(
+            validate_env_var("A=B", "1")
+                .unwrap_err()
+                .contains("\"A=B\"")
+        );
         assert!(validate_env_var("A", "x\0y").unwrap_err().contains("\"A\""));
     }
 }

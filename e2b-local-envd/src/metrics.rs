@@ -50,7 +50,10 @@ impl CpuSampler {
     /// rounded to two decimals.
     fn used_percent(&self) -> std::io::Result<f64> {
         let now = read_cpu_times()?;
-        let mut last = self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut last = self
+            .last
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let total = now.total.saturating_sub(last.total);
         let busy = now.busy.saturating_sub(last.busy);
         *last = now;

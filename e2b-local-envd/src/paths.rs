@@ -14,7 +14,9 @@ use crate::users::User;
 pub(crate) enum PathError {
     #[error("path {0:?} contains a NUL byte")]
     Nul(String),
-    #[error("failed to expand path '{path}' for user '{user}': cannot expand user-specific home dir")]
+    #[error(
+        "failed to expand path '{path}' for user '{user}': cannot expand user-specific home dir"
+    )]
     UserHome { path: String, user: String },
 }
 
@@ -105,9 +107,16 @@ pub(crate) fn base_name(path: &Path) -> String {
         &bytes[..end]
     };
     if trimmed.is_empty() {
-        return if bytes.is_empty() { ".".to_owned() } else { "/".to_owned() };
+        return if bytes.is_empty() {
+            ".".to_owned()
+        } else {
+            "/".to_owned()
+        };
     }
-    let start = trimmed.iter().rposition(|b| *b == b'/').map_or(0, |i| i + 1);
+    let start = trimmed
+        .iter()
+        .rposition(|b| *b == b'/')
+        .map_or(0, |i| i + 1);
     OsStr::from_bytes(&trimmed[start..])
         .to_string_lossy()
         .into_owned()
@@ -205,7 +214,10 @@ mod tests {
         assert_eq!(resolve("x", Some("/work")).unwrap(), "/home/user/x");
         // Absolute paths are kept as requested.
         assert_eq!(resolve("/tmp/./a/", None).unwrap(), "/tmp/./a/");
-        assert!(matches!(resolve("~root/x", None), Err(PathError::UserHome { .. })));
+        assert!(matches!(
+            resolve("~root/x", None),
+            Err(PathError::UserHome { .. })
+        ));
         assert!(matches!(resolve("a\0b", None), Err(PathError::Nul(_))));
     }
 

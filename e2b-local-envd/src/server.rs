@@ -108,7 +108,10 @@ impl Envd {
                 .local_addr()
                 .ok()
                 .and_then(|addr| addr.as_pathname().map(Path::to_path_buf))
-                .map_or_else(|| "unix socket".to_owned(), |path| path.display().to_string()),
+                .map_or_else(
+                    || "unix socket".to_owned(),
+                    |path| path.display().to_string(),
+                ),
             EnvdListener::Tcp(tcp) => tcp
                 .local_addr()
                 .map_or_else(|_| "tcp socket".to_owned(), |addr| addr.to_string()),
@@ -154,7 +157,10 @@ impl Envd {
                 }
             }
         };
-        if tokio::time::timeout(Duration::from_secs(5), reaped).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(5), reaped)
+            .await
+            .is_err()
+        {
             tracing::warn!("processes still running 5 s after SIGKILL at shutdown");
         }
         result
@@ -228,7 +234,10 @@ enum Accepted {
 
 async fn accept(listener: &EnvdListener) -> std::io::Result<Accepted> {
     match listener {
-        EnvdListener::Unix(unix) => unix.accept().await.map(|(stream, _)| Accepted::Unix(stream)),
+        EnvdListener::Unix(unix) => unix
+            .accept()
+            .await
+            .map(|(stream, _)| Accepted::Unix(stream)),
         EnvdListener::Tcp(tcp) => tcp.accept().await.map(|(stream, _)| Accepted::Tcp(stream)),
     }
 }
@@ -260,7 +269,10 @@ where
         async move { Ok::<_, Infallible>(app.handle(request).await) }
     });
     let builder = auto::Builder::new(TokioExecutor::new());
-    if let Err(err) = builder.serve_connection(TokioIo::new(stream), service).await {
+    if let Err(err) = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .await
+    {
         tracing::debug!(%err, "connection ended with an error");
     }
 }
@@ -368,11 +380,23 @@ fn preflight(request: &Request<Incoming>) -> Response<Body> {
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("HEAD, GET, POST, PUT, PATCH, DELETE"),
     );
-    if let Some(requested) = request.headers().get(header::ACCESS_CONTROL_REQUEST_HEADERS) {
+    if let Some(requested) = request
+        .headers()
+        .get(header::ACCESS_CONTROL_REQUEST_HEADERS)
+    {
         headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, requested.clone());
     }
-    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("7200"));
-    headers.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Method"));
-    headers.append(header::VARY, HeaderValue::from_static("Access-Control-Request-Headers"));
+    headers.insert(
+        header::ACCESS_CONTROL_MAX_AGE,
+        HeaderValue::from_static("7200"),
+    );
+    headers.append(
+        header::VARY,
+        HeaderValue::from_static("Access-Control-Request-Method"),
+    );
+    headers.append(
+        header::VARY,
+        HeaderValue::from_static("Access-Control-Request-Headers"),
+    );
     response
 }

@@ -188,7 +188,10 @@ mod tests {
         assert_eq!(user.uid, 1000);
         assert_eq!(user.home, PathBuf::from("/home/user"));
         assert_eq!(db.groups(&user).expect("groups"), vec![1000, 27]);
-        assert!(matches!(db.user("nobody-here"), Err(LookupError::Unknown(_))));
+        assert!(matches!(
+            db.user("nobody-here"),
+            Err(LookupError::Unknown(_))
+        ));
         assert_eq!(
             db.user("ghost").unwrap_err().to_string(),
             "user: unknown user ghost"

@@ -2,9 +2,9 @@
 //! `X-Metadata-*` uploads, replacement on write, and reading back for `EntryInfo.metadata`.
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -51,10 +51,7 @@ fn printable_ascii(label: &str, text: &str) -> Result<(), String> {
 
 /// True for the errors a filesystem without xattr support returns.
 pub(crate) fn is_unsupported(err: &io::Error) -> bool {
-    matches!(
-        err.raw_os_error(),
-        Some(libc::ENOTSUP) | Some(libc::ENOSYS)
-    )
+    matches!(err.raw_os_error(), Some(libc::ENOTSUP) | Some(libc::ENOSYS))
 }
 
 fn split_names(list: &[u8]) -> impl Iterator<Item = &[u8]> {
@@ -175,9 +172,8 @@ mod tests {
         assert!(validate(&long).unwrap_err().contains("exceeds 246 bytes"));
         let control = BTreeMap::from([("k".to_owned(), "a\tb".to_owned())]);
         assert!(validate(&control).unwrap_err().contains("0x09 at offset 1"));
-        let big: BTreeMap<String, String> = (0..5)
-            .map(|i| (format!("k{i}"), "v".repeat(900)))
-            .collect();
+        let big: BTreeMap<String, String> =
+            (0..5).map(|i| (format!("k{i}"), "v".repeat(900))).collect();
         assert!(validate(&big).unwrap_err().contains("total metadata size"));
     }
 

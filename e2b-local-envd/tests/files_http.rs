@@ -23,7 +23,9 @@ fn encode(text: &str) -> String {
 
 fn gunzip(data: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    GzDecoder::new(data).read_to_end(&mut out).expect("valid gzip");
+    GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .expect("valid gzip");
     out
 }
 
@@ -41,8 +43,10 @@ fn multipart(parts: &[(&str, Option<&str>, &[u8])]) -> (String, Vec<u8>) {
         out.extend_from_slice(format!("--{boundary}\r\n").as_bytes());
         match filename {
             Some(filename) => out.extend_from_slice(
-                format!("Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n")
-                    .as_bytes(),
+                format!(
+                    "Content-Disposition: form-data; name=\"{name}\"; filename=\"{filename}\"\r\n"
+                )
+                .as_bytes(),
             ),
             None => out.extend_from_slice(
                 format!("Content-Disposition: form-data; name=\"{name}\"\r\n").as_bytes(),
@@ -71,12 +75,24 @@ async fn download_plain_gzip_and_empty() {
     assert_eq!(plain.text(), "hello world");
     assert_eq!(plain.header("content-length"), Some("11"));
     assert_eq!(plain.header("accept-ranges"), Some("bytes"));
-    assert_eq!(plain.header("content-type"), Some("text/plain; charset=utf-8"));
-    assert_eq!(plain.header("content-disposition"), Some("inline; filename=note.txt"));
+    assert_eq!(
+        plain.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(
+        plain.header("content-disposition"),
+        Some("inline; filename=note.txt")
+    );
     assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
     assert!(plain.header("last-modified").is_some());
 
-    let zipped = send(Method::GET, &url, &[("accept-encoding", "gzip, deflate")], body(Bytes::new())).await;
+    let zipped = send(
+        Method::GET,
+        &url,
+        &[("accept-encoding", "gzip, deflate")],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(zipped.status, 200);
     assert_eq!(zipped.header("content-encoding"), Some("gzip"));
     assert!(zipped.header("content-length").is_none());
@@ -86,7 +102,13 @@ async fn download_plain_gzip_and_empty() {
     let reply = send(Method::GET, &empty_url, &[], body(Bytes::new())).await;
     assert_eq!((reply.status.as_u16(), reply.body.len()), (200, 0));
     assert_eq!(reply.header("content-length"), Some("0"));
-    let reply = send(Method::GET, &empty_url, &[("accept-encoding", "gzip")], body(Bytes::new())).await;
+    let reply = send(
+        Method::GET,
+        &empty_url,
+        &[("accept-encoding", "gzip")],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(gunzip(&reply.body), b"");
     daemon.stop().await;
 }
@@ -109,12 +131,30 @@ async fn download_ranges_and_conditionals() {
     assert_eq!(partial.status, 206);
     assert_eq!(partial.text(), "2345");
     assert_eq!(partial.header("content-range"), Some("bytes 2-5/10"));
-    assert!(partial.header("content-encoding").is_none(), "ranges are never gzipped");
+    assert!(
+        partial.header("content-encoding").is_none(),
+        "ranges are never gzipped"
+    );
 
-    let suffix = send(Method::GET, &url, &[("range", "bytes=-3")], body(Bytes::new())).await;
-    assert_eq!((suffix.status.as_u16(), suffix.text().as_str()), (206, "789"));
+    let suffix = send(
+        Method::GET,
+        &url,
+        &[("range", "bytes=-3")],
+        body(Bytes::new()),
+    )
+    .await;
+    assert_eq!(
+        (suffix.status.as_u16(), suffix.text().as_str()),
+        (206, "789")
+    );
 
-    let several = send(Method::GET, &url, &[("range", "bytes=0-0,8-9")], body(Bytes::new())).await;
+    let several = send(
+        Method::GET,
+        &url,
+        &[("range", "bytes=0-0,8-9")],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(several.status, 206);
     let content_type = several.header("content-type").unwrap().to_owned();
     let boundary = content_type
@@ -126,9 +166,18 @@ async fn download_ranges_and_conditionals() {
     assert!(text.contains("Content-Range: bytes 8-9/10\r\n"));
     assert!(text.contains("\r\n\r\n89\r\n"));
     assert!(text.ends_with(&format!("--{boundary}--\r\n")));
-    assert_eq!(several.header("content-length"), Some(several.body.len().to_string().as_str()));
+    assert_eq!(
+        several.header("content-length"),
+        Some(several.body.len().to_string().as_str())
+    );
 
-    let unsatisfiable = send(Method::GET, &url, &[("range", "bytes=50-")], body(Bytes::new())).await;
+    let unsatisfiable = send(
+        Method::GET,
+        &url,
+        &[("range", "bytes=50-")],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(unsatisfiable.status, 416);
     assert_eq!(unsatisfiable.header("content-range"), Some("bytes */10"));
 
@@ -150,7 +199,10 @@ async fn download_ranges_and_conditionals() {
     let refused = send(
         Method::GET,
         &url,
-        &[("range", "bytes=0-1"), ("accept-encoding", "gzip, identity;q=0")],
+        &[
+            ("range", "bytes=0-1"),
+            ("accept-encoding", "gzip, identity;q=0"),
+        ],
         body(Bytes::new()),
     )
     .await;
@@ -174,26 +226,40 @@ async fn download_errors_are_json() {
     let missing = dir.path().join("missing.txt");
     let reply = send(
         Method::GET,
-        &daemon.url(&format!("/files?path={}", encode(missing.to_str().unwrap()))),
+        &daemon.url(&format!(
+            "/files?path={}",
+            encode(missing.to_str().unwrap())
+        )),
         &[],
         body(Bytes::new()),
     )
     .await;
     assert_eq!(reply.status, 404);
-    assert_eq!(reply.header("content-type"), Some("application/json; charset=utf-8"));
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
     assert_eq!(
         reply.json(),
         serde_json::json!({"code": 404, "message": format!("path '{}' does not exist", missing.display())})
     );
     let reply = send(
         Method::GET,
-        &daemon.url(&format!("/files?path={}", encode(dir.path().to_str().unwrap()))),
+        &daemon.url(&format!(
+            "/files?path={}",
+            encode(dir.path().to_str().unwrap())
+        )),
         &[],
         body(Bytes::new()),
     )
     .await;
     assert_eq!(reply.status, 400);
-    assert!(reply.json()["message"].as_str().unwrap().ends_with("is a directory"));
+    assert!(
+        reply.json()["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("is a directory")
+    );
     let reply = send(
         Method::GET,
         &daemon.url("/files?path=%2Fetc%2Fhostname&username=ghost"),
@@ -206,12 +272,40 @@ async fn download_errors_are_json() {
         reply.json()["message"],
         "error looking up user 'ghost': user: unknown user ghost"
     );
-    let reply = send(Method::GET, &daemon.url("/files?path=a%00b"), &[], body(Bytes::new())).await;
+    // A path through a regular file: the stat fails with ENOTDIR, an internal error.
+    let reply = send(
+        Method::GET,
+        &daemon.url("/files?path=%2Fetc%2Fhostname%2Fx"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
+    assert_eq!(reply.status, 500);
+    assert_eq!(reply.json()["code"], 500);
+    let reply = send(
+        Method::GET,
+        &daemon.url("/files?path=a%00b"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(reply.status, 400);
-    let reply = send(Method::GET, &daemon.url("/files?path=%zz"), &[], body(Bytes::new())).await;
+    let reply = send(
+        Method::GET,
+        &daemon.url("/files?path=%zz"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.json()["code"], 400);
-    let reply = send(Method::GET, &daemon.url("/files?path=~other%2Fx"), &[], body(Bytes::new())).await;
+    let reply = send(
+        Method::GET,
+        &daemon.url("/files?path=~other%2Fx"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(reply.status, 400);
     daemon.stop().await;
 }
@@ -224,7 +318,10 @@ async fn multipart_uploads_create_owned_files_in_part_order() {
     let (content_type, payload) = multipart(&[("file", Some("ignored-name.txt"), b"first")]);
     let reply = send(
         Method::POST,
-        &daemon.url(&format!("/files?path={}&username=nobody", encode(one.to_str().unwrap()))),
+        &daemon.url(&format!(
+            "/files?path={}&username=nobody",
+            encode(one.to_str().unwrap())
+        )),
         &[("content-type", &content_type)],
         body(payload),
     )
@@ -264,7 +361,11 @@ async fn multipart_uploads_create_owned_files_in_part_order() {
     assert_eq!(paths, [a.to_str().unwrap(), b.to_str().unwrap()]);
     for created in ["nested", "nested/deeper"] {
         let meta = std::fs::metadata(dir.path().join(created)).unwrap();
-        assert_eq!((meta.uid(), meta.mode() & 0o777), (65534, 0o755), "{created}");
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o777),
+            (65534, 0o755),
+            "{created}"
+        );
     }
     assert_eq!(std::fs::read(&a).unwrap(), b"A");
 
@@ -297,11 +398,18 @@ async fn octet_stream_gzip_chunked_and_large_uploads() {
     )
     .await;
     assert_eq!(reply.status, 200);
-    assert_eq!(std::fs::read(&raw).unwrap(), gzip(b"compressed body"), "no decoding without the header");
+    assert_eq!(
+        std::fs::read(&raw).unwrap(),
+        gzip(b"compressed body"),
+        "no decoding without the header"
+    );
     let reply = send(
         Method::POST,
         &url,
-        &[("content-type", "application/octet-stream"), ("content-encoding", "gzip")],
+        &[
+            ("content-type", "application/octet-stream"),
+            ("content-encoding", "gzip"),
+        ],
         body(gzip(b"compressed body")),
     )
     .await;
@@ -369,11 +477,17 @@ async fn upload_metadata_is_stored_as_xattrs() {
     let reply = send(
         Method::POST,
         &url,
-        &[("content-type", "application/octet-stream"), ("x-metadata-kind", "v2")],
+        &[
+            ("content-type", "application/octet-stream"),
+            ("x-metadata-kind", "v2"),
+        ],
         body("y"),
     )
     .await;
-    assert_eq!(reply.json()[0]["metadata"], serde_json::json!({"kind": "v2"}));
+    assert_eq!(
+        reply.json()[0]["metadata"],
+        serde_json::json!({"kind": "v2"})
+    );
 
     let too_long = "k".repeat(247);
     for (name, value) in [
@@ -383,12 +497,20 @@ async fn upload_metadata_is_stored_as_xattrs() {
         let reply = send(
             Method::POST,
             &url,
-            &[("content-type", "application/octet-stream"), (&name, &value)],
+            &[
+                ("content-type", "application/octet-stream"),
+                (&name, &value),
+            ],
             body("z"),
         )
         .await;
         assert_eq!(reply.status, 400, "{name}");
-        assert!(reply.json()["message"].as_str().unwrap().starts_with("invalid metadata: "));
+        assert!(
+            reply.json()["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("invalid metadata: ")
+        );
     }
     daemon.stop().await;
 }
@@ -405,7 +527,9 @@ async fn upload_bad_input_is_refused_with_400_or_401() {
         ("file", Some(dup.to_str().unwrap()), b"2"),
     ]);
     let (nameless_type, nameless_payload) = multipart(&[("file", None, b"1")]);
-    let cases: Vec<(String, Vec<(&str, String)>, Vec<u8>, u16, &str)> = vec![
+    // (url, headers, body, status, message fragment)
+    type Case<'a> = (String, Vec<(&'a str, String)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case<'_>> = vec![
         (
             daemon.url("/files"),
             vec![("content-type", "application/octet-stream".to_owned())],
@@ -440,7 +564,13 @@ async fn upload_bad_input_is_refused_with_400_or_401() {
             400,
             "",
         ),
-        (daemon.url("/files"), vec![("content-type", dup_type)], dup_payload, 400, "you cannot upload multiple files to the same path"),
+        (
+            daemon.url("/files"),
+            vec![("content-type", dup_type)],
+            dup_payload,
+            400,
+            "you cannot upload multiple files to the same path",
+        ),
         (
             daemon.url("/files"),
             vec![("content-type", nameless_type)],
@@ -456,14 +586,20 @@ async fn upload_bad_input_is_refused_with_400_or_401() {
             "error parsing multipart form",
         ),
         (
-            daemon.url(&format!("/files?path={}", encode(dir.path().to_str().unwrap()))),
+            daemon.url(&format!(
+                "/files?path={}",
+                encode(dir.path().to_str().unwrap())
+            )),
             vec![("content-type", "application/octet-stream".to_owned())],
             b"x".to_vec(),
             400,
             "path is a directory",
         ),
         (
-            daemon.url(&format!("/files?path={}&username=ghost", encode(target.to_str().unwrap()))),
+            daemon.url(&format!(
+                "/files?path={}&username=ghost",
+                encode(target.to_str().unwrap())
+            )),
             vec![("content-type", "application/octet-stream".to_owned())],
             b"x".to_vec(),
             401,
@@ -473,7 +609,12 @@ async fn upload_bad_input_is_refused_with_400_or_401() {
     for (url, headers, payload, status, message) in cases {
         let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let reply = send(Method::POST, &url, &headers, body(payload)).await;
-        assert_eq!(reply.status.as_u16(), status, "{url} {headers:?}: {}", reply.text());
+        assert_eq!(
+            reply.status.as_u16(),
+            status,
+            "{url} {headers:?}: {}",
+            reply.text()
+        );
         let json = reply.json();
         assert_eq!(json["code"], status);
         assert!(

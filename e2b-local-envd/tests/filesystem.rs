@@ -87,7 +87,12 @@ async fn stat_reports_envds_entry() {
         .await
         .expect_err("missing");
     assert_eq!(err.code, ErrorCode::NotFound);
-    assert!(err.message.as_deref().unwrap().starts_with("file not found: "));
+    assert!(
+        err.message
+            .as_deref()
+            .unwrap()
+            .starts_with("file not found: ")
+    );
     daemon.stop().await;
 }
 
@@ -108,7 +113,10 @@ async fn relative_and_home_paths_resolve_against_the_users_home() {
             .into_option()
             .unwrap();
         assert_eq!(entry.path, "/root", "path {path:?}");
-        assert_eq!(entry.r#type, EnumValue::Known(FileType::FILE_TYPE_DIRECTORY));
+        assert_eq!(
+            entry.r#type,
+            EnumValue::Known(FileType::FILE_TYPE_DIRECTORY)
+        );
     }
     let err = fs
         .stat(StatRequest {
@@ -138,7 +146,10 @@ async fn make_dir_creates_parents_owned_by_the_user() {
         .entry
         .into_option()
         .unwrap();
-    assert_eq!(entry.r#type, EnumValue::Known(FileType::FILE_TYPE_DIRECTORY));
+    assert_eq!(
+        entry.r#type,
+        EnumValue::Known(FileType::FILE_TYPE_DIRECTORY)
+    );
     assert_eq!(entry.mode, 0o755);
     assert_eq!(entry.owner, "nobody");
     for sub in ["a", "a/b", "a/b/c"] {
@@ -217,7 +228,13 @@ async fn list_dir_walks_in_lexical_pre_order_to_the_depth() {
     for sub in ["subdir1/deep", "subdir2"] {
         std::fs::create_dir_all(root.join(sub)).unwrap();
     }
-    for file in ["file1.txt", "subdir1/a", "subdir1/b", "subdir1/deep/z", "subdir2/c"] {
+    for file in [
+        "file1.txt",
+        "subdir1/a",
+        "subdir1/b",
+        "subdir1/deep/z",
+        "subdir2/c",
+    ] {
         std::fs::write(root.join(file), b"x").unwrap();
     }
     std::os::unix::fs::symlink(root.join("subdir2"), root.join("linkdir")).unwrap();
@@ -269,7 +286,9 @@ async fn list_dir_walks_in_lexical_pre_order_to_the_depth() {
         list(alias.clone(), 1).await.unwrap(),
         ["file1.txt", "linkdir", "subdir1", "subdir2"].map(|n| format!("{alias_base}/{n}"))
     );
-    let err = list(root.join("file1.txt"), 1).await.expect_err("not a dir");
+    let err = list(root.join("file1.txt"), 1)
+        .await
+        .expect_err("not a dir");
     assert_eq!(err.code, ErrorCode::InvalidArgument);
     let err = list(root.join("nope"), 1).await.expect_err("missing");
     assert_eq!(err.code, ErrorCode::NotFound);
@@ -289,7 +308,10 @@ async fn list_dir_walks_in_lexical_pre_order_to_the_depth() {
         .unwrap()
         .into_owned()
         .entries;
-    let link = entries.iter().find(|entry| entry.name == "linkdir").unwrap();
+    let link = entries
+        .iter()
+        .find(|entry| entry.name == "linkdir")
+        .unwrap();
     assert_eq!(link.r#type, EnumValue::Known(FileType::FILE_TYPE_DIRECTORY));
     assert!(entries.iter().all(|entry| !entry.path.contains("linkdir/")));
     daemon.stop().await;

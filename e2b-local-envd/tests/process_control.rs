@@ -58,7 +58,10 @@ type Stream = connectrpc::client::ServerStream<
 async fn started(client: &ProcessClient<HttpClient>, request: StartRequest) -> (u32, Stream) {
     let mut stream = client.start(request).await.expect("start");
     let mut outcome = Outcome::default();
-    record(&mut outcome, stream.message().await.unwrap().unwrap().to_owned_message());
+    record(
+        &mut outcome,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     (outcome.pid, stream)
 }
 
@@ -111,7 +114,11 @@ async fn list_shows_live_processes_with_their_config_as_sent() {
     request.tag = Some("sleeper".to_owned());
     let (pid, stream) = started(&client, request.clone()).await;
 
-    let listed = client.list(ListRequest::default()).await.expect("list").into_owned();
+    let listed = client
+        .list(ListRequest::default())
+        .await
+        .expect("list")
+        .into_owned();
     let info = listed
         .processes
         .iter()
@@ -149,8 +156,15 @@ async fn list_shows_live_processes_with_their_config_as_sent() {
         .expect("kill");
     let outcome = finish(stream).await;
     assert_eq!(outcome.end().status, "signal: killed");
-    let listed = client.list(ListRequest::default()).await.unwrap().into_owned();
-    assert!(listed.processes.iter().all(|info| info.pid != pid), "gone from List at exit");
+    let listed = client
+        .list(ListRequest::default())
+        .await
+        .unwrap()
+        .into_owned();
+    assert!(
+        listed.processes.iter().all(|info| info.pid != pid),
+        "gone from List at exit"
+    );
     daemon.stop().await;
 }
 
@@ -161,16 +175,28 @@ async fn send_input_cases() {
 
     // stdin on a process with stdin enabled: written to the pipe.
     let (pid, stream) = started(&client, interactive("head -c 6")).await;
-    client.send_input(stdin(pid, b"abc")).await.expect("stdin write");
-    client.send_input(stdin(pid, b"def")).await.expect("stdin write");
+    client
+        .send_input(stdin(pid, b"abc"))
+        .await
+        .expect("stdin write");
+    client
+        .send_input(stdin(pid, b"def"))
+        .await
+        .expect("stdin write");
     let outcome = finish(stream).await;
     assert_eq!(outcome.stdout_text(), "abcdef");
 
     // pty input on a pipe process: internal.
     let (pid, stream) = started(&client, interactive("cat")).await;
-    let err = client.send_input(pty_input(pid, b"x")).await.expect_err("pty on pipes");
+    let err = client
+        .send_input(pty_input(pid, b"x"))
+        .await
+        .expect_err("pty on pipes");
     assert_eq!(err.code, ErrorCode::Internal);
-    assert!(err.message.as_deref().unwrap().contains("tty not assigned"), "{err:?}");
+    assert!(
+        err.message.as_deref().unwrap().contains("tty not assigned"),
+        "{err:?}"
+    );
     client
         .close_stdin(CloseStdinRequest {
             process: by_pid(pid).into(),
@@ -186,7 +212,10 @@ async fn send_input_cases() {
         })
         .await
         .expect("close stdin twice");
-    let err = client.send_input(stdin(pid, b"late")).await.expect_err("stdin closed");
+    let err = client
+        .send_input(stdin(pid, b"late"))
+        .await
+        .expect_err("stdin closed");
     assert_eq!(err.code, ErrorCode::Internal);
     assert_eq!(
         err.message.as_deref(),
@@ -197,7 +226,10 @@ async fn send_input_cases() {
 
     // stdin disabled at start.
     let (pid, stream) = started(&client, shell("sleep 5")).await;
-    let err = client.send_input(stdin(pid, b"x")).await.expect_err("stdin disabled");
+    let err = client
+        .send_input(stdin(pid, b"x"))
+        .await
+        .expect_err("stdin disabled");
     assert_eq!(err.code, ErrorCode::Internal);
     client
         .close_stdin(CloseStdinRequest {
@@ -218,7 +250,10 @@ async fn send_input_cases() {
 
     // stdin on a PTY process: internal; CloseStdin on it: unknown.
     let (pid, stream) = started(&client, pty_shell()).await;
-    let err = client.send_input(stdin(pid, b"x")).await.expect_err("stdin on pty");
+    let err = client
+        .send_input(stdin(pid, b"x"))
+        .await
+        .expect_err("stdin on pty");
     assert_eq!(err.code, ErrorCode::Internal);
     let err = client
         .close_stdin(CloseStdinRequest {
@@ -228,15 +263,24 @@ async fn send_input_cases() {
         .await
         .expect_err("close stdin on pty");
     assert_eq!(err.code, ErrorCode::Unknown);
-    client.send_input(pty_input(pid, b"hello\n\x04")).await.expect("pty input");
+    client
+        .send_input(pty_input(pid, b"hello\n\x04"))
+        .await
+        .expect("pty input");
     let outcome = finish(stream).await;
     assert!(String::from_utf8_lossy(&outcome.pty).contains("hello"));
     assert_eq!(outcome.end().exit_code, 0);
 
     // Unknown pid and tag: not_found.
-    let err = client.send_input(stdin(999_999, b"x")).await.expect_err("unknown pid");
+    let err = client
+        .send_input(stdin(999_999, b"x"))
+        .await
+        .expect_err("unknown pid");
     assert_eq!(err.code, ErrorCode::NotFound);
-    assert_eq!(err.message.as_deref(), Some("process with pid 999999 not found"));
+    assert_eq!(
+        err.message.as_deref(),
+        Some("process with pid 999999 not found")
+    );
     let err = client
         .send_input(SendInputRequest {
             process: ProcessSelector {
@@ -249,7 +293,10 @@ async fn send_input_cases() {
         .await
         .expect_err("unknown tag");
     assert_eq!(err.code, ErrorCode::NotFound);
-    assert_eq!(err.message.as_deref(), Some("process with tag nope not found"));
+    assert_eq!(
+        err.message.as_deref(),
+        Some("process with tag nope not found")
+    );
     daemon.stop().await;
 }
 
@@ -261,10 +308,12 @@ async fn stream_input_feeds_stdin_over_a_client_stream() {
         let (pid, stream) = started(&client, interactive("cat")).await;
         let events = vec![
             StreamInputRequest {
-                event: Some(StreamEvent::Start(Box::new(stream_input_request::StartEvent {
-                    process: by_pid(pid).into(),
-                    ..Default::default()
-                }))),
+                event: Some(StreamEvent::Start(Box::new(
+                    stream_input_request::StartEvent {
+                        process: by_pid(pid).into(),
+                        ..Default::default()
+                    },
+                ))),
                 ..Default::default()
             },
             StreamInputRequest {
@@ -272,14 +321,16 @@ async fn stream_input_feeds_stdin_over_a_client_stream() {
                 ..Default::default()
             },
             StreamInputRequest {
-                event: Some(StreamEvent::Data(Box::new(stream_input_request::DataEvent {
-                    input: ProcessInput {
-                        input: Some(Input::Stdin(b"streamed\n".to_vec())),
+                event: Some(StreamEvent::Data(Box::new(
+                    stream_input_request::DataEvent {
+                        input: ProcessInput {
+                            input: Some(Input::Stdin(b"streamed\n".to_vec())),
+                            ..Default::default()
+                        }
+                        .into(),
                         ..Default::default()
-                    }
-                    .into(),
-                    ..Default::default()
-                }))),
+                    },
+                ))),
                 ..Default::default()
             },
         ];
@@ -307,10 +358,12 @@ async fn stream_input_feeds_stdin_over_a_client_stream() {
             .expect_err("data before start");
         assert_eq!(err.code, ErrorCode::FailedPrecondition);
         let unknown = vec![StreamInputRequest {
-            event: Some(StreamEvent::Start(Box::new(stream_input_request::StartEvent {
-                process: by_pid(999_998).into(),
-                ..Default::default()
-            }))),
+            event: Some(StreamEvent::Start(Box::new(
+                stream_input_request::StartEvent {
+                    process: by_pid(999_998).into(),
+                    ..Default::default()
+                },
+            ))),
             ..Default::default()
         }];
         let err = client
@@ -339,12 +392,22 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
         .await
         .expect("kill");
     let outcome = finish(stream).await;
-    assert!(started_at.elapsed() < Duration::from_secs(5), "end came promptly");
+    assert!(
+        started_at.elapsed() < Duration::from_secs(5),
+        "end came promptly"
+    );
     assert_eq!(outcome.end().status, "signal: killed");
     assert_eq!(outcome.end().exit_code, -1);
-    let orphan: u32 = outcome.stdout_text().trim().parse().expect("orphan pid printed");
+    let orphan: u32 = outcome
+        .stdout_text()
+        .trim()
+        .parse()
+        .expect("orphan pid printed");
     let status = std::fs::read_to_string(format!("/proc/{orphan}/status")).unwrap_or_default();
-    assert!(!status.is_empty(), "the signal went to the pid only; the orphan survives");
+    assert!(
+        !status.is_empty(),
+        "the signal went to the pid only; the orphan survives"
+    );
     // Clean up the orphan ourselves.
     unsafe { libc::kill(orphan as i32, libc::SIGKILL) };
 
@@ -359,7 +422,10 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
         .await
         .expect_err("unspecified");
     assert_eq!(err.code, ErrorCode::Unimplemented);
-    assert_eq!(err.message.as_deref(), Some("invalid signal: SIGNAL_UNSPECIFIED"));
+    assert_eq!(
+        err.message.as_deref(),
+        Some("invalid signal: SIGNAL_UNSPECIFIED")
+    );
     let raw = unary_json(
         &daemon.url("/process.Process/SendSignal"),
         &format!(r#"{{"process":{{"pid":{pid}}},"signal":15}}"#),
@@ -437,7 +503,10 @@ async fn start_rejects_bad_requests() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(true);
     let cases: Vec<(StartRequest, &str)> = vec![
-        (common::process::command("", &[]), "start: process.cmd is required"),
+        (
+            common::process::command("", &[]),
+            "start: process.cmd is required",
+        ),
         (
             common::process::command("/bin/echo", &["a\0b"]),
             "start: process.cmd and process.args must not contain NUL bytes",
@@ -458,12 +527,16 @@ async fn start_rejects_bad_requests() {
         assert_eq!(err.message.as_deref(), Some(message));
     }
     // Unknown Basic-auth user: unauthenticated, for any RPC.
-    let stranger = daemon.process_with_headers(true, &[("authorization", &common::basic("stranger"))]);
+    let stranger =
+        daemon.process_with_headers(true, &[("authorization", &common::basic("stranger"))]);
     let outcome = common::process::run(&stranger, shell("true")).await;
     let err = outcome.error.expect("unknown user");
     assert_eq!(err.code, ErrorCode::Unauthenticated);
     assert_eq!(err.message.as_deref(), Some("invalid username: 'stranger'"));
-    let err = stranger.list(ListRequest::default()).await.expect_err("list as stranger");
+    let err = stranger
+        .list(ListRequest::default())
+        .await
+        .expect_err("list as stranger");
     assert_eq!(err.code, ErrorCode::Unauthenticated);
     // A selector is required.
     let err = client

@@ -12,9 +12,7 @@ use connectrpc::ErrorCode;
 use connectrpc::client::CallOptions;
 use e2b_local_envd::Envd;
 use envd_proto::process::process_selector::Selector;
-use envd_proto::process::{
-    ConnectRequest, PTY, ProcessSelector, StartRequest, UpdateRequest, pty,
-};
+use envd_proto::process::{ConnectRequest, PTY, ProcessSelector, StartRequest, UpdateRequest, pty};
 
 fn alive(pid: u32) -> bool {
     // Signal 0 to a reaped or foreign pid fails; a zombie of ours would still count, so also
@@ -53,15 +51,31 @@ async fn keepalives_are_sent_at_the_requested_interval_when_idle() {
                 return format!("end-stream:{}", envelope.json());
             }
             let json = envelope.json();
-            json["event"].as_object().unwrap().keys().next().unwrap().clone()
+            json["event"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .next()
+                .unwrap()
+                .clone()
         })
         .collect();
     assert!(started.elapsed() >= Duration::from_millis(2400));
     assert_eq!(kinds.first().map(String::as_str), Some("start"));
-    assert_eq!(kinds.iter().filter(|kind| *kind == "keepalive").count(), 2, "{kinds:?}");
-    assert_eq!(&kinds[kinds.len() - 2..], ["end".to_owned(), "end-stream:{}".to_owned()]);
+    assert_eq!(
+        kinds.iter().filter(|kind| *kind == "keepalive").count(),
+        2,
+        "{kinds:?}"
+    );
+    assert_eq!(
+        &kinds[kinds.len() - 2..],
+        ["end".to_owned(), "end-stream:{}".to_owned()]
+    );
     let end = envelopes[envelopes.len() - 2].json();
-    assert_eq!(end["event"]["end"], serde_json::json!({"exited": true, "status": "exit status 0"}));
+    assert_eq!(
+        end["event"]["end"],
+        serde_json::json!({"exited": true, "status": "exit status 0"})
+    );
     daemon.stop().await;
 }
 
@@ -74,7 +88,11 @@ async fn request_deadline_kills_the_process_and_ends_the_stream() {
         &[("connect-timeout-ms", "700")],
     )
     .await;
-    let start = stream.next_within(Duration::from_secs(5)).await.unwrap().json();
+    let start = stream
+        .next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json();
     let pid = start["event"]["start"]["pid"].as_u64().unwrap() as u32;
     assert!(alive(pid));
     let end = stream.next_within(Duration::from_secs(5)).await.unwrap();
@@ -86,7 +104,10 @@ async fn request_deadline_kills_the_process_and_ends_the_stream() {
     assert!(stream.next().await.is_none());
     let deadline = Instant::now() + Duration::from_secs(5);
     while alive(pid) {
-        assert!(Instant::now() < deadline, "process {pid} survived its deadline");
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} survived its deadline"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     daemon.stop().await;
@@ -101,7 +122,10 @@ async fn client_disconnect_does_not_kill_and_connect_reattaches() {
         .await
         .expect("start");
     let mut first = Outcome::default();
-    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    record(
+        &mut first,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     let pid = first.pid;
     drop(stream);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -141,7 +165,10 @@ async fn output_fans_out_to_every_subscriber_and_is_discarded_without_one() {
         .await
         .expect("start");
     let mut first = Outcome::default();
-    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    record(
+        &mut first,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     let pid = first.pid;
     drop(stream);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -169,7 +196,11 @@ async fn output_fans_out_to_every_subscriber_and_is_discarded_without_one() {
                 },
             );
         }
-        assert_eq!(outcome.stdout_text(), "shared\n", "early output must be gone");
+        assert_eq!(
+            outcome.stdout_text(),
+            "shared\n",
+            "early output must be gone"
+        );
         assert_eq!(outcome.end().exit_code, 0);
     }
     daemon.stop().await;
@@ -222,9 +253,15 @@ async fn exits_are_retained_for_the_window_then_not_found() {
         })
         .await
         .expect("stream opens");
-    let err = gone.message().await.expect_err("not found after the window");
+    let err = gone
+        .message()
+        .await
+        .expect_err("not found after the window");
     assert_eq!(err.code, ErrorCode::NotFound);
-    assert_eq!(err.message.as_deref(), Some(format!("process with pid {pid} not found").as_str()));
+    assert_eq!(
+        err.message.as_deref(),
+        Some(format!("process with pid {pid} not found").as_str())
+    );
     daemon.stop().await;
 }
 
@@ -262,7 +299,10 @@ async fn connect_timeout_ends_only_the_stream() {
     let client = daemon.process(true);
     let mut stream = client.start(shell("sleep 30")).await.expect("start");
     let mut first = Outcome::default();
-    record(&mut first, stream.message().await.unwrap().unwrap().to_owned_message());
+    record(
+        &mut first,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     let pid = first.pid;
     let mut attached = RawStream::open(
         &daemon.url("/process.Process/Connect"),
@@ -270,7 +310,11 @@ async fn connect_timeout_ends_only_the_stream() {
         &[("connect-timeout-ms", "400")],
     )
     .await;
-    let start = attached.next_within(Duration::from_secs(5)).await.unwrap().json();
+    let start = attached
+        .next_within(Duration::from_secs(5))
+        .await
+        .unwrap()
+        .json();
     assert_eq!(start["event"]["start"]["pid"], pid);
     let end = attached.next_within(Duration::from_secs(5)).await.unwrap();
     assert_eq!(end.json()["error"]["code"], "deadline_exceeded");
@@ -301,7 +345,10 @@ async fn pty_size_resize_input_and_chunking() {
     };
     let mut stream = client.start(request).await.expect("start pty");
     let mut outcome = Outcome::default();
-    record(&mut outcome, stream.message().await.unwrap().unwrap().to_owned_message());
+    record(
+        &mut outcome,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     let pid = outcome.pid;
     let send = |text: &'static str| {
         let client = daemon.process(false);
@@ -325,7 +372,11 @@ async fn pty_size_resize_input_and_chunking() {
     send("stty size; tput cols; tty; echo SID $(ps -o sid= -p $$) PID $$\n").await;
     let deadline = Instant::now() + Duration::from_secs(10);
     while !String::from_utf8_lossy(&outcome.pty).contains(&format!("PID {pid}")) {
-        assert!(Instant::now() < deadline, "pty output: {:?}", String::from_utf8_lossy(&outcome.pty));
+        assert!(
+            Instant::now() < deadline,
+            "pty output: {:?}",
+            String::from_utf8_lossy(&outcome.pty)
+        );
         let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
             .await
             .expect("pty output in time")
@@ -335,9 +386,15 @@ async fn pty_size_resize_input_and_chunking() {
     }
     let text = String::from_utf8_lossy(&outcome.pty).into_owned();
     assert!(text.contains("27 91"), "stty size: {text}");
-    assert!(text.contains("\n91\r") || text.contains("91\r\n"), "tput cols: {text}");
+    assert!(
+        text.contains("\n91\r") || text.contains("91\r\n"),
+        "tput cols: {text}"
+    );
     assert!(text.contains("/dev/pts/"), "tty: {text}");
-    assert!(text.contains(&format!("SID {pid} PID {pid}")), "own session: {text}");
+    assert!(
+        text.contains(&format!("SID {pid} PID {pid}")),
+        "own session: {text}"
+    );
 
     client
         .update(UpdateRequest {
@@ -390,7 +447,112 @@ async fn pty_output_is_chunked_at_16_kib() {
     .into();
     let outcome = common::process::run_with(&client, request, CallOptions::default()).await;
     assert_eq!(outcome.pty.iter().filter(|b| **b == b'x').count(), 200_000);
-    assert!(outcome.chunks.iter().all(|len| *len <= 16 * 1024), "{:?}", outcome.chunks);
+    assert!(
+        outcome.chunks.iter().all(|len| *len <= 16 * 1024),
+        "{:?}",
+        outcome.chunks
+    );
     assert_eq!(outcome.end().exit_code, 0);
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frames_are_flushed_as_produced() {
+    let daemon = TestDaemon::start(config()).await;
+    let mut stream = RawStream::open(
+        &daemon.url("/process.Process/Start"),
+        r#"{"process":{"cmd":"/bin/sh","args":["-c","echo first; sleep 3; echo second"]},"stdin":false}"#,
+        &[],
+    )
+    .await;
+    let started = Instant::now();
+    let start = stream
+        .next_within(Duration::from_secs(2))
+        .await
+        .unwrap()
+        .json();
+    assert!(start["event"].get("start").is_some());
+    let data = stream
+        .next_within(Duration::from_secs(2))
+        .await
+        .unwrap()
+        .json();
+    assert_eq!(data["event"]["data"]["stdout"], "Zmlyc3QK");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "first output arrived while the process ran"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipe_processes_share_the_daemons_group_and_ptys_get_a_session() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    let outcome = run(&client, shell("ps -o pgid= -o sid= -p $$")).await;
+    let ids: Vec<i32> = outcome
+        .stdout_text()
+        .split_whitespace()
+        .map(|id| id.parse().unwrap())
+        .collect();
+    // envd does not setsid/setpgid for pipe processes: they stay in the daemon's group.
+    assert_eq!(ids[0], unsafe { libc::getpgrp() });
+    assert_eq!(ids[1], unsafe { libc::getsid(0) });
+
+    let mut request = shell("ps -o sid= -o tty= -p $$; echo PID $$");
+    request.stdin = None;
+    request.pty = Some(PTY {
+        size: pty::Size {
+            cols: 80,
+            rows: 24,
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    })
+    .into();
+    let outcome = run(&client, request).await;
+    let text = String::from_utf8_lossy(&outcome.pty).into_owned();
+    let mut words = text.split_whitespace();
+    assert_eq!(
+        words.next(),
+        Some(outcome.pid.to_string().as_str()),
+        "{text}"
+    );
+    assert!(
+        words.next().unwrap().starts_with("pts/"),
+        "controlling terminal: {text}"
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instantly_exiting_processes_never_linger_in_list() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(false);
+    for _ in 0..20 {
+        let mut stream = client
+            .start(common::process::command("/bin/true", &[]))
+            .await
+            .expect("start");
+        drop(stream.message().await);
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let listed = client
+            .list(envd_proto::process::ListRequest::default())
+            .await
+            .unwrap()
+            .into_owned();
+        if listed.processes.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still listed: {:?}",
+            listed.processes
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     daemon.stop().await;
 }

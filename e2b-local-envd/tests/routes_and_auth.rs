@@ -31,7 +31,10 @@ fn encode(text: &str) -> String {
 }
 
 fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,12 +54,26 @@ async fn health_envs_metrics_and_unknown_routes() {
         serde_json::json!({"E2B_SANDBOX": "true", "E2B_SANDBOX_ID": "sbxtest", "E2B_TEMPLATE_ID": "base", "FOO": "bar"})
     );
 
-    let metrics = send(Method::GET, &daemon.url("/metrics"), &[], body(Bytes::new())).await;
+    let metrics = send(
+        Method::GET,
+        &daemon.url("/metrics"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(metrics.status, 200);
     let json = metrics.json();
     for field in [
-        "ts", "cpu_count", "cpu_used_pct", "mem_total", "mem_used", "mem_cache",
-        "mem_total_mib", "mem_used_mib", "disk_used", "disk_total",
+        "ts",
+        "cpu_count",
+        "cpu_used_pct",
+        "mem_total",
+        "mem_used",
+        "mem_cache",
+        "mem_total_mib",
+        "mem_used_mib",
+        "disk_used",
+        "disk_total",
     ] {
         assert!(json.get(field).is_some(), "{field} in {json}");
     }
@@ -66,7 +83,13 @@ async fn health_envs_metrics_and_unknown_routes() {
     let unknown = send(Method::GET, &daemon.url("/nope"), &[], body(Bytes::new())).await;
     assert_eq!(unknown.status, 404);
     assert_eq!(unknown.json()["code"], 404);
-    let wrong_method = send(Method::DELETE, &daemon.url("/files"), &[], body(Bytes::new())).await;
+    let wrong_method = send(
+        Method::DELETE,
+        &daemon.url("/files"),
+        &[],
+        body(Bytes::new()),
+    )
+    .await;
     assert_eq!(wrong_method.status, 405);
     assert_eq!(wrong_method.header("allow"), Some("GET, POST"));
     let unknown_rpc = unary_json(&daemon.url("/process.Process/Nope"), "{}", &[]).await;
@@ -82,8 +105,18 @@ async fn the_access_token_guards_everything_but_the_exempt_routes() {
 
     let health = send(Method::GET, &daemon.url("/health"), &[], body(Bytes::new())).await;
     assert_eq!(health.status, 204);
-    for (method, path) in [(Method::GET, "/envs"), (Method::GET, "/metrics"), (Method::POST, "/process.Process/List")] {
-        let reply = send(method.clone(), &daemon.url(path), &[("content-type", "application/json")], body("{}")).await;
+    for (method, path) in [
+        (Method::GET, "/envs"),
+        (Method::GET, "/metrics"),
+        (Method::POST, "/process.Process/List"),
+    ] {
+        let reply = send(
+            method.clone(),
+            &daemon.url(path),
+            &[("content-type", "application/json")],
+            body("{}"),
+        )
+        .await;
         assert_eq!(reply.status, 401, "{method} {path}");
         assert_eq!(
             reply.json(),
@@ -92,7 +125,10 @@ async fn the_access_token_guards_everything_but_the_exempt_routes() {
         let wrong = send(
             method.clone(),
             &daemon.url(path),
-            &[("content-type", "application/json"), ("x-access-token", "wrong")],
+            &[
+                ("content-type", "application/json"),
+                ("x-access-token", "wrong"),
+            ],
             body("{}"),
         )
         .await;
@@ -119,17 +155,25 @@ async fn signed_files_urls() {
     let get = |query: String, headers: Vec<(&'static str, String)>| {
         let url = daemon.url(&format!("/files?{query}"));
         async move {
-            let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
             send(Method::GET, &url, &headers, body(Bytes::new())).await
         }
     };
 
     let unsigned = get(format!("path={}", encode(path)), vec![]).await;
     assert_eq!(unsigned.status, 401);
-    assert_eq!(unsigned.json()["message"], "missing signature query parameter");
+    assert_eq!(
+        unsigned.json()["message"],
+        "missing signature query parameter"
+    );
 
     let signature = sign(path, "read", "", None);
-    let signed = get(format!("path={}&signature={}", encode(path), encode(&signature)), vec![]).await;
+    let signed = get(
+        format!("path={}&signature={}", encode(path), encode(&signature)),
+        vec![],
+    )
+    .await;
     assert_eq!(signed.status, 200, "{}", signed.text());
     assert_eq!(signed.text(), "secret");
 
@@ -163,7 +207,11 @@ async fn signed_files_urls() {
     );
 
     let wrong_op = get(
-        format!("path={}&signature={}", encode(path), encode(&sign(path, "write", "", None))),
+        format!(
+            "path={}&signature={}",
+            encode(path),
+            encode(&sign(path, "write", "", None))
+        ),
         vec![],
     )
     .await;
@@ -174,12 +222,26 @@ async fn signed_files_urls() {
         vec![("x-access-token", "wrong".to_owned())],
     )
     .await;
-    assert_eq!(wrong_header.status, 401, "a mismatching header fails even with a good signature");
+    assert_eq!(
+        wrong_header.status, 401,
+        "a mismatching header fails even with a good signature"
+    );
 
-    let header_only = get(format!("path={}", encode(path)), vec![("x-access-token", TOKEN.to_owned())]).await;
+    let header_only = get(
+        format!("path={}", encode(path)),
+        vec![("x-access-token", TOKEN.to_owned())],
+    )
+    .await;
     assert_eq!(header_only.status, 200);
 
-    let bad_expiration = get(format!("path={}&signature=x&signature_expiration=soon", encode(path)), vec![]).await;
+    let bad_expiration = get(
+        format!(
+            "path={}&signature=x&signature_expiration=soon",
+            encode(path)
+        ),
+        vec![],
+    )
+    .await;
     assert_eq!(bad_expiration.status, 400);
 
     let upload_path = dir.path().join("up.txt");
@@ -227,9 +289,19 @@ async fn init_updates_the_configuration_at_runtime() {
     )
     .await;
     assert_eq!(reply.status, 204, "{}", reply.text());
-    assert_eq!(reply.header("x-envd-version"), Some(e2b_local_envd::ENVD_VERSION));
+    assert_eq!(
+        reply.header("x-envd-version"),
+        Some(e2b_local_envd::ENVD_VERSION)
+    );
     let client = daemon.process(true);
-    let outcome = run(&client, command("/bin/sh", &["-c", "id -un; pwd; echo $FROM_INIT $E2B_SANDBOX"])).await;
+    let outcome = run(
+        &client,
+        command(
+            "/bin/sh",
+            &["-c", "id -un; pwd; echo $FROM_INIT $E2B_SANDBOX"],
+        ),
+    )
+    .await;
     assert_eq!(
         outcome.stdout_text(),
         format!("nobody\n{}\n1 true\n", dir.path().display())
@@ -237,20 +309,31 @@ async fn init_updates_the_configuration_at_runtime() {
 
     // An older init is acknowledged but ignored.
     let stale = init(
-        serde_json::json!({"envVars": {"STALE": "1"}, "timestamp": "2029-01-01T00:00:00Z"}).to_string(),
+        serde_json::json!({"envVars": {"STALE": "1"}, "timestamp": "2029-01-01T00:00:00Z"})
+            .to_string(),
         vec![],
     )
     .await;
     assert_eq!(stale.status, 204);
-    let envs = send(Method::GET, &daemon.url("/envs"), &[], body(Bytes::new())).await.json();
+    let envs = send(Method::GET, &daemon.url("/envs"), &[], body(Bytes::new()))
+        .await
+        .json();
     assert!(envs.get("STALE").is_none() && envs["FROM_INIT"] == "1");
 
     // Setting a token: from now on it is required, and only the same token may re-init.
-    let reply = init(serde_json::json!({"accessToken": TOKEN}).to_string(), vec![]).await;
+    let reply = init(
+        serde_json::json!({"accessToken": TOKEN}).to_string(),
+        vec![],
+    )
+    .await;
     assert_eq!(reply.status, 204);
     let denied = send(Method::GET, &daemon.url("/envs"), &[], body(Bytes::new())).await;
     assert_eq!(denied.status, 401);
-    let reply = init(serde_json::json!({"accessToken": "other"}).to_string(), vec![]).await;
+    let reply = init(
+        serde_json::json!({"accessToken": "other"}).to_string(),
+        vec![],
+    )
+    .await;
     assert_eq!(reply.status, 401);
     assert_eq!(reply.json()["message"], "access token validation failed");
     let reply = init("{}".to_owned(), vec![]).await;
@@ -262,7 +345,12 @@ async fn init_updates_the_configuration_at_runtime() {
     .await;
     assert_eq!(reply.status, 204);
 
-    for bad in ["{not json", r#"{"timestamp":"yesterday"}"#, r#"{"envVars":{"A=B":"1"}}"#, r#"{"envVars":"x"}"#] {
+    for bad in [
+        "{not json",
+        r#"{"timestamp":"yesterday"}"#,
+        r#"{"envVars":{"A=B":"1"}}"#,
+        r#"{"envVars":"x"}"#,
+    ] {
         let reply = init(bad.to_owned(), vec![]).await;
         assert_eq!(reply.status, 400, "{bad}: {}", reply.text());
         assert_eq!(reply.json()["code"], 400);
@@ -279,7 +367,10 @@ async fn cors_is_open_to_any_origin() {
         &[
             ("origin", "https://example.com"),
             ("access-control-request-method", "POST"),
-            ("access-control-request-headers", "content-type, connect-protocol-version"),
+            (
+                "access-control-request-headers",
+                "content-type, connect-protocol-version",
+            ),
         ],
         body(Bytes::new()),
     )
@@ -340,7 +431,10 @@ async fn shutdown_kills_every_process() {
     let client = daemon.process(true);
     let mut stream = client.start(shell("sleep 60")).await.unwrap();
     let mut outcome = common::process::Outcome::default();
-    common::process::record(&mut outcome, stream.message().await.unwrap().unwrap().to_owned_message());
+    common::process::record(
+        &mut outcome,
+        stream.message().await.unwrap().unwrap().to_owned_message(),
+    );
     let pid = outcome.pid;
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     daemon.stop().await;
@@ -350,7 +444,10 @@ async fn shutdown_kills_every_process() {
         if status.is_empty() || status.contains("State:\tZ") {
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "process survived shutdown");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "process survived shutdown"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

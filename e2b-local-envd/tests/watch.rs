@@ -47,7 +47,10 @@ async fn watch_dir_streams_split_events_with_entries() {
     let daemon = TestDaemon::start(config()).await;
     let mut stream = RawStream::open(
         &daemon.url("/filesystem.Filesystem/WatchDir"),
-        &format!(r#"{{"path":"{}","includeEntry":true}}"#, dir.path().display()),
+        &format!(
+            r#"{{"path":"{}","includeEntry":true}}"#,
+            dir.path().display()
+        ),
         &[],
     )
     .await;
@@ -56,9 +59,16 @@ async fn watch_dir_streams_split_events_with_entries() {
     assert_eq!(start.json(), serde_json::json!({"start": {}}));
 
     std::fs::write(dir.path().join("a.txt"), b"hello").unwrap();
-    let (seen, raw) = events_until(&mut stream, |seen| has(seen, "a.txt", "EVENT_TYPE_WRITE")).await;
-    assert_eq!(seen[0], ("a.txt".to_owned(), "EVENT_TYPE_CREATE".to_owned()));
-    let write = raw.iter().find(|event| event["type"] == "EVENT_TYPE_WRITE").unwrap();
+    let (seen, raw) =
+        events_until(&mut stream, |seen| has(seen, "a.txt", "EVENT_TYPE_WRITE")).await;
+    assert_eq!(
+        seen[0],
+        ("a.txt".to_owned(), "EVENT_TYPE_CREATE".to_owned())
+    );
+    let write = raw
+        .iter()
+        .find(|event| event["type"] == "EVENT_TYPE_WRITE")
+        .unwrap();
     assert_eq!(write["entry"]["name"], "a.txt");
     assert_eq!(write["entry"]["type"], "FILE_TYPE_FILE");
 
@@ -74,7 +84,10 @@ async fn watch_dir_streams_split_events_with_entries() {
         has(seen, "a.txt", "EVENT_TYPE_RENAME") && has(seen, "b.txt", "EVENT_TYPE_CREATE")
     })
     .await;
-    let rename = raw.iter().find(|event| event["type"] == "EVENT_TYPE_RENAME").unwrap();
+    let rename = raw
+        .iter()
+        .find(|event| event["type"] == "EVENT_TYPE_RENAME")
+        .unwrap();
     assert!(rename.get("entry").is_none(), "renames carry no entry");
     assert!(seen.len() >= 2);
 
@@ -97,7 +110,10 @@ async fn recursive_watches_follow_new_directories() {
     .await;
     stream.next_within(Duration::from_secs(5)).await.unwrap();
     std::fs::write(dir.path().join("existing/f1"), b"1").unwrap();
-    events_until(&mut stream, |seen| has(seen, "existing/f1", "EVENT_TYPE_CREATE")).await;
+    events_until(&mut stream, |seen| {
+        has(seen, "existing/f1", "EVENT_TYPE_CREATE")
+    })
+    .await;
     std::fs::create_dir(dir.path().join("new")).unwrap();
     events_until(&mut stream, |seen| has(seen, "new", "EVENT_TYPE_CREATE")).await;
     std::fs::write(dir.path().join("new/f2"), b"2").unwrap();
@@ -106,7 +122,10 @@ async fn recursive_watches_follow_new_directories() {
     std::fs::rename(dir.path().join("new"), dir.path().join("moved")).unwrap();
     events_until(&mut stream, |seen| has(seen, "moved", "EVENT_TYPE_CREATE")).await;
     std::fs::write(dir.path().join("moved/f3"), b"3").unwrap();
-    events_until(&mut stream, |seen| has(seen, "moved/f3", "EVENT_TYPE_CREATE")).await;
+    events_until(&mut stream, |seen| {
+        has(seen, "moved/f3", "EVENT_TYPE_CREATE")
+    })
+    .await;
     daemon.stop().await;
 }
 
@@ -124,8 +143,14 @@ async fn non_recursive_watches_ignore_subdirectories() {
     stream.next_within(Duration::from_secs(5)).await.unwrap();
     std::fs::write(dir.path().join("sub/hidden"), b"x").unwrap();
     std::fs::write(dir.path().join("visible"), b"x").unwrap();
-    let (seen, _) = events_until(&mut stream, |seen| has(seen, "visible", "EVENT_TYPE_CREATE")).await;
-    assert!(seen.iter().all(|(name, _)| !name.contains("hidden")), "{seen:?}");
+    let (seen, _) = events_until(&mut stream, |seen| {
+        has(seen, "visible", "EVENT_TYPE_CREATE")
+    })
+    .await;
+    assert!(
+        seen.iter().all(|(name, _)| !name.contains("hidden")),
+        "{seen:?}"
+    );
     daemon.stop().await;
 }
 
@@ -136,13 +161,21 @@ async fn watch_keepalives_deadline_and_errors() {
     let mut stream = RawStream::open(
         &daemon.url("/filesystem.Filesystem/WatchDir"),
         &format!(r#"{{"path":"{}"}}"#, dir.path().display()),
-        &[("keepalive-ping-interval", "1"), ("connect-timeout-ms", "2500")],
+        &[
+            ("keepalive-ping-interval", "1"),
+            ("connect-timeout-ms", "2500"),
+        ],
     )
     .await;
     let mut kinds = Vec::new();
     while let Some(envelope) = stream.next_within(Duration::from_secs(10)).await {
         if envelope.is_end() {
-            kinds.push(envelope.json()["error"]["code"].as_str().unwrap().to_owned());
+            kinds.push(
+                envelope.json()["error"]["code"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            );
         } else {
             kinds.push(
                 envelope
@@ -156,11 +189,17 @@ async fn watch_keepalives_deadline_and_errors() {
             );
         }
     }
-    assert_eq!(kinds, ["start", "keepalive", "keepalive", "deadline_exceeded"]);
+    assert_eq!(
+        kinds,
+        ["start", "keepalive", "keepalive", "deadline_exceeded"]
+    );
 
     for (path, code) in [
         (dir.path().join("missing"), "not_found"),
-        (std::path::PathBuf::from("/etc/hostname"), "invalid_argument"),
+        (
+            std::path::PathBuf::from("/etc/hostname"),
+            "invalid_argument",
+        ),
     ] {
         let stream = RawStream::open(
             &daemon.url("/filesystem.Filesystem/WatchDir"),
@@ -194,12 +233,19 @@ async fn polling_watchers_drain_and_are_removed() {
         .watcher_id;
     assert_eq!(id.len(), 21);
     assert!(id.starts_with('w'));
-    assert!(id[1..].bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
+    assert!(
+        id[1..]
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+    );
 
     std::fs::write(dir.path().join("polled"), b"x").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut events = Vec::new();
-    while !events.iter().any(|(_, kind)| *kind == EventType::EVENT_TYPE_WRITE) {
+    while !events
+        .iter()
+        .any(|(_, kind)| *kind == EventType::EVENT_TYPE_WRITE)
+    {
         assert!(Instant::now() < deadline, "{events:?}");
         tokio::time::sleep(Duration::from_millis(50)).await;
         let drained = fs
@@ -253,7 +299,10 @@ async fn polling_watchers_drain_and_are_removed() {
     ] {
         let err = result.expect_err("unknown watcher");
         assert_eq!(err.code, ErrorCode::NotFound);
-        assert_eq!(err.message.unwrap(), format!("watcher with id {id} not found"));
+        assert_eq!(
+            err.message.unwrap(),
+            format!("watcher with id {id} not found")
+        );
     }
     let err = fs
         .create_watcher(CreateWatcherRequest {

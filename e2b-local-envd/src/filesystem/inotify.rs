@@ -143,9 +143,9 @@ impl DirWatcher {
                             wd: event.wd(),
                             flags: event.events(),
                             cookie: event.cookie(),
-                            name: event
-                                .file_name()
-                                .map(|name| std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned()),
+                            name: event.file_name().map(|name| {
+                                std::ffi::OsStr::from_bytes(name.to_bytes()).to_owned()
+                            }),
                         }),
                         Err(rustix::io::Errno::AGAIN) => break,
                         Err(err) => return Err(WatchError::Io(err.into())),
@@ -203,7 +203,10 @@ impl DirWatcher {
         if flags.contains(ReadFlags::DELETE_SELF) {
             self.forget(record.wd);
             // The parent, if watched, already reported the removal.
-            if self.by_path.contains_key(&crate::paths::parent(&watch_path)) {
+            if self
+                .by_path
+                .contains_key(&crate::paths::parent(&watch_path))
+            {
                 return Ok(());
             }
         }
@@ -231,9 +234,8 @@ impl DirWatcher {
                         .map(|(_, from)| from.clone())
                 })
                 .flatten();
-            match renamed_from {
-                Some(from) => self.repath(&from, &path),
-                None => {}
+            if let Some(from) = renamed_from {
+                self.repath(&from, &path);
             }
             match self.add(&path, false).and_then(|()| self.add_tree(&path)) {
                 Ok(()) => {}

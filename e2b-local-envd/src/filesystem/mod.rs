@@ -9,7 +9,9 @@ pub(crate) mod watchers;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use connectrpc::{ConnectError, RequestContext, Response, ServiceRequest, ServiceResult, ServiceStream};
+use connectrpc::{
+    ConnectError, RequestContext, Response, ServiceRequest, ServiceResult, ServiceStream,
+};
 use envd_proto::filesystem::{
     CreateWatcherRequest, CreateWatcherResponse, Filesystem, GetWatcherEventsRequest,
     GetWatcherEventsResponse, ListDirRequest, ListDirResponse, MakeDirRequest, MakeDirResponse,
@@ -65,8 +67,8 @@ fn required(value: &str, operation: &str, field: &str) -> Result<(), ConnectErro
 
 #[allow(refining_impl_trait)]
 impl Filesystem for FilesystemService {
-    async fn stat<'a>(
-        &'a self,
+    async fn stat(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, StatRequest>,
     ) -> ServiceResult<StatResponse> {
@@ -79,8 +81,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn make_dir<'a>(
-        &'a self,
+    async fn make_dir(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, MakeDirRequest>,
     ) -> ServiceResult<MakeDirResponse> {
@@ -94,8 +96,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn r#move<'a>(
-        &'a self,
+    async fn r#move(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, MoveRequest>,
     ) -> ServiceResult<MoveResponse> {
@@ -114,8 +116,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn list_dir<'a>(
-        &'a self,
+    async fn list_dir(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, ListDirRequest>,
     ) -> ServiceResult<ListDirResponse> {
@@ -130,8 +132,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn remove<'a>(
-        &'a self,
+    async fn remove(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, RemoveRequest>,
     ) -> ServiceResult<RemoveResponse> {
@@ -167,8 +169,8 @@ impl Filesystem for FilesystemService {
         )))
     }
 
-    async fn create_watcher<'a>(
-        &'a self,
+    async fn create_watcher(
+        &self,
         ctx: RequestContext,
         request: ServiceRequest<'_, CreateWatcherRequest>,
     ) -> ServiceResult<CreateWatcherResponse> {
@@ -189,8 +191,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn get_watcher_events<'a>(
-        &'a self,
+    async fn get_watcher_events(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, GetWatcherEventsRequest>,
     ) -> ServiceResult<GetWatcherEventsResponse> {
@@ -204,8 +206,8 @@ impl Filesystem for FilesystemService {
         }))
     }
 
-    async fn remove_watcher<'a>(
-        &'a self,
+    async fn remove_watcher(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, RemoveWatcherRequest>,
     ) -> ServiceResult<RemoveWatcherResponse> {

@@ -22,14 +22,21 @@ fn entry(path: &Path, names: &OwnerNames) -> Result<EntryInfo, ConnectError> {
         if is_not_found(&err) {
             ConnectError::not_found(format!("file not found: {}: {err}", path.display()))
         } else {
-            ConnectError::internal(format!("error getting file info: {}: {err}", path.display()))
+            ConnectError::internal(format!(
+                "error getting file info: {}: {err}",
+                path.display()
+            ))
         }
     })
 }
 
 /// `MakeDir`: `mkdir -p` owned by `user`; an existing directory is `already_exists`, an
 /// existing non-directory `invalid_argument`.
-pub(crate) fn make_dir(path: &Path, user: &User, names: &OwnerNames) -> Result<EntryInfo, ConnectError> {
+pub(crate) fn make_dir(
+    path: &Path,
+    user: &User,
+    names: &OwnerNames,
+) -> Result<EntryInfo, ConnectError> {
     match std::fs::metadata(path) {
         Ok(meta) if meta.is_dir() => {
             return Err(ConnectError::already_exists(format!(
@@ -129,14 +136,23 @@ pub(crate) fn list_dir(
                 requested.display().to_string()
             ))
         } else {
-            ConnectError::internal(format!("error resolving symlink {}: {err}", requested.display()))
+            ConnectError::internal(format!(
+                "error resolving symlink {}: {err}",
+                requested.display()
+            ))
         }
     })?;
     let meta = std::fs::metadata(&resolved).map_err(|err| {
         if is_not_found(&err) {
-            ConnectError::not_found(format!("directory not found: {}: {err}", resolved.display()))
+            ConnectError::not_found(format!(
+                "directory not found: {}: {err}",
+                resolved.display()
+            ))
         } else {
-            ConnectError::internal(format!("error getting file info: {}: {err}", resolved.display()))
+            ConnectError::internal(format!(
+                "error getting file info: {}: {err}",
+                resolved.display()
+            ))
         }
     })?;
     if !meta.is_dir() {
@@ -147,7 +163,10 @@ pub(crate) fn list_dir(
     }
     let mut entries = Vec::new();
     walk(&resolved, requested, 1, depth, names, &mut entries).map_err(|err| {
-        ConnectError::internal(format!("error reading directory {}: {err}", resolved.display()))
+        ConnectError::internal(format!(
+            "error reading directory {}: {err}",
+            resolved.display()
+        ))
     })?;
     Ok(entries)
 }

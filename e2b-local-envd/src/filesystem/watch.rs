@@ -27,7 +27,10 @@ const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 /// Checks that `path` can be watched: it must exist (`not_found`), be a directory
 /// (`invalid_argument`) and, unless `allow_network_mounts`, not live on NFS/CIFS/SMB/FUSE.
 /// Returns the cleaned path used as the base of event names.
-pub(crate) fn check_watch_path(path: &Path, allow_network_mounts: bool) -> Result<PathBuf, ConnectError> {
+pub(crate) fn check_watch_path(
+    path: &Path,
+    allow_network_mounts: bool,
+) -> Result<PathBuf, ConnectError> {
     let meta = std::fs::metadata(path).map_err(|err| {
         if err.kind() == std::io::ErrorKind::NotFound {
             ConnectError::not_found(format!("path {} not found: {err}", path.display()))
@@ -50,7 +53,15 @@ pub(crate) fn check_watch_path(path: &Path, allow_network_mounts: bool) -> Resul
         })?;
         #[allow(clippy::unnecessary_cast)]
         let kind = stat.f_type as i64;
-        if [NFS_SUPER_MAGIC, CIFS_MAGIC, SMB_SUPER_MAGIC, SMB2_MAGIC, FUSE_SUPER_MAGIC].contains(&kind) {
+        if [
+            NFS_SUPER_MAGIC,
+            CIFS_MAGIC,
+            SMB_SUPER_MAGIC,
+            SMB2_MAGIC,
+            FUSE_SUPER_MAGIC,
+        ]
+        .contains(&kind)
+        {
             return Err(ConnectError::invalid_argument(format!(
                 "cannot watch path on network filesystem: {}",
                 path.display()
@@ -99,7 +110,9 @@ pub(crate) fn to_events(
             // already hold an unrelated new file.
             let carries_entry = matches!(
                 kind,
-                EventType::EVENT_TYPE_CREATE | EventType::EVENT_TYPE_WRITE | EventType::EVENT_TYPE_CHMOD
+                EventType::EVENT_TYPE_CREATE
+                    | EventType::EVENT_TYPE_WRITE
+                    | EventType::EVENT_TYPE_CHMOD
             );
             let entry = match &names {
                 Some(names) if carries_entry => entry_info(&change.path, names)

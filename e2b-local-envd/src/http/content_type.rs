@@ -149,7 +149,10 @@ mod tests {
 
     #[test]
     fn extensions_and_sniffing() {
-        assert_eq!(by_extension("/a/b/page.HTML"), Some("text/html; charset=utf-8"));
+        assert_eq!(
+            by_extension("/a/b/page.HTML"),
+            Some("text/html; charset=utf-8")
+        );
         assert_eq!(by_extension("data.json"), Some("application/json"));
         assert_eq!(by_extension("noext"), None);
         assert_eq!(sniff(b"hello world\n"), "text/plain; charset=utf-8");

@@ -27,10 +27,11 @@ const READ_CHUNK: usize = 64 << 10;
 pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body> {
     let files = match files_prologue(daemon, &request, Operation::Read) {
         Ok(files) => files,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let raw_path = files.path().to_owned();
-    let path = match expand_and_resolve(&raw_path, &files.user, daemon.default_workdir().as_deref()) {
+    let path = match expand_and_resolve(&raw_path, &files.user, daemon.default_workdir().as_deref())
+    {
         Ok(path) => path,
         Err(err) => {
             return json_error(
@@ -90,7 +91,15 @@ pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) 
     let mut response = match coding {
         Coding::Gzip => gzip_response(file, &raw_path),
         Coding::Identity => {
-            serve_content(request.method(), headers, file, &raw_path, meta.len(), meta.modified().ok()).await
+            serve_content(
+                request.method(),
+                headers,
+                file,
+                &raw_path,
+                meta.len(),
+                meta.modified().ok(),
+            )
+            .await
         }
     };
     let response_headers = response.headers_mut();
@@ -104,9 +113,8 @@ pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) 
 /// `inline; filename=…` as Go's `mime.FormatMediaType` writes it: a token as is, other ASCII
 /// quoted, non-ASCII in RFC 2231 form.
 fn content_disposition(name: &str) -> String {
-    let is_token_char = |c: char| {
-        c.is_ascii() && !c.is_ascii_control() && !" ()<>@,;:\\\"/[]?=".contains(c)
-    };
+    let is_token_char =
+        |c: char| c.is_ascii() && !c.is_ascii_control() && !" ()<>@,;:\\\"/[]?=".contains(c);
     if !name.is_empty() && name.chars().all(is_token_char) {
         return format!("inline; filename={name}");
     }
@@ -134,12 +142,19 @@ fn content_disposition(name: &str) -> String {
 }
 
 fn body_from(stream: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static) -> Body {
-    StreamBody::new(stream.map(|chunk| chunk.map(Frame::data).map_err(|err| Box::new(err) as BoxError)))
-        .boxed_unsync()
+    StreamBody::new(stream.map(|chunk| {
+        chunk
+            .map(Frame::data)
+            .map_err(|err| Box::new(err) as BoxError)
+    }))
+    .boxed_unsync()
 }
 
 /// The next chunk of at most `remaining` bytes (all of the rest when `None`).
-async fn read_chunk(file: &mut tokio::fs::File, remaining: Option<u64>) -> std::io::Result<Option<Bytes>> {
+async fn read_chunk(
+    file: &mut tokio::fs::File,
+    remaining: Option<u64>,
+) -> std::io::Result<Option<Bytes>> {
     let want = remaining.map_or(READ_CHUNK, |left| left.min(READ_CHUNK as u64) as usize);
     if want == 0 {
         return Ok(None);
@@ -168,9 +183,8 @@ fn file_stream(
 
 fn gzip_response(file: tokio::fs::File, raw_path: &str) -> Response<Body> {
     let encoder = GzEncoder::new(Vec::new(), Compression::default());
-    let stream = futures::stream::try_unfold(
-        (file, Some(encoder)),
-        |(mut file, encoder)| async move {
+    let stream =
+        futures::stream::try_unfold((file, Some(encoder)), |(mut file, encoder)| async move {
             let Some(mut encoder) = encoder else {
                 return Ok(None);
             };
@@ -189,8 +203,7 @@ fn gzip_response(file: tokio::fs::File, raw_path: &str) -> Response<Body> {
                     }
                 }
             }
-        },
-    );
+        });
     let mut response = Response::new(body_from(stream));
     let content_type = content_type::by_extension(raw_path).unwrap_or("application/octet-stream");
     let headers = response.headers_mut();
@@ -246,7 +259,10 @@ async fn serve_content(
                 }
             }
             if let Err(err) = file.seek(SeekFrom::Start(0)).await {
-                return text_error(StatusCode::INTERNAL_SERVER_ERROR, &format!("seeker can't seek: {err}"));
+                return text_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("seeker can't seek: {err}"),
+                );
             }
             content_type::sniff(&head[..filled])
         }
@@ -274,7 +290,13 @@ async fn serve_content(
 
     let head_only = method == http::Method::HEAD;
     let (status, body, length, content_range, content_type) = match ranges.as_slice() {
-        [] => (StatusCode::OK, file_body(file, None, head_only), size, None, content_type.to_owned()),
+        [] => (
+            StatusCode::OK,
+            file_body(file, None, head_only),
+            size,
+            None,
+            content_type.to_owned(),
+        ),
         [single] => {
             if let Err(err) = file.seek(SeekFrom::Start(single.start)).await {
                 return text_error(StatusCode::RANGE_NOT_SATISFIABLE, &err.to_string());
@@ -289,7 +311,14 @@ async fn serve_content(
         }
         several => {
             let boundary = multipart_boundary();
-            let (body, length) = multipart_body(file, several.to_vec(), size, content_type, &boundary, head_only);
+            let (body, length) = multipart_body(
+                file,
+                several.to_vec(),
+                size,
+                content_type,
+                &boundary,
+                head_only,
+            );
             (
                 StatusCode::PARTIAL_CONTENT,
                 body,
@@ -366,20 +395,29 @@ fn multipart_body(
         .enumerate()
         .map(|(index, range)| part_header(index, range))
         .collect();
-    let parts = ranges.into_iter().zip(headers).collect::<std::collections::VecDeque<_>>();
+    let parts = ranges
+        .into_iter()
+        .zip(headers)
+        .collect::<std::collections::VecDeque<_>>();
     let stream = futures::stream::try_unfold(
         (file, parts, None::<u64>, Some(closing)),
         |(mut file, mut parts, remaining, closing)| async move {
             if let Some(left) = remaining.filter(|left| *left > 0) {
                 let chunk = read_chunk(&mut file, Some(left)).await?.ok_or_else(|| {
-                    std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "file shrank while served")
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "file shrank while served",
+                    )
                 })?;
                 let left = left - chunk.len() as u64;
                 return Ok(Some((chunk, (file, parts, Some(left), closing))));
             }
             if let Some((range, header)) = parts.pop_front() {
                 file.seek(SeekFrom::Start(range.start)).await?;
-                return Ok(Some((Bytes::from(header), (file, parts, Some(range.length), closing))));
+                return Ok(Some((
+                    Bytes::from(header),
+                    (file, parts, Some(range.length), closing),
+                )));
             }
             Ok(closing.map(|closing| (Bytes::from(closing), (file, parts, None, None))))
         },
@@ -396,7 +434,10 @@ fn text_error(status: StatusCode, message: &str) -> Response<Body> {
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     response
 }
 
@@ -407,7 +448,10 @@ mod tests {
     #[test]
     fn content_disposition_like_go() {
         assert_eq!(content_disposition("a.txt"), "inline; filename=a.txt");
-        assert_eq!(content_disposition("a b.txt"), "inline; filename=\"a b.txt\"");
+        assert_eq!(
+            content_disposition("a b.txt"),
+            "inline; filename=\"a b.txt\""
+        );
         assert_eq!(content_disposition("q\"x"), "inline; filename=\"q\\\"x\"");
         assert_eq!(
             content_disposition("€.txt"),

@@ -140,7 +140,10 @@ mod tests {
     #[test]
     fn download_negotiation() {
         assert_eq!(negotiate_download(&HeaderMap::new()), Ok(Coding::Identity));
-        assert_eq!(negotiate_download(&headers("gzip, deflate")), Ok(Coding::Gzip));
+        assert_eq!(
+            negotiate_download(&headers("gzip, deflate")),
+            Ok(Coding::Gzip)
+        );
         assert_eq!(negotiate_download(&headers("br")), Ok(Coding::Identity));
         assert_eq!(
             negotiate_download(&headers("identity;q=1, gzip;q=0.5")),
@@ -164,6 +167,10 @@ mod tests {
         headers.insert(http::header::CONTENT_ENCODING, "GZIP".parse().unwrap());
         assert_eq!(upload_coding(&headers), Ok(Coding::Gzip));
         headers.insert(http::header::CONTENT_ENCODING, "br".parse().unwrap());
-        assert!(upload_coding(&headers).unwrap_err().contains("unsupported Content-Encoding: br"));
+        assert!(
+            upload_coding(&headers)
+                .unwrap_err()
+                .contains("unsupported Content-Encoding: br")
+        );
     }
 }

@@ -46,7 +46,10 @@ async fn init(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body
     {
         Ok(collected) => collected.to_bytes(),
         Err(err) => {
-            return json_error(StatusCode::BAD_REQUEST, format!("init: reading body: {err}"));
+            return json_error(
+                StatusCode::BAD_REQUEST,
+                format!("init: reading body: {err}"),
+            );
         }
     };
     let init: InitRequest = if body.iter().all(u8::is_ascii_whitespace) {
@@ -55,7 +58,10 @@ async fn init(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body
         match serde_json::from_slice(&body) {
             Ok(init) => init,
             Err(err) => {
-                return json_error(StatusCode::BAD_REQUEST, format!("init: invalid JSON body: {err}"));
+                return json_error(
+                    StatusCode::BAD_REQUEST,
+                    format!("init: invalid JSON body: {err}"),
+                );
             }
         }
     };
@@ -83,7 +89,10 @@ async fn init(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body
                 return json_error(StatusCode::UNAUTHORIZED, "access token validation failed");
             }
             None => {
-                return json_error(StatusCode::UNAUTHORIZED, "access token reset not authorized");
+                return json_error(
+                    StatusCode::UNAUTHORIZED,
+                    "access token reset not authorized",
+                );
             }
         }
     }
@@ -118,7 +127,13 @@ async fn init(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body
 fn parse_rfc3339(text: &str) -> Result<i128, String> {
     let invalid = || format!("{text:?} is not an RFC 3339 date-time");
     let bytes = text.as_bytes();
-    if bytes.len() < 20 || bytes[4] != b'-' || bytes[7] != b'-' || !matches!(bytes[10], b'T' | b't' | b' ') || bytes[13] != b':' || bytes[16] != b':' {
+    if bytes.len() < 20
+        || bytes[4] != b'-'
+        || bytes[7] != b'-'
+        || !matches!(bytes[10], b'T' | b't' | b' ')
+        || bytes[13] != b':'
+        || bytes[16] != b':'
+    {
         return Err(invalid());
     }
     let number = |range: std::ops::Range<usize>| -> Result<i64, String> {
@@ -129,7 +144,12 @@ fn parse_rfc3339(text: &str) -> Result<i128, String> {
     };
     let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
     let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
-    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+    if !(1..=12).contains(&month)
+        || !(1..=31).contains(&day)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
         return Err(invalid());
     }
     let mut rest = &text[19..];
@@ -145,7 +165,11 @@ fn parse_rfc3339(text: &str) -> Result<i128, String> {
     }
     let offset_seconds = match rest {
         "Z" | "z" => 0,
-        offset if offset.len() == 6 && matches!(offset.as_bytes()[0], b'+' | b'-') && offset.as_bytes()[3] == b':' => {
+        offset
+            if offset.len() == 6
+                && matches!(offset.as_bytes()[0], b'+' | b'-')
+                && offset.as_bytes()[3] == b':' =>
+        {
             let hours: i64 = offset[1..3].parse().map_err(|_| invalid())?;
             let minutes: i64 = offset[4..6].parse().map_err(|_| invalid())?;
             let sign = if offset.starts_with('-') { -1 } else { 1 };
@@ -154,7 +178,11 @@ fn parse_rfc3339(text: &str) -> Result<i128, String> {
         _ => return Err(invalid()),
     };
     // Days from the civil date (Howard Hinnant's algorithm).
-    let (y, m) = if month <= 2 { (year - 1, month + 9) } else { (year, month - 3) };
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
     let era = y.div_euclid(400);
     let year_of_era = y - era * 400;
     let day_of_year = (153 * m + 2) / 5 + day - 1;

@@ -95,15 +95,18 @@ pub(crate) fn files_prologue(
     daemon: &Daemon,
     request: &Request<Incoming>,
     operation: Operation,
-) -> Result<FilesRequest, Response<Body>> {
+) -> Result<FilesRequest, Box<Response<Body>>> {
+    let reject = |status, message: String| Box::new(json_error(status, message));
     let query = Query::parse(request.uri().query())
-        .map_err(|err| json_error(StatusCode::BAD_REQUEST, format!("invalid query: {err}")))?;
+        .map_err(|err| reject(StatusCode::BAD_REQUEST, format!("invalid query: {err}")))?;
     let expiration = match query.get("signature_expiration") {
         None => None,
         Some(raw) => Some(raw.parse::<i64>().map_err(|_| {
-            json_error(
+            reject(
                 StatusCode::BAD_REQUEST,
-                format!("invalid format for parameter signature_expiration: {raw:?} is not unix seconds"),
+                format!(
+                    "invalid format for parameter signature_expiration: {raw:?} is not unix seconds"
+                ),
             )
         })?),
     };
@@ -123,14 +126,14 @@ pub(crate) fn files_prologue(
         operation,
         now,
     )
-    .map_err(|message| json_error(StatusCode::UNAUTHORIZED, message))?;
+    .map_err(|message| reject(StatusCode::UNAUTHORIZED, message))?;
     let user = daemon
         .resolve_user(query.get("username"))
         .map_err(|(name, err)| match err {
             UserError::Unspecified => {
-                json_error(StatusCode::BAD_REQUEST, "username not provided")
+                reject(StatusCode::BAD_REQUEST, "username not provided".to_owned())
             }
-            UserError::Lookup(err) => json_error(
+            UserError::Lookup(err) => reject(
                 StatusCode::UNAUTHORIZED,
                 format!("error looking up user '{name}': {err}"),
             ),

@@ -37,7 +37,11 @@ fn truncate_to_seconds(time: SystemTime) -> SystemTime {
 
 /// Evaluates `If-Match`, `If-Unmodified-Since`, `If-None-Match`, `If-Modified-Since` and
 /// `If-Range` against `modified`.
-pub(crate) fn evaluate(method: &Method, headers: &HeaderMap, modified: Option<SystemTime>) -> Decision {
+pub(crate) fn evaluate(
+    method: &Method,
+    headers: &HeaderMap,
+    modified: Option<SystemTime>,
+) -> Decision {
     let modified = modified.map(truncate_to_seconds);
     let get_or_head = method == Method::GET || method == Method::HEAD;
 
@@ -86,7 +90,10 @@ pub(crate) fn evaluate(method: &Method, headers: &HeaderMap, modified: Option<Sy
     }
 
     let mut range = header(headers, "range").map(str::to_owned);
-    if range.is_some() && get_or_head && let Some(if_range) = header(headers, "if-range") {
+    if range.is_some()
+        && get_or_head
+        && let Some(if_range) = header(headers, "if-range")
+    {
         let holds = if if_range.starts_with('"') || if_range.starts_with("W/") {
             false
         } else {
@@ -207,7 +214,10 @@ mod tests {
             Decision::Serve { range: None }
         );
         headers.insert("if-modified-since", date.parse().unwrap());
-        assert_eq!(evaluate(&Method::GET, &headers, Some(modified)), Decision::NotModified);
+        assert_eq!(
+            evaluate(&Method::GET, &headers, Some(modified)),
+            Decision::NotModified
+        );
         headers.insert("if-modified-since", earlier.parse().unwrap());
         headers.insert("range", "bytes=0-1".parse().unwrap());
         assert_eq!(
@@ -229,6 +239,9 @@ mod tests {
         );
         let mut headers = HeaderMap::new();
         headers.insert("if-none-match", "*".parse().unwrap());
-        assert_eq!(evaluate(&Method::GET, &headers, Some(modified)), Decision::NotModified);
+        assert_eq!(
+            evaluate(&Method::GET, &headers, Some(modified)),
+            Decision::NotModified
+        );
     }
 }

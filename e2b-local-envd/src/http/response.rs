@@ -12,7 +12,9 @@ pub(crate) type Body = UnsyncBoxBody<Bytes, BoxError>;
 
 /// A complete in-memory body.
 pub(crate) fn full(bytes: impl Into<Bytes>) -> Body {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed_unsync()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
 }
 
 /// An empty body.
@@ -47,9 +49,10 @@ pub(crate) fn json(status: StatusCode, value: &impl serde::Serialize) -> Respons
     });
     let mut response = Response::new(full(text));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     response
 }
 

@@ -60,7 +60,7 @@ fn is_no_space(err: &std::io::Error) -> bool {
 pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body> {
     let files = match files_prologue(daemon, &request, Operation::Write) {
         Ok(files) => files,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let coding = match encoding::upload_coding(request.headers()) {
         Ok(coding) => coding,
@@ -202,7 +202,9 @@ async fn upload_multipart(
             Ok(Some(field)) => field,
             Ok(None) => break,
             Err(err) => {
-                return Err(Failure::bad_request(format!("error reading multipart form: {err}")));
+                return Err(Failure::bad_request(format!(
+                    "error reading multipart form: {err}"
+                )));
             }
         };
         if field.name() != Some("file") {
@@ -236,7 +238,10 @@ async fn upload_multipart(
             return Err(Failure::bad_request(message));
         }
         let chunks: ChunkStream = Box::pin(field.map_err(|err| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("error reading multipart form: {err}"))
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("error reading multipart form: {err}"),
+            )
         }));
         uploaded.push(target.write(&path, chunks).await?);
     }
@@ -266,13 +271,16 @@ impl Target<'_> {
                 .await
                 .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??
         };
-        let mut file = tokio::io::BufWriter::with_capacity(256 << 10, tokio::fs::File::from_std(prepared));
+        let mut file =
+            tokio::io::BufWriter::with_capacity(256 << 10, tokio::fs::File::from_std(prepared));
         while let Some(chunk) = chunks.next().await {
             let chunk = chunk.map_err(|err| match err.kind() {
                 std::io::ErrorKind::InvalidData => Failure::bad_request(err.to_string()),
                 _ => Failure::bad_request(format!("error reading upload body: {err}")),
             })?;
-            file.write_all(&chunk).await.map_err(|err| self.write_failure(err))?;
+            file.write_all(&chunk)
+                .await
+                .map_err(|err| self.write_failure(err))?;
         }
         file.flush().await.map_err(|err| self.write_failure(err))?;
         let file = file.into_inner();
@@ -333,7 +341,9 @@ fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
             Ok(()) => chowned = true,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
             Err(err) => {
-                return Err(Failure::internal(format!("error changing file ownership: {err}")));
+                return Err(Failure::internal(format!(
+                    "error changing file ownership: {err}"
+                )));
             }
         }
     }
@@ -376,6 +386,8 @@ fn store_metadata(
             StatusCode::INSUFFICIENT_STORAGE,
             format!("not enough space for file metadata: {err}"),
         )),
-        Err(err) => Err(Failure::internal(format!("error writing file metadata: {err}"))),
+        Err(err) => Err(Failure::internal(format!(
+            "error writing file metadata: {err}"
+        ))),
     }
 }

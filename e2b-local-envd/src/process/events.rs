@@ -101,7 +101,7 @@ pub(crate) fn process_events<R: Send + 'static>(
                         () = tokio::time::sleep_until(next_keepalive) => {
                             next_keepalive = Instant::now() + keepalive;
                             Some((
-                                Ok(wrap(event(Event::Keepalive(Box::new(KeepAlive::default()))))),
+                                Ok(wrap(event(Event::Keepalive(Box::<KeepAlive>::default())))),
                                 State::Live { receiver, next_keepalive },
                             ))
                         }

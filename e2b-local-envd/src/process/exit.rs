@@ -29,7 +29,10 @@ fn go_status_string(raw_status: i32) -> String {
     } else if libc::WIFSIGNALED(raw_status) {
         format!("signal: {}", go_signal_name(libc::WTERMSIG(raw_status)))
     } else if libc::WIFSTOPPED(raw_status) {
-        format!("stop signal: {}", go_signal_name(libc::WSTOPSIG(raw_status)))
+        format!(
+            "stop signal: {}",
+            go_signal_name(libc::WSTOPSIG(raw_status))
+        )
     } else if libc::WIFCONTINUED(raw_status) {
         "continued".to_owned()
     } else {

@@ -40,7 +40,9 @@ pub(crate) struct Fanout {
 
 impl Fanout {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Attaches a new stream. Dropping the receiver detaches it.

@@ -57,13 +57,15 @@ pub(crate) struct ManagedProcess {
 impl ManagedProcess {
     /// Takes ownership of a freshly spawned child and starts its output readers and reaper on
     /// the current tokio runtime. The returned subscription is attached before any output is
-    /// read, so the `Start` stream misses nothing. `on_exit` runs once the process is reaped,
-    /// before the end event is delivered to attached streams.
+    /// read, so the `Start` stream misses nothing. `on_start` runs before the reaper starts (so
+    /// a process that exits at once is registered before it is retired); `on_exit` runs once the
+    /// process is reaped, before the end event is delivered to attached streams.
     pub(crate) fn start(
         spawned: Spawned,
         config: ProcessConfig,
         tag: Option<String>,
         sequence: u64,
+        on_start: impl FnOnce(&Arc<ManagedProcess>),
         on_exit: impl FnOnce(&Arc<ManagedProcess>, &EndEvent) + Send + 'static,
     ) -> (Arc<Self>, Subscription) {
         let Spawned {
@@ -95,6 +97,7 @@ impl ManagedProcess {
             ended: watch::channel(None).0,
         });
         let initial = process.fanout.subscribe();
+        on_start(&process);
         tokio::spawn(Arc::clone(&process).reap(child, readers, on_exit));
         (process, initial)
     }
@@ -103,7 +106,6 @@ impl ManagedProcess {
     pub(crate) fn subscribe(&self) -> Subscription {
         self.fanout.subscribe()
     }
-
 
     /// Reads output until EOF (or until told to stop), then waits for the exit, then publishes
     /// the end. envd orders it the same way: a process whose orphans keep its pipes open ends
@@ -141,7 +143,11 @@ impl ManagedProcess {
     }
 
     /// Publishes pipe output in chunks of at most 32 KiB until EOF, an error, or a stop request.
-    async fn pump_pipe<R: AsyncRead + Unpin>(&self, mut reader: R, wrap: fn(Vec<u8>) -> DataOutput) {
+    async fn pump_pipe<R: AsyncRead + Unpin>(
+        &self,
+        mut reader: R,
+        wrap: fn(Vec<u8>) -> DataOutput,
+    ) {
         let mut stop = self.stop_output.subscribe();
         let mut buf = vec![0u8; PIPE_CHUNK];
         loop {
@@ -175,7 +181,10 @@ impl ManagedProcess {
             match read {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
-                    if !self.publish(&mut stop, DataOutput::Pty(buf[..n].to_vec())).await {
+                    if !self
+                        .publish(&mut stop, DataOutput::Pty(buf[..n].to_vec()))
+                        .await
+                    {
                         return;
                     }
                 }

@@ -10,7 +10,10 @@ pub(crate) mod table;
 
 use std::sync::Arc;
 
-use connectrpc::{ConnectError, InboundStream, RequestContext, Response, ServiceRequest, ServiceResult, ServiceStream};
+use connectrpc::{
+    ConnectError, InboundStream, RequestContext, Response, ServiceRequest, ServiceResult,
+    ServiceStream,
+};
 use envd_proto::process::process_input::Input;
 use envd_proto::process::process_selector::Selector as ProtoSelector;
 use envd_proto::process::stream_input_request::Event as StreamInputEvent;
@@ -27,8 +30,8 @@ use crate::env_vars::validate_env_var;
 use crate::keepalive;
 use crate::paths::expand_and_resolve;
 use crate::state::Daemon;
-pub(crate) use managed::ManagedProcess;
 use managed::InputError;
+pub(crate) use managed::ManagedProcess;
 use spawn::{SpawnSpec, StdioMode};
 use table::Selector;
 
@@ -108,7 +111,10 @@ impl ProcessService {
             )));
         }
         let groups = self.daemon.users.groups(&user).map_err(|err| {
-            ConnectError::internal(format!("start: supplementary groups of '{}': {err}", user.name))
+            ConnectError::internal(format!(
+                "start: supplementary groups of '{}': {err}",
+                user.name
+            ))
         })?;
 
         // envd's environment, later entries winning: PATH, the user's identity, the
@@ -175,8 +181,8 @@ fn connect_response(event: envd_proto::process::ProcessEvent) -> ConnectResponse
 
 #[allow(refining_impl_trait)]
 impl Process for ProcessService {
-    async fn list<'a>(
-        &'a self,
+    async fn list(
+        &self,
         _ctx: RequestContext,
         _request: ServiceRequest<'_, ListRequest>,
     ) -> ServiceResult<ListResponse> {
@@ -206,7 +212,9 @@ impl Process for ProcessService {
         let request = request.to_owned_message();
         let selector = selector(&request.process)?;
         let keepalive = keepalive::interval(ctx.headers());
-        let deadline = request_timeout(&ctx)?.and(ctx.deadline()).map(tokio::time::Instant::from_std);
+        let deadline = request_timeout(&ctx)?
+            .and(ctx.deadline())
+            .map(tokio::time::Instant::from_std);
         let (pid, subscription) = match self.daemon.processes.live(&selector) {
             Some(process) => (process.pid, process.subscribe()),
             None => match self.daemon.processes.retained(&selector) {
@@ -254,9 +262,9 @@ impl Process for ProcessService {
             request.process.clone().into_option().unwrap_or_default(),
             request.tag.clone(),
             sequence,
+            |process| self.daemon.processes.insert(Arc::clone(process)),
             move |process, end| daemon.processes.retire(process, end),
         );
-        self.daemon.processes.insert(Arc::clone(&process));
 
         // The request timeout is also the process's lifetime (envd's exec.CommandContext):
         // past it the process is killed, whether or not a client is still attached.
@@ -282,8 +290,8 @@ impl Process for ProcessService {
         )))
     }
 
-    async fn update<'a>(
-        &'a self,
+    async fn update(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, UpdateRequest>,
     ) -> ServiceResult<UpdateResponse> {
@@ -297,8 +305,8 @@ impl Process for ProcessService {
         Ok(Response::new(UpdateResponse::default()))
     }
 
-    async fn stream_input<'a>(
-        &'a self,
+    async fn stream_input(
+        &self,
         _ctx: RequestContext,
         mut requests: InboundStream<StreamInputRequest>,
     ) -> ServiceResult<StreamInputResponse> {
@@ -328,8 +336,8 @@ impl Process for ProcessService {
         Ok(Response::new(StreamInputResponse::default()))
     }
 
-    async fn send_input<'a>(
-        &'a self,
+    async fn send_input(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, SendInputRequest>,
     ) -> ServiceResult<SendInputResponse> {
@@ -339,8 +347,8 @@ impl Process for ProcessService {
         Ok(Response::new(SendInputResponse::default()))
     }
 
-    async fn send_signal<'a>(
-        &'a self,
+    async fn send_signal(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, SendSignalRequest>,
     ) -> ServiceResult<SendSignalResponse> {
@@ -368,8 +376,8 @@ impl Process for ProcessService {
         Ok(Response::new(SendSignalResponse::default()))
     }
 
-    async fn close_stdin<'a>(
-        &'a self,
+    async fn close_stdin(
+        &self,
         _ctx: RequestContext,
         request: ServiceRequest<'_, CloseStdinRequest>,
     ) -> ServiceResult<CloseStdinResponse> {

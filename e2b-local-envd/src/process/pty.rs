@@ -27,7 +27,8 @@ fn winsize(cols: u32, rows: u32) -> Winsize {
 
 /// Opens a pty pair through `/dev/ptmx` with the window set to `cols`×`rows`.
 pub(crate) fn open(cols: u32, rows: u32) -> io::Result<PtyPair> {
-    let master = rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
+    let master =
+        rustix::pty::openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY | OpenptFlags::CLOEXEC)?;
     rustix::pty::grantpt(&master)?;
     rustix::pty::unlockpt(&master)?;
     let name = rustix::pty::ptsname(&master, Vec::new())?;
@@ -61,7 +62,9 @@ impl PtyMaster {
     pub(crate) async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             let mut guard = self.fd.readable().await?;
-            match guard.try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(io::Error::from)) {
+            match guard
+                .try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(io::Error::from))
+            {
                 Ok(Ok(n)) => return Ok(n),
                 Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => return Ok(0),
                 Ok(Err(err)) => return Err(err),
@@ -74,7 +77,8 @@ impl PtyMaster {
     pub(crate) async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
             let mut guard = self.fd.writable().await?;
-            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), data).map_err(io::Error::from)) {
+            match guard.try_io(|fd| rustix::io::write(fd.get_ref(), data).map_err(io::Error::from))
+            {
                 Ok(Ok(n)) => data = &data[n..],
                 Ok(Err(err)) => return Err(err),
                 Err(_would_block) => continue,

@@ -88,7 +88,11 @@ impl TestDaemon {
         ProcessClient::new(HttpClient::plaintext(), self.client_config(json))
     }
 
-    pub fn process_with_headers(&self, json: bool, headers: &[(&str, &str)]) -> ProcessClient<HttpClient> {
+    pub fn process_with_headers(
+        &self,
+        json: bool,
+        headers: &[(&str, &str)],
+    ) -> ProcessClient<HttpClient> {
         let mut config = self.client_config(json);
         for (name, value) in headers {
             config = config.with_default_header(
@@ -107,7 +111,11 @@ impl TestDaemon {
         FilesystemClient::new(HttpClient::plaintext(), self.client_config(json))
     }
 
-    pub fn fs_with_headers(&self, json: bool, headers: &[(&str, &str)]) -> FilesystemClient<HttpClient> {
+    pub fn fs_with_headers(
+        &self,
+        json: bool,
+        headers: &[(&str, &str)],
+    ) -> FilesystemClient<HttpClient> {
         let mut config = self.client_config(json);
         for (name, value) in headers {
             config = config.with_default_header(
@@ -133,7 +141,9 @@ pub fn http_client() -> Client<HttpConnector, RequestBody> {
 }
 
 pub fn body(bytes: impl Into<Bytes>) -> RequestBody {
-    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
+    Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed()
 }
 
 /// A fully read response.
@@ -146,8 +156,12 @@ pub struct Reply {
 
 impl Reply {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|err| panic!("JSON body ({err}): {:?}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body).unwrap_or_else(|err| {
+            panic!(
+                "JSON body ({err}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
     }
 
     pub fn text(&self) -> String {
@@ -166,11 +180,35 @@ pub async fn send(
     headers: &[(&str, &str)],
     request_body: RequestBody,
 ) -> Reply {
+    send_with(http_client(), method, url, headers, request_body).await
+}
+
+/// Like [`send`] over h2c (prior knowledge): a server may answer before reading a whole
+/// oversized body without breaking the connection, which HTTP/1.1 cannot promise.
+pub async fn send_h2(
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    request_body: RequestBody,
+) -> Reply {
+    let client = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http();
+    send_with(client, method, url, headers, request_body).await
+}
+
+async fn send_with(
+    client: Client<HttpConnector, RequestBody>,
+    method: Method,
+    url: &str,
+    headers: &[(&str, &str)],
+    request_body: RequestBody,
+) -> Reply {
     let mut builder = Request::builder().method(method).uri(url);
     for (name, value) in headers {
         builder = builder.header(*name, *value);
     }
-    let response = http_client()
+    let response = client
         .request(builder.body(request_body).expect("request"))
         .await
         .expect("request sent");
@@ -193,7 +231,10 @@ pub struct Envelope {
 impl Envelope {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.payload).unwrap_or_else(|err| {
-            panic!("envelope JSON ({err}): {:?}", String::from_utf8_lossy(&self.payload))
+            panic!(
+                "envelope JSON ({err}): {:?}",
+                String::from_utf8_lossy(&self.payload)
+            )
         })
     }
 
@@ -230,7 +271,11 @@ impl RawStream {
             builder = builder.header(*name, *value);
         }
         let response = http_client()
-            .request(builder.body(body(envelope(json.as_bytes()))).expect("request"))
+            .request(
+                builder
+                    .body(body(envelope(json.as_bytes())))
+                    .expect("request"),
+            )
             .await
             .expect("stream request sent");
         let (parts, body) = response.into_parts();
@@ -309,6 +354,7 @@ pub fn basic(user: &str) -> String {
 pub fn shared_tempdir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod 777");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod 777");
     dir
 }

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use connectrpc::client::{CallOptions, HttpClient};
 use connectrpc::ConnectError;
+use connectrpc::client::{CallOptions, HttpClient};
 use envd_proto::process::process_event::data_event::Output;
 use envd_proto::process::process_event::{EndEvent, Event};
 use envd_proto::process::{ProcessClient, ProcessConfig, StartRequest, StartResponse};
@@ -32,7 +32,9 @@ impl Outcome {
         String::from_utf8_lossy(&self.stderr).into_owned()
     }
     pub fn end(&self) -> &EndEvent {
-        self.end.as_ref().unwrap_or_else(|| panic!("no end event: {self:?}"))
+        self.end
+            .as_ref()
+            .unwrap_or_else(|| panic!("no end event: {self:?}"))
     }
 }
 
