@@ -9,14 +9,19 @@
 //!   [`subprocess`], [`e2b`] for the E2B owner service);
 //! - one error type with an open kind set ([`Error`], [`ErrorKind`]);
 //! - pull-based byte and text streams ([`stream`]);
-//! - the plugin model: [`Plugin`], [`Descriptor`], [`Service`].
+//! - the plugin model: [`Plugin`], [`Descriptor`], [`Service`];
+//! - [`export_plugin!`], which turns a [`Plugin`] into a loadable library;
+//! - [`host`], which loads such libraries and creates instances.
 //!
 //! Plugin authors implement [`Plugin`] and the seam traits and never touch
-//! FFI types; the export layer wraps them into the stable ABI.
+//! FFI types; the export layer wraps them into the stable ABI (abi_stable),
+//! which stays private to this crate.
 
 pub mod e2b;
 pub mod error;
+mod ffi;
 pub mod fs;
+pub mod host;
 pub mod plugin;
 pub mod stream;
 pub mod subprocess;
@@ -24,3 +29,47 @@ pub mod subprocess;
 pub use async_trait::async_trait;
 pub use error::{Error, ErrorKind, Result};
 pub use plugin::{CreateContext, Descriptor, Injected, Plugin, Service, ServiceKind};
+
+/// The plugin API version. A host loads only libraries built against the
+/// same version. Bump it with every change to the ABI layer that an older
+/// host or plugin cannot handle (a changed type layout, a new required
+/// method, a changed meaning); abi_stable's layout check backs it up for
+/// layout changes that were missed.
+pub const API_VERSION: u32 = 1;
+
+/// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
+///
+/// ```ignore
+/// dsh_plugin_api::export_plugin!(MyPlugin);
+/// ```
+///
+/// Use it once, at the crate root of a crate with
+/// `crate-type = ["cdylib", "rlib"]` and an explicit `[lib] name`. It emits
+/// two symbols named after the crate (so several plugin crates can still be
+/// linked into one program as rlibs): the plugin API version and the
+/// library header through which the host finds the root module. The root
+/// module creates each instance on a tokio runtime of its own and wraps the
+/// plugin's services, futures and streams for the ABI, with every entry
+/// point guarded against panics.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty $(,)?) => {
+        // The literals match `API_VERSION_SYMBOL_PREFIX` and
+        // `HEADER_SYMBOL_PREFIX` in the crate's `ffi::export`.
+        #[doc(hidden)]
+        #[unsafe(export_name = concat!("dsh_plugin_api_version__", env!("CARGO_CRATE_NAME")))]
+        pub static __DSH_PLUGIN_API_VERSION: u32 = $crate::API_VERSION;
+
+        #[doc(hidden)]
+        #[unsafe(export_name = concat!("dsh_plugin_header__", env!("CARGO_CRATE_NAME")))]
+        pub static __DSH_PLUGIN_HEADER: $crate::__export::LibHeader =
+            $crate::__export::lib_header::<$plugin>();
+    };
+}
+
+/// What [`export_plugin!`] expands to refers to. Not public API.
+#[doc(hidden)]
+pub mod __export {
+    pub use crate::ffi::export::lib_header;
+    pub use abi_stable::library::LibHeader;
+}

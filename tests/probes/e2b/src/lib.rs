@@ -1,1 +1,43 @@
-//! (in progress)
+//! Test-only probe plugin `dsh-probe-e2b`: provides a fake `e2b` owner
+//! (see `dsh_probe_common::fake_owner`), injects nothing.
+
+use std::sync::Arc;
+
+use dsh_plugin_api::{
+    CreateContext, Descriptor, Plugin, Result, Service, ServiceKind, async_trait,
+};
+use dsh_probe_common::fake_owner::FakeOwner;
+use dsh_probe_common::{Counters, Lifecycle};
+
+/// The probe.
+pub struct ProbeE2b {
+    lifecycle: Lifecycle,
+    owner: Arc<FakeOwner>,
+}
+
+#[async_trait]
+impl Plugin for ProbeE2b {
+    const DESCRIPTOR: Descriptor = Descriptor {
+        name: "dsh-probe-e2b",
+        version: env!("CARGO_PKG_VERSION"),
+        provides: &[ServiceKind::E2b],
+        inject: &[],
+    };
+
+    async fn create(ctx: CreateContext) -> Result<Self> {
+        let lifecycle = Lifecycle::start(&ctx, Self::DESCRIPTOR.name).await?;
+        let owner = Arc::new(FakeOwner::new(&ctx.id, Arc::new(Counters::default())));
+        Ok(ProbeE2b { lifecycle, owner })
+    }
+
+    fn services(&self) -> Vec<Service> {
+        vec![Service::E2b(self.owner.clone())]
+    }
+
+    async fn dispose(&self) -> Result<()> {
+        self.owner.close();
+        self.lifecycle.dispose().await
+    }
+}
+
+dsh_plugin_api::export_plugin!(ProbeE2b);

@@ -1,0 +1,60 @@
+//! The root module every plugin library exports: a prefix type (fields may
+//! be appended in later versions) holding the descriptor, the log-sink
+//! installer and the factory.
+
+use abi_stable::StableAbi;
+use abi_stable::library::RootModule;
+use abi_stable::sabi_types::VersionStrings;
+use abi_stable::std_types::{RString, RVec};
+use async_ffi::FfiFuture;
+
+use crate::ffi::error::FfiResult;
+use crate::ffi::instance::FfiInstanceObject;
+use crate::ffi::log::FfiSink;
+use crate::ffi::service::FfiService;
+
+/// A plugin's descriptor as it crosses: service kinds as stable codes
+/// (`ffi::service::kind_code`), so an unknown kind is reported, not
+/// misread.
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct FfiDescriptor {
+    pub name: RString,
+    pub version: RString,
+    pub provides: RVec<u32>,
+    pub inject: RVec<u32>,
+}
+
+/// What the host sends to create an instance.
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiCreateRequest {
+    pub id: RString,
+    /// The entry's config subtree as JSON text.
+    pub config: RString,
+    pub services: RVec<FfiService>,
+}
+
+/// The root module.
+#[repr(C)]
+#[derive(StableAbi)]
+#[sabi(kind(Prefix(prefix_ref = PluginModuleRef)))]
+#[sabi(missing_field(panic))]
+pub struct PluginModule {
+    /// The static descriptor (read before anything is created).
+    pub descriptor: extern "C" fn() -> FfiResult<FfiDescriptor>,
+    /// Installs the host's log sink for the whole library; `true` if the
+    /// library's forwarding subscriber is active.
+    pub install_log_sink: extern "C" fn(FfiSink) -> FfiResult<bool>,
+    /// Creates an instance on a runtime of its own.
+    #[sabi(last_prefix_field)]
+    pub create: extern "C" fn(FfiCreateRequest) -> FfiFuture<FfiResult<FfiInstanceObject>>,
+}
+
+impl RootModule for PluginModuleRef {
+    abi_stable::declare_root_module_statics! {PluginModuleRef}
+
+    const BASE_NAME: &'static str = "dsh_plugin";
+    const NAME: &'static str = "dsh plugin";
+    const VERSION_STRINGS: VersionStrings = abi_stable::package_version_strings!();
+}

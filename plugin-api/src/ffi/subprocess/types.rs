@@ -1,0 +1,360 @@
+//! `repr(C)` mirrors of the `subprocess` seam's types, with conversions
+//! both ways.
+
+use abi_stable::StableAbi;
+use abi_stable::std_types::{RDuration, ROption, RString, RVec, Tuple2};
+
+use crate::subprocess::{
+    ExitStatus, OutputMode, OutputSnapshot, OutputStream, Signal, SpawnSpec, SpillInfo, SpillSpec,
+    StdinMode, TerminalSpec,
+};
+
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy)]
+pub enum FfiStdinMode {
+    Null,
+    Pipe,
+}
+
+impl From<StdinMode> for FfiStdinMode {
+    fn from(value: StdinMode) -> Self {
+        match value {
+            StdinMode::Null => FfiStdinMode::Null,
+            StdinMode::Pipe => FfiStdinMode::Pipe,
+        }
+    }
+}
+
+impl From<FfiStdinMode> for StdinMode {
+    fn from(value: FfiStdinMode) -> Self {
+        match value {
+            FfiStdinMode::Null => StdinMode::Null,
+            FfiStdinMode::Pipe => StdinMode::Pipe,
+        }
+    }
+}
+
+#[repr(C, u8)]
+#[derive(StableAbi, Clone, Copy)]
+pub enum FfiOutputMode {
+    Pipe,
+    Inherit,
+    /// The tail limit in bytes.
+    Collect(u64),
+    Null,
+}
+
+impl From<OutputMode> for FfiOutputMode {
+    fn from(value: OutputMode) -> Self {
+        match value {
+            OutputMode::Pipe => FfiOutputMode::Pipe,
+            OutputMode::Inherit => FfiOutputMode::Inherit,
+            OutputMode::Collect { limit } => FfiOutputMode::Collect(limit as u64),
+            OutputMode::Null => FfiOutputMode::Null,
+        }
+    }
+}
+
+impl From<FfiOutputMode> for OutputMode {
+    fn from(value: FfiOutputMode) -> Self {
+        match value {
+            FfiOutputMode::Pipe => OutputMode::Pipe,
+            FfiOutputMode::Inherit => OutputMode::Inherit,
+            FfiOutputMode::Collect(limit) => OutputMode::Collect {
+                limit: usize::try_from(limit).unwrap_or(usize::MAX),
+            },
+            FfiOutputMode::Null => OutputMode::Null,
+        }
+    }
+}
+
+#[repr(u8)]
+#[derive(StableAbi, Clone, Copy)]
+pub enum FfiOutputStream {
+    Stdout,
+    Stderr,
+}
+
+impl From<OutputStream> for FfiOutputStream {
+    fn from(value: OutputStream) -> Self {
+        match value {
+            OutputStream::Stdout => FfiOutputStream::Stdout,
+            OutputStream::Stderr => FfiOutputStream::Stderr,
+        }
+    }
+}
+
+impl From<FfiOutputStream> for OutputStream {
+    fn from(value: FfiOutputStream) -> Self {
+        match value {
+            FfiOutputStream::Stdout => OutputStream::Stdout,
+            FfiOutputStream::Stderr => OutputStream::Stderr,
+        }
+    }
+}
+
+/// Environment entries in the spec's (sorted) order.
+type FfiEnv = RVec<Tuple2<RString, RString>>;
+
+fn env_to_ffi(env: std::collections::BTreeMap<String, String>) -> FfiEnv {
+    env.into_iter()
+        .map(|(name, value)| Tuple2(name.into(), value.into()))
+        .collect()
+}
+
+fn env_from_ffi(env: FfiEnv) -> std::collections::BTreeMap<String, String> {
+    env.into_iter()
+        .map(|Tuple2(name, value)| (name.into(), value.into()))
+        .collect()
+}
+
+fn strings_to_ffi(strings: Vec<String>) -> RVec<RString> {
+    strings.into_iter().map(RString::from).collect()
+}
+
+fn strings_from_ffi(strings: RVec<RString>) -> Vec<String> {
+    strings.into_iter().map(String::from).collect()
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiSpawnSpec {
+    pub argv: RVec<RString>,
+    pub cwd: ROption<RString>,
+    pub env: FfiEnv,
+    pub stdin: FfiStdinMode,
+    pub stdout: FfiOutputMode,
+    pub stderr: FfiOutputMode,
+    /// The spill limit, when a spill copy is requested.
+    pub spill: ROption<u64>,
+    pub timeout: ROption<RDuration>,
+    pub drain_grace: RDuration,
+}
+
+impl From<SpawnSpec> for FfiSpawnSpec {
+    fn from(value: SpawnSpec) -> Self {
+        FfiSpawnSpec {
+            argv: strings_to_ffi(value.argv),
+            cwd: value.cwd.map(RString::from).into(),
+            env: env_to_ffi(value.env),
+            stdin: value.stdin.into(),
+            stdout: value.stdout.into(),
+            stderr: value.stderr.into(),
+            spill: value.spill.map(|spill| spill.limit).into(),
+            timeout: value.timeout.map(RDuration::from).into(),
+            drain_grace: value.drain_grace.into(),
+        }
+    }
+}
+
+impl From<FfiSpawnSpec> for SpawnSpec {
+    fn from(value: FfiSpawnSpec) -> Self {
+        SpawnSpec {
+            argv: strings_from_ffi(value.argv),
+            cwd: value.cwd.into_option().map(String::from),
+            env: env_from_ffi(value.env),
+            stdin: value.stdin.into(),
+            stdout: value.stdout.into(),
+            stderr: value.stderr.into(),
+            spill: value.spill.into_option().map(|limit| SpillSpec { limit }),
+            timeout: value.timeout.into_option().map(Into::into),
+            drain_grace: value.drain_grace.into(),
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiTerminalSpec {
+    pub argv: RVec<RString>,
+    pub cwd: ROption<RString>,
+    pub env: FfiEnv,
+    pub cols: u16,
+    pub rows: u16,
+}
+
+impl From<TerminalSpec> for FfiTerminalSpec {
+    fn from(value: TerminalSpec) -> Self {
+        FfiTerminalSpec {
+            argv: strings_to_ffi(value.argv),
+            cwd: value.cwd.map(RString::from).into(),
+            env: env_to_ffi(value.env),
+            cols: value.cols,
+            rows: value.rows,
+        }
+    }
+}
+
+impl From<FfiTerminalSpec> for TerminalSpec {
+    fn from(value: FfiTerminalSpec) -> Self {
+        TerminalSpec {
+            argv: strings_from_ffi(value.argv),
+            cwd: value.cwd.into_option().map(String::from),
+            env: env_from_ffi(value.env),
+            cols: value.cols,
+            rows: value.rows,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy)]
+pub struct FfiExitStatus {
+    pub code: ROption<i32>,
+    pub signal: ROption<i32>,
+    pub timed_out: bool,
+}
+
+impl From<ExitStatus> for FfiExitStatus {
+    fn from(value: ExitStatus) -> Self {
+        FfiExitStatus {
+            code: value.code.into(),
+            signal: value.signal.map(|signal| signal.0).into(),
+            timed_out: value.timed_out,
+        }
+    }
+}
+
+impl From<FfiExitStatus> for ExitStatus {
+    fn from(value: FfiExitStatus) -> Self {
+        ExitStatus {
+            code: value.code.into_option(),
+            signal: value.signal.into_option().map(Signal),
+            timed_out: value.timed_out,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiSpillInfo {
+    pub path: RString,
+    pub len: u64,
+    pub complete: bool,
+}
+
+impl From<SpillInfo> for FfiSpillInfo {
+    fn from(value: SpillInfo) -> Self {
+        FfiSpillInfo {
+            path: value.path.into(),
+            len: value.len,
+            complete: value.complete,
+        }
+    }
+}
+
+impl From<FfiSpillInfo> for SpillInfo {
+    fn from(value: FfiSpillInfo) -> Self {
+        SpillInfo {
+            path: value.path.into(),
+            len: value.len,
+            complete: value.complete,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiOutputSnapshot {
+    pub total: u64,
+    pub offset: u64,
+    pub bytes: RVec<u8>,
+    pub truncated: bool,
+    pub spill: ROption<FfiSpillInfo>,
+}
+
+impl From<OutputSnapshot> for FfiOutputSnapshot {
+    fn from(value: OutputSnapshot) -> Self {
+        FfiOutputSnapshot {
+            total: value.total,
+            offset: value.offset,
+            bytes: value.bytes.into(),
+            truncated: value.truncated,
+            spill: value.spill.map(FfiSpillInfo::from).into(),
+        }
+    }
+}
+
+impl From<FfiOutputSnapshot> for OutputSnapshot {
+    fn from(value: FfiOutputSnapshot) -> Self {
+        OutputSnapshot {
+            total: value.total,
+            offset: value.offset,
+            bytes: value.bytes.into_vec(),
+            truncated: value.truncated,
+            spill: value.spill.into_option().map(SpillInfo::from),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn spawn_specs_round_trip() {
+        let mut spec = SpawnSpec::new(["/bin/sh", "-c", "echo ü"]);
+        spec.cwd = Some("/tmp".into());
+        spec.env.insert("A".into(), "1=2".into());
+        spec.env.insert("B".into(), String::new());
+        spec.stdin = StdinMode::Pipe;
+        spec.stdout = OutputMode::Collect { limit: 4096 };
+        spec.stderr = OutputMode::Inherit;
+        spec.spill = Some(SpillSpec { limit: 1 << 20 });
+        spec.timeout = Some(Duration::from_millis(1500));
+        spec.drain_grace = Duration::from_millis(20);
+        assert_eq!(SpawnSpec::from(FfiSpawnSpec::from(spec.clone())), spec);
+        let plain = SpawnSpec::new(["true"]);
+        assert_eq!(SpawnSpec::from(FfiSpawnSpec::from(plain.clone())), plain);
+        let mut null = SpawnSpec::new(["true"]);
+        null.stdout = OutputMode::Null;
+        null.stderr = OutputMode::Pipe;
+        assert_eq!(SpawnSpec::from(FfiSpawnSpec::from(null.clone())), null);
+    }
+
+    #[test]
+    fn terminal_specs_statuses_and_snapshots_round_trip() {
+        let mut spec = TerminalSpec::new(["bash", "-l"]);
+        spec.cols = 132;
+        spec.rows = 43;
+        spec.env.insert("TERM".into(), "xterm".into());
+        assert_eq!(
+            TerminalSpec::from(FfiTerminalSpec::from(spec.clone())),
+            spec
+        );
+        for status in [
+            ExitStatus {
+                code: Some(3),
+                signal: None,
+                timed_out: false,
+            },
+            ExitStatus {
+                code: None,
+                signal: Some(Signal::KILL),
+                timed_out: true,
+            },
+        ] {
+            assert_eq!(ExitStatus::from(FfiExitStatus::from(status)), status);
+        }
+        let snapshot = OutputSnapshot {
+            total: 10,
+            offset: 4,
+            bytes: b"efghij".to_vec(),
+            truncated: true,
+            spill: Some(SpillInfo {
+                path: "/s/out".into(),
+                len: 10,
+                complete: false,
+            }),
+        };
+        assert_eq!(
+            OutputSnapshot::from(FfiOutputSnapshot::from(snapshot.clone())),
+            snapshot
+        );
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            assert_eq!(OutputStream::from(FfiOutputStream::from(stream)), stream);
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! Loading plugin libraries and creating instances from them.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use abi_stable::library::{AbiHeaderRef, LibraryError, RawLibrary, RootModule};
+
+use super::error::LoadError;
+use super::instance::{CreateRequest, PluginInstance};
+use crate::API_VERSION;
+use crate::error::{Error, Result};
+use crate::ffi::context::CallContext;
+use crate::ffi::error::lift;
+use crate::ffi::export::{API_VERSION_SYMBOL_PREFIX, HEADER_SYMBOL_PREFIX};
+use crate::ffi::future::import;
+use crate::ffi::instance::FfiInstanceObject;
+use crate::ffi::log_sink::host_sink;
+use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, PluginModuleRef};
+use crate::ffi::service::{export_service, import_service, kind_of_code};
+use crate::host::elf::exported_symbols_with_prefix;
+use crate::plugin::ServiceKind;
+
+/// A plugin's descriptor as read from its library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedDescriptor {
+    /// Package name (`dsh-fs-local`).
+    pub name: String,
+    /// The plugin's own version.
+    pub version: String,
+    /// The plugin API version it was built against (equal to
+    /// [`API_VERSION`] for every library that loads).
+    pub api_version: u32,
+    /// Services every instance provides.
+    pub provides: Vec<ServiceKind>,
+    /// Services every instance requires at create.
+    pub inject: Vec<ServiceKind>,
+}
+
+/// A loaded plugin library. Cheap to clone; libraries are never unloaded.
+///
+/// # Library files
+///
+/// A plugin crate is `crate-type = ["cdylib", "rlib"]` with an explicit
+/// `[lib] name`; the manifest name maps to the file by one rule: dashes
+/// become underscores, prefixed with `lib` and suffixed with `.so` —
+/// `dsh-fs-local` → `libdsh_fs_local.so` (see [`library_file_name`]). The
+/// file may be renamed or symlinked: the loader finds the plugin by its
+/// exported symbols, not by the file name.
+#[derive(Clone)]
+pub struct PluginLibrary {
+    inner: Arc<Library>,
+}
+
+struct Library {
+    path: PathBuf,
+    descriptor: LoadedDescriptor,
+    module: PluginModuleRef,
+}
+
+impl std::fmt::Debug for PluginLibrary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginLibrary")
+            .field("path", &self.inner.path)
+            .field("descriptor", &self.inner.descriptor)
+            .finish()
+    }
+}
+
+/// The library file name for a plugin's manifest (package) name:
+/// `dsh-fs-local` → `libdsh_fs_local.so`.
+pub fn library_file_name(name: &str) -> String {
+    format!(
+        "{}{}{}",
+        std::env::consts::DLL_PREFIX,
+        name.replace('-', "_"),
+        std::env::consts::DLL_SUFFIX
+    )
+}
+
+/// Loaded modules, for [`super::refresh_log_filters`].
+fn loaded() -> &'static Mutex<Vec<PluginModuleRef>> {
+    static LOADED: Mutex<Vec<PluginModuleRef>> = Mutex::new(Vec::new());
+    &LOADED
+}
+
+impl PluginLibrary {
+    /// Loads the plugin library at `path`: finds its entry symbols, maps it
+    /// (`dlopen`), checks the plugin API version and the layout of every
+    /// ABI type, reads the descriptor and hands the library this host's
+    /// log sink. Nothing is created. Loading the same file twice is allowed
+    /// (both handles share one mapping). Blocking (file I/O, `dlopen`).
+    pub fn load(path: &Path) -> std::result::Result<PluginLibrary, LoadError> {
+        let open = |reason: String| LoadError::Open {
+            path: path.to_owned(),
+            reason,
+        };
+        let metadata = std::fs::metadata(path).map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => open("no such file".to_owned()),
+            _ => open(err.to_string()),
+        })?;
+        if metadata.is_dir() {
+            return Err(open("it is a directory, not a library file".to_owned()));
+        }
+        let path = std::fs::canonicalize(path).map_err(|err| open(err.to_string()))?;
+        let not_a_plugin = |reason: String| LoadError::NotAPlugin {
+            path: path.clone(),
+            reason,
+        };
+        let incompatible = |reason: String| LoadError::Incompatible {
+            path: path.clone(),
+            reason,
+        };
+
+        let crate_name = plugin_crate(&path).map_err(not_a_plugin)?;
+        let raw = RawLibrary::load_at(&path).map_err(|err| LoadError::Open {
+            path: path.clone(),
+            reason: match err {
+                LibraryError::OpenError { err, .. } => err.to_string(),
+                other => other.to_string().trim().to_owned(),
+            },
+        })?;
+        // Never unloaded: code of the library may have run (initialisers),
+        // and abi_stable's rule is that loaded libraries stay.
+        let raw: &'static RawLibrary = Box::leak(Box::new(raw));
+
+        let version_symbol = format!("{API_VERSION_SYMBOL_PREFIX}{crate_name}\0");
+        // SAFETY: the symbol is the `u32` static emitted by `export_plugin!`.
+        let api_version = unsafe {
+            let symbol = raw
+                .get::<*const u32>(version_symbol.as_bytes())
+                .map_err(|err| not_a_plugin(err.to_string().trim().to_owned()))?;
+            (*symbol).read()
+        };
+        if api_version != API_VERSION {
+            return Err(incompatible(format!(
+                "built against dsh plugin API version {api_version}, this host speaks version \
+                 {API_VERSION}; rebuild the plugin against a matching dsh-plugin-api"
+            )));
+        }
+
+        let header_symbol = format!("{HEADER_SYMBOL_PREFIX}{crate_name}\0");
+        // SAFETY: the symbol is the abi_stable `LibHeader` static emitted by
+        // `export_plugin!`; `AbiHeaderRef` is a pointer to its leading
+        // `AbiHeader`, which `upgrade` validates before use.
+        let header = unsafe {
+            *raw.get::<AbiHeaderRef>(header_symbol.as_bytes())
+                .map_err(|err| not_a_plugin(err.to_string().trim().to_owned()))?
+        };
+        let header = header
+            .upgrade()
+            .map_err(|err| incompatible(describe(&err)))?;
+        let name = header.root_mod_consts().name().as_str();
+        if name != PluginModuleRef::NAME {
+            return Err(not_a_plugin(format!(
+                "its root module is `{name}`, not `{}`",
+                PluginModuleRef::NAME
+            )));
+        }
+        let module = header
+            .init_root_module::<PluginModuleRef>()
+            .map_err(|err| incompatible(describe(&err)))?;
+
+        let descriptor = lift::<FfiDescriptor, FfiDescriptor>((module.descriptor())())
+            .map_err(|err| not_a_plugin(format!("reading its descriptor failed: {err}")))
+            .and_then(|descriptor| decode(descriptor, api_version).map_err(&incompatible))?;
+
+        match lift::<bool, bool>((module.install_log_sink())(host_sink())) {
+            Ok(true) => {}
+            Ok(false) => tracing::warn!(
+                target: "dsh_plugin_api",
+                library = %path.display(),
+                "the plugin installed a tracing subscriber of its own; its log records are not forwarded"
+            ),
+            Err(err) => tracing::warn!(
+                target: "dsh_plugin_api",
+                library = %path.display(),
+                error = %err,
+                "installing the log sink failed; the plugin's log records are not forwarded"
+            ),
+        }
+        loaded()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(module);
+
+        Ok(PluginLibrary {
+            inner: Arc::new(Library {
+                path,
+                descriptor,
+                module,
+            }),
+        })
+    }
+
+    /// The canonical path of the library file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// The descriptor, read at load.
+    pub fn descriptor(&self) -> &LoadedDescriptor {
+        &self.inner.descriptor
+    }
+
+    /// Creates an instance: the plugin gets its own runtime, receives
+    /// `request.services` (exactly the kinds its descriptor injects, each
+    /// once, or creation fails with `Config`) and its config, and returns
+    /// the services it provides as plain-trait proxies.
+    ///
+    /// Call from within the host's tokio runtime: services the host
+    /// implements itself are exported with that runtime's handle, so their
+    /// futures find their reactor when plugins poll them. Dropping the
+    /// returned future stops waiting only: the plugin finishes creating on
+    /// its own runtime and, finding nobody to hand the instance to,
+    /// disposes it.
+    pub async fn create(&self, request: CreateRequest) -> Result<PluginInstance> {
+        let context = CallContext::host();
+        let CreateRequest {
+            id,
+            config,
+            services,
+        } = request;
+        let config = serde_json::to_string(&config).map_err(|err| {
+            Error::config(format!(
+                "create: the config cannot be encoded as JSON: {err}"
+            ))
+            .with_subject(id.clone())
+        })?;
+        let services = services
+            .into_iter()
+            .map(|service| export_service(service, &context))
+            .collect();
+        let create = self.inner.module.create();
+        let object: FfiInstanceObject = import(create(FfiCreateRequest {
+            id: id.as_str().into(),
+            config: config.into(),
+            services,
+        }))
+        .await?;
+        let provided =
+            lift::<_, abi_stable::std_types::RVec<_>>(object.services()).and_then(|provided| {
+                provided
+                    .into_iter()
+                    .map(|service| import_service(service, &context))
+                    .collect::<Result<Vec<_>>>()
+            });
+        match provided {
+            Ok(services) => Ok(PluginInstance::new(id, services, object)),
+            Err(err) => {
+                // Created but unusable: dispose it before reporting.
+                if let Err(dispose) = lift::<(), ()>(object.dispose().await) {
+                    return Err(err.context(format!(
+                        "(disposing the instance after the failure also failed: {dispose})"
+                    )));
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+/// Re-sends the host's log filter to every loaded library: call it after
+/// installing or reconfiguring the host's `tracing` subscriber if plugin
+/// libraries were loaded before (libraries loaded later pick it up at
+/// load).
+pub fn refresh_log_filters() {
+    let modules = loaded()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone();
+    for module in modules {
+        let _ = (module.install_log_sink())(host_sink());
+    }
+}
+
+/// The crate name of the one plugin the library at `path` exports.
+fn plugin_crate(path: &Path) -> std::result::Result<String, String> {
+    let symbols = exported_symbols_with_prefix(path, API_VERSION_SYMBOL_PREFIX)?;
+    let crates: Vec<String> = symbols
+        .iter()
+        .map(|symbol| symbol[API_VERSION_SYMBOL_PREFIX.len()..].to_owned())
+        .filter(|name| !name.is_empty())
+        .collect();
+    match crates.as_slice() {
+        [] => Err(format!(
+            "it exports no dsh plugin entry (no `{API_VERSION_SYMBOL_PREFIX}*` symbol); a plugin \
+             crate exports itself with `dsh_plugin_api::export_plugin!`"
+        )),
+        [one] => Ok(one.clone()),
+        several => {
+            // A plugin linking another plugin's rlib exports both; the one
+            // named like the file is the library's own.
+            let stem = path.file_stem().and_then(|stem| stem.to_str()).map(|stem| {
+                stem.strip_prefix(std::env::consts::DLL_PREFIX)
+                    .unwrap_or(stem)
+            });
+            stem.and_then(|stem| several.iter().find(|name| name.as_str() == stem))
+                .cloned()
+                .ok_or_else(|| {
+                    format!(
+                        "it exports several dsh plugin entries ({}) and its file name names none of them",
+                        several.join(", ")
+                    )
+                })
+        }
+    }
+}
+
+fn decode(
+    descriptor: FfiDescriptor,
+    api_version: u32,
+) -> std::result::Result<LoadedDescriptor, String> {
+    let kinds = |codes: &[u32], list: &str| {
+        codes
+            .iter()
+            .map(|code| {
+                kind_of_code(*code).ok_or_else(|| {
+                    format!("its descriptor's {list} list names service kind {code}, unknown to this host")
+                })
+            })
+            .collect::<std::result::Result<Vec<_>, _>>()
+    };
+    Ok(LoadedDescriptor {
+        name: descriptor.name.into(),
+        version: descriptor.version.into(),
+        api_version,
+        provides: kinds(&descriptor.provides, "provides")?,
+        inject: kinds(&descriptor.inject, "inject")?,
+    })
+}
+
+/// A readable account of an abi_stable refusal: the first lines of its
+/// report (layout reports list every differing type and can run to
+/// hundreds of lines).
+fn describe(err: &LibraryError) -> String {
+    const MAX_LINES: usize = 12;
+    let text = match err {
+        LibraryError::AbiInstability(_) => format!(
+            "the layout of its plugin-API types differs from this host's (it was built against \
+             another dsh-plugin-api); abi_stable reports:\n{err}"
+        ),
+        LibraryError::IncompatibleVersionNumber {
+            expected_version,
+            actual_version,
+            ..
+        } => format!(
+            "built against dsh-plugin-api {actual_version}, this host has {expected_version}"
+        ),
+        LibraryError::InvalidAbiHeader(_) => {
+            format!("built with an incompatible abi_stable: {err}")
+        }
+        other => other.to_string(),
+    };
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    if lines.len() > MAX_LINES {
+        format!(
+            "{}\n… ({} more lines)",
+            lines[..MAX_LINES].join("\n"),
+            lines.len() - MAX_LINES
+        )
+    } else {
+        lines.join("\n")
+    }
+}
