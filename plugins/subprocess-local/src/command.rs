@@ -5,10 +5,8 @@
 //! command: either nothing started, or the handle is complete and the
 //! provider owns the group.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
 use std::sync::Arc;
 
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, SpawnSpec, StdinMode};
@@ -19,10 +17,11 @@ use tokio::sync::watch;
 
 use crate::fdio::{self, NonBlocking};
 use crate::group::Group;
-use crate::launch::{self, FdAction, Launch};
+use crate::launch::FdAction;
 use crate::leader::Leader;
 use crate::output::OutputState;
 use crate::pipe_stream::PipeStream;
+use crate::prepare;
 use crate::process::{self, LocalProcess, Parts, Pump, Supervision};
 use crate::provider::World;
 use crate::pump::{self, Copy};
@@ -43,10 +42,7 @@ struct OutputPlan {
 /// Starts `spec` in `world`. Must run on the plugin's runtime.
 pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
     spec.validate()?;
-    world.check_open("spawn")?;
-    let cwd = world.working_dir("spawn", spec.cwd.as_deref())?;
-    let env = world.env().block(&spec.env);
-    let program = crate::resolve::find_program("spawn", &spec.argv[0], env.search_path(), &[])?;
+    let checked = prepare::check(world, "spawn", &spec.argv, spec.cwd.as_deref(), &spec.env)?;
 
     let seq = world.next_seq();
     let mut outputs = Vec::with_capacity(2);
@@ -63,7 +59,7 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
             None => None,
         };
         let (read, write) =
-            fdio::pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
+            fdio::output_pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
         outputs.push(OutputPlan {
             stream,
             mode,
@@ -79,15 +75,6 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
         }
     };
 
-    let program_c = c_path(&program);
-    let argv_c: Vec<CString> = spec
-        .argv
-        .iter()
-        .map(|arg| CString::new(arg.as_bytes()).expect("validated: no NUL"))
-        .collect();
-    let argv: Vec<&CStr> = argv_c.iter().map(CString::as_c_str).collect();
-    let envp: Vec<&CStr> = env.entries().iter().map(AsRef::as_ref).collect();
-    let cwd_c = c_path(&cwd);
     let mut fds = Vec::with_capacity(3);
     match &stdin_pipe {
         Some((read, _)) => fds.push(FdAction::Dup {
@@ -106,14 +93,7 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
             target,
         });
     }
-    let pid = launch::spawn(&Launch {
-        program: &program_c,
-        argv: &argv,
-        env: &envp,
-        cwd: &cwd_c,
-        fds: &fds,
-    })
-    .map_err(|err| launch_error("spawn", &spec.argv[0], &program, &err))?;
+    let pid = checked.launch(&fds)?;
 
     // The child owns its ends now; ours must close so EOF can happen.
     let stdin_write = stdin_pipe.map(|(_, write)| write);
@@ -125,7 +105,7 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
     match assemble(world, spec, pid, stdin_write, outputs) {
         Ok(process) => Ok(process),
         Err(err) => {
-            rollback(pid);
+            prepare::rollback(pid);
             Err(err)
         }
     }
@@ -209,37 +189,4 @@ fn assemble(
         stderr_pipe,
         status: status_rx,
     }))
-}
-
-/// Kills and reaps a child whose handle could not be completed. It has run
-/// for microseconds and is a fresh group leader, so SIGKILL to the group
-/// ends it and everything it may have forked; the blocking reap returns as
-/// soon as the kernel has torn it down.
-pub fn rollback(pid: Pid) {
-    let _ = crate::proc_table::signal_group(pid.as_raw_nonzero().get(), libc::SIGKILL);
-    let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
-}
-
-/// Maps a failed `posix_spawn` to the seam's vocabulary.
-pub fn launch_error(operation: &str, name: &str, program: &Path, err: &std::io::Error) -> Error {
-    let subject = program.display().to_string();
-    match err.raw_os_error() {
-        Some(libc::ENOENT) => Error::not_found(format!(
-            "{operation}: {name}: program or its interpreter not found"
-        )),
-        Some(libc::EACCES) => Error::new(
-            dsh_plugin_api::ErrorKind::PermissionDenied,
-            format!("{operation}: {name}: permission denied"),
-        ),
-        Some(libc::ENOEXEC) => {
-            Error::invalid_input(format!("{operation}: {name}: not an executable format"))
-        }
-        _ => Error::from_io(&format!("{operation}: {name}"), err),
-    }
-    .with_subject(subject)
-}
-
-pub fn c_path(path: &Path) -> CString {
-    CString::new(path.as_os_str().as_bytes())
-        .expect("paths from the OS or validated strings have no NUL")
 }

@@ -25,6 +25,7 @@ mod leader;
 mod output;
 mod pipe_stream;
 mod plugin;
+mod prepare;
 mod proc_table;
 mod process;
 mod provider;

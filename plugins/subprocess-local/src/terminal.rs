@@ -7,7 +7,6 @@
 //! paused consumer accumulates it in host memory, a dropped stream makes
 //! the task discard it, and the program never blocks on an unread terminal.
 
-use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -20,14 +19,13 @@ use tokio::io::Interest;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::command::{c_path, launch_error, rollback};
 use crate::fdio::{CHUNK, NonBlocking};
 use crate::gate::Gate;
-use crate::launch::{self, FdAction, Launch};
+use crate::launch::FdAction;
 use crate::leader::{Exit, Leader};
 use crate::provider::World;
 use crate::registry::{Owned, TicketSlot};
-use crate::{proc_table, pty, session};
+use crate::{prepare, proc_table, pty, session};
 
 /// The shared core of one terminal, also held by the provider's registry.
 #[derive(Debug)]
@@ -210,22 +208,10 @@ impl Terminal for LocalTerminal {
 pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
     const OPERATION: &str = "spawn_terminal";
     spec.validate()?;
-    world.check_open(OPERATION)?;
-    let cwd = world.working_dir(OPERATION, spec.cwd.as_deref())?;
-    let env = world.env().block(&spec.env);
-    let program = crate::resolve::find_program(OPERATION, &spec.argv[0], env.search_path(), &[])?;
+    let checked = prepare::check(world, OPERATION, &spec.argv, spec.cwd.as_deref(), &spec.env)?;
     let pty = pty::open(spec.cols, spec.rows)
         .map_err(|err| Error::from_io("spawn_terminal: open a pseudo-terminal", &err))?;
 
-    let program_c = c_path(&program);
-    let argv_c: Vec<CString> = spec
-        .argv
-        .iter()
-        .map(|arg| CString::new(arg.as_bytes()).expect("validated: no NUL"))
-        .collect();
-    let argv: Vec<&CStr> = argv_c.iter().map(CString::as_c_str).collect();
-    let envp: Vec<&CStr> = env.entries().iter().map(AsRef::as_ref).collect();
-    let cwd_c = c_path(&cwd);
     let fds = [
         FdAction::Open {
             target: 0,
@@ -235,14 +221,7 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
         FdAction::Dup { src: 0, target: 1 },
         FdAction::Dup { src: 0, target: 2 },
     ];
-    let pid = launch::spawn(&Launch {
-        program: &program_c,
-        argv: &argv,
-        env: &envp,
-        cwd: &cwd_c,
-        fds: &fds,
-    })
-    .map_err(|err| launch_error(OPERATION, &spec.argv[0], &program, &err))?;
+    let pid = checked.launch(&fds)?;
 
     let assembled = (|| {
         let leader = Leader::open(pid)?;
@@ -252,7 +231,7 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
     let (leader, master) = match assembled {
         Ok(parts) => parts,
         Err(err) => {
-            rollback(pid);
+            prepare::rollback(pid);
             return Err(Error::from_io("spawn_terminal: watch the terminal", &err));
         }
     };
@@ -271,7 +250,7 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
             .registry()
             .insert(OPERATION, Owned::Terminal(core.clone()), &core.ticket)
     {
-        rollback(pid);
+        prepare::rollback(pid);
         return Err(err);
     }
     let (tx, rx) = mpsc::unbounded_channel();

@@ -340,7 +340,8 @@ async fn split_utf8_and_binary_output_round_trip_exactly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unread_pipe_applies_backpressure() {
     let p = provider();
-    let mut spec = sh("head -c 1048576 /dev/zero; echo done >&2");
+    // Four times the output pipe's capacity: the writer must block.
+    let mut spec = sh("head -c 4194304 /dev/zero; echo done >&2");
     spec.stderr = OutputMode::Collect { limit: 64 };
     let process = p.spawn(spec).await.expect("spawn");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -353,7 +354,7 @@ async fn an_unread_pipe_applies_backpressure() {
         "the writer is blocked on the full pipe"
     );
     let out = stdout_of(process.as_ref()).await;
-    assert_eq!(out.len(), 1 << 20);
+    assert_eq!(out.len(), 4 << 20);
     assert!(process.wait().await.expect("wait").success());
     assert_eq!(
         support::retained(
