@@ -61,7 +61,17 @@ impl LocalServer {
             .map_err(|e| HarnessError(format!("create temporary state dir: {e}")))?;
         let api_key = crate::ids::api_key();
         let mut child = Command::new(&bin)
-            .args(["serve", "--host", "127.0.0.1", "--api-port", "0", "--envd-port", "0", "--api-key", &api_key])
+            .args([
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--api-port",
+                "0",
+                "--envd-port",
+                "0",
+                "--api-key",
+                &api_key,
+            ])
             .arg("--state-dir")
             .arg(state_dir.path())
             .stdin(Stdio::null())
@@ -86,7 +96,10 @@ impl LocalServer {
         let failed = |child: &mut Child, why: String| {
             let _ = child.kill();
             let status = child.wait().map(|s| s.to_string()).unwrap_or_default();
-            HarnessError(format!("{} {why} ({status}; its stderr is above)", bin.display()))
+            HarnessError(format!(
+                "{} {why} ({status}; its stderr is above)",
+                bin.display()
+            ))
         };
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
@@ -100,7 +113,10 @@ impl LocalServer {
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    return Err(failed(&mut child, format!("was not ready within {} s", START_TIMEOUT.as_secs())));
+                    return Err(failed(
+                        &mut child,
+                        format!("was not ready within {} s", START_TIMEOUT.as_secs()),
+                    ));
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(failed(&mut child, "exited before it was ready".to_owned()));
@@ -108,9 +124,18 @@ impl LocalServer {
             }
         }
         let (Some(api_url), Some(sandbox_url)) = (api_url, sandbox_url) else {
-            return Err(failed(&mut child, "printed no E2B_API_URL/E2B_SANDBOX_URL before ready".to_owned()));
+            return Err(failed(
+                &mut child,
+                "printed no E2B_API_URL/E2B_SANDBOX_URL before ready".to_owned(),
+            ));
         };
-        Ok(Self { child, api_url, sandbox_url, api_key, state_dir })
+        Ok(Self {
+            child,
+            api_url,
+            sandbox_url,
+            api_key,
+            state_dir,
+        })
     }
 
     /// Control-plane base URL, e.g. `http://127.0.0.1:41234`.
@@ -163,7 +188,9 @@ impl LocalServer {
         loop {
             match self.child.try_wait() {
                 Ok(Some(status)) => return status,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10))
+                }
                 _ => {
                     let _ = self.child.kill();
                     return self.child.wait().expect("wait for killed e2b-local");
@@ -186,10 +213,14 @@ fn binary_path() -> Result<PathBuf, HarnessError> {
         return if bin.is_file() {
             Ok(bin)
         } else {
-            Err(HarnessError(format!("E2B_LOCAL_BIN={} is not a file", bin.display())))
+            Err(HarnessError(format!(
+                "E2B_LOCAL_BIN={} is not a file",
+                bin.display()
+            )))
         };
     }
-    let exe = std::env::current_exe().map_err(|e| HarnessError(format!("locate the test executable: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| HarnessError(format!("locate the test executable: {e}")))?;
     let mut dir = exe.parent();
     // target/<profile>/deps/<test> or target/<profile>/<bin>: look in the dir and its parent.
     for _ in 0..2 {

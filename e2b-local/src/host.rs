@@ -46,7 +46,9 @@ impl HostFacts {
 
 fn disk_total(path: &Path) -> u64 {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else { return 0 };
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return 0;
+    };
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid NUL-terminated path and a properly sized out-parameter.
     if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {

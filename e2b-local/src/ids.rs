@@ -33,13 +33,21 @@ pub fn api_key() -> String {
 
 /// Whether `key` matches `^e2b_[0-9a-f]+$`, the shape the SDKs insist on before sending it.
 pub fn is_valid_api_key(key: &str) -> bool {
-    key.strip_prefix("e2b_")
-        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    key.strip_prefix("e2b_").is_some_and(|hex| {
+        !hex.is_empty()
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// A fresh envd access token: 32 mixed-case alphanumerics, like E2B's.
 pub fn access_token() -> String {
-    rand::rng().sample_iter(&Alphanumeric).take(32).map(char::from).collect()
+    rand::rng()
+        .sample_iter(&Alphanumeric)
+        .take(32)
+        .map(char::from)
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,11 @@ use clap::{Parser, Subcommand};
 use e2b_local::server::{ServeConfig, ServerInfo};
 
 #[derive(Parser)]
-#[command(name = "e2b-local", version, about = "Offline E2B-compatible sandbox server")]
+#[command(
+    name = "e2b-local",
+    version,
+    about = "Offline E2B-compatible sandbox server"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -47,7 +51,13 @@ fn main() -> ExitCode {
         // Must run before any thread exists: it forks.
         Command::SandboxInit => ExitCode::from(e2b_local::world::init::run().clamp(0, 255) as u8),
         Command::NamespaceProbe => ExitCode::SUCCESS,
-        Command::Serve { host, api_port, envd_port, api_key, state_dir } => {
+        Command::Serve {
+            host,
+            api_port,
+            envd_port,
+            api_key,
+            state_dir,
+        } => {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
                 Err(err) => {
@@ -55,7 +65,14 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            serve(ServeConfig { host, api_port, envd_port, api_key, state_dir, exe })
+            serve(ServeConfig {
+                host,
+                api_port,
+                envd_port,
+                api_key,
+                state_dir,
+                exe,
+            })
         }
     }
 }
@@ -63,18 +80,26 @@ fn main() -> ExitCode {
 fn serve(config: ServeConfig) -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "e2b_local=info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "e2b_local=info".into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("e2b-local: start tokio runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(e2b_local::server::serve(config, shutdown_signal(), print_environment)) {
+    match runtime.block_on(e2b_local::server::serve(
+        config,
+        shutdown_signal(),
+        print_environment,
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("{err}");
@@ -89,7 +114,11 @@ fn print_environment(info: &ServerInfo) {
     for (name, value) in info.env() {
         println!("export {name}={value}");
     }
-    println!("{} (state dir {})", e2b_local::harness::READY_MARKER, info.state_dir.display());
+    println!(
+        "{} (state dir {})",
+        e2b_local::harness::READY_MARKER,
+        info.state_dir.display()
+    );
 }
 
 async fn shutdown_signal() {

@@ -36,7 +36,10 @@ pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
     }
     let filesystems = std::fs::read_to_string("/proc/filesystems")
         .map_err(|e| PreflightError(format!("read /proc/filesystems: {e}")))?;
-    if !filesystems.lines().any(|l| l.split_whitespace().last() == Some("overlay")) {
+    if !filesystems
+        .lines()
+        .any(|l| l.split_whitespace().last() == Some("overlay"))
+    {
         return Err(PreflightError(
             "the kernel does not support overlayfs (not in /proc/filesystems; try `modprobe overlay`); \
              each sandbox's root is an overlay of the host root"
@@ -67,7 +70,10 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
         ))
     })?;
     if !status.success() {
-        return Err(PreflightError(format!("namespace probe {} {PROBE_SUBCOMMAND} failed: {status}", exe.display())));
+        return Err(PreflightError(format!(
+            "namespace probe {} {PROBE_SUBCOMMAND} failed: {status}",
+            exe.display()
+        )));
     }
     Ok(())
 }
@@ -75,12 +81,18 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
 /// Creates (mode 0700) and canonicalises the state dir and checks it can hold overlay layers:
 /// not on overlayfs, and a path overlay mount options can carry.
 pub fn prepare_state_dir(dir: &Path) -> Result<PathBuf, PreflightError> {
-    std::fs::create_dir_all(dir).map_err(|e| PreflightError(format!("create state dir {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| PreflightError(format!("create state dir {}: {e}", dir.display())))?;
     let dir = dir
         .canonicalize()
         .map_err(|e| PreflightError(format!("resolve state dir {}: {e}", dir.display())))?;
-    let text = dir.to_str().ok_or_else(|| PreflightError(format!("state dir {} is not UTF-8", dir.display())))?;
-    if let Some(bad) = text.chars().find(|c| matches!(c, ',' | ':' | '\\') || c.is_whitespace()) {
+    let text = dir
+        .to_str()
+        .ok_or_else(|| PreflightError(format!("state dir {} is not UTF-8", dir.display())))?;
+    if let Some(bad) = text
+        .chars()
+        .find(|c| matches!(c, ',' | ':' | '\\') || c.is_whitespace())
+    {
         return Err(PreflightError(format!(
             "state dir {text:?} contains {bad:?}, which overlay mount options cannot carry; choose another path"
         )));
@@ -101,7 +113,11 @@ fn is_overlayfs(dir: &Path) -> Result<bool, PreflightError> {
     let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid NUL-terminated path and out-parameter.
     if unsafe { libc::statfs(c.as_ptr(), &mut stat) } != 0 {
-        return Err(PreflightError(format!("statfs {}: {}", dir.display(), io::Error::last_os_error())));
+        return Err(PreflightError(format!(
+            "statfs {}: {}",
+            dir.display(),
+            io::Error::last_os_error()
+        )));
     }
     Ok(stat.f_type as i64 == OVERLAYFS_SUPER_MAGIC)
 }
@@ -116,7 +132,8 @@ pub struct StateLock {
 impl StateLock {
     pub fn acquire(state_dir: &Path) -> Result<Self, PreflightError> {
         let path = state_dir.join("lock");
-        let file = File::create(&path).map_err(|e| PreflightError(format!("create {}: {e}", path.display())))?;
+        let file = File::create(&path)
+            .map_err(|e| PreflightError(format!("create {}: {e}", path.display())))?;
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Err(PreflightError(format!(
@@ -155,6 +172,10 @@ mod tests {
         let base = tempfile::tempdir().unwrap();
         let _first = StateLock::acquire(base.path()).unwrap();
         let err = StateLock::acquire(base.path()).unwrap_err();
-        assert!(err.to_string().contains("in use by another e2b-local server"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("in use by another e2b-local server"),
+            "{err}"
+        );
     }
 }

@@ -22,7 +22,10 @@ use crate::world::{World, WorldFactory, WorldSpec};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     /// Processes run; the world ends (or auto-pauses) at the deadline.
-    Running { deadline: Instant, end_at: SystemTime },
+    Running {
+        deadline: Instant,
+        end_at: SystemTime,
+    },
     /// Frozen; no deadline runs while paused. `end_at` is the last deadline, for display.
     Paused { end_at: SystemTime },
     /// Killed or expired; the world is being or has been torn down.
@@ -74,7 +77,9 @@ impl Sandbox {
 
     /// Nanoseconds since the epoch at start: the list order key.
     pub fn started_unix_nanos(&self) -> u128 {
-        self.started_at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos())
+        self.started_at
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
     }
 
     /// The `endAt` to report.
@@ -103,12 +108,20 @@ pub struct Registry {
 }
 
 fn deadline_after(timeout: Duration) -> Phase {
-    Phase::Running { deadline: Instant::now() + timeout, end_at: SystemTime::now() + timeout }
+    Phase::Running {
+        deadline: Instant::now() + timeout,
+        end_at: SystemTime::now() + timeout,
+    }
 }
 
 impl Registry {
     pub fn new(factory: WorldFactory, host: HostFacts) -> Arc<Self> {
-        Arc::new(Self { factory, host, sandboxes: RwLock::new(HashMap::new()), shutting_down: AtomicBool::new(false) })
+        Arc::new(Self {
+            factory,
+            host,
+            sandboxes: RwLock::new(HashMap::new()),
+            shutting_down: AtomicBool::new(false),
+        })
     }
 
     pub fn factory(&self) -> &WorldFactory {
@@ -117,22 +130,35 @@ impl Registry {
 
     /// The sandbox with this id, in any phase but dead.
     pub fn get(&self, id: &str) -> Option<Arc<Sandbox>> {
-        self.sandboxes.read().expect("registry lock").get(id).cloned()
+        self.sandboxes
+            .read()
+            .expect("registry lock")
+            .get(id)
+            .cloned()
     }
 
     /// Every live sandbox (running or paused).
     pub fn all(&self) -> Vec<Arc<Sandbox>> {
-        self.sandboxes.read().expect("registry lock").values().cloned().collect()
+        self.sandboxes
+            .read()
+            .expect("registry lock")
+            .values()
+            .cloned()
+            .collect()
     }
 
     fn lookup(&self, op: &str, id: &str) -> Result<Arc<Sandbox>, ApiError> {
-        self.get(id).ok_or_else(|| ApiError::sandbox_not_found(op, id))
+        self.get(id)
+            .ok_or_else(|| ApiError::sandbox_not_found(op, id))
     }
 
     /// Builds a world and registers a running sandbox. Resolves once envd accepts connections.
     pub async fn create(self: &Arc<Self>, spec: CreateSpec) -> Result<Arc<Sandbox>, ApiError> {
         if self.shutting_down.load(Ordering::SeqCst) {
-            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "create sandbox: server is shutting down"));
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "create sandbox: server is shutting down",
+            ));
         }
         let id = crate::ids::sandbox_id();
         let access_token = spec.secure.then(crate::ids::access_token);
@@ -162,11 +188,17 @@ impl Registry {
             op: tokio::sync::Mutex::new(()),
             changed: Notify::new(),
         });
-        self.sandboxes.write().expect("registry lock").insert(id.clone(), sandbox.clone());
+        self.sandboxes
+            .write()
+            .expect("registry lock")
+            .insert(id.clone(), sandbox.clone());
         if self.shutting_down.load(Ordering::SeqCst) {
             // Shutdown started while the world was being built: do not leak it.
             self.kill(&id).await.ok();
-            return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "create sandbox: server is shutting down"));
+            return Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "create sandbox: server is shutting down",
+            ));
         }
         tokio::spawn(lifecycle(Arc::downgrade(self), sandbox.clone()));
         tracing::info!(sandbox = %id, "sandbox created");
@@ -175,7 +207,11 @@ impl Registry {
 
     /// Connect/resume: a running sandbox's deadline is only ever extended to `now + timeout`;
     /// a paused one is thawed and runs for `timeout`.
-    pub async fn connect(&self, id: &str, timeout: Duration) -> Result<(Arc<Sandbox>, Connected), ApiError> {
+    pub async fn connect(
+        &self,
+        id: &str,
+        timeout: Duration,
+    ) -> Result<(Arc<Sandbox>, Connected), ApiError> {
         let op = "connect sandbox";
         let sandbox = self.lookup(op, id)?;
         let _guard = sandbox.op.lock().await;
@@ -187,7 +223,11 @@ impl Registry {
                 Ok((sandbox.clone(), Connected::WasRunning))
             }
             Phase::Paused { .. } => {
-                sandbox.world.thaw().await.map_err(|e| ApiError::internal(e.to_string()))?;
+                sandbox
+                    .world
+                    .thaw()
+                    .await
+                    .map_err(|e| ApiError::internal(e.to_string()))?;
                 sandbox.set_phase(deadline_after(timeout));
                 tracing::info!(sandbox = %id, "sandbox resumed");
                 Ok((sandbox.clone(), Connected::Resumed))
@@ -204,7 +244,9 @@ impl Registry {
         let _guard = sandbox.op.lock().await;
         match sandbox.phase() {
             Phase::Running { .. } => sandbox.set_phase(deadline_after(timeout)),
-            Phase::Paused { .. } => sandbox.set_phase(Phase::Paused { end_at: SystemTime::now() + timeout }),
+            Phase::Paused { .. } => sandbox.set_phase(Phase::Paused {
+                end_at: SystemTime::now() + timeout,
+            }),
             Phase::Dead => return Err(ApiError::sandbox_not_found(op, id)),
         }
         Ok(())
@@ -224,30 +266,46 @@ impl Registry {
         let op = "kill sandbox";
         let sandbox = self.sandboxes.write().expect("registry lock").remove(id);
         let sandbox = sandbox.ok_or_else(|| ApiError::sandbox_not_found(op, id))?;
-        terminate(&sandbox).await.map_err(|e| ApiError::internal(e.to_string()))
+        terminate(&sandbox)
+            .await
+            .map_err(|e| ApiError::internal(e.to_string()))
     }
 
     /// Refuses new sandboxes and kills every existing one, concurrently. Returns the errors of
     /// teardowns that failed.
     pub async fn shutdown(&self) -> Vec<String> {
         self.shutting_down.store(true, Ordering::SeqCst);
-        let all: Vec<_> = self.sandboxes.write().expect("registry lock").drain().map(|(_, s)| s).collect();
+        let all: Vec<_> = self
+            .sandboxes
+            .write()
+            .expect("registry lock")
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
         let results = futures::future::join_all(all.iter().map(|s| terminate(s))).await;
-        results.into_iter().filter_map(|r| r.err().map(|e| e.to_string())).collect()
+        results
+            .into_iter()
+            .filter_map(|r| r.err().map(|e| e.to_string()))
+            .collect()
     }
 }
 
 async fn pause_locked(sandbox: &Sandbox) -> Result<(), ApiError> {
     match sandbox.phase() {
         Phase::Running { end_at, .. } => {
-            sandbox.world.freeze().await.map_err(|e| ApiError::internal(e.to_string()))?;
+            sandbox
+                .world
+                .freeze()
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
             sandbox.set_phase(Phase::Paused { end_at });
             tracing::info!(sandbox = %sandbox.id, "sandbox paused");
             Ok(())
         }
-        Phase::Paused { .. } => {
-            Err(ApiError::new(StatusCode::CONFLICT, format!("pause sandbox {}: sandbox is already paused", sandbox.id)))
-        }
+        Phase::Paused { .. } => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("pause sandbox {}: sandbox is already paused", sandbox.id),
+        )),
         Phase::Dead => Err(ApiError::sandbox_not_found("pause sandbox", &sandbox.id)),
     }
 }
@@ -297,7 +355,9 @@ async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
         if sandbox.auto_pause {
             match pause_locked(&sandbox).await {
                 Ok(()) => continue,
-                Err(err) => tracing::warn!(sandbox = %sandbox.id, "auto-pause on timeout failed, killing instead: {}", err.message),
+                Err(err) => {
+                    tracing::warn!(sandbox = %sandbox.id, "auto-pause on timeout failed, killing instead: {}", err.message)
+                }
             }
         }
         drop(guard);

@@ -83,7 +83,9 @@ pub async fn serve(
     let instance = format!("{}-{}", std::process::id(), &crate::ids::sandbox_id()[..8]);
     let factory = WorldFactory::new(config.exe.clone(), state_dir.clone(), &instance)
         .map_err(|e| ServeError::Setup(format!("prepare sandbox worlds: {e}")))?;
-    let swept = factory.sweep_stale().map_err(|e| ServeError::Setup(format!("sweep stale sandboxes: {e}")))?;
+    let swept = factory
+        .sweep_stale()
+        .map_err(|e| ServeError::Setup(format!("sweep stale sandboxes: {e}")))?;
     if swept > 0 {
         tracing::info!("removed {swept} sandbox dirs left by a previous run");
     }
@@ -92,8 +94,16 @@ pub async fn serve(
     let api_listener = bind(config.host, config.api_port, "API").await?;
     let envd_listener = bind(config.host, config.envd_port, "envd front").await?;
     let info = ServerInfo {
-        api_url: url_of(api_listener.local_addr().map_err(|e| ServeError::Setup(e.to_string()))?),
-        sandbox_url: url_of(envd_listener.local_addr().map_err(|e| ServeError::Setup(e.to_string()))?),
+        api_url: url_of(
+            api_listener
+                .local_addr()
+                .map_err(|e| ServeError::Setup(e.to_string()))?,
+        ),
+        sandbox_url: url_of(
+            envd_listener
+                .local_addr()
+                .map_err(|e| ServeError::Setup(e.to_string()))?,
+        ),
         api_key: api_key.clone(),
         state_dir: state_dir.clone(),
     };
@@ -102,12 +112,23 @@ pub async fn serve(
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|stop| *stop).await;
     };
-    let router = api::router(ApiState { registry: registry.clone(), api_key: api_key.into() });
+    let router = api::router(ApiState {
+        registry: registry.clone(),
+        api_key: api_key.into(),
+    });
     let api_task = tokio::spawn({
         let stop = stopped(stop_rx.clone());
-        async move { axum::serve(api_listener, router).with_graceful_shutdown(stop).await }
+        async move {
+            axum::serve(api_listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+        }
     });
-    let front_task = tokio::spawn(crate::front::serve(envd_listener, registry.clone(), stopped(stop_rx)));
+    let front_task = tokio::spawn(crate::front::serve(
+        envd_listener,
+        registry.clone(),
+        stopped(stop_rx),
+    ));
     on_ready(&info);
 
     shutdown.await;
@@ -126,7 +147,10 @@ pub async fn serve(
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(ServeError::Setup(format!("shutdown: {}", failures.join("; "))))
+        Err(ServeError::Setup(format!(
+            "shutdown: {}",
+            failures.join("; ")
+        )))
     }
 }
 
@@ -152,7 +176,10 @@ mod tests {
 
     #[test]
     fn urls_use_loopback_for_unspecified_addresses() {
-        assert_eq!(url_of("0.0.0.0:3000".parse().unwrap()), "http://127.0.0.1:3000");
+        assert_eq!(
+            url_of("0.0.0.0:3000".parse().unwrap()),
+            "http://127.0.0.1:3000"
+        );
         assert_eq!(url_of("[::]:3000".parse().unwrap()), "http://[::1]:3000");
         assert_eq!(url_of("10.1.2.3:80".parse().unwrap()), "http://10.1.2.3:80");
     }

@@ -23,13 +23,22 @@ impl FileOp {
 
 /// `v1_` + unpadded standard base64 of SHA-256 over `<path>:<op>:<username>:<token>[:<expiration>]`.
 /// `path` and `username` are the decoded query values; `username` is empty when none was given.
-pub fn file_signature(path: &str, op: FileOp, username: &str, token: &str, expiration: Option<i64>) -> String {
+pub fn file_signature(
+    path: &str,
+    op: FileOp,
+    username: &str,
+    token: &str,
+    expiration: Option<i64>,
+) -> String {
     let mut text = format!("{path}:{}:{username}:{token}", op.as_str());
     if let Some(expiration) = expiration {
         text.push(':');
         text.push_str(&expiration.to_string());
     }
-    format!("v1_{}", STANDARD_NO_PAD.encode(Sha256::digest(text.as_bytes())))
+    format!(
+        "v1_{}",
+        STANDARD_NO_PAD.encode(Sha256::digest(text.as_bytes()))
+    )
 }
 
 #[cfg(test)]
@@ -38,7 +47,13 @@ mod tests {
 
     #[test]
     fn matches_the_sdk_reference_value() {
-        let sig = file_signature("hello.txt", FileOp::Read, "user", "0tQG31xiMp0IOQfaz9dcwi72L1CPo8e0", None);
+        let sig = file_signature(
+            "hello.txt",
+            FileOp::Read,
+            "user",
+            "0tQG31xiMp0IOQfaz9dcwi72L1CPo8e0",
+            None,
+        );
         assert_eq!(sig, "v1_gUtH/s9YCJWgCizjfUxuWfhFE4QSydOWEIIvfLwDr6E");
     }
 

@@ -20,7 +20,9 @@ pub fn rfc3339(time: SystemTime) -> String {
 
 /// Seconds since the Unix epoch, as the API's `timestampUnix` fields carry them.
 pub fn unix_seconds(time: SystemTime) -> i64 {
-    time.duration_since(UNIX_EPOCH).map(|d| d.as_secs() as i64).unwrap_or(0)
+    time.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian (year, month, day) — H. Hinnant's algorithm.

@@ -9,13 +9,22 @@ use super::ApiState;
 use super::error::ApiError;
 
 /// Middleware answering 401 (JSON, `code: 401`) when `X-API-KEY` is missing or wrong.
-pub async fn require_api_key(State(state): State<ApiState>, request: Request, next: Next) -> Response {
+pub async fn require_api_key(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let given = request.headers().get("x-api-key").map(|v| v.as_bytes());
     match given {
         Some(key) if constant_time_eq(key, state.api_key.as_bytes()) => next.run(request).await,
-        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "invalid API key (X-API-KEY)").into_response(),
-        None => ApiError::new(StatusCode::UNAUTHORIZED, "missing API key: send it in the X-API-KEY header")
-            .into_response(),
+        Some(_) => {
+            ApiError::new(StatusCode::UNAUTHORIZED, "invalid API key (X-API-KEY)").into_response()
+        }
+        None => ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "missing API key: send it in the X-API-KEY header",
+        )
+        .into_response(),
     }
 }
 

@@ -21,7 +21,10 @@ struct ErrorBody<'a> {
 
 impl ApiError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self { status, message: message.into() }
+        Self {
+            status,
+            message: message.into(),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -30,7 +33,10 @@ impl ApiError {
 
     /// 404 for an id the registry does not know (never existed, killed or expired).
     pub fn sandbox_not_found(op: &str, id: &str) -> Self {
-        Self::new(StatusCode::NOT_FOUND, format!("{op} {id}: sandbox not found"))
+        Self::new(
+            StatusCode::NOT_FOUND,
+            format!("{op} {id}: sandbox not found"),
+        )
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
@@ -48,7 +54,10 @@ impl std::error::Error for ApiError {}
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = ErrorBody { code: self.status.as_u16(), message: &self.message };
+        let body = ErrorBody {
+            code: self.status.as_u16(),
+            message: &self.message,
+        };
         (self.status, Json(body)).into_response()
     }
 }

@@ -48,13 +48,20 @@ impl PageCursor {
         if !crate::ids::is_valid_sandbox_id(id) {
             return Err(bad());
         }
-        Ok(Self { started_unix_nanos, sandbox_id: id.to_owned() })
+        Ok(Self {
+            started_unix_nanos,
+            sandbox_id: id.to_owned(),
+        })
     }
 }
 
 /// Parses a raw (still percent-encoded) query string. `default_states` applies when `state` is
 /// absent: running and paused for v2, running only for v1.
-pub fn parse_list_query(op: &str, raw: Option<&str>, default_states: &[StateName]) -> Result<ListQuery, ApiError> {
+pub fn parse_list_query(
+    op: &str,
+    raw: Option<&str>,
+    default_states: &[StateName],
+) -> Result<ListQuery, ApiError> {
     let mut query = ListQuery {
         states: default_states.to_vec(),
         metadata: BTreeMap::new(),
@@ -89,7 +96,9 @@ pub fn parse_list_query(op: &str, raw: Option<&str>, default_states: &[StateName
                 }
             }
             other => {
-                return Err(ApiError::bad_request(format!("{op}: unknown query parameter {other:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "{op}: unknown query parameter {other:?}"
+                )));
             }
         }
     }
@@ -105,7 +114,11 @@ fn percent_decode(op: &str, raw: &str) -> Result<String, ApiError> {
     percent_decode_str(raw)
         .decode_utf8()
         .map(|s| s.into_owned())
-        .map_err(|_| ApiError::bad_request(format!("{op}: query value {raw:?} is not UTF-8 once decoded")))
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "{op}: query value {raw:?} is not UTF-8 once decoded"
+            ))
+        })
 }
 
 fn parse_states(op: &str, value: &str) -> Result<Vec<StateName>, ApiError> {
@@ -125,7 +138,9 @@ fn parse_states(op: &str, value: &str) -> Result<Vec<StateName>, ApiError> {
         }
     }
     if states.is_empty() {
-        return Err(ApiError::bad_request(format!("{op}: state filter is empty")));
+        return Err(ApiError::bad_request(format!(
+            "{op}: state filter is empty"
+        )));
     }
     Ok(states)
 }
@@ -142,7 +157,9 @@ fn parse_metadata(op: &str, value: &str) -> Result<BTreeMap<String, String>, Api
         };
         let key = percent_decode(op, key)?;
         if key.is_empty() {
-            return Err(ApiError::bad_request(format!("{op}: metadata filter has an empty key")));
+            return Err(ApiError::bad_request(format!(
+                "{op}: metadata filter has an empty key"
+            )));
         }
         filter.insert(key, percent_decode(op, val)?);
     }
@@ -167,14 +184,22 @@ mod tests {
     #[test]
     fn decodes_the_sdk_triple_encoded_metadata() {
         // What JS 2.29.1 sends for {k: "v w", "a&b": "c=d"} (verified shape for the first pair).
-        let q = parse_list_query("list", Some("metadata=k%3Dv%252520w%26a%252526b%3Dc%25253Dd"), BOTH).unwrap();
+        let q = parse_list_query(
+            "list",
+            Some("metadata=k%3Dv%252520w%26a%252526b%3Dc%25253Dd"),
+            BOTH,
+        )
+        .unwrap();
         assert_eq!(q.metadata.get("k").map(String::as_str), Some("v w"));
         assert_eq!(q.metadata.get("a&b").map(String::as_str), Some("c=d"));
     }
 
     #[test]
     fn parses_state_limit_and_token() {
-        let cursor = PageCursor { started_unix_nanos: 42, sandbox_id: "abc123".into() };
+        let cursor = PageCursor {
+            started_unix_nanos: 42,
+            sandbox_id: "abc123".into(),
+        };
         let raw = format!("state=paused&limit=5&nextToken={}", cursor.token());
         let q = parse_list_query("list", Some(&raw), BOTH).unwrap();
         assert_eq!(q.states, vec![StateName::Paused]);
@@ -183,7 +208,12 @@ mod tests {
         let q = parse_list_query("list", None, BOTH).unwrap();
         assert_eq!(q.states, BOTH.to_vec());
         assert_eq!(q.limit, MAX_LIMIT);
-        let q = parse_list_query("list", Some("state=running%2Cpaused"), &[StateName::Running]).unwrap();
+        let q = parse_list_query(
+            "list",
+            Some("state=running%2Cpaused"),
+            &[StateName::Running],
+        )
+        .unwrap();
         assert_eq!(q.states, BOTH.to_vec());
     }
 
@@ -203,7 +233,11 @@ mod tests {
             ("metadata=%FF", "not UTF-8"),
         ] {
             let err = parse_list_query("list sandboxes", Some(raw), BOTH).unwrap_err();
-            assert!(err.message.starts_with("list sandboxes: "), "{raw}: {}", err.message);
+            assert!(
+                err.message.starts_with("list sandboxes: "),
+                "{raw}: {}",
+                err.message
+            );
             assert!(err.message.contains(needle), "{raw}: {}", err.message);
         }
     }

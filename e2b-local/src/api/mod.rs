@@ -28,9 +28,18 @@ pub struct ApiState {
 /// Unknown paths answer 404 and wrong methods 405, both as JSON errors.
 pub fn router(state: ApiState) -> Router {
     let authed = Router::new()
-        .route("/sandboxes", post(sandboxes::create_v1).get(sandboxes::list_v1))
-        .route("/v2/sandboxes", post(sandboxes::create_v2).get(sandboxes::list_v2))
-        .route("/sandboxes/{id}", get(sandboxes::info).delete(sandboxes::kill))
+        .route(
+            "/sandboxes",
+            post(sandboxes::create_v1).get(sandboxes::list_v1),
+        )
+        .route(
+            "/v2/sandboxes",
+            post(sandboxes::create_v2).get(sandboxes::list_v2),
+        )
+        .route(
+            "/sandboxes/{id}",
+            get(sandboxes::info).delete(sandboxes::kill),
+        )
         .route("/sandboxes/{id}/connect", post(sandboxes::connect))
         .route("/v2/sandboxes/{id}/connect", post(sandboxes::connect))
         .route("/sandboxes/{id}/resume", post(sandboxes::resume))
@@ -38,15 +47,24 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
         .route("/sandboxes/{id}/refreshes", post(sandboxes::refresh))
         .route("/sandboxes/{id}/metrics", get(sandboxes::metrics))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_api_key,
+        ));
     Router::new()
         .route("/health", get(|| async { StatusCode::OK }))
         .merge(authed)
         .fallback(|uri: http::Uri| async move {
-            ApiError::new(StatusCode::NOT_FOUND, format!("{}: no such API route", uri.path()))
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                format!("{}: no such API route", uri.path()),
+            )
         })
         .method_not_allowed_fallback(|method: http::Method, uri: http::Uri| async move {
-            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, format!("{method} {}: method not allowed", uri.path()))
+            ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                format!("{method} {}: method not allowed", uri.path()),
+            )
         })
         .with_state(state)
 }

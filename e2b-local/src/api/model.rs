@@ -58,7 +58,9 @@ impl NewSandbox {
         let template = &self.template_id;
         if template.is_empty()
             || template.len() > 128
-            || !template.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
+            || !template
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
         {
             return Err(ApiError::bad_request(format!(
                 "{op}: invalid templateID {template:?}: expected 1-128 characters of [A-Za-z0-9-_./:]"
@@ -68,7 +70,9 @@ impl NewSandbox {
             check_timeout(op, timeout)?;
         }
         if self.volume_mounts.as_ref().is_some_and(|m| !m.is_empty()) {
-            return Err(ApiError::bad_request(format!("{op}: volumeMounts are not supported by e2b-local")));
+            return Err(ApiError::bad_request(format!(
+                "{op}: volumeMounts are not supported by e2b-local"
+            )));
         }
         for (name, value) in self.env_vars.iter().flatten() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
@@ -77,7 +81,9 @@ impl NewSandbox {
                 )));
             }
             if value.contains('\0') {
-                return Err(ApiError::bad_request(format!("{op}: envVars value of {name:?} contains NUL")));
+                return Err(ApiError::bad_request(format!(
+                    "{op}: envVars value of {name:?} contains NUL"
+                )));
             }
         }
         Ok(())
@@ -230,7 +236,8 @@ mod tests {
 
     #[test]
     fn accepts_the_js_create_body() {
-        let body = br#"{"templateID":"base","metadata":{"k":"v"},"envVars":{"FOO":"bar"},"timeout":120,
+        let body =
+            br#"{"templateID":"base","metadata":{"k":"v"},"envVars":{"FOO":"bar"},"timeout":120,
  "secure":true,"allow_internet_access":true,"autoPause":false,"autoResume":{"enabled":false}}"#;
         let new: NewSandbox = parse("create sandbox", body).unwrap();
         new.validate("create sandbox").unwrap();
@@ -249,24 +256,48 @@ mod tests {
     fn rejects_bad_create_bodies_with_named_errors() {
         let cases: &[(&[u8], &str)] = &[
             (br#"{"timeout":1}"#, "missing field `templateID`"),
-            (br#"{"templateID":"base","bogus":1}"#, "unknown field `bogus`"),
+            (
+                br#"{"templateID":"base","bogus":1}"#,
+                "unknown field `bogus`",
+            ),
             (br#"{"templateID":"base","timeout":"1"}"#, "invalid type"),
             (br#"{"templateID":"base","timeout":-1}"#, "invalid value"),
-            (br#"{"templateID":"base","metadata":{"k":1}}"#, "invalid type"),
+            (
+                br#"{"templateID":"base","metadata":{"k":1}}"#,
+                "invalid type",
+            ),
         ];
         for (body, needle) in cases {
             let err = parse::<NewSandbox>("create sandbox", body).unwrap_err();
-            assert!(err.message.contains(needle), "{}: {}", String::from_utf8_lossy(body), err.message);
+            assert!(
+                err.message.contains(needle),
+                "{}: {}",
+                String::from_utf8_lossy(body),
+                err.message
+            );
         }
     }
 
     #[test]
     fn validation_names_the_bad_value() {
-        let bad = |json: &[u8]| parse::<NewSandbox>("create", json).unwrap().validate("create").unwrap_err().message;
+        let bad = |json: &[u8]| {
+            parse::<NewSandbox>("create", json)
+                .unwrap()
+                .validate("create")
+                .unwrap_err()
+                .message
+        };
         assert!(bad(br#"{"templateID":""}"#).contains("invalid templateID"));
         assert!(bad(br#"{"templateID":"a b"}"#).contains("invalid templateID"));
-        assert!(bad(br#"{"templateID":"base","timeout":99999999}"#).contains("exceeds the maximum"));
-        assert!(bad(br#"{"templateID":"base","envVars":{"A=B":"x"}}"#).contains("invalid envVars name"));
-        assert!(bad(br#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}"#).contains("volumeMounts"));
+        assert!(
+            bad(br#"{"templateID":"base","timeout":99999999}"#).contains("exceeds the maximum")
+        );
+        assert!(
+            bad(br#"{"templateID":"base","envVars":{"A=B":"x"}}"#).contains("invalid envVars name")
+        );
+        assert!(
+            bad(br#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}"#)
+                .contains("volumeMounts")
+        );
     }
 }

@@ -14,8 +14,8 @@ use super::error::ApiError;
 use super::json_body::{parse, parse_optional, read_body};
 use super::list_query::{PageCursor, parse_list_query};
 use super::model::{
-    ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody, NewSandbox, PauseSandbox, Refresh, ResumeSandbox,
-    SandboxBody, SandboxDetailBody, SetTimeout, StateName, check_timeout,
+    ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody, NewSandbox, PauseSandbox, Refresh,
+    ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout, StateName, check_timeout,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox};
 use crate::timefmt::{rfc3339, unix_seconds};
@@ -51,11 +51,18 @@ async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<R
 }
 
 /// `POST /sandboxes/{id}/connect` and `/v2/…/connect`: 200 if running, 201 if resumed.
-pub async fn connect(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<Response> {
+pub async fn connect(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
     let op = "connect sandbox";
     let request: ConnectSandbox = parse(op, &read_body(op, body).await?)?;
     check_timeout(op, request.timeout)?;
-    let (sandbox, how) = state.registry.connect(&id, Duration::from_secs(request.timeout.into())).await?;
+    let (sandbox, how) = state
+        .registry
+        .connect(&id, Duration::from_secs(request.timeout.into()))
+        .await?;
     let status = match how {
         Connected::WasRunning => StatusCode::OK,
         Connected::Resumed => StatusCode::CREATED,
@@ -64,16 +71,32 @@ pub async fn connect(State(state): State<ApiState>, Path(id): Path<String>, body
 }
 
 /// `POST /sandboxes/{id}/resume` (deprecated): resumes a paused sandbox (201); 409 if running.
-pub async fn resume(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<Response> {
+pub async fn resume(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
     let op = "resume sandbox";
     let request: Option<ResumeSandbox> = parse_optional(op, &read_body(op, body).await?)?;
-    let timeout = request.as_ref().and_then(|r| r.timeout).unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let timeout = request
+        .as_ref()
+        .and_then(|r| r.timeout)
+        .unwrap_or(DEFAULT_TIMEOUT_SECS);
     check_timeout(op, timeout)?;
-    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    let sandbox = state
+        .registry
+        .get(&id)
+        .ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
     if matches!(sandbox.phase(), Phase::Running { .. }) {
-        return Err(ApiError::new(StatusCode::CONFLICT, format!("{op} {id}: sandbox is already running")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{op} {id}: sandbox is already running"),
+        ));
     }
-    let (sandbox, _) = state.registry.connect(&id, Duration::from_secs(timeout.into())).await?;
+    let (sandbox, _) = state
+        .registry
+        .connect(&id, Duration::from_secs(timeout.into()))
+        .await?;
     Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
 }
 
@@ -84,7 +107,11 @@ pub async fn kill(State(state): State<ApiState>, Path(id): Path<String>) -> ApiR
 }
 
 /// `POST /sandboxes/{id}/pause`: 204; 409 if already paused. The optional body is checked.
-pub async fn pause(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+pub async fn pause(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<StatusCode> {
     let op = "pause sandbox";
     let _options: Option<PauseSandbox> = parse_optional(op, &read_body(op, body).await?)?;
     state.registry.pause(&id).await?;
@@ -92,33 +119,61 @@ pub async fn pause(State(state): State<ApiState>, Path(id): Path<String>, body: 
 }
 
 /// `POST /sandboxes/{id}/timeout`: `endAt = now + timeout`.
-pub async fn set_timeout(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+pub async fn set_timeout(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<StatusCode> {
     let op = "set sandbox timeout";
     let request: SetTimeout = parse(op, &read_body(op, body).await?)?;
     check_timeout(op, request.timeout)?;
-    state.registry.set_timeout(&id, Duration::from_secs(request.timeout.into())).await?;
+    state
+        .registry
+        .set_timeout(&id, Duration::from_secs(request.timeout.into()))
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `POST /sandboxes/{id}/refreshes`: keeps the sandbox alive for `duration` more seconds
 /// (default 60), never shortening it.
-pub async fn refresh(State(state): State<ApiState>, Path(id): Path<String>, body: Body) -> ApiResult<StatusCode> {
+pub async fn refresh(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<StatusCode> {
     let op = "refresh sandbox";
     let request: Option<Refresh> = parse_optional(op, &read_body(op, body).await?)?;
     let duration = request.and_then(|r| r.duration).unwrap_or(60);
     check_timeout(op, duration)?;
-    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    let sandbox = state
+        .registry
+        .get(&id)
+        .ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
     if !matches!(sandbox.phase(), Phase::Running { .. }) {
-        return Err(ApiError::new(StatusCode::CONFLICT, format!("{op} {id}: sandbox is paused")));
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            format!("{op} {id}: sandbox is paused"),
+        ));
     }
-    state.registry.connect(&id, Duration::from_secs(duration.into())).await?;
+    state
+        .registry
+        .connect(&id, Duration::from_secs(duration.into()))
+        .await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 /// `GET /sandboxes/{id}`: `SandboxDetail`.
-pub async fn info(State(state): State<ApiState>, Path(id): Path<String>) -> ApiResult<Json<SandboxDetailBody>> {
-    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))?;
-    detail_body(&state, &sandbox).map(Json).ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))
+pub async fn info(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<SandboxDetailBody>> {
+    let sandbox = state
+        .registry
+        .get(&id)
+        .ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))?;
+    detail_body(&state, &sandbox)
+        .map(Json)
+        .ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))
 }
 
 /// `GET /sandboxes/{id}/metrics[?start=&end=]`: one current sample (start/end are accepted and
@@ -129,18 +184,36 @@ pub async fn metrics(
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<Vec<MetricBody>>> {
     let op = "get sandbox metrics";
-    for pair in query.as_deref().unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+    for pair in query
+        .as_deref()
+        .unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match key {
             "start" | "end" if value.parse::<i64>().is_ok() => {}
             "start" | "end" => {
-                return Err(ApiError::bad_request(format!("{op} {id}: {key} must be unix seconds, got {value:?}")));
+                return Err(ApiError::bad_request(format!(
+                    "{op} {id}: {key} must be unix seconds, got {value:?}"
+                )));
             }
-            other => return Err(ApiError::bad_request(format!("{op} {id}: unknown query parameter {other:?}"))),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "{op} {id}: unknown query parameter {other:?}"
+                )));
+            }
         }
     }
-    let sandbox = state.registry.get(&id).ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
-    let sample = sandbox.world.sample(&state.registry.host).await.map_err(|e| ApiError::internal(e.to_string()))?;
+    let sandbox = state
+        .registry
+        .get(&id)
+        .ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    let sample = sandbox
+        .world
+        .sample(&state.registry.host)
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(Json(vec![MetricBody {
         timestamp: rfc3339(sample.at),
         timestamp_unix: unix_seconds(sample.at),
@@ -155,41 +228,79 @@ pub async fn metrics(
 }
 
 /// `GET /v2/sandboxes`: running and paused by default, paginated with `x-next-token`.
-pub async fn list_v2(State(state): State<ApiState>, RawQuery(query): RawQuery) -> ApiResult<Response> {
+pub async fn list_v2(
+    State(state): State<ApiState>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
     list(state, query, &[StateName::Running, StateName::Paused]).await
 }
 
 /// `GET /sandboxes` (v1): running sandboxes.
-pub async fn list_v1(State(state): State<ApiState>, RawQuery(query): RawQuery) -> ApiResult<Response> {
+pub async fn list_v1(
+    State(state): State<ApiState>,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
     list(state, query, &[StateName::Running]).await
 }
 
-async fn list(state: ApiState, query: Option<String>, default_states: &[StateName]) -> ApiResult<Response> {
+async fn list(
+    state: ApiState,
+    query: Option<String>,
+    default_states: &[StateName],
+) -> ApiResult<Response> {
     let query = parse_list_query("list sandboxes", query.as_deref(), default_states)?;
     let mut matching: Vec<(PageCursor, SandboxDetailBody)> = state
         .registry
         .all()
         .into_iter()
-        .filter(|s| query.metadata.iter().all(|(k, v)| s.metadata.get(k) == Some(v)))
+        .filter(|s| {
+            query
+                .metadata
+                .iter()
+                .all(|(k, v)| s.metadata.get(k) == Some(v))
+        })
         .filter(|s| query.template.as_ref().is_none_or(|t| &s.template_id == t))
         .filter_map(|s| {
             let body = detail_body(&state, &s)?;
             query.states.contains(&body.state).then(|| {
-                (PageCursor { started_unix_nanos: s.started_unix_nanos(), sandbox_id: s.id.clone() }, body)
+                (
+                    PageCursor {
+                        started_unix_nanos: s.started_unix_nanos(),
+                        sandbox_id: s.id.clone(),
+                    },
+                    body,
+                )
             })
         })
         .filter(|(cursor, _)| {
-            query.after.as_ref().is_none_or(|after| if query.descending { cursor < after } else { cursor > after })
+            query.after.as_ref().is_none_or(|after| {
+                if query.descending {
+                    cursor < after
+                } else {
+                    cursor > after
+                }
+            })
         })
         .collect();
-    matching.sort_by(|a, b| if query.descending { b.0.cmp(&a.0) } else { a.0.cmp(&b.0) });
+    matching.sort_by(|a, b| {
+        if query.descending {
+            b.0.cmp(&a.0)
+        } else {
+            a.0.cmp(&b.0)
+        }
+    });
     let more = matching.len() > query.limit;
     matching.truncate(query.limit);
-    let next = more.then(|| matching.last().map(|(cursor, _)| cursor.token())).flatten();
+    let next = more
+        .then(|| matching.last().map(|(cursor, _)| cursor.token()))
+        .flatten();
     let items: Vec<SandboxDetailBody> = matching.into_iter().map(|(_, body)| body).collect();
     let mut response = Json(items).into_response();
     if let Some(token) = next {
-        response.headers_mut().insert("x-next-token", HeaderValue::from_str(&token).expect("token is base64url"));
+        response.headers_mut().insert(
+            "x-next-token",
+            HeaderValue::from_str(&token).expect("token is base64url"),
+        );
     }
     Ok(response)
 }

@@ -21,7 +21,11 @@ use crate::registry::Registry;
 
 /// Accepts connections on `listener` until `shutdown` resolves, then aborts every open
 /// connection (their sandboxes are being killed anyway). Runs on the caller's tokio runtime.
-pub async fn serve(listener: TcpListener, registry: Arc<Registry>, shutdown: impl Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    shutdown: impl Future<Output = ()>,
+) {
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -54,7 +58,10 @@ pub async fn serve(listener: TcpListener, registry: Arc<Registry>, shutdown: imp
     connections.abort_all();
 }
 
-async fn handle(registry: &Registry, request: http::Request<Incoming>) -> http::Response<proxy::FrontBody> {
+async fn handle(
+    registry: &Registry,
+    request: http::Request<Incoming>,
+) -> http::Response<proxy::FrontBody> {
     let (parts, body) = request.into_parts();
     match route::resolve(&parts, registry) {
         Ok(sandbox) => proxy::forward(&sandbox, http::Request::from_parts(parts, body)).await,

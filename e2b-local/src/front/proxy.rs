@@ -44,18 +44,35 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = match format!("http://envd{path}").parse() {
         Ok(uri) => uri,
-        Err(_) => return error_response(StatusCode::BAD_REQUEST, &sandbox.id, "invalid request target"),
+        Err(_) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &sandbox.id,
+                "invalid request target",
+            );
+        }
     };
     parts.version = Version::HTTP_11;
-    match sandbox.upstream.send(Request::from_parts(parts, body)).await {
+    match sandbox
+        .upstream
+        .send(Request::from_parts(parts, body))
+        .await
+    {
         Ok(response) => {
             let (mut parts, body) = response.into_parts();
             strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(parts, body.map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>).boxed())
+            Response::from_parts(
+                parts,
+                body.map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)
+                    .boxed(),
+            )
         }
         Err(err) => {
             tracing::debug!(sandbox = %sandbox.id, "envd unreachable: {err}");
-            unroutable(&Unroutable { sandbox_id: sandbox.id.clone(), message: "The sandbox was not found".to_owned() })
+            unroutable(&Unroutable {
+                sandbox_id: sandbox.id.clone(),
+                message: "The sandbox was not found".to_owned(),
+            })
         }
     }
 }
@@ -88,12 +105,20 @@ pub fn unroutable(err: &Unroutable) -> Response<FrontBody> {
 }
 
 fn error_response(status: StatusCode, sandbox_id: &str, message: &str) -> Response<FrontBody> {
-    let body = serde_json::to_vec(&ProxyError { sandbox_id, message, code: status.as_u16() })
-        .expect("plain struct serialises");
+    let body = serde_json::to_vec(&ProxyError {
+        sandbox_id,
+        message,
+        code: status.as_u16(),
+    })
+    .expect("plain struct serialises");
     Response::builder()
         .status(status)
         .header(header::CONTENT_TYPE, "application/json; charset=utf-8")
-        .body(Full::new(Bytes::from(body)).map_err(|never| match never {}).boxed())
+        .body(
+            Full::new(Bytes::from(body))
+                .map_err(|never| match never {})
+                .boxed(),
+        )
         .expect("static response parts are valid")
 }
 
@@ -104,9 +129,15 @@ mod tests {
     #[test]
     fn strips_hop_by_hop_and_connection_listed_headers() {
         let mut headers = HeaderMap::new();
-        headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, x-hop"));
+        headers.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, x-hop"),
+        );
         headers.insert("x-hop", HeaderValue::from_static("1"));
-        headers.insert(header::TRANSFER_ENCODING, HeaderValue::from_static("chunked"));
+        headers.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
         headers.insert("connect-timeout-ms", HeaderValue::from_static("5"));
         strip_hop_by_hop(&mut headers);
         assert_eq!(headers.len(), 1);
@@ -115,10 +146,16 @@ mod tests {
 
     #[tokio::test]
     async fn unroutable_is_502_json_with_numeric_code() {
-        let response = unroutable(&Unroutable { sandbox_id: "abc".into(), message: "The sandbox was not found".into() });
+        let response = unroutable(&Unroutable {
+            sandbox_id: "abc".into(),
+            message: "The sandbox was not found".into(),
+        });
         assert_eq!(response.status(), StatusCode::BAD_GATEWAY);
         let body = response.into_body().collect().await.unwrap().to_bytes();
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(json, serde_json::json!({"sandboxId": "abc", "message": "The sandbox was not found", "code": 502}));
+        assert_eq!(
+            json,
+            serde_json::json!({"sandboxId": "abc", "message": "The sandbox was not found", "code": 502})
+        );
     }
 }

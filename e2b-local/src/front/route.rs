@@ -23,7 +23,10 @@ pub struct Unroutable {
 
 impl Unroutable {
     fn not_found(sandbox_id: impl Into<String>) -> Self {
-        Self { sandbox_id: sandbox_id.into(), message: "The sandbox was not found".to_owned() }
+        Self {
+            sandbox_id: sandbox_id.into(),
+            message: "The sandbox was not found".to_owned(),
+        }
     }
 }
 
@@ -33,20 +36,26 @@ pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unrou
         Some(routed) => routed?,
         None => match host_route(parts) {
             Some(routed) => routed,
-            None => return signed_files_route(parts, registry).ok_or_else(|| Unroutable::not_found("")),
+            None => {
+                return signed_files_route(parts, registry).ok_or_else(|| Unroutable::not_found(""));
+            }
         },
     };
     if port != ENVD_PORT {
         return Err(Unroutable {
             sandbox_id: id,
-            message: format!("The sandbox port {port} is not served by e2b-local (only envd's port {ENVD_PORT} is)"),
+            message: format!(
+                "The sandbox port {port} is not served by e2b-local (only envd's port {ENVD_PORT} is)"
+            ),
         });
     }
     running(registry, &id).ok_or_else(|| Unroutable::not_found(id))
 }
 
 fn running(registry: &Registry, id: &str) -> Option<Arc<Sandbox>> {
-    registry.get(id).filter(|s| matches!(s.phase(), Phase::Running { .. }))
+    registry
+        .get(id)
+        .filter(|s| matches!(s.phase(), Phase::Running { .. }))
 }
 
 /// `E2b-Sandbox-Id` (+ optional `E2b-Sandbox-Port`, default envd's port).
@@ -103,7 +112,8 @@ fn signed_files_route(parts: &Parts, registry: &Registry) -> Option<Arc<Sandbox>
         _ => return None,
     };
     let query = parts.uri.query()?;
-    let (mut path, mut username, mut signature, mut expiration) = (String::new(), String::new(), None, None);
+    let (mut path, mut username, mut signature, mut expiration) =
+        (String::new(), String::new(), None, None);
     for pair in query.split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         let value = form_decode(value)?;
@@ -118,15 +128,17 @@ fn signed_files_route(parts: &Parts, registry: &Registry) -> Option<Arc<Sandbox>
     let signature = signature?;
     registry.all().into_iter().find(|sandbox| {
         matches!(sandbox.phase(), Phase::Running { .. })
-            && sandbox
-                .access_token
-                .as_deref()
-                .is_some_and(|token| file_signature(&path, op, &username, token, expiration) == signature)
+            && sandbox.access_token.as_deref().is_some_and(|token| {
+                file_signature(&path, op, &username, token, expiration) == signature
+            })
     })
 }
 
 fn form_decode(raw: &str) -> Option<String> {
-    percent_decode_str(&raw.replace('+', " ")).decode_utf8().ok().map(|s| s.into_owned())
+    percent_decode_str(&raw.replace('+', " "))
+        .decode_utf8()
+        .ok()
+        .map(|s| s.into_owned())
 }
 
 #[cfg(test)]
@@ -135,9 +147,18 @@ mod tests {
 
     #[test]
     fn parses_sandbox_hosts() {
-        assert_eq!(parse_sandbox_host("49983-abc123.e2b.local"), Some(("abc123".into(), 49983)));
-        assert_eq!(parse_sandbox_host("49983-abc123.localhost:8080"), Some(("abc123".into(), 49983)));
-        assert_eq!(parse_sandbox_host("3000-x.e2b.app"), Some(("x".into(), 3000)));
+        assert_eq!(
+            parse_sandbox_host("49983-abc123.e2b.local"),
+            Some(("abc123".into(), 49983))
+        );
+        assert_eq!(
+            parse_sandbox_host("49983-abc123.localhost:8080"),
+            Some(("abc123".into(), 49983))
+        );
+        assert_eq!(
+            parse_sandbox_host("3000-x.e2b.app"),
+            Some(("x".into(), 3000))
+        );
         assert_eq!(parse_sandbox_host("localhost:49983"), None);
         assert_eq!(parse_sandbox_host("127.0.0.1:49983"), None);
         assert_eq!(parse_sandbox_host("49983-ABC.e2b.app"), None);

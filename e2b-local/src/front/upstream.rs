@@ -44,7 +44,9 @@ pub struct Upstream {
 
 impl std::fmt::Debug for Upstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream").field("socket", &self.socket).finish_non_exhaustive()
+        f.debug_struct("Upstream")
+            .field("socket", &self.socket)
+            .finish_non_exhaustive()
     }
 }
 
@@ -54,7 +56,9 @@ impl Upstream {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .pool_max_idle_per_host(32)
-            .build(UnixConnector { path: socket.clone() });
+            .build(UnixConnector {
+                path: socket.clone(),
+            });
         Self { socket, client }
     }
 

@@ -55,13 +55,18 @@ impl FreezerRoot {
     pub fn sandbox(&self, sandbox_id: &str) -> io::Result<Cgroup> {
         let path = self.base.join(sandbox_id);
         std::fs::create_dir(&path).map_err(|e| annotate(e, "create cgroup", &path))?;
-        Ok(Cgroup { kind: self.kind, path })
+        Ok(Cgroup {
+            kind: self.kind,
+            path,
+        })
     }
 
     /// Removes this server's parent cgroup; its sandbox cgroups must already be gone.
     pub fn remove(&self) -> io::Result<()> {
         match std::fs::remove_dir(&self.base) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(annotate(e, "remove cgroup", &self.base)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(annotate(e, "remove cgroup", &self.base))
+            }
             _ => Ok(()),
         }
     }
@@ -85,7 +90,8 @@ fn is_v1_freezer_root(path: &Path) -> bool {
         && std::fs::read_to_string("/proc/self/mounts").is_ok_and(|mounts| {
             mounts.lines().any(|line| {
                 let mut fields = line.split_whitespace();
-                let (_dev, mount_point, fs_type, options) = (fields.next(), fields.next(), fields.next(), fields.next());
+                let (_dev, mount_point, fs_type, options) =
+                    (fields.next(), fields.next(), fields.next(), fields.next());
                 mount_point == path.to_str()
                     && fs_type == Some("cgroup")
                     && options.is_some_and(|o| o.split(',').any(|opt| opt == "freezer"))
@@ -93,13 +99,30 @@ fn is_v1_freezer_root(path: &Path) -> bool {
         })
 }
 
-/// Removes empty instance cgroups (and their empty sandbox children) left by crashed servers.
-/// Busy ones fail `rmdir` with EBUSY and are left alone.
+/// Removes the cgroups of servers that are gone (instance dirs are named `<server pid>-<rand>`);
+/// live servers' cgroups are never touched, even empty ones (another server may be between
+/// creating a sandbox cgroup and moving a process into it). Busy ones fail `rmdir` and stay.
 fn sweep_empty(parent: &Path) {
-    let Ok(instances) = std::fs::read_dir(parent) else { return };
-    for instance in instances.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+    let Ok(instances) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for instance in instances
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+    {
+        let name = instance.file_name();
+        let server_pid = name
+            .to_str()
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        if server_pid.is_none_or(|pid| Path::new("/proc").join(pid.to_string()).exists()) {
+            continue;
+        }
         if let Ok(children) = std::fs::read_dir(instance.path()) {
-            for child in children.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            for child in children
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            {
                 let _ = std::fs::remove_dir(child.path());
             }
         }
@@ -126,7 +149,8 @@ impl Cgroup {
     /// Moves process `pid` (and, from then on, its future descendants) into this cgroup.
     pub fn add(&self, pid: u32) -> io::Result<()> {
         let file = self.path.join("cgroup.procs");
-        std::fs::write(&file, pid.to_string()).map_err(|e| annotate(e, &format!("add pid {pid} to"), &file))
+        std::fs::write(&file, pid.to_string())
+            .map_err(|e| annotate(e, &format!("add pid {pid} to"), &file))
     }
 
     /// Host pids of every process currently in the cgroup.
@@ -141,11 +165,17 @@ impl Cgroup {
         match self.kind {
             FreezerKind::V1 => {
                 self.write("freezer.state", "FROZEN")?;
-                self.wait_for(|| Ok(self.read("freezer.state")?.trim() == "FROZEN"), "freeze")
+                self.wait_for(
+                    || Ok(self.read("freezer.state")?.trim() == "FROZEN"),
+                    "freeze",
+                )
             }
             FreezerKind::V2 => {
                 self.write("cgroup.freeze", "1")?;
-                self.wait_for(|| Ok(self.read("cgroup.events")?.lines().any(|l| l == "frozen 1")), "freeze")
+                self.wait_for(
+                    || Ok(self.read("cgroup.events")?.lines().any(|l| l == "frozen 1")),
+                    "freeze",
+                )
             }
         }
     }
@@ -159,8 +189,11 @@ impl Cgroup {
     }
 
     /// SIGKILLs every process (thawing so frozen ones can die) until the cgroup is empty, then
-    /// removes it. Fails only if processes survive `deadline`.
-    pub fn kill_all_and_remove(&self, deadline: Duration) -> io::Result<()> {
+    /// removes it. `spare` (the world's keeper, in the host PID namespace) is left to exit by
+    /// itself once the processes below it died, so it can reap them: a killed keeper would leave
+    /// its child a zombie for the host's init. It is killed too if it lingers past half of
+    /// `deadline`. Fails only if processes survive `deadline`.
+    pub fn kill_all_and_remove(&self, deadline: Duration, spare: Option<i32>) -> io::Result<()> {
         let start = Instant::now();
         loop {
             let pids = match self.pids() {
@@ -171,7 +204,8 @@ impl Cgroup {
             if pids.is_empty() {
                 break;
             }
-            for pid in &pids {
+            let spare = spare.filter(|_| start.elapsed() < deadline / 2);
+            for pid in pids.iter().filter(|pid| Some(**pid) != spare) {
                 // SAFETY: kill(2) has no memory-safety preconditions.
                 unsafe { libc::kill(*pid, libc::SIGKILL) };
             }
@@ -179,7 +213,10 @@ impl Cgroup {
             if start.elapsed() > deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("kill cgroup {}: processes {pids:?} survive SIGKILL", self.path.display()),
+                    format!(
+                        "kill cgroup {}: processes {pids:?} survive SIGKILL",
+                        self.path.display()
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -189,7 +226,9 @@ impl Cgroup {
             match std::fs::remove_dir(&self.path) {
                 Ok(()) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(e) if start.elapsed() > deadline => return Err(annotate(e, "remove cgroup", &self.path)),
+                Err(e) if start.elapsed() > deadline => {
+                    return Err(annotate(e, "remove cgroup", &self.path));
+                }
                 Err(_) => std::thread::sleep(Duration::from_millis(5)),
             }
         }
@@ -211,7 +250,10 @@ impl Cgroup {
             if start.elapsed() > Duration::from_secs(10) {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("{what} cgroup {}: not settled after 10 s", self.path.display()),
+                    format!(
+                        "{what} cgroup {}: not settled after 10 s",
+                        self.path.display()
+                    ),
                 ));
             }
             std::thread::sleep(Duration::from_millis(2));

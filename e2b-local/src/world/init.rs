@@ -36,7 +36,10 @@ pub fn run() -> i32 {
     // SAFETY: single-threaded here (called first thing from main).
     match unsafe { libc::fork() } {
         -1 => {
-            eprintln!("sandbox init: fork PID 1: {}", std::io::Error::last_os_error());
+            eprintln!(
+                "sandbox init: fork PID 1: {}",
+                std::io::Error::last_os_error()
+            );
             1
         }
         0 => pid1(&config),
@@ -50,7 +53,9 @@ pub fn run() -> i32 {
 
 fn read_config() -> Result<InitConfig, String> {
     let mut raw = Vec::new();
-    std::io::stdin().read_to_end(&mut raw).map_err(|e| format!("read config from stdin: {e}"))?;
+    std::io::stdin()
+        .read_to_end(&mut raw)
+        .map_err(|e| format!("read config from stdin: {e}"))?;
     serde_json::from_slice(&raw).map_err(|e| format!("parse config from stdin: {e}"))
 }
 
@@ -67,7 +72,11 @@ fn pid1(config: &InitConfig) -> ! {
     // SAFETY: still single-threaded.
     let envd = match unsafe { libc::fork() } {
         -1 => {
-            eprintln!("sandbox init {}: fork envd: {}", config.sandbox_id, std::io::Error::last_os_error());
+            eprintln!(
+                "sandbox init {}: fork envd: {}",
+                config.sandbox_id,
+                std::io::Error::last_os_error()
+            );
             exit(1);
         }
         0 => {
@@ -88,8 +97,12 @@ fn setup(config: &InitConfig) -> std::io::Result<UnixListener> {
     let _ = std::fs::remove_file(&socket);
     // Bound on the host path before pivot_root: the server connects here, sandbox processes
     // cannot reach it (the state dir is hidden inside).
-    let listener = UnixListener::bind(&socket)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("bind envd socket {}: {e}", socket.display())))?;
+    let listener = UnixListener::bind(&socket).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("bind envd socket {}: {e}", socket.display()),
+        )
+    })?;
     mounts::build_and_enter(config)?;
     Ok(listener)
 }
@@ -116,21 +129,31 @@ fn run_envd(config: &InitConfig, listener: UnixListener) -> i32 {
         default_workdir: None,
     };
     let result = runtime.block_on(async move {
-        listener.set_nonblocking(true).map_err(|e| format!("set socket non-blocking: {e}"))?;
-        let listener = tokio::net::UnixListener::from_std(listener).map_err(|e| format!("register socket: {e}"))?;
-        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .map_err(|e| format!("install SIGTERM handler: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("set socket non-blocking: {e}"))?;
+        let listener = tokio::net::UnixListener::from_std(listener)
+            .map_err(|e| format!("register socket: {e}"))?;
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .map_err(|e| format!("install SIGTERM handler: {e}"))?;
         {
             let mut stdout = std::io::stdout().lock();
-            writeln!(stdout, "{READY_LINE}").and_then(|()| stdout.flush()).map_err(|e| format!("report ready: {e}"))?;
+            writeln!(stdout, "{READY_LINE}")
+                .and_then(|()| stdout.flush())
+                .map_err(|e| format!("report ready: {e}"))?;
         }
         redirect_stdout_to_null();
         let shutdown = async move {
             terminate.recv().await;
         };
-        e2b_local_envd::serve(envd_config, e2b_local_envd::EnvdListener::Unix(listener), shutdown)
-            .await
-            .map_err(|e| format!("serve: {e}"))
+        e2b_local_envd::serve(
+            envd_config,
+            e2b_local_envd::EnvdListener::Unix(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| format!("serve: {e}"))
     });
     match result {
         Ok(()) => 0,
@@ -171,7 +194,11 @@ fn wait_for(child: libc::pid_t) -> i32 {
 }
 
 fn exit_code(status: libc::c_int) -> i32 {
-    if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 128 + libc::WTERMSIG(status) }
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    }
 }
 
 fn die_with_parent() {

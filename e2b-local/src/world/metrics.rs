@@ -42,11 +42,19 @@ impl Sample {
     /// Builds a sample; CPU use is the share of all host CPUs used since `previous` (0 for the
     /// first sample), and `previous` is advanced to now.
     pub fn new(measured: &Measurement, previous: &mut Option<CpuSample>, host: &HostFacts) -> Self {
-        let now = CpuSample { at: Instant::now(), ticks: measured.cpu_ticks };
+        let now = CpuSample {
+            at: Instant::now(),
+            ticks: measured.cpu_ticks,
+        };
         let cpu_used_pct = previous.map_or(0.0, |prev| {
             let elapsed = now.at.duration_since(prev.at).as_secs_f64();
-            let used = now.ticks.saturating_sub(prev.ticks) as f64 / host.clock_ticks_per_sec as f64;
-            if elapsed > 0.0 { (used / elapsed / f64::from(host.cpu_count) * 100.0).clamp(0.0, 100.0) } else { 0.0 }
+            let used =
+                now.ticks.saturating_sub(prev.ticks) as f64 / host.clock_ticks_per_sec as f64;
+            if elapsed > 0.0 {
+                (used / elapsed / f64::from(host.cpu_count) * 100.0).clamp(0.0, 100.0)
+            } else {
+                0.0
+            }
         });
         *previous = Some(now);
         Self {
@@ -86,7 +94,12 @@ fn cpu_ticks(pid: i32) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
     // `rest` starts at field 3 (state); fields 14..=17 are at indexes 11..=14.
-    let sum = fields.get(11..15)?.iter().filter_map(|f| f.parse::<i64>().ok()).map(|v| v.max(0) as u64).sum();
+    let sum = fields
+        .get(11..15)?
+        .iter()
+        .filter_map(|f| f.parse::<i64>().ok())
+        .map(|v| v.max(0) as u64)
+        .sum();
     Some(sum)
 }
 
@@ -110,7 +123,9 @@ fn allocated_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(path) = stack.pop() {
-        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
         total += meta.blocks() * 512;
         if meta.is_dir()
             && let Ok(entries) = std::fs::read_dir(&path)
@@ -136,13 +151,36 @@ mod tests {
 
     #[test]
     fn first_sample_has_zero_cpu_then_deltas() {
-        let host = HostFacts { cpu_count: 2, mem_total_bytes: 1 << 30, disk_total_bytes: 1 << 40, clock_ticks_per_sec: 100 };
+        let host = HostFacts {
+            cpu_count: 2,
+            mem_total_bytes: 1 << 30,
+            disk_total_bytes: 1 << 40,
+            clock_ticks_per_sec: 100,
+        };
         let mut previous = None;
-        let first = Sample::new(&Measurement { cpu_ticks: 1000, ..Default::default() }, &mut previous, &host);
+        let first = Sample::new(
+            &Measurement {
+                cpu_ticks: 1000,
+                ..Default::default()
+            },
+            &mut previous,
+            &host,
+        );
         assert_eq!(first.cpu_used_pct, 0.0);
         std::thread::sleep(std::time::Duration::from_millis(20));
-        let second = Sample::new(&Measurement { cpu_ticks: 1001, ..Default::default() }, &mut previous, &host);
-        assert!(second.cpu_used_pct > 0.0 && second.cpu_used_pct <= 100.0, "{}", second.cpu_used_pct);
+        let second = Sample::new(
+            &Measurement {
+                cpu_ticks: 1001,
+                ..Default::default()
+            },
+            &mut previous,
+            &host,
+        );
+        assert!(
+            second.cpu_used_pct > 0.0 && second.cpu_used_pct <= 100.0,
+            "{}",
+            second.cpu_used_pct
+        );
     }
 
     #[test]

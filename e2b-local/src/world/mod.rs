@@ -64,11 +64,17 @@ impl WorldFactory {
     /// `state_dir` must exist, be locked by this server, and not be on overlayfs.
     pub fn new(exe: PathBuf, state_dir: PathBuf, instance: &str) -> io::Result<Self> {
         let sandboxes_dir = state_dir.join("sandboxes");
-        std::fs::create_dir_all(&sandboxes_dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("create {}: {e}", sandboxes_dir.display())))?;
+        std::fs::create_dir_all(&sandboxes_dir).map_err(|e| {
+            io::Error::new(e.kind(), format!("create {}: {e}", sandboxes_dir.display()))
+        })?;
         std::fs::set_permissions(&sandboxes_dir, std::fs::Permissions::from_mode(0o700))?;
         let freezer = FreezerRoot::create(instance)?;
-        Ok(Self { exe, state_dir, sandboxes_dir, freezer })
+        Ok(Self {
+            exe,
+            state_dir,
+            sandboxes_dir,
+            freezer,
+        })
     }
 
     pub fn freezer(&self) -> &FreezerRoot {
@@ -92,7 +98,9 @@ impl WorldFactory {
     /// `kill_on_drop`) but may leave its directory for [`Self::sweep_stale`].
     pub async fn start(&self, spec: WorldSpec) -> Result<World, WorldError> {
         let id = spec.sandbox_id.clone();
-        let fail = |what: &str, e: &dyn std::fmt::Display| WorldError(format!("start sandbox {id}: {what}: {e}"));
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            WorldError(format!("start sandbox {id}: {what}: {e}"))
+        };
         let dirs = SandboxDirs::new(self.sandboxes_dir.join(&id));
         prepare_dirs(&dirs).map_err(|e| fail("prepare dirs", &e))?;
         let cgroup = match self.freezer.sandbox(&id) {
@@ -115,6 +123,7 @@ impl WorldFactory {
             dirs,
             cgroup,
             exited: Mutex::new(None),
+            keeper: Mutex::new(None),
             stderr_tail: Arc::new(Mutex::new(String::new())),
             cpu: Mutex::new(None),
         };
@@ -123,7 +132,11 @@ impl WorldFactory {
             Err(err) => {
                 let tail = world.stderr_tail();
                 let _ = world.destroy().await;
-                let detail = if tail.is_empty() { String::new() } else { format!(" ({})", tail.trim()) };
+                let detail = if tail.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", tail.trim())
+                };
                 Err(WorldError(format!("start sandbox {id}: {err}{detail}")))
             }
         }
@@ -136,11 +149,19 @@ fn prepare_dirs(dirs: &SandboxDirs) -> io::Result<()> {
         move |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", p.display()))
     };
     std::fs::create_dir(&dirs.dir).map_err(ctx(&dirs.dir))?;
-    std::fs::set_permissions(&dirs.dir, std::fs::Permissions::from_mode(0o700)).map_err(ctx(&dirs.dir))?;
-    for dir in [dirs.upper(), dirs.work(), dirs.root(), dirs.tmp(), dirs.home()] {
+    std::fs::set_permissions(&dirs.dir, std::fs::Permissions::from_mode(0o700))
+        .map_err(ctx(&dirs.dir))?;
+    for dir in [
+        dirs.upper(),
+        dirs.work(),
+        dirs.root(),
+        dirs.tmp(),
+        dirs.home(),
+    ] {
         std::fs::create_dir(&dir).map_err(ctx(&dir))?;
     }
-    std::fs::set_permissions(dirs.tmp(), std::fs::Permissions::from_mode(0o1777)).map_err(ctx(&dirs.tmp()))?;
+    std::fs::set_permissions(dirs.tmp(), std::fs::Permissions::from_mode(0o1777))
+        .map_err(ctx(&dirs.tmp()))?;
     let home = dirs.home();
     copy_skeleton(Path::new("/etc/skel"), &home).map_err(ctx(&home))?;
     chown(&home, Some(users::UID), Some(users::GID)).map_err(ctx(&home))?;
@@ -150,7 +171,9 @@ fn prepare_dirs(dirs: &SandboxDirs) -> io::Result<()> {
 /// Copies the regular files of `/etc/skel` (`.bashrc`, `.profile`, …) into a fresh home, owned by
 /// `user`, as `useradd -m` would.
 fn copy_skeleton(skel: &Path, home: &Path) -> io::Result<()> {
-    let Ok(entries) = std::fs::read_dir(skel) else { return Ok(()) };
+    let Ok(entries) = std::fs::read_dir(skel) else {
+        return Ok(());
+    };
     for entry in entries.flatten() {
         if entry.file_type().is_ok_and(|t| t.is_file()) {
             let target = home.join(entry.file_name());
@@ -163,9 +186,10 @@ fn copy_skeleton(skel: &Path, home: &Path) -> io::Result<()> {
 
 fn remove_tree(path: &Path) -> io::Result<()> {
     match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(io::Error::new(e.kind(), format!("remove {}: {e}", path.display())))
-        }
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io::Error::new(
+            e.kind(),
+            format!("remove {}: {e}", path.display()),
+        )),
         _ => Ok(()),
     }
 }
@@ -178,6 +202,8 @@ pub struct World {
     cgroup: Cgroup,
     /// Receives the init's exit code once it has exited.
     exited: Mutex<Option<watch::Receiver<Option<i32>>>>,
+    /// Host pid of the keeper process, once launched.
+    keeper: Mutex<Option<i32>>,
     stderr_tail: Arc<Mutex<String>>,
     cpu: Mutex<Option<metrics::CpuSample>>,
 }
@@ -233,14 +259,19 @@ impl World {
                 Ok(())
             });
         }
-        let mut child = command.spawn().map_err(|e| format!("spawn {} {INIT_SUBCOMMAND}: {e}", exe.display()))?;
-        let pid = child.id().ok_or("init exited before it could be placed in its cgroup")?;
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("spawn {} {INIT_SUBCOMMAND}: {e}", exe.display()))?;
+        let pid = child
+            .id()
+            .ok_or("init exited before it could be placed in its cgroup")?;
         // The keeper forks PID 1 only after reading its config, so placing it now puts every
         // process of the world in the cgroup.
         if let Err(err) = self.cgroup.add(pid) {
             let _ = child.start_kill();
             return Err(err.to_string());
         }
+        *self.keeper.lock().expect("keeper lock") = Some(pid as i32);
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
         let stderr = child.stderr.take().expect("stderr is piped");
@@ -256,7 +287,10 @@ impl World {
         });
 
         let payload = serde_json::to_vec(config).map_err(|e| format!("encode init config: {e}"))?;
-        stdin.write_all(&payload).await.map_err(|e| format!("send init config: {e}"))?;
+        stdin
+            .write_all(&payload)
+            .await
+            .map_err(|e| format!("send init config: {e}"))?;
         drop(stdin);
         let mut lines = BufReader::new(stdout).lines();
         match tokio::time::timeout(START_TIMEOUT, lines.next_line()).await {
@@ -264,10 +298,15 @@ impl World {
             Ok(Ok(Some(line))) => Err(format!("unexpected line from init: {line:?}")),
             Ok(Ok(None)) => {
                 let code = self.exited().await;
-                Err(format!("init exited before envd was ready (exit code {code:?})"))
+                Err(format!(
+                    "init exited before envd was ready (exit code {code:?})"
+                ))
             }
             Ok(Err(e)) => Err(format!("read init readiness: {e}")),
-            Err(_) => Err(format!("envd not ready within {} s", START_TIMEOUT.as_secs())),
+            Err(_) => Err(format!(
+                "envd not ready within {} s",
+                START_TIMEOUT.as_secs()
+            )),
         }
     }
 
@@ -313,17 +352,23 @@ impl World {
     /// leaves the rest undone (the server's shutdown sweep removes leftovers on next start).
     pub async fn destroy(&self) -> Result<(), WorldError> {
         let cgroup = self.cgroup.clone();
-        let killed = blocking(move || cgroup.kill_all_and_remove(KILL_DEADLINE)).await;
+        let keeper = *self.keeper.lock().expect("keeper lock");
+        let killed = blocking(move || cgroup.kill_all_and_remove(KILL_DEADLINE, keeper)).await;
         // The mount namespace (and with it the overlay) is released once its last process,
         // the keeper, has exited; wait for it before deleting the layers.
         let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
         let dir = self.dirs.dir.clone();
         let removed = blocking(move || remove_tree(&dir)).await;
-        killed.and(removed).map_err(|e| WorldError(format!("destroy sandbox {}: {e}", self.id)))
+        killed
+            .and(removed)
+            .map_err(|e| WorldError(format!("destroy sandbox {}: {e}", self.id)))
     }
 
     /// One metrics sample: CPU since the previous sample, memory and disk use now.
-    pub async fn sample(&self, host: &crate::host::HostFacts) -> Result<metrics::Sample, WorldError> {
+    pub async fn sample(
+        &self,
+        host: &crate::host::HostFacts,
+    ) -> Result<metrics::Sample, WorldError> {
         let cgroup = self.cgroup.clone();
         let dirs = [self.dirs.upper(), self.dirs.tmp(), self.dirs.home()];
         let measured = blocking(move || Ok(metrics::measure(&cgroup.pids()?, &dirs)))
@@ -334,6 +379,10 @@ impl World {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> io::Result<T> + Send + 'static) -> io::Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| io::Error::other(format!("blocking task: {e}")))?
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| io::Error::other(format!("blocking task: {e}")))?
 }

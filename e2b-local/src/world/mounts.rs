@@ -13,15 +13,27 @@ use super::layout::{InitConfig, SandboxDirs, under};
 use super::users;
 
 /// Device nodes every sandbox gets: name, major, minor.
-const DEVICES: [(&str, u32, u32); 6] =
-    [("null", 1, 3), ("zero", 1, 5), ("full", 1, 7), ("random", 1, 8), ("urandom", 1, 9), ("tty", 5, 0)];
+const DEVICES: [(&str, u32, u32); 6] = [
+    ("null", 1, 3),
+    ("zero", 1, 5),
+    ("full", 1, 7),
+    ("random", 1, 8),
+    ("urandom", 1, 9),
+    ("tty", 5, 0),
+];
 
 /// Builds the whole world under `dirs.root()` and pivots into it. Must run as root, as PID 1 of
 /// a fresh PID namespace, in a fresh mount namespace.
 pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
     let dirs = config.dirs();
     // Nothing mounted from here on may propagate back to the host.
-    mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None)?;
+    mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    )?;
     let root = dirs.root();
     let overlay = format!(
         "lowerdir=/,upperdir={},workdir={}",
@@ -57,17 +69,36 @@ fn mount_proc_and_sys(root: &Path) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None)?;
     // A fresh read-only sysfs (it shows no cgroup mounts, so the world cannot thaw itself).
-    mount(Some("sysfs"), &root.join("sys"), Some("sysfs"), flags | libc::MS_RDONLY, None)
+    mount(
+        Some("sysfs"),
+        &root.join("sys"),
+        Some("sysfs"),
+        flags | libc::MS_RDONLY,
+        None,
+    )
 }
 
 fn mount_dev(root: &Path) -> io::Result<()> {
     let dev = root.join("dev");
-    mount(Some("tmpfs"), &dev, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NOEXEC, Some("mode=0755,size=65536k"))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("mode=0755,size=65536k"),
+    )?;
     for (name, major, minor) in DEVICES {
         let path = dev.join(name);
         let c = cstring(&path)?;
         // SAFETY: mknod(2) with a valid NUL-terminated path.
-        if unsafe { libc::mknod(c.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(major, minor)) } != 0 {
+        if unsafe {
+            libc::mknod(
+                c.as_ptr(),
+                libc::S_IFCHR | 0o666,
+                libc::makedev(major, minor),
+            )
+        } != 0
+        {
             return Err(os_error(format!("mknod {}", path.display())));
         }
         chmod(&path, 0o666)?;
@@ -79,11 +110,23 @@ fn mount_dev(root: &Path) -> io::Result<()> {
     if let Some(gid) = tty_gid {
         options.push_str(&format!(",gid={gid}"));
     }
-    mount(Some("devpts"), &pts, Some("devpts"), libc::MS_NOSUID | libc::MS_NOEXEC, Some(&options))?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some(&options),
+    )?;
     symlink("pts/ptmx", &dev.join("ptmx"))?;
     let shm = dev.join("shm");
     mkdir(&shm, 0o1777)?;
-    mount(Some("tmpfs"), &shm, Some("tmpfs"), libc::MS_NOSUID | libc::MS_NODEV, Some("mode=1777"))?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=1777"),
+    )?;
     symlink("/proc/self/fd", &dev.join("fd"))?;
     for (i, name) in ["stdin", "stdout", "stderr"].iter().enumerate() {
         symlink(&format!("/proc/self/fd/{i}"), &dev.join(name))?;
@@ -96,12 +139,14 @@ fn mount_dev(root: &Path) -> io::Result<()> {
 fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
     bind(&dirs.tmp(), &root.join("tmp"))?;
     let home = under(root, Path::new(users::HOME));
-    std::fs::create_dir_all(&home).map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", home.display())))?;
+    std::fs::create_dir_all(&home)
+        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", home.display())))?;
     bind(&dirs.home(), &home)
 }
 
 fn pivot(root: &Path) -> io::Result<()> {
-    std::env::set_current_dir(root).map_err(|e| io::Error::new(e.kind(), format!("chdir {}: {e}", root.display())))?;
+    std::env::set_current_dir(root)
+        .map_err(|e| io::Error::new(e.kind(), format!("chdir {}: {e}", root.display())))?;
     let dot = CString::new(".").expect("no NUL");
     // SAFETY: pivot_root(".", ".") stacks the old root under the new one; both args are valid.
     if unsafe { libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) } != 0 {
@@ -119,13 +164,19 @@ fn group_id(root: &Path, name: &str) -> Option<u32> {
     let text = std::fs::read_to_string(root.join("etc/group")).ok()?;
     text.lines().find_map(|line| {
         let mut fields = line.split(':');
-        (fields.next()? == name).then(|| fields.nth(1)?.parse().ok()).flatten()
+        (fields.next()? == name)
+            .then(|| fields.nth(1)?.parse().ok())
+            .flatten()
     })
 }
 
 fn bind(source: &Path, target: &Path) -> io::Result<()> {
     mount(
-        Some(source.to_str().ok_or_else(|| io::Error::other(format!("non-UTF-8 path {}", source.display())))?),
+        Some(
+            source
+                .to_str()
+                .ok_or_else(|| io::Error::other(format!("non-UTF-8 path {}", source.display())))?,
+        ),
         target,
         None,
         libc::MS_BIND,
@@ -133,11 +184,29 @@ fn bind(source: &Path, target: &Path) -> io::Result<()> {
     )
 }
 
-fn mount(source: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) -> io::Result<()> {
-    let describe = || format!("mount {} on {}", fstype.or(source).unwrap_or("(remount)"), target.display());
-    let source_c = source.map(|s| CString::new(s).map_err(|_| io::Error::other(describe()))).transpose()?;
-    let fstype_c = fstype.map(|s| CString::new(s).map_err(|_| io::Error::other(describe()))).transpose()?;
-    let data_c = data.map(|s| CString::new(s).map_err(|_| io::Error::other(describe()))).transpose()?;
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let describe = || {
+        format!(
+            "mount {} on {}",
+            fstype.or(source).unwrap_or("(remount)"),
+            target.display()
+        )
+    };
+    let source_c = source
+        .map(|s| CString::new(s).map_err(|_| io::Error::other(describe())))
+        .transpose()?;
+    let fstype_c = fstype
+        .map(|s| CString::new(s).map_err(|_| io::Error::other(describe())))
+        .transpose()?;
+    let data_c = data
+        .map(|s| CString::new(s).map_err(|_| io::Error::other(describe())))
+        .transpose()?;
     let target_c = cstring(target)?;
     // SAFETY: every pointer is either null or a valid NUL-terminated string that outlives the call.
     let rc = unsafe {
@@ -146,7 +215,9 @@ fn mount(source: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc:
             target_c.as_ptr(),
             fstype_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr()),
             flags,
-            data_c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr().cast()),
+            data_c
+                .as_ref()
+                .map_or(std::ptr::null(), |c| c.as_ptr().cast()),
         )
     };
     if rc != 0 {
@@ -156,7 +227,8 @@ fn mount(source: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc:
 }
 
 fn mkdir(path: &Path, mode: u32) -> io::Result<()> {
-    std::fs::create_dir(path).map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", path.display())))?;
+    std::fs::create_dir(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", path.display())))?;
     chmod(path, mode)
 }
 
@@ -166,13 +238,21 @@ fn chmod(path: &Path, mode: u32) -> io::Result<()> {
 }
 
 fn symlink(target: &str, link: &Path) -> io::Result<()> {
-    std::os::unix::fs::symlink(target, link)
-        .map_err(|e| io::Error::new(e.kind(), format!("symlink {} -> {target}: {e}", link.display())))
+    std::os::unix::fs::symlink(target, link).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("symlink {} -> {target}: {e}", link.display()),
+        )
+    })
 }
 
 fn cstring(path: &Path) -> io::Result<CString> {
-    CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("path {} contains NUL", path.display())))
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("path {} contains NUL", path.display()),
+        )
+    })
 }
 
 fn os_error(context: String) -> io::Error {

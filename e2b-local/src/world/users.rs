@@ -30,15 +30,27 @@ pub fn install(root: &Path) -> io::Result<()> {
     let shadow_path = etc.join("shadow");
     if shadow_path.exists() {
         let shadow = read(&shadow_path)?;
-        write(&shadow_path, &fix_shadow(&shadow, &removed_users, "*"), 0o640)?;
+        write(
+            &shadow_path,
+            &fix_shadow(&shadow, &removed_users, "*"),
+            0o640,
+        )?;
     }
     let gshadow_path = etc.join("gshadow");
     if gshadow_path.exists() {
         let gshadow = read(&gshadow_path)?;
-        write(&gshadow_path, &fix_shadow(&gshadow, &removed_groups, "!"), 0o640)?;
+        write(
+            &gshadow_path,
+            &fix_shadow(&gshadow, &removed_groups, "!"),
+            0o640,
+        )?;
     }
     if etc.join("sudoers.d").is_dir() {
-        write(&root.join(SUDOERS_FILE), &format!("{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"), 0o440)?;
+        write(
+            &root.join(SUDOERS_FILE),
+            &format!("{USER} ALL=(ALL:ALL) NOPASSWD: ALL\n"),
+            0o440,
+        )?;
     }
     Ok(())
 }
@@ -93,7 +105,8 @@ pub fn fix_shadow(text: &str, removed: &[String], password: &str) -> String {
 }
 
 fn read(path: &Path) -> io::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| io::Error::new(e.kind(), format!("read {}: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("read {}: {e}", path.display())))
 }
 
 fn write(path: &Path, text: &str, mode: u32) -> io::Result<()> {
@@ -108,10 +121,14 @@ mod tests {
 
     #[test]
     fn replaces_the_host_uid_1000_account() {
-        let passwd = "root:x:0:0:root:/root:/bin/bash\ncloudsdk:x:1000:1000::/home/cloudsdk:/bin/bash\n";
+        let passwd =
+            "root:x:0:0:root:/root:/bin/bash\ncloudsdk:x:1000:1000::/home/cloudsdk:/bin/bash\n";
         let (out, removed) = fix_passwd(passwd);
         assert_eq!(removed, vec!["cloudsdk".to_owned()]);
-        assert_eq!(out, "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n");
+        assert_eq!(
+            out,
+            "root:x:0:0:root:/root:/bin/bash\nuser:x:1000:1000::/home/user:/bin/bash\n"
+        );
     }
 
     #[test]
@@ -137,16 +154,29 @@ mod tests {
         std::fs::write(etc.join("passwd"), "root:x:0:0::/root:/bin/bash\n").unwrap();
         std::fs::write(etc.join("group"), "root:x:0:\n").unwrap();
         install(root.path()).unwrap();
-        assert!(std::fs::read_to_string(etc.join("passwd")).unwrap().contains("user:x:1000:1000::/home/user"));
+        assert!(
+            std::fs::read_to_string(etc.join("passwd"))
+                .unwrap()
+                .contains("user:x:1000:1000::/home/user")
+        );
         let sudoers = etc.join("sudoers.d/e2b-local-user");
-        assert_eq!(std::fs::read_to_string(&sudoers).unwrap(), "user ALL=(ALL:ALL) NOPASSWD: ALL\n");
-        assert_eq!(std::fs::metadata(&sudoers).unwrap().permissions().mode() & 0o777, 0o440);
+        assert_eq!(
+            std::fs::read_to_string(&sudoers).unwrap(),
+            "user ALL=(ALL:ALL) NOPASSWD: ALL\n"
+        );
+        assert_eq!(
+            std::fs::metadata(&sudoers).unwrap().permissions().mode() & 0o777,
+            0o440
+        );
     }
 
     #[test]
     fn install_names_a_missing_passwd() {
         let root = tempfile::tempdir().unwrap();
         let err = install(root.path()).unwrap_err();
-        assert!(err.to_string().contains("read ") && err.to_string().contains("etc/passwd"), "{err}");
+        assert!(
+            err.to_string().contains("read ") && err.to_string().contains("etc/passwd"),
+            "{err}"
+        );
     }
 }
