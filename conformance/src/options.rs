@@ -90,3 +90,41 @@ impl KitOptions {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filtered(filter: &str) -> KitOptions {
+        KitOptions {
+            filter: Some(filter.to_owned()),
+            ..KitOptions::default()
+        }
+    }
+
+    #[test]
+    fn the_filter_matches_any_comma_separated_substring() {
+        assert!(KitOptions::default().selects("fs.stat.errors"));
+        assert!(filtered("fs.stat").selects("fs.stat.errors"));
+        assert!(!filtered("fs.stat").selects("fs.list.errors"));
+        assert!(filtered("terminal, fs.list").selects("fs.list.errors"));
+        assert!(
+            filtered(" , ").selects("anything"),
+            "no non-empty part selects all"
+        );
+        assert!(!filtered("nothing-matches").selects("fs.stat.errors"));
+    }
+
+    #[test]
+    fn defaults_are_the_full_kit_under_tmp() {
+        let options = KitOptions::default();
+        assert_eq!(options.scratch_root, "/tmp");
+        assert!(!options.read_only_fs && !options.no_terminals && options.filter.is_none());
+        assert_eq!(options.case_timeout(), DEFAULT_CASE_TIMEOUT);
+        let custom = KitOptions {
+            case_timeout: Some(Duration::from_secs(3)),
+            ..KitOptions::default()
+        };
+        assert_eq!(custom.case_timeout(), Duration::from_secs(3));
+    }
+}

@@ -191,3 +191,69 @@ impl Serialize for Report {
         state.end()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &'static str, outcome: Outcome) -> CaseReport {
+        CaseReport {
+            name,
+            seam: Seam::Fs,
+            outcome,
+            duration: Duration::from_millis(12),
+        }
+    }
+
+    #[test]
+    fn lines_and_counts() {
+        let report = Report {
+            cases: vec![
+                case("fs.a.b", Outcome::Passed),
+                case(
+                    "fs.c.d",
+                    Outcome::Failed("stat x: expected 1, got 2".into()),
+                ),
+                case(
+                    "fs.e.f",
+                    Outcome::Skipped("no fs provider in this world".into()),
+                ),
+            ],
+            scratch_dir: None,
+            cleanup_errors: vec![],
+        };
+        assert_eq!(report.cases[0].to_string(), "PASS fs.a.b (12 ms)");
+        assert_eq!(
+            report.cases[1].to_string(),
+            "FAIL fs.c.d (12 ms): stat x: expected 1, got 2"
+        );
+        assert_eq!(
+            report.cases[2].to_string(),
+            "SKIP fs.e.f (12 ms): no fs provider in this world"
+        );
+        assert_eq!(
+            (report.passed(), report.failed(), report.skipped()),
+            (1, 1, 1)
+        );
+        assert!(!report.is_success());
+        assert_eq!(
+            report.case("fs.e.f").map(|c| c.outcome.status()),
+            Some("skipped")
+        );
+    }
+
+    #[test]
+    fn cleanup_errors_make_a_run_unsuccessful() {
+        let mut report = Report {
+            cases: vec![case("fs.a.b", Outcome::Passed)],
+            ..Report::default()
+        };
+        assert!(report.is_success());
+        report.cleanup_errors.push("remove /tmp/x: busy".into());
+        assert!(!report.is_success());
+        assert_eq!(
+            report.to_string(),
+            "1 passed, 0 failed, 0 skipped; cleanup: remove /tmp/x: busy"
+        );
+    }
+}

@@ -62,7 +62,7 @@ pub(crate) const CASES: &[CaseInfo] = &[
         "subprocess.output.spill",
         Subprocess,
         [Subprocess],
-        "spill keeps a lossless copy of each stream in a world file readable by the world, cut at the limit",
+        "spill keeps a lossless copy of each stream in a private world file (no group/other bits), cut at the limit",
         spill
     ),
     case!(
@@ -71,6 +71,13 @@ pub(crate) const CASES: &[CaseInfo] = &[
         [Subprocess],
         "null and inherit expose no stream and no retained bytes but still count the output",
         null_and_inherit
+    ),
+    case!(
+        "subprocess.stdin.backpressure",
+        Subprocess,
+        [Subprocess],
+        "writes to a stdin nobody reads stop completing before 64 MiB are accepted",
+        stdin_backpressure
     ),
     case!(
         "subprocess.stdin.pipe_and_close",
@@ -394,6 +401,19 @@ async fn spill(cx: &Cx) -> CaseResult {
         out_spill.path,
         err_spill.path
     );
+    let mode = cx
+        .sh_ok(
+            "stat -c %a of the spill file",
+            r#"stat -c %a -- "$1""#,
+            &[&out_spill.path],
+        )
+        .await?;
+    let mode = String::from_utf8_lossy(&mode).trim().to_owned();
+    ensure!(
+        u32::from_str_radix(&mode, 8).is_ok_and(|mode| mode & 0o077 == 0),
+        "spill file {}: mode {mode} lets group or others in (it must be private)",
+        out_spill.path
+    );
     ensure_eq("spill of stdout: len", &out_spill.len, &(data.len() as u64))?;
     ensure_eq("spill of stdout: complete", &out_spill.complete, &true)?;
     let copy = cx.read_all(&out_spill.path).await?;
@@ -536,4 +556,36 @@ async fn stdin_pipe_and_close(cx: &Cx) -> CaseResult {
         snap.total
     );
     Ok(())
+}
+
+async fn stdin_backpressure(cx: &Cx) -> CaseResult {
+    const CHUNK: usize = 1 << 20;
+    const MAX_CHUNKS: usize = 64;
+    let mut spec = sh_spec("exec sleep 30", &[], Some(&cx.dir));
+    spec.stdin = StdinMode::Pipe;
+    let process = cx
+        .spawn("spawn a command that never reads stdin", spec)
+        .await?;
+    let Some(mut stdin) = process.take_stdin() else {
+        fail!("spawn with StdinMode::Pipe: take_stdin returned None");
+    };
+    let chunk = vec![b'x'; CHUNK];
+    let mut accepted = 0;
+    while accepted < MAX_CHUNKS {
+        match tokio::time::timeout(Duration::from_secs(1), stdin.write(chunk.clone())).await {
+            Err(_) => break,
+            Ok(Ok(())) => accepted += 1,
+            Ok(Err(err)) => fail!(
+                "write to an unread stdin: expected it to block, got {}: {err}",
+                err.kind()
+            ),
+        }
+    }
+    ensure!(
+        accepted < MAX_CHUNKS,
+        "write to an unread stdin: all {MAX_CHUNKS} MiB were accepted (no backpressure: they are buffered without bound)"
+    );
+    drop(stdin);
+    cx.ok("terminate", process.terminate(Duration::from_millis(200)))
+        .await
 }
