@@ -103,6 +103,13 @@ async fn create_is_topological_injection_typed_and_dispose_exactly_reversed() {
     assert!(injected(&record, "e2b").is_empty());
     assert_eq!(injected(&record, "fs"), ["e2b"]);
     assert_eq!(injected(&record, "subprocess"), ["e2b", "fs"]);
+    // …and could use them: each probe exercised what it was handed.
+    for event in read_record(&record) {
+        let proof = event["proof"].as_object().expect("proof");
+        for (kind, outcome) in proof {
+            assert!(outcome.get("error").is_none(), "{kind}: {event}");
+        }
+    }
     // Typed handles from the host.
     assert!(host.e2b().is_ok());
     assert!(host.fs().is_ok());
@@ -122,31 +129,33 @@ async fn create_is_topological_injection_typed_and_dispose_exactly_reversed() {
 #[tokio::test]
 async fn a_failed_create_disposes_the_created_in_reverse_and_reports_it() {
     require(&PROBES);
-    let scratch = Scratch::new();
-    let record = scratch.record("events.jsonl");
-    let composition = compose(&probe_manifest(
-        &record,
-        &[("subprocess", "failCreate: true")],
-    ))
-    .expect("valid");
-    let err = composition.start().await.expect_err("subprocess fails");
-    let HostError::Create(create) = &err else {
-        panic!("expected a create error, got {err}");
-    };
-    assert_eq!(create.id, "subprocess");
-    assert_eq!(create.rolled_back, ["fs", "e2b"]);
-    assert!(
-        err.to_string()
-            .starts_with("create \"subprocess\" (dsh-probe-subprocess): "),
-        "{err}"
-    );
-    let seen = events(&record);
-    let disposals: Vec<_> = seen
-        .iter()
-        .filter(|(event, _)| event == "dispose")
-        .cloned()
-        .collect();
-    assert_eq!(disposals, pairs(&[("dispose", "fs"), ("dispose", "e2b")]));
+    // An error and a panic (caught at the ABI boundary) roll back alike.
+    for failure in ["failCreate: true", "failCreate: panic"] {
+        let scratch = Scratch::new();
+        let record = scratch.record("events.jsonl");
+        let composition =
+            compose(&probe_manifest(&record, &[("subprocess", failure)])).expect("valid");
+        let err = composition.start().await.expect_err("subprocess fails");
+        let HostError::Create(create) = &err else {
+            panic!("{failure}: expected a create error, got {err}");
+        };
+        assert_eq!(create.id, "subprocess", "{failure}");
+        assert_eq!(create.rolled_back, ["fs", "e2b"], "{failure}");
+        assert!(
+            err.to_string()
+                .starts_with("create \"subprocess\" (dsh-probe-subprocess): "),
+            "{failure}: {err}"
+        );
+        let disposals: Vec<_> = events(&record)
+            .into_iter()
+            .filter(|(event, _)| event == "dispose")
+            .collect();
+        assert_eq!(
+            disposals,
+            pairs(&[("dispose", "fs"), ("dispose", "e2b")]),
+            "{failure}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -196,31 +205,28 @@ async fn plugin_config_errors_name_the_field() {
     assert!(text.contains("bogusField"), "{text}");
 }
 
-/// Runs `dsh exec -- sleep 30` over the probes plus the local subprocess
-/// provider, sends `signal`, and checks the orderly disposal.
+/// Runs `dsh exec -- sleep` (the probe world's `sleep` never ends) over the
+/// three probes, sends `signal` to dsh, and checks the orderly disposal.
 fn signal_disposes(signal: i32) {
-    require(&["dsh-probe-e2b", "dsh-probe-fs", "dsh-subprocess-local"]);
+    require(&PROBES);
     let scratch = Scratch::new();
     let record = scratch.record("events.jsonl");
-    // disposeDelayMs proves dsh waits for the whole disposal before exiting.
+    // disposeDelayMs proves dsh waits for each disposal before the next and
+    // before exiting.
     let manifest = scratch.write(
         "signal.yaml",
-        &format!(
-            "- {{id: fs, name: dsh-probe-fs, config: {{record: {record}, disposeDelayMs: 200}}}}\n\
-             - {{id: e2b, name: dsh-probe-e2b, config: {{record: {record}}}}}\n\
-             - {{id: subprocess, name: dsh-subprocess-local}}\n"
-        ),
+        &probe_manifest(&record, &[("fs", "disposeDelayMs: 200")]),
     );
     let mut child = dsh()
-        .args(["--config", &manifest, "exec", "--", "sleep", "30"])
+        .args(["--config", &manifest, "exec", "--", "sleep"])
         .spawn()
         .expect("spawn dsh");
     assert!(
-        wait_until(Duration::from_secs(20), || events(&record).len() == 2),
+        wait_until(Duration::from_secs(20), || events(&record).len() == 3),
         "probes not created: {:?}",
         events(&record)
     );
-    // Give exec a moment to start the child.
+    // Give exec a moment to start the program.
     std::thread::sleep(Duration::from_millis(300));
     let started = std::time::Instant::now();
     rustix::process::kill_process(
@@ -236,10 +242,29 @@ fn signal_disposes(signal: i32) {
         pairs(&[
             ("create", "e2b"),
             ("create", "fs"),
+            ("create", "subprocess"),
+            ("dispose", "subprocess"),
             ("dispose", "fs"),
-            ("dispose", "e2b")
+            ("dispose", "e2b"),
         ])
     );
+    // Each dependent was fully disposed (fs after its 200 ms) before its
+    // provider's dispose began.
+    let lines = read_record(&record);
+    for (dependent, provider) in [(3, 4), (4, 5)] {
+        let done = lines[dependent]["monotonicNs"]
+            .as_u64()
+            .expect("dispose time");
+        let began = lines[provider]["startedNs"]
+            .as_u64()
+            .expect("dispose start");
+        assert!(
+            began >= done,
+            "{} began disposing before {} finished",
+            lines[provider]["id"],
+            lines[dependent]["id"]
+        );
+    }
 }
 
 #[test]
