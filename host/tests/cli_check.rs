@@ -307,3 +307,38 @@ fn disabled_entries_are_excluded() {
         "{stdout}"
     );
 }
+
+#[test]
+fn a_plugin_built_against_another_api_version() {
+    // A library that carries the plugin entry symbol of a different plugin
+    // API version: the loader must refuse it before using anything else.
+    let scratch = Scratch::new();
+    let source = scratch.write(
+        "old.c",
+        "const unsigned int dsh_plugin_api_version__dsh_old = 999;\n",
+    );
+    let library = scratch.path("libdsh_old.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
+    let built = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&library)
+        .arg(&source)
+        .status()
+        .unwrap_or_else(|err| panic!("run {cc} (the C compiler Rust links with): {err}"));
+    assert!(built.success(), "{cc} failed to build the fixture");
+    let err = rejected(
+        "m.yaml",
+        &format!(
+            "- {{id: old, name: dsh-old, path: {}}}\n",
+            library.display()
+        ),
+    );
+    assert_mentions(
+        &err,
+        &[
+            "entry \"old\" (line 1): ",
+            "incompatible",
+            "built against dsh plugin API version 999",
+        ],
+    );
+}

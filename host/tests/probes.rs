@@ -276,3 +276,35 @@ fn sigterm_on_a_running_dsh_disposes_in_reverse() {
 fn sigint_on_a_running_dsh_disposes_in_reverse() {
     signal_disposes(libc::SIGINT);
 }
+
+#[test]
+fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let manifest = scratch.write(
+        "bad-config.yaml",
+        &probe_manifest(&record, &[("subprocess", "disposeDelayMs: soon")]),
+    );
+    let output = dsh()
+        .args(["--config", &manifest, "exec", "--", "sleep"])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("create \"subprocess\" (dsh-probe-subprocess): ")
+            && stderr.contains("config.disposeDelayMs"),
+        "{stderr}"
+    );
+    // The providers created before it were rolled back.
+    assert_eq!(
+        events(&record),
+        pairs(&[
+            ("create", "e2b"),
+            ("create", "fs"),
+            ("dispose", "fs"),
+            ("dispose", "e2b")
+        ])
+    );
+}
