@@ -142,11 +142,7 @@ async fn ps_inside_shows_only_the_sandbox() {
     assert_eq!(pty.exit_code, 0, "{pty:?}");
 }
 
-async fn assert_world_gone(
-    id: &str,
-    namespaces: &std::collections::BTreeSet<String>,
-    state_dir: &Path,
-) {
+async fn assert_world_gone(id: &str, namespaces: &common::Namespaces, state_dir: &Path) {
     let dir = state_dir.join("sandboxes").join(id);
     common::eventually(
         Duration::from_secs(10),
@@ -260,7 +256,7 @@ async fn server_shutdown_leaves_no_process() {
     let paused = api.sandbox().await;
     api.call(Method::POST, &format!("/sandboxes/{paused}/pause"), "")
         .await;
-    let mut namespaces = std::collections::BTreeSet::new();
+    let mut namespaces = common::Namespaces::default();
     for id in ids.iter().chain([&paused]) {
         exec_if_running(&server, id).await;
         namespaces.extend(sandbox_pid_namespaces(id));

@@ -37,7 +37,8 @@ pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unrou
         None => match host_route(parts) {
             Some(routed) => routed,
             None => {
-                return signed_files_route(parts, registry).ok_or_else(|| Unroutable::not_found(""));
+                return signed_files_route(parts, registry)
+                    .ok_or_else(|| Unroutable::not_found(""));
             }
         },
     };

@@ -265,31 +265,61 @@ pub fn sandbox_cgroup(id: &str) -> Option<PathBuf> {
         })
 }
 
-/// PID-namespace inodes of sandbox `id`'s processes (the host's own namespace excluded).
-pub fn sandbox_pid_namespaces(id: &str) -> BTreeSet<String> {
+/// PID namespaces of one or more sandboxes, held open: a namespace's inode number can be reused
+/// by a new namespace once the old one is freed, so holding a reference keeps the number unique
+/// for as long as the test checks it.
+#[derive(Debug, Default)]
+pub struct Namespaces {
+    names: BTreeSet<String>,
+    _held: Vec<std::fs::File>,
+}
+
+impl Namespaces {
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_disjoint(&self, other: &Namespaces) -> bool {
+        self.names.is_disjoint(&other.names)
+    }
+
+    pub fn extend(&mut self, other: Namespaces) {
+        self.names.extend(other.names);
+        self._held.extend(other._held);
+    }
+}
+
+/// PID namespaces of sandbox `id`'s processes (the host's own namespace excluded).
+pub fn sandbox_pid_namespaces(id: &str) -> Namespaces {
     let host = std::fs::read_link("/proc/self/ns/pid")
         .expect("own pid ns")
         .to_string_lossy()
         .into_owned();
     let cgroup = sandbox_cgroup(id).unwrap_or_else(|| panic!("no cgroup for sandbox {id}"));
     let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).expect("cgroup.procs");
-    procs
-        .lines()
-        .filter_map(|pid| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok())
-        .map(|ns| ns.to_string_lossy().into_owned())
-        .filter(|ns| *ns != host)
-        .collect()
+    let mut namespaces = Namespaces::default();
+    for pid in procs.lines() {
+        let link = format!("/proc/{pid}/ns/pid");
+        let (Ok(name), Ok(file)) = (std::fs::read_link(&link), std::fs::File::open(&link)) else {
+            continue;
+        };
+        let name = name.to_string_lossy().into_owned();
+        if name != host && namespaces.names.insert(name) {
+            namespaces._held.push(file);
+        }
+    }
+    namespaces
 }
 
 /// Processes living in any of `namespaces`, as `<host pid> <state> <comm>` lines.
-pub fn processes_in(namespaces: &BTreeSet<String>) -> Vec<String> {
+pub fn processes_in(namespaces: &Namespaces) -> Vec<String> {
     std::fs::read_dir("/proc")
         .expect("read /proc")
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             std::fs::read_link(format!("/proc/{pid}/ns/pid"))
-                .is_ok_and(|ns| namespaces.contains(ns.to_string_lossy().as_ref()))
+                .is_ok_and(|ns| namespaces.names.contains(ns.to_string_lossy().as_ref()))
         })
         .map(|pid| {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
