@@ -63,8 +63,14 @@ pub struct ExecArgs {
     /// Extra environment entry NAME=VALUE (repeatable).
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,
-    /// The program and its arguments (after `--`).
-    #[arg(last = true, required = true, value_name = "ARGV")]
+    /// The program and its arguments (`--` before them is optional; it
+    /// keeps dsh from reading the program's options as its own).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGV"
+    )]
     pub argv: Vec<String>,
 }
 
@@ -73,8 +79,13 @@ pub struct ShArgs {
     /// Working directory in the world (default: the world's cwd).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
-    /// The program to run on the terminal (default: bash, else sh).
-    #[arg(last = true, value_name = "ARGV")]
+    /// The program to run on the terminal (default: bash, else sh), after
+    /// an optional `--`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGV"
+    )]
     pub argv: Vec<String>,
 }
 
