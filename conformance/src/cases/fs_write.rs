@@ -243,6 +243,8 @@ async fn cancel_keeps_old(cx: &Cx) -> CaseResult {
             Some(ms) => {
                 let mut fut = fut.fuse();
                 tokio::select! {
+                    // Poll the operation first so it always gets started.
+                    biased;
                     _ = &mut fut => true,
                     () = tokio::time::sleep(Duration::from_millis(ms)) => false,
                 }

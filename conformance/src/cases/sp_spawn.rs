@@ -532,6 +532,8 @@ async fn cancel_rolls_back(cx: &Cx) -> CaseResult {
                 std::task::Poll::Pending => None,
             },
             Some(micros) => tokio::select! {
+                // Poll the spawn first so it always gets started.
+                biased;
                 result = &mut fut => Some(result),
                 () = tokio::time::sleep(Duration::from_micros(micros)) => None,
             },
