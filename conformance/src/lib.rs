@@ -28,6 +28,7 @@ mod check;
 mod context;
 mod options;
 mod patterns;
+mod process_table;
 mod registry;
 mod report;
 mod runner;

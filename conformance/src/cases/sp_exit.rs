@@ -9,7 +9,8 @@ use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, OutputStream, Process, 
 use futures::StreamExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_bytes, ensure_eq, fail, show};
-use crate::context::{Cx, sh_spec, show_rows};
+use crate::context::{Cx, sh_spec};
+use crate::process_table::show_rows;
 use crate::registry::{CaseInfo, case};
 
 pub(crate) const CASES: &[CaseInfo] = &[
@@ -184,17 +185,7 @@ async fn drain_grace(cx: &Cx) -> CaseResult {
             "after the drain grace ({label}) the descendant sleep of group {pid} is gone: the group must stay owned, not killed (ps: {})",
             show_rows(&members)
         );
-        cx.ok(
-            &format!("terminate group {pid}"),
-            process.terminate(Duration::from_millis(500)),
-        )
-        .await?;
-        let members = cx.group_members(pid).await?;
-        ensure!(
-            members.is_empty(),
-            "terminate of group {pid} succeeded but ps still finds: {}",
-            show_rows(&members)
-        );
+        terminate_proven(cx, &process, Duration::from_millis(500)).await?;
     }
     Ok(())
 }
@@ -329,9 +320,24 @@ async fn timeout_partial_output(cx: &Cx) -> CaseResult {
     Ok(())
 }
 
+/// Terminates the group of `process` and proves from inside the world that
+/// nothing of it runs any more (zombies aside).
+async fn terminate_proven(cx: &Cx, process: &Arc<dyn Process>, grace: Duration) -> CaseResult {
+    let pid = process.pid();
+    cx.ok(&format!("terminate group {pid}"), process.terminate(grace))
+        .await?;
+    let left = cx.group_members(pid).await?;
+    ensure!(
+        left.is_empty(),
+        "terminate of group {pid} succeeded but ps still finds: {}",
+        show_rows(&left)
+    );
+    Ok(())
+}
+
 /// Polls the process table until group `pgid` is empty (3 s at most) and
 /// returns what is left.
-async fn eventually_empty(cx: &Cx, pgid: u32) -> Result<Vec<crate::context::PsRow>, Failure> {
+async fn eventually_empty(cx: &Cx, pgid: u32) -> Result<Vec<crate::process_table::PsRow>, Failure> {
     let mut members = Vec::new();
     for _ in 0..30 {
         members = cx.group_members(pgid).await?;
@@ -382,17 +388,7 @@ async fn terminate_group(cx: &Cx) -> CaseResult {
         "group {pid}: expected the shell and two sleeps, ps finds: {}",
         show_rows(&before)
     );
-    cx.ok(
-        &format!("terminate group {pid}"),
-        process.terminate(Duration::from_secs(3)),
-    )
-    .await?;
-    let after = cx.group_members(pid).await?;
-    ensure!(
-        after.is_empty(),
-        "terminate of group {pid} succeeded but ps still finds: {}",
-        show_rows(&after)
-    );
+    terminate_proven(cx, &process, Duration::from_secs(3)).await?;
     let status = wait_status(cx, &process, "the terminated group").await?;
     ensure_eq(
         "wait after terminate",
@@ -412,23 +408,12 @@ async fn terminate_ignores_term(cx: &Cx) -> CaseResult {
     spec.stderr = OutputMode::Null;
     let process = cx.spawn("spawn a TERM-ignoring group", spec).await?;
     await_marker(cx, &process, b"ready").await?;
-    let pid = process.pid();
     let started = Instant::now();
-    cx.ok(
-        &format!("terminate TERM-ignoring group {pid}"),
-        process.terminate(Duration::from_millis(300)),
-    )
-    .await?;
+    terminate_proven(cx, &process, Duration::from_millis(300)).await?;
     ensure!(
         started.elapsed() < Duration::from_secs(10),
-        "terminate with a 300 ms grace took {} ms",
+        "terminate of a TERM-ignoring group with a 300 ms grace took {} ms",
         started.elapsed().as_millis()
-    );
-    let after = cx.group_members(pid).await?;
-    ensure!(
-        after.is_empty(),
-        "terminate of TERM-ignoring group {pid} succeeded but ps still finds: {}",
-        show_rows(&after)
     );
     let status = wait_status(cx, &process, "the killed group").await?;
     ensure_eq(

@@ -10,7 +10,8 @@ use dsh_plugin_api::subprocess::{SpawnSpec, StdinMode};
 use futures::FutureExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_eq, ensure_names, fail, show};
-use crate::context::{Cx, sh_spec, show_rows};
+use crate::context::{Cx, sh_spec};
+use crate::process_table::show_rows;
 use crate::registry::{CaseInfo, case};
 
 pub(crate) const CASES: &[CaseInfo] = &[

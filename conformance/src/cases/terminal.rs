@@ -12,7 +12,8 @@ use dsh_plugin_api::subprocess::{Signal, Terminal, TerminalSpec};
 use futures::StreamExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_eq, ensure_names, fail, show};
-use crate::context::{Cx, show_rows};
+use crate::context::Cx;
+use crate::process_table::show_rows;
 use crate::registry::{CaseInfo, case};
 
 pub(crate) const CASES: &[CaseInfo] = &[
@@ -404,13 +405,25 @@ async fn foreground_and_signal(cx: &Cx) -> CaseResult {
         "signal(INT): the foreground job's group {job} still runs: {}",
         show_rows(&members)
     );
-    write(cx, &terminal, "echo alive-$((40+2))\r").await?;
+    shell_survives(cx, &terminal, &mut screen, "signal(INT)").await
+}
+
+/// The interactive shell still runs commands after its job was
+/// interrupted, and exits cleanly when told to.
+async fn shell_survives(
+    cx: &Cx,
+    terminal: &Arc<dyn Terminal>,
+    screen: &mut Screen,
+    after: &str,
+) -> CaseResult {
+    // The typed command echoes as `$((40+2))`; only the shell prints 42.
+    write(cx, terminal, "echo alive-$((40+2))\r").await?;
     screen.expect(cx, "alive-42").await?;
-    write(cx, &terminal, "exit 0\r").await?;
+    write(cx, terminal, "exit 0\r").await?;
     let status = cx.ok("wait for the shell", terminal.wait()).await?;
     ensure!(
         status.success(),
-        "the shell after its job was interrupted: expected exit 0, got {status:?}"
+        "the shell after {after}: expected exit 0, got {status:?}"
     );
     Ok(())
 }
@@ -426,15 +439,7 @@ async fn ctrl_c(cx: &Cx) -> CaseResult {
         |pgid| pgid == pid,
     )
     .await?;
-    write(cx, &terminal, "echo alive-$((40+2))\r").await?;
-    screen.expect(cx, "alive-42").await?;
-    write(cx, &terminal, "exit 0\r").await?;
-    let status = cx.ok("wait for the shell", terminal.wait()).await?;
-    ensure!(
-        status.success(),
-        "the shell after Ctrl-C: expected exit 0, got {status:?}"
-    );
-    Ok(())
+    shell_survives(cx, &terminal, &mut screen, "Ctrl-C").await
 }
 
 async fn terminate_session(cx: &Cx) -> CaseResult {
