@@ -91,20 +91,30 @@ impl PtySession {
     /// Waits until the output (after byte `from`) contains `needle`;
     /// returns the offset just past it. Panics with the screen on timeout.
     pub fn expect_from(&self, from: usize, needle: &str, limit: Duration) -> usize {
+        self.try_expect_from(from, needle, limit)
+            .unwrap_or_else(|| {
+                panic!(
+                    "timed out waiting for {needle:?}; screen:\n{}",
+                    self.screen()
+                )
+            })
+    }
+
+    /// Like [`PtySession::expect_from`], but `None` on timeout.
+    pub fn try_expect_from(&self, from: usize, needle: &str, limit: Duration) -> Option<usize> {
         let deadline = Instant::now() + limit;
+        let needle = needle.as_bytes();
         loop {
             {
                 let output = self.output.lock().expect("output");
-                let tail = String::from_utf8_lossy(&output[from.min(output.len())..]).into_owned();
-                if let Some(at) = tail.find(needle) {
-                    return from + at + needle.len();
+                let tail = &output[from.min(output.len())..];
+                if let Some(at) = tail.windows(needle.len()).position(|w| w == needle) {
+                    return Some(from + at + needle.len());
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {needle:?}; screen:\n{}",
-                self.screen()
-            );
+            if Instant::now() >= deadline {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
