@@ -27,18 +27,19 @@
 
 mod auth;
 mod connect_glue;
+mod dispatch;
 mod entry;
 mod env_vars;
 mod error;
 mod filesystem;
 mod http;
 mod ids;
-mod keepalive;
 mod metrics;
 mod paths;
 mod process;
 mod server;
 mod state;
+mod stream_timing;
 mod users;
 mod xattr;
 

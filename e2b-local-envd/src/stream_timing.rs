@@ -1,15 +1,24 @@
-//! Keepalive cadence of server streams: `Keepalive-Ping-Interval` seconds, 90 s when the header is
-//! missing, unparsable or not positive (E2B-PROTOCOL §5.4).
+//! Timing of server streams: the keepalive cadence (`Keepalive-Ping-Interval` seconds, 90 s when
+//! the header is missing, unparsable or not positive; E2B-PROTOCOL §5.4) and the request deadline.
 
 use std::time::Duration;
 
 use http::HeaderMap;
+use tokio::time::Instant;
 
 /// envd's interval when the client asks for none.
 pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(90);
 
+/// Completes at `deadline`, or never when there is none.
+pub(crate) async fn expired(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// The keepalive interval a stream request asks for.
-pub(crate) fn interval(headers: &HeaderMap) -> Duration {
+pub(crate) fn keepalive_interval(headers: &HeaderMap) -> Duration {
     headers
         .get("keepalive-ping-interval")
         .and_then(|value| value.to_str().ok())
@@ -25,12 +34,12 @@ mod tests {
     #[test]
     fn parses_seconds_and_falls_back() {
         let mut headers = HeaderMap::new();
-        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+        assert_eq!(keepalive_interval(&headers), DEFAULT_INTERVAL);
         headers.insert("keepalive-ping-interval", "50".parse().unwrap());
-        assert_eq!(interval(&headers), Duration::from_secs(50));
+        assert_eq!(keepalive_interval(&headers), Duration::from_secs(50));
         headers.insert("keepalive-ping-interval", "0".parse().unwrap());
-        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+        assert_eq!(keepalive_interval(&headers), DEFAULT_INTERVAL);
         headers.insert("keepalive-ping-interval", "soon".parse().unwrap());
-        assert_eq!(interval(&headers), DEFAULT_INTERVAL);
+        assert_eq!(keepalive_interval(&headers), DEFAULT_INTERVAL);
     }
 }

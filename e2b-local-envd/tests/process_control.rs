@@ -5,82 +5,24 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::process::{Outcome, record, shell};
+use common::process::{
+    by_pid, by_tag, close_stdin, finish, on_pty, send_input, shell, signal, started,
+};
 use common::{TestDaemon, config, unary_json};
 use connectrpc::ErrorCode;
-use connectrpc::client::HttpClient;
 use envd_proto::process::process_input::Input;
-use envd_proto::process::process_selector::Selector;
 use envd_proto::process::stream_input_request::{self, Event as StreamEvent};
 use envd_proto::process::{
-    CloseStdinRequest, ListRequest, PTY, ProcessClient, ProcessInput, ProcessSelector,
-    SendInputRequest, SendSignalRequest, Signal, StartRequest, StreamInputRequest, UpdateRequest,
-    pty,
+    ListRequest, PTY, ProcessInput, SendInputRequest, SendSignalRequest, Signal, StartRequest,
+    StreamInputRequest, UpdateRequest, pty,
 };
 
-fn by_pid(pid: u32) -> ProcessSelector {
-    ProcessSelector {
-        selector: Some(Selector::Pid(pid)),
-        ..Default::default()
-    }
-}
-
 fn stdin(pid: u32, data: &[u8]) -> SendInputRequest {
-    SendInputRequest {
-        process: by_pid(pid).into(),
-        input: ProcessInput {
-            input: Some(Input::Stdin(data.to_vec())),
-            ..Default::default()
-        }
-        .into(),
-        ..Default::default()
-    }
+    send_input(by_pid(pid), Input::Stdin(data.to_vec()))
 }
 
 fn pty_input(pid: u32, data: &[u8]) -> SendInputRequest {
-    SendInputRequest {
-        process: by_pid(pid).into(),
-        input: ProcessInput {
-            input: Some(Input::Pty(data.to_vec())),
-            ..Default::default()
-        }
-        .into(),
-        ..Default::default()
-    }
-}
-
-type Stream = connectrpc::client::ServerStream<
-    <HttpClient as connectrpc::client::ClientTransport>::ResponseBody,
-    envd_proto::process::StartResponseView<'static>,
->;
-
-/// Starts `request`, reads the start event, returns the pid and the open stream.
-async fn started(client: &ProcessClient<HttpClient>, request: StartRequest) -> (u32, Stream) {
-    let mut stream = client.start(request).await.expect("start");
-    let mut outcome = Outcome::default();
-    record(
-        &mut outcome,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
-    );
-    (outcome.pid, stream)
-}
-
-async fn finish(mut stream: Stream) -> Outcome {
-    let mut outcome = Outcome::default();
-    loop {
-        let message = tokio::time::timeout(Duration::from_secs(15), stream.message())
-            .await
-            .expect("stream ends in time");
-        match message {
-            Ok(Some(message)) => record(&mut outcome, message.to_owned_message()),
-            Ok(None) => break,
-            Err(err) => {
-                outcome.error = Some(err);
-                break;
-            }
-        }
-    }
-    outcome
+    send_input(by_pid(pid), Input::Pty(data.to_vec()))
 }
 
 fn interactive(script: &str) -> StartRequest {
@@ -90,19 +32,7 @@ fn interactive(script: &str) -> StartRequest {
 }
 
 fn pty_shell() -> StartRequest {
-    let mut request = shell("cat");
-    request.stdin = None;
-    request.pty = Some(PTY {
-        size: pty::Size {
-            cols: 80,
-            rows: 24,
-            ..Default::default()
-        }
-        .into(),
-        ..Default::default()
-    })
-    .into();
-    request
+    on_pty(shell("cat"), 80, 24)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,11 +77,7 @@ async fn list_shows_live_processes_with_their_config_as_sent() {
     );
 
     client
-        .send_signal(SendSignalRequest {
-            process: by_pid(pid).into(),
-            signal: Signal::SIGNAL_SIGKILL.into(),
-            ..Default::default()
-        })
+        .send_signal(signal(pid, Signal::SIGNAL_SIGKILL))
         .await
         .expect("kill");
     let outcome = finish(stream).await;
@@ -198,18 +124,12 @@ async fn send_input_cases() {
         "{err:?}"
     );
     client
-        .close_stdin(CloseStdinRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
+        .close_stdin(close_stdin(pid))
         .await
         .expect("close stdin");
     // Closing again is a no-op.
     client
-        .close_stdin(CloseStdinRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
+        .close_stdin(close_stdin(pid))
         .await
         .expect("close stdin twice");
     let err = client
@@ -232,18 +152,11 @@ async fn send_input_cases() {
         .expect_err("stdin disabled");
     assert_eq!(err.code, ErrorCode::Internal);
     client
-        .close_stdin(CloseStdinRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
+        .close_stdin(close_stdin(pid))
         .await
         .expect("close of a disabled stdin is a no-op");
     client
-        .send_signal(SendSignalRequest {
-            process: by_pid(pid).into(),
-            signal: Signal::SIGNAL_SIGTERM.into(),
-            ..Default::default()
-        })
+        .send_signal(signal(pid, Signal::SIGNAL_SIGTERM))
         .await
         .expect("term");
     assert_eq!(finish(stream).await.end().status, "signal: terminated");
@@ -256,10 +169,7 @@ async fn send_input_cases() {
         .expect_err("stdin on pty");
     assert_eq!(err.code, ErrorCode::Internal);
     let err = client
-        .close_stdin(CloseStdinRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
+        .close_stdin(close_stdin(pid))
         .await
         .expect_err("close stdin on pty");
     assert_eq!(err.code, ErrorCode::Unknown);
@@ -282,14 +192,7 @@ async fn send_input_cases() {
         Some("process with pid 999999 not found")
     );
     let err = client
-        .send_input(SendInputRequest {
-            process: ProcessSelector {
-                selector: Some(Selector::Tag("nope".to_owned())),
-                ..Default::default()
-            }
-            .into(),
-            ..stdin(0, b"x")
-        })
+        .send_input(send_input(by_tag("nope"), Input::Stdin(b"x".to_vec())))
         .await
         .expect_err("unknown tag");
     assert_eq!(err.code, ErrorCode::NotFound);
@@ -338,13 +241,7 @@ async fn stream_input_feeds_stdin_over_a_client_stream() {
             .stream_input(futures::stream::iter(events))
             .await
             .expect("stream input");
-        client
-            .close_stdin(CloseStdinRequest {
-                process: by_pid(pid).into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
+        client.close_stdin(close_stdin(pid)).await.unwrap();
         assert_eq!(finish(stream).await.stdout_text(), "streamed\n");
 
         // Data before start is refused; an unknown process is not_found.
@@ -384,11 +281,7 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started_at = Instant::now();
     client
-        .send_signal(SendSignalRequest {
-            process: by_pid(pid).into(),
-            signal: Signal::SIGNAL_SIGKILL.into(),
-            ..Default::default()
-        })
+        .send_signal(signal(pid, Signal::SIGNAL_SIGKILL))
         .await
         .expect("kill");
     let outcome = finish(stream).await;
@@ -414,11 +307,7 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
     // UNSPECIFIED is unimplemented; unknown pids are not_found.
     let (pid, stream) = started(&client, shell("sleep 30")).await;
     let err = client
-        .send_signal(SendSignalRequest {
-            process: by_pid(pid).into(),
-            signal: Signal::SIGNAL_UNSPECIFIED.into(),
-            ..Default::default()
-        })
+        .send_signal(signal(pid, Signal::SIGNAL_UNSPECIFIED))
         .await
         .expect_err("unspecified");
     assert_eq!(err.code, ErrorCode::Unimplemented);
@@ -435,11 +324,7 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
     assert_eq!(raw.status, 200, "{}", raw.text());
     assert_eq!(finish(stream).await.end().status, "signal: terminated");
     let err = client
-        .send_signal(SendSignalRequest {
-            process: by_pid(999_997).into(),
-            signal: Signal::SIGNAL_SIGKILL.into(),
-            ..Default::default()
-        })
+        .send_signal(signal(999_997, Signal::SIGNAL_SIGKILL))
         .await
         .expect_err("unknown pid");
     assert_eq!(err.code, ErrorCode::NotFound);
@@ -487,13 +372,7 @@ async fn update_resizes_ptys_only() {
         .await
         .expect_err("unknown");
     assert_eq!(err.code, ErrorCode::NotFound);
-    client
-        .close_stdin(CloseStdinRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    client.close_stdin(close_stdin(pid)).await.unwrap();
     finish(stream).await;
     daemon.stop().await;
 }

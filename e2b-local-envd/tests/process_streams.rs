@@ -6,26 +6,21 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::process::{Outcome, record, run, shell};
+use common::process::{
+    Outcome, attach, by_pid, by_tag, command, finish, on_pty, record, run, send_input, shell,
+    started, with_envs,
+};
 use common::{RawStream, TestDaemon, config};
 use connectrpc::ErrorCode;
-use connectrpc::client::CallOptions;
 use e2b_local_envd::Envd;
-use envd_proto::process::process_selector::Selector;
-use envd_proto::process::{ConnectRequest, PTY, ProcessSelector, StartRequest, UpdateRequest, pty};
+use envd_proto::process::UpdateRequest;
+use envd_proto::process::process_input::Input;
 
 fn alive(pid: u32) -> bool {
     // Signal 0 to a reaped or foreign pid fails; a zombie of ours would still count, so also
     // check the process state.
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     !status.is_empty() && !status.contains("State:\tZ")
-}
-
-fn by_pid(pid: u32) -> ProcessSelector {
-    ProcessSelector {
-        selector: Some(Selector::Pid(pid)),
-        ..Default::default()
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,38 +112,12 @@ async fn request_deadline_kills_the_process_and_ends_the_stream() {
 async fn client_disconnect_does_not_kill_and_connect_reattaches() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(true);
-    let mut stream = client
-        .start(shell("sleep 0.8; echo late; exit 4"))
-        .await
-        .expect("start");
-    let mut first = Outcome::default();
-    record(
-        &mut first,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
-    );
-    let pid = first.pid;
+    let (pid, stream) = started(&client, shell("sleep 0.8; echo late; exit 4")).await;
     drop(stream);
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(alive(pid), "disconnect must not kill");
 
-    let mut attached = client
-        .connect(ConnectRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
-        .await
-        .expect("connect");
-    let mut outcome = Outcome::default();
-    while let Some(message) = attached.message().await.expect("connect stream") {
-        let response = message.to_owned_message();
-        record(
-            &mut outcome,
-            envd_proto::process::StartResponse {
-                event: response.event,
-                ..Default::default()
-            },
-        );
-    }
+    let outcome = attach(&client, by_pid(pid)).await;
     assert_eq!(outcome.pid, pid);
     assert_eq!(outcome.stdout_text(), "late\n");
     assert_eq!(outcome.end().exit_code, 4);
@@ -160,42 +129,11 @@ async fn output_fans_out_to_every_subscriber_and_is_discarded_without_one() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(false);
     // Stdout is written while nobody is attached, then again once two streams are.
-    let mut stream = client
-        .start(shell("echo early; sleep 1; echo shared"))
-        .await
-        .expect("start");
-    let mut first = Outcome::default();
-    record(
-        &mut first,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
-    );
-    let pid = first.pid;
+    let (pid, stream) = started(&client, shell("echo early; sleep 1; echo shared")).await;
     drop(stream);
     tokio::time::sleep(Duration::from_millis(300)).await;
-
-    let mut outcomes = Vec::new();
-    for _ in 0..2 {
-        outcomes.push(
-            client
-                .connect(ConnectRequest {
-                    process: by_pid(pid).into(),
-                    ..Default::default()
-                })
-                .await
-                .expect("connect"),
-        );
-    }
-    for mut attached in outcomes {
-        let mut outcome = Outcome::default();
-        while let Some(message) = attached.message().await.expect("stream") {
-            record(
-                &mut outcome,
-                envd_proto::process::StartResponse {
-                    event: message.to_owned_message().event,
-                    ..Default::default()
-                },
-            );
-        }
+    let (first, second) = tokio::join!(attach(&client, by_pid(pid)), attach(&client, by_pid(pid)));
+    for outcome in [first, second] {
         assert_eq!(
             outcome.stdout_text(),
             "shared\n",
@@ -213,54 +151,30 @@ async fn exits_are_retained_for_the_window_then_not_found() {
     let client = daemon.process(true);
     let mut tagged = shell("exit 7");
     tagged.tag = Some("job".to_owned());
-    let outcome = run(&client, tagged).await;
-    let pid = outcome.pid;
+    let pid = run(&client, tagged).await.pid;
 
-    for selector in [
-        by_pid(pid),
-        ProcessSelector {
-            selector: Some(Selector::Tag("job".to_owned())),
-            ..Default::default()
-        },
-    ] {
-        let mut attached = client
-            .connect(ConnectRequest {
-                process: selector.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("connect");
-        let mut retained = Outcome::default();
-        while let Some(message) = attached.message().await.expect("retained stream") {
-            record(
-                &mut retained,
-                envd_proto::process::StartResponse {
-                    event: message.to_owned_message().event,
-                    ..Default::default()
-                },
-            );
-        }
+    for selector in [by_pid(pid), by_tag("job")] {
+        let retained = attach(&client, selector).await;
         assert_eq!(retained.order, ["start", "end"]);
         assert_eq!(retained.pid, pid);
         assert_eq!(retained.end().exit_code, 7);
     }
 
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    let mut gone = client
-        .connect(ConnectRequest {
-            process: by_pid(pid).into(),
-            ..Default::default()
-        })
-        .await
-        .expect("stream opens");
-    let err = gone
-        .message()
-        .await
-        .expect_err("not found after the window");
+    let gone = attach(&client, by_pid(pid)).await;
+    let err = gone.error.expect("not found after the window");
     assert_eq!(err.code, ErrorCode::NotFound);
     assert_eq!(
         err.message.as_deref(),
         Some(format!("process with pid {pid} not found").as_str())
+    );
+    let err = attach(&client, by_tag("job"))
+        .await
+        .error
+        .expect("tag gone too");
+    assert_eq!(
+        err.message.as_deref(),
+        Some("process with tag job not found")
     );
     daemon.stop().await;
 }
@@ -272,23 +186,7 @@ async fn default_exit_retention_is_thirty_seconds() {
     let outcome = run(&client, shell("exit 2")).await;
     // Well past any scheduling noise but inside envd's 30 s.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut attached = client
-        .connect(ConnectRequest {
-            process: by_pid(outcome.pid).into(),
-            ..Default::default()
-        })
-        .await
-        .expect("connect");
-    let mut retained = Outcome::default();
-    while let Some(message) = attached.message().await.expect("retained") {
-        record(
-            &mut retained,
-            envd_proto::process::StartResponse {
-                event: message.to_owned_message().event,
-                ..Default::default()
-            },
-        );
-    }
+    let retained = attach(&client, by_pid(outcome.pid)).await;
     assert_eq!(retained.end().exit_code, 2);
     daemon.stop().await;
 }
@@ -297,13 +195,7 @@ async fn default_exit_retention_is_thirty_seconds() {
 async fn connect_timeout_ends_only_the_stream() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(true);
-    let mut stream = client.start(shell("sleep 30")).await.expect("start");
-    let mut first = Outcome::default();
-    record(
-        &mut first,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
-    );
-    let pid = first.pid;
+    let (pid, _stream) = started(&client, shell("sleep 30")).await;
     let mut attached = RawStream::open(
         &daemon.url("/process.Process/Connect"),
         &format!(r#"{{"process":{{"pid":{pid}}}}}"#),
@@ -327,62 +219,30 @@ async fn connect_timeout_ends_only_the_stream() {
 async fn pty_size_resize_input_and_chunking() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(true);
-    let request = StartRequest {
-        pty: Some(PTY {
-            size: pty::Size {
-                cols: 91,
-                rows: 27,
-                ..Default::default()
-            }
-            .into(),
-            ..Default::default()
-        })
-        .into(),
-        ..common::process::with_envs(
-            common::process::command("/bin/bash", &["-i"]),
+    let request = on_pty(
+        with_envs(
+            command("/bin/bash", &["-i"]),
             &[("TERM", "xterm-256color"), ("PS1", "$ ")],
-        )
-    };
-    let mut stream = client.start(request).await.expect("start pty");
-    let mut outcome = Outcome::default();
-    record(
-        &mut outcome,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
+        ),
+        91,
+        27,
     );
-    let pid = outcome.pid;
-    let send = |text: &'static str| {
-        let client = daemon.process(false);
-        async move {
-            client
-                .send_input(envd_proto::process::SendInputRequest {
-                    process: by_pid(pid).into(),
-                    input: envd_proto::process::ProcessInput {
-                        input: Some(envd_proto::process::process_input::Input::Pty(
-                            text.as_bytes().to_vec(),
-                        )),
-                        ..Default::default()
-                    }
-                    .into(),
-                    ..Default::default()
-                })
-                .await
-                .expect("pty input");
-        }
-    };
-    send("stty size; tput cols; tty; echo SID $(ps -o sid= -p $$) PID $$\n").await;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let (pid, mut stream) = started(&client, request).await;
+    let mut outcome = Outcome::default();
+    let typed = |text: &'static str| send_input(by_pid(pid), Input::Pty(text.as_bytes().to_vec()));
+    client
+        .send_input(typed(
+            "stty size; tput cols; tty; echo SID $(ps -o sid= -p $$) PID $$\n",
+        ))
+        .await
+        .expect("pty input");
     while !String::from_utf8_lossy(&outcome.pty).contains(&format!("PID {pid}")) {
-        assert!(
-            Instant::now() < deadline,
-            "pty output: {:?}",
-            String::from_utf8_lossy(&outcome.pty)
-        );
         let message = tokio::time::timeout(Duration::from_secs(10), stream.message())
             .await
             .expect("pty output in time")
             .expect("stream")
             .expect("not ended");
-        record(&mut outcome, message.to_owned_message());
+        record(&mut outcome, message.to_owned_message().event);
     }
     let text = String::from_utf8_lossy(&outcome.pty).into_owned();
     assert!(text.contains("27 91"), "stty size: {text}");
@@ -399,33 +259,27 @@ async fn pty_size_resize_input_and_chunking() {
     client
         .update(UpdateRequest {
             process: by_pid(pid).into(),
-            pty: Some(PTY {
-                size: pty::Size {
-                    cols: 120,
-                    rows: 40,
-                    ..Default::default()
-                }
-                .into(),
-                ..Default::default()
-            })
-            .into(),
+            pty: on_pty(shell(""), 120, 40).pty,
             ..Default::default()
         })
         .await
         .expect("resize");
-    send("tput cols; stty size; exit 0\n").await;
-    while let Some(message) = tokio::time::timeout(Duration::from_secs(10), stream.message())
+    client
+        .send_input(typed("tput cols; stty size; exit 0\n"))
         .await
-        .expect("in time")
-        .expect("stream")
-    {
-        record(&mut outcome, message.to_owned_message());
-    }
-    let text = String::from_utf8_lossy(&outcome.pty).into_owned();
+        .expect("pty input");
+    let rest = finish(stream).await;
+    let text = String::from_utf8_lossy(&rest.pty).into_owned();
     assert!(text.contains("40 120"), "after resize: {text}");
-    assert_eq!(outcome.end().exit_code, 0);
-    assert!(outcome.chunks.iter().all(|len| *len <= 16 * 1024));
-    assert!(outcome.stdout.is_empty() && outcome.stderr.is_empty());
+    assert_eq!(rest.end().exit_code, 0);
+    assert!(
+        outcome
+            .chunks
+            .iter()
+            .chain(&rest.chunks)
+            .all(|len| *len <= 16 * 1024)
+    );
+    assert!(rest.stdout.is_empty() && rest.stderr.is_empty());
     daemon.stop().await;
 }
 
@@ -433,19 +287,8 @@ async fn pty_size_resize_input_and_chunking() {
 async fn pty_output_is_chunked_at_16_kib() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(false);
-    let mut request = shell("head -c 200000 /dev/zero | tr '\\0' x");
-    request.stdin = None;
-    request.pty = Some(PTY {
-        size: pty::Size {
-            cols: 80,
-            rows: 24,
-            ..Default::default()
-        }
-        .into(),
-        ..Default::default()
-    })
-    .into();
-    let outcome = common::process::run_with(&client, request, CallOptions::default()).await;
+    let request = on_pty(shell("head -c 200000 /dev/zero | tr '\\0' x"), 80, 24);
+    let outcome = run(&client, request).await;
     assert_eq!(outcome.pty.iter().filter(|b| **b == b'x').count(), 200_000);
     assert!(
         outcome.chunks.iter().all(|len| *len <= 16 * 1024),
@@ -499,18 +342,7 @@ async fn pipe_processes_share_the_daemons_group_and_ptys_get_a_session() {
     assert_eq!(ids[0], unsafe { libc::getpgrp() });
     assert_eq!(ids[1], unsafe { libc::getsid(0) });
 
-    let mut request = shell("ps -o sid= -o tty= -p $$; echo PID $$");
-    request.stdin = None;
-    request.pty = Some(PTY {
-        size: pty::Size {
-            cols: 80,
-            rows: 24,
-            ..Default::default()
-        }
-        .into(),
-        ..Default::default()
-    })
-    .into();
+    let request = on_pty(shell("ps -o sid= -o tty= -p $$; echo PID $$"), 80, 24);
     let outcome = run(&client, request).await;
     let text = String::from_utf8_lossy(&outcome.pty).into_owned();
     let mut words = text.split_whitespace();

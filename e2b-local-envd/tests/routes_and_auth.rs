@@ -429,13 +429,7 @@ async fn serves_on_a_unix_socket() {
 async fn shutdown_kills_every_process() {
     let daemon = TestDaemon::start(config()).await;
     let client = daemon.process(true);
-    let mut stream = client.start(shell("sleep 60")).await.unwrap();
-    let mut outcome = common::process::Outcome::default();
-    common::process::record(
-        &mut outcome,
-        stream.message().await.unwrap().unwrap().to_owned_message(),
-    );
-    let pid = outcome.pid;
+    let (pid, _stream) = common::process::started(&client, shell("sleep 60")).await;
     assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
     daemon.stop().await;
     let deadline = std::time::Instant::now() + Duration::from_secs(5);

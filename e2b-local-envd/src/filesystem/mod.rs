@@ -20,9 +20,9 @@ use envd_proto::filesystem::{
 };
 
 use crate::connect_glue::{blocking, request_timeout, request_user};
-use crate::keepalive;
 use crate::paths::expand_and_resolve;
 use crate::state::Daemon;
+use crate::stream_timing::keepalive_interval;
 use crate::users::User;
 
 /// `filesystem.Filesystem` over the sandbox's filesystem.
@@ -164,7 +164,7 @@ impl Filesystem for FilesystemService {
             root,
             request.include_entry,
             self.daemon.users.clone(),
-            keepalive::interval(ctx.headers()),
+            keepalive_interval(ctx.headers()),
             deadline,
         )))
     }

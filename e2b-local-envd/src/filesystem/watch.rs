@@ -186,15 +186,9 @@ pub(crate) fn watch_stream(
                             },
                         ));
                     }
-                    let expired = async {
-                        match deadline {
-                            Some(deadline) => tokio::time::sleep_until(deadline).await,
-                            None => std::future::pending().await,
-                        }
-                    };
                     tokio::select! {
                         biased;
-                        () = expired => break Some((
+                        () = crate::stream_timing::expired(deadline) => break Some((
                             Err(ConnectError::deadline_exceeded("context deadline exceeded")),
                             State::Done,
                         )),

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use super::encoding::{self, Coding};
 use super::ranges::{self, ByteRange, Decision, RangeError};
-use super::response::{Body, BoxError, full, json_error};
+use super::response::{Body, BoxError, json_error, text_error};
 use super::{content_type, files_prologue};
 use crate::auth::Operation;
 use crate::paths::{base_name, expand_and_resolve};
@@ -423,22 +423,6 @@ fn multipart_body(
         },
     );
     (body_from(stream), length)
-}
-
-/// Go's `http.Error`: a plain-text message.
-fn text_error(status: StatusCode, message: &str) -> Response<Body> {
-    let mut response = Response::new(full(format!("{message}\n")));
-    *response.status_mut() = status;
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    response
 }
 
 #[cfg(test)]

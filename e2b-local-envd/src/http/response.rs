@@ -22,24 +22,34 @@ pub(crate) fn empty() -> Body {
     Empty::new().map_err(|never| match never {}).boxed_unsync()
 }
 
-/// `{"code":<status>,"message":<message>}` with envd's headers (`application/json; charset=utf-8`
-/// and `nosniff`), newline-terminated as Go's JSON encoder writes it.
-pub(crate) fn json_error(status: StatusCode, message: impl AsRef<str>) -> Response<Body> {
-    let body = serde_json::json!({ "code": status.as_u16(), "message": message.as_ref() });
-    let mut text = body.to_string();
+/// An error body of `content_type` with `nosniff`, newline-terminated as Go writes errors.
+fn error_response(
+    status: StatusCode,
+    content_type: &'static str,
+    mut text: String,
+) -> Response<Body> {
     text.push('\n');
     let mut response = Response::new(full(text));
     *response.status_mut() = status;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json; charset=utf-8"),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
     response
+}
+
+/// `{"code":<status>,"message":<message>}` with envd's headers (`application/json; charset=utf-8`
+/// and `nosniff`).
+pub(crate) fn json_error(status: StatusCode, message: impl AsRef<str>) -> Response<Body> {
+    let body = serde_json::json!({ "code": status.as_u16(), "message": message.as_ref() });
+    error_response(status, "application/json; charset=utf-8", body.to_string())
+}
+
+/// A plain-text error, as Go's `http.Error` writes it (used where envd defers to `net/http`).
+pub(crate) fn text_error(status: StatusCode, message: &str) -> Response<Body> {
+    error_response(status, "text/plain; charset=utf-8", message.to_owned())
 }
 
 /// A JSON body with the given status.

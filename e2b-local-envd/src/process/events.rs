@@ -68,15 +68,9 @@ pub(crate) fn process_events<R: Send + 'static>(
                     mut receiver,
                     mut next_keepalive,
                 } => {
-                    let expired = async {
-                        match deadline {
-                            Some(deadline) => tokio::time::sleep_until(deadline).await,
-                            None => std::future::pending().await,
-                        }
-                    };
                     tokio::select! {
                         biased;
-                        () = expired => Some((
+                        () = crate::stream_timing::expired(deadline) => Some((
                             Err(ConnectError::deadline_exceeded("context deadline exceeded")),
                             State::Done,
                         )),

@@ -15,7 +15,7 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 
 use super::exit::end_event;
 use super::fanout::{Fanout, Subscription};
-use super::pty::PtyMaster;
+use super::pty::{PtyMaster, PtyReader};
 use super::spawn::{ChildIo, Spawned};
 
 /// envd's read sizes: pipes in chunks of at most 32 KiB, PTYs of at most 16 KiB.
@@ -117,11 +117,14 @@ impl ManagedProcess {
         on_exit: impl FnOnce(&Arc<ManagedProcess>, &EndEvent),
     ) {
         match readers {
-            Readers::Pty(master) => self.pump_pty(&master).await,
+            Readers::Pty(master) => {
+                self.pump(PtyReader(master), PTY_CHUNK, DataOutput::Pty)
+                    .await;
+            }
             Readers::Pipes(stdout, stderr) => {
                 tokio::join!(
-                    self.pump_pipe(stdout, DataOutput::Stdout),
-                    self.pump_pipe(stderr, DataOutput::Stderr),
+                    self.pump(stdout, PIPE_CHUNK, DataOutput::Stdout),
+                    self.pump(stderr, PIPE_CHUNK, DataOutput::Stderr),
                 );
             }
         }
@@ -142,14 +145,16 @@ impl ManagedProcess {
         self.fanout.finish(end).await;
     }
 
-    /// Publishes pipe output in chunks of at most 32 KiB until EOF, an error, or a stop request.
-    async fn pump_pipe<R: AsyncRead + Unpin>(
+    /// Publishes output read from `reader` in chunks of at most `chunk` bytes until EOF, an
+    /// error, or a stop request.
+    async fn pump<R: AsyncRead + Unpin>(
         &self,
         mut reader: R,
+        chunk: usize,
         wrap: fn(Vec<u8>) -> DataOutput,
     ) {
         let mut stop = self.stop_output.subscribe();
-        let mut buf = vec![0u8; PIPE_CHUNK];
+        let mut buf = vec![0u8; chunk];
         loop {
             let read = tokio::select! {
                 biased;
@@ -160,31 +165,6 @@ impl ManagedProcess {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
                     if !self.publish(&mut stop, wrap(buf[..n].to_vec())).await {
-                        return;
-                    }
-                }
-            }
-        }
-    }
-
-    /// Publishes terminal output in chunks of at most 16 KiB until every slave descriptor is
-    /// closed, an error, or a stop request.
-    async fn pump_pty(&self, master: &PtyMaster) {
-        let mut stop = self.stop_output.subscribe();
-        let mut buf = vec![0u8; PTY_CHUNK];
-        loop {
-            let read = tokio::select! {
-                biased;
-                _ = stop.wait_for(|stop| *stop) => return,
-                read = master.read(&mut buf) => read,
-            };
-            match read {
-                Ok(0) | Err(_) => return,
-                Ok(n) => {
-                    if !self
-                        .publish(&mut stop, DataOutput::Pty(buf[..n].to_vec()))
-                        .await
-                    {
                         return;
                     }
                 }

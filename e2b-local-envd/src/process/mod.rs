@@ -27,9 +27,9 @@ use futures::StreamExt;
 
 use crate::connect_glue::{request_timeout, request_user};
 use crate::env_vars::validate_env_var;
-use crate::keepalive;
 use crate::paths::expand_and_resolve;
 use crate::state::Daemon;
+use crate::stream_timing::keepalive_interval;
 use managed::InputError;
 pub(crate) use managed::ManagedProcess;
 use spawn::{SpawnSpec, StdioMode};
@@ -211,7 +211,7 @@ impl Process for ProcessService {
     ) -> ServiceResult<ServiceStream<ConnectResponse>> {
         let request = request.to_owned_message();
         let selector = selector(&request.process)?;
-        let keepalive = keepalive::interval(ctx.headers());
+        let keepalive = keepalive_interval(ctx.headers());
         let deadline = request_timeout(&ctx)?
             .and(ctx.deadline())
             .map(tokio::time::Instant::from_std);
@@ -239,7 +239,7 @@ impl Process for ProcessService {
         let request = request.to_owned_message();
         let timeout = request_timeout(&ctx)?;
         let spec = self.spawn_spec(&request, &ctx)?;
-        let keepalive = keepalive::interval(ctx.headers());
+        let keepalive = keepalive_interval(ctx.headers());
         let deadline = timeout.map(|timeout| {
             ctx.deadline()
                 .map(tokio::time::Instant::from_std)

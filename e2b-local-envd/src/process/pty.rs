@@ -7,7 +7,12 @@ use std::os::fd::{AsFd, OwnedFd};
 use rustix::fs::{Mode, OFlags};
 use rustix::pty::OpenptFlags;
 use rustix::termios::Winsize;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+
 use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncRead, ReadBuf};
 
 /// A freshly opened terminal: the master stays with the daemon, the slave becomes the child's
 /// stdin/stdout/stderr and controlling terminal.
@@ -57,22 +62,6 @@ impl PtyMaster {
         Ok(Self { fd })
     }
 
-    /// Reads up to `buf.len()` bytes of terminal output; `Ok(0)` once every slave descriptor is
-    /// closed (the kernel reports that as EIO).
-    pub(crate) async fn read(&self, buf: &mut [u8]) -> io::Result<usize> {
-        loop {
-            let mut guard = self.fd.readable().await?;
-            match guard
-                .try_io(|fd| rustix::io::read(fd.get_ref(), &mut *buf).map_err(io::Error::from))
-            {
-                Ok(Ok(n)) => return Ok(n),
-                Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => return Ok(0),
-                Ok(Err(err)) => return Err(err),
-                Err(_would_block) => continue,
-            }
-        }
-    }
-
     /// Writes all of `data` to the terminal (as typed input).
     pub(crate) async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
         while !data.is_empty() {
@@ -91,5 +80,35 @@ impl PtyMaster {
     pub(crate) fn resize(&self, cols: u32, rows: u32) -> io::Result<()> {
         rustix::termios::tcsetwinsize(self.fd.get_ref().as_fd(), winsize(cols, rows))?;
         Ok(())
+    }
+}
+
+/// Terminal output as an [`AsyncRead`]: reads return what the terminal produced and end (EOF)
+/// once every slave descriptor is closed, which the kernel reports as EIO.
+pub(crate) struct PtyReader(pub Arc<PtyMaster>);
+
+impl AsyncRead for PtyReader {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            let mut guard = ready!(self.0.fd.poll_read_ready(cx))?;
+            let unfilled = buf.initialize_unfilled();
+            match guard.try_io(|fd| {
+                rustix::io::read(fd.get_ref(), &mut *unfilled).map_err(io::Error::from)
+            }) {
+                Ok(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(err)) if err.raw_os_error() == Some(libc::EIO) => {
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Err(err)) => return Poll::Ready(Err(err)),
+                Err(_would_block) => continue,
+            }
+        }
     }
 }

@@ -2,12 +2,24 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::time::Duration;
 
-use connectrpc::ConnectError;
-use connectrpc::client::{CallOptions, HttpClient};
+use buffa::view::MessageView;
+use connectrpc::client::{CallOptions, ClientTransport, HttpClient, ServerStream};
+use connectrpc::{ConnectError, HasMessageView};
 use envd_proto::process::process_event::data_event::Output;
 use envd_proto::process::process_event::{EndEvent, Event};
-use envd_proto::process::{ProcessClient, ProcessConfig, StartRequest, StartResponse};
+use envd_proto::process::process_input::Input;
+use envd_proto::process::process_selector::Selector;
+use envd_proto::process::{
+    CloseStdinRequest, ConnectRequest, ConnectResponse, PTY, ProcessClient, ProcessConfig,
+    ProcessEvent, ProcessInput, ProcessSelector, SendInputRequest, SendSignalRequest, Signal,
+    StartRequest, StartResponse, StartResponseView, pty,
+};
+
+/// A `Start` stream as the generated client returns it.
+pub type StartStream =
+    ServerStream<<HttpClient as ClientTransport>::ResponseBody, StartResponseView<'static>>;
 
 /// What a `Start` stream delivered.
 #[derive(Debug, Default)]
@@ -77,9 +89,9 @@ pub fn with_cwd(mut request: StartRequest, cwd: &str) -> StartRequest {
     request
 }
 
-/// Records one event into `outcome`.
-pub fn record(outcome: &mut Outcome, response: StartResponse) {
-    match response.event.into_option().and_then(|event| event.event) {
+/// Records one event (of a `Start` or `Connect` response) into `outcome`.
+pub fn record(outcome: &mut Outcome, event: impl Into<Option<ProcessEvent>>) {
+    match event.into().and_then(|event| event.event) {
         Some(Event::Start(start)) => {
             outcome.pid = start.pid;
             outcome.order.push("start");
@@ -124,17 +136,76 @@ pub async fn run_with(
     request: StartRequest,
     options: CallOptions,
 ) -> Outcome {
+    match client.start_with_options(request, options).await {
+        Ok(stream) => finish(stream).await,
+        Err(err) => Outcome {
+            error: Some(err),
+            ..Outcome::default()
+        },
+    }
+}
+
+/// Starts `request` and reads only the start event: returns the pid and the open stream.
+pub async fn started(
+    client: &ProcessClient<HttpClient>,
+    request: StartRequest,
+) -> (u32, StartStream) {
+    let mut stream = client.start(request).await.expect("start");
     let mut outcome = Outcome::default();
-    let mut stream = match client.start_with_options(request, options).await {
-        Ok(stream) => stream,
-        Err(err) => {
-            outcome.error = Some(err);
-            return outcome;
-        }
+    let first = stream
+        .message()
+        .await
+        .expect("start stream")
+        .expect("a start event");
+    record(&mut outcome, first.to_owned_message().event);
+    assert_eq!(outcome.order, ["start"], "the first event is start");
+    (outcome.pid, stream)
+}
+
+/// Reads a `Start` stream to its end (within 30 s).
+pub async fn finish(stream: StartStream) -> Outcome {
+    drain(stream, |response: StartResponse| {
+        response.event.into_option()
+    })
+    .await
+}
+
+/// `Connect`s to `selector` and reads the stream to its end (within 30 s).
+pub async fn attach(client: &ProcessClient<HttpClient>, selector: ProcessSelector) -> Outcome {
+    let request = ConnectRequest {
+        process: selector.into(),
+        ..Default::default()
     };
+    match client.connect(request).await {
+        Ok(stream) => {
+            drain(stream, |response: ConnectResponse| {
+                response.event.into_option()
+            })
+            .await
+        }
+        Err(err) => Outcome {
+            error: Some(err),
+            ..Outcome::default()
+        },
+    }
+}
+
+/// Records every event of a `Start` or `Connect` stream until its end.
+async fn drain<V, M>(
+    mut stream: ServerStream<<HttpClient as ClientTransport>::ResponseBody, V>,
+    event: fn(M) -> Option<ProcessEvent>,
+) -> Outcome
+where
+    V: MessageView<'static, Owned = M> + Send,
+    M: HasMessageView<View<'static> = V> + buffa::Message + connectrpc::JsonDeserialize,
+{
+    let mut outcome = Outcome::default();
     loop {
-        match stream.message().await {
-            Ok(Some(message)) => record(&mut outcome, message.to_owned_message()),
+        let message = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("stream ends in time");
+        match message {
+            Ok(Some(message)) => record(&mut outcome, event(message.to_owned_message())),
             Ok(None) => break,
             Err(err) => {
                 outcome.error = Some(err);
@@ -143,4 +214,64 @@ pub async fn run_with(
         }
     }
     outcome
+}
+
+pub fn by_pid(pid: u32) -> ProcessSelector {
+    ProcessSelector {
+        selector: Some(Selector::Pid(pid)),
+        ..Default::default()
+    }
+}
+
+pub fn by_tag(tag: &str) -> ProcessSelector {
+    ProcessSelector {
+        selector: Some(Selector::Tag(tag.to_owned())),
+        ..Default::default()
+    }
+}
+
+/// `SendInput` of `input` to `selector`.
+pub fn send_input(selector: ProcessSelector, input: Input) -> SendInputRequest {
+    SendInputRequest {
+        process: selector.into(),
+        input: ProcessInput {
+            input: Some(input),
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    }
+}
+
+/// `SendSignal` of `signal` to `pid`.
+pub fn signal(pid: u32, signal: Signal) -> SendSignalRequest {
+    SendSignalRequest {
+        process: by_pid(pid).into(),
+        signal: signal.into(),
+        ..Default::default()
+    }
+}
+
+/// `CloseStdin` of `pid`.
+pub fn close_stdin(pid: u32) -> CloseStdinRequest {
+    CloseStdinRequest {
+        process: by_pid(pid).into(),
+        ..Default::default()
+    }
+}
+
+/// `request` started on a new `cols`×`rows` terminal instead of pipes.
+pub fn on_pty(mut request: StartRequest, cols: u32, rows: u32) -> StartRequest {
+    request.stdin = None;
+    request.pty = Some(PTY {
+        size: pty::Size {
+            cols,
+            rows,
+            ..Default::default()
+        }
+        .into(),
+        ..Default::default()
+    })
+    .into();
+    request
 }
