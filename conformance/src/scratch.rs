@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use dsh_plugin_api::ErrorKind;
-use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::fs::{FileKind, FsProvider};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 
 use crate::check::{Failure, expect_err, expect_ok};
@@ -47,7 +47,12 @@ impl Scratch {
                 options.scratch_root
             ));
         }
-        let path = format!("{root}/{SCRATCH_PREFIX}{}", random_suffix());
+        let root = if root.is_empty() { "/" } else { root };
+        let path = format!(
+            "{}/{SCRATCH_PREFIX}{}",
+            root.trim_end_matches('/'),
+            random_suffix()
+        );
         let fs_writable = world.fs.is_some() && !options.read_only_fs;
         let mut scratch = Scratch {
             fs: world.fs.clone(),
@@ -58,7 +63,7 @@ impl Scratch {
             limit,
         };
         let made = if let (true, Some(fs)) = (fs_writable, &world.fs) {
-            scratch.make_with_fs(fs.as_ref(), &path).await
+            scratch.make_with_fs(fs.as_ref(), root, &path).await
         } else if world.subprocess.is_some() {
             scratch.make_with_command(&path).await
         } else {
@@ -74,7 +79,25 @@ impl Scratch {
         Ok(scratch)
     }
 
-    async fn make_with_fs(&self, fs: &dyn FsProvider, path: &str) -> Result<(), Failure> {
+    async fn make_with_fs(
+        &self,
+        fs: &dyn FsProvider,
+        root: &str,
+        path: &str,
+    ) -> Result<(), Failure> {
+        // The kit creates one directory, never the root's missing parents.
+        let what = format!("scratch: resolve {root} (scratch_root)");
+        let canonical = expect_ok(self.limit, &what, fs.resolve(root, None))
+            .await?
+            .path;
+        let what = format!("scratch: lstat {canonical} (scratch_root)");
+        let meta = expect_ok(self.limit, &what, fs.lstat(&canonical)).await?;
+        if meta.kind != FileKind::Directory {
+            return Err(Failure::new(format!(
+                "{what}: scratch_root must be a directory, it is a {:?}",
+                meta.kind
+            )));
+        }
         expect_err(
             self.limit,
             &format!("scratch: lstat {path} (must not exist yet)"),

@@ -319,7 +319,7 @@ async fn a_world_that_never_answers_fails_setup_promptly() {
             unreachable!()
         };
         assert!(
-            message.starts_with("kit setup: scratch: lstat"),
+            message.starts_with("kit setup: scratch: resolve /tmp (scratch_root)"),
             "{message}"
         );
         assert!(message.contains("no answer within 500 ms"), "{message}");
@@ -408,6 +408,29 @@ async fn the_report_serialises_for_json_output() {
         "terminals are disabled (KitOptions::no_terminals)"
     );
     assert_eq!(report.to_string(), "1 passed, 0 failed, 1 skipped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_scratch_root_is_not_created() {
+    let local = Local::new();
+    let root = "/tmp/dsh-conformance-test-missing-root/below";
+    let options = KitOptions {
+        scratch_root: root.into(),
+        filter: Some("fs.stat.errors".into()),
+        ..KitOptions::default()
+    };
+    let report = run(&local.world(), &options, |_| {}).await;
+    local.dispose().await;
+    let Outcome::Failed(message) = &report.case("fs.stat.errors").unwrap().outcome else {
+        panic!("{report}");
+    };
+    assert!(
+        message.starts_with(&format!(
+            "kit setup: scratch: lstat {root} (scratch_root): expected success, got not found"
+        )),
+        "{message}"
+    );
+    assert!(!std::path::Path::new("/tmp/dsh-conformance-test-missing-root").exists());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
