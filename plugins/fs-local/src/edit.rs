@@ -44,7 +44,9 @@ pub(crate) async fn edit(
     let applied = literal::apply(&original, &edits)
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);
-    let staged = Staged::write(op, &parent, &name, applied.text.into_bytes()).await?;
+    let staged = Staged::create(op, &parent, &name)?
+        .fill(op, applied.text.into_bytes())
+        .await?;
     let version = commit::commit(
         op,
         staged,

@@ -25,6 +25,13 @@ use crate::{edit, list, meta, paths, read, tree, uri, write};
 /// the commit point and is never abandoned once issued), `remove` of a
 /// directory tree may have removed part of it.
 ///
+/// `write` and `edit` replace the target's inode (atomic for every reader,
+/// never a partial file): hard links to the old inode keep the old
+/// content, and extended attributes and ACLs are not carried over (mode,
+/// and owner where permitted, are). Nothing is `fsync`ed, like
+/// `std::fs::write`: the rename is atomic for observers and against
+/// cancellation, not a durability barrier against power loss.
+///
 /// Mutations of one canonical target (`write`, `edit`, `remove`, `rename`)
 /// are serialised across every `FsLocal` in the process; guards are exact
 /// for mutations made through this process and best-effort against other

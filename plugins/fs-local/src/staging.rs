@@ -31,22 +31,23 @@ pub(crate) struct Staged {
 }
 
 impl Staged {
-    /// Creates a staging directory (mode 0700, random name) in `parent`,
-    /// creates `name` in it (mode 0666 less the umask, as any new file) and
-    /// writes `content` into it — inline when small, through
-    /// [`blocking::run`] when large.
-    pub(crate) async fn write(
-        op: Op<'_>,
-        parent: &Path,
-        name: &OsStr,
-        content: Vec<u8>,
-    ) -> Result<Staged> {
+    /// Creates a staging directory (mode 0700, random name) in `parent`
+    /// and, in it, an empty file `name` (mode 0666 less the umask, as any
+    /// new file). A missing `parent` is `NotFound`.
+    pub(crate) fn create(op: Op<'_>, parent: &Path, name: &OsStr) -> Result<Staged> {
         let dir = StagingDir::create(op, parent, name)?;
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&dir.staged)
             .map_err(|err| op.io_at(format_args!("create {}", dir.staged.display()), &err))?;
+        Ok(Staged { dir, file })
+    }
+
+    /// Writes `content` into the staged file — inline when small, through
+    /// [`blocking::run`] when large.
+    pub(crate) async fn fill(self, op: Op<'_>, content: Vec<u8>) -> Result<Staged> {
+        let Staged { dir, file } = self;
         let file = if content.len() as u64 <= INLINE_LIMIT {
             (&file).write_all(&content).map(|()| file)
         } else {

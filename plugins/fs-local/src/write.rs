@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
-use dsh_plugin_api::Result;
 use dsh_plugin_api::fs::{Version, WriteGuard};
+use dsh_plugin_api::{ErrorKind, Result};
 
+use crate::blocking::INLINE_LIMIT;
 use crate::commit::{self, check_guard};
 use crate::errors::Op;
 use crate::locks;
@@ -15,10 +16,13 @@ use crate::tree::ensure_dir;
 /// Writes `content` to the canonical target of `path` (symlinks followed,
 /// as a shell redirection does).
 ///
-/// Steps: canonicalise; fail fast if the guard already fails or the target
-/// is a directory (so nothing is staged in vain); create missing parents;
-/// stage the content; take the target's lock; re-check the guard and
-/// publish (see [`commit::commit`]).
+/// Steps: canonicalise; for a guarded or large write, fail fast if the
+/// guard already fails or the target is a directory (so nothing is staged
+/// or created in vain — a plain small write skips this `stat`, its commit
+/// check is authoritative and it has nothing to undo); stage the content,
+/// creating missing parents when the staging directory cannot be made; take
+/// the target's lock; re-check the guard and publish (see
+/// [`commit::commit`]).
 ///
 /// Cancellation: the awaits are the lock and, on a current-thread runtime,
 /// the large-content write on the blocking pool. Dropping the future at
@@ -33,9 +37,17 @@ pub(crate) async fn write(
 ) -> Result<Version> {
     let target = paths::canonicalize(op, path)?;
     let (parent, name) = paths::split_file(op, &target)?;
-    check_guard(op, commit::current(op, &target)?.as_ref(), &guard)?;
-    ensure_dir(op, &parent)?;
-    let staged = Staged::write(op, &parent, &name, content).await?;
+    if guard != WriteGuard::Overwrite || content.len() as u64 > INLINE_LIMIT {
+        check_guard(op, commit::current(op, &target)?.as_ref(), &guard)?;
+    }
+    let staged = match Staged::create(op, &parent, &name) {
+        Err(err) if err.kind() == ErrorKind::NotFound => {
+            ensure_dir(op, &parent)?;
+            Staged::create(op, &parent, &name)?
+        }
+        staged => staged?,
+    };
+    let staged = staged.fill(op, content).await?;
     let lock = locks::lock(&target).await;
     commit::commit(op, staged, &target, &guard, &lock)
 }

@@ -194,3 +194,16 @@ async fn list_through_a_symlinked_directory_keeps_the_link_path() {
     assert_eq!(entries.len(), 1);
     assert_eq!(entries[0].path, world.abs("alias/x"));
 }
+
+#[tokio::test]
+async fn non_utf8_names_are_listed_lossily_not_dropped() {
+    use std::os::unix::ffi::OsStrExt;
+    let world = World::new();
+    std::fs::create_dir(world.path("raw")).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"bad\xffname");
+    std::fs::write(world.path("raw").join(name), "x").unwrap();
+    let entries = world.fs.list("raw").await.unwrap();
+    assert_eq!(entries.len(), 1);
+    assert_eq!(entries[0].name, "bad\u{FFFD}name");
+    assert_eq!(entries[0].metadata.kind, FileKind::File);
+}
