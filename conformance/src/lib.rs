@@ -25,7 +25,9 @@
 
 mod cases;
 mod check;
+mod commands;
 mod context;
+mod fixtures;
 mod options;
 mod patterns;
 mod process_table;

@@ -5,7 +5,8 @@ use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FileKind, WriteGuard};
 
 use crate::check::{CaseResult, ensure, ensure_bytes, ensure_eq, show};
-use crate::context::{Cx, sh_spec};
+use crate::commands::sh_spec;
+use crate::context::Cx;
 use crate::patterns::binary;
 use crate::registry::{CaseInfo, case};
 
@@ -87,7 +88,7 @@ async fn command_write_seen_by_fs(cx: &Cx) -> CaseResult {
     let got = cx
         .ok(
             &format!("read_bytes {path}"),
-            crate::context::drain(stream.chunks),
+            crate::commands::drain(stream.chunks),
         )
         .await?;
     ensure_bytes(

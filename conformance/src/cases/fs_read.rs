@@ -8,7 +8,8 @@ use dsh_plugin_api::stream::TextStream;
 use futures::StreamExt;
 
 use crate::check::{CaseResult, ensure, ensure_bytes, ensure_eq, ensure_names, fail, show};
-use crate::context::{Cx, drain};
+use crate::commands::drain;
+use crate::context::Cx;
 use crate::patterns::{binary, multibyte_text};
 use crate::registry::{CaseInfo, case};
 

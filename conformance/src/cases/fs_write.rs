@@ -10,7 +10,8 @@ use futures::FutureExt;
 use crate::check::{
     CaseResult, Failure, ensure, ensure_bytes, ensure_eq, ensure_names, fail, show,
 };
-use crate::context::{Cx, drain};
+use crate::commands::drain;
+use crate::context::Cx;
 use crate::patterns::binary;
 use crate::registry::{CaseInfo, case};
 

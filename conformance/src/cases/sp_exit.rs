@@ -9,7 +9,8 @@ use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, OutputStream, Process, 
 use futures::StreamExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_bytes, ensure_eq, fail, show};
-use crate::context::{Cx, sh_spec};
+use crate::commands::sh_spec;
+use crate::context::Cx;
 use crate::process_table::show_rows;
 use crate::registry::{CaseInfo, case};
 

@@ -11,7 +11,8 @@ use dsh_plugin_api::subprocess::{
 };
 
 use crate::check::{CaseResult, Failure, ensure, ensure_bytes, ensure_eq, fail, show};
-use crate::context::{Cx, drain, sh_spec};
+use crate::commands::{drain, sh_spec};
+use crate::context::Cx;
 use crate::patterns::binary;
 use crate::registry::{CaseInfo, case};
 

@@ -10,7 +10,8 @@ use dsh_plugin_api::subprocess::{SpawnSpec, StdinMode};
 use futures::FutureExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_eq, ensure_names, fail, show};
-use crate::context::{Cx, sh_spec};
+use crate::commands::sh_spec;
+use crate::context::Cx;
 use crate::process_table::show_rows;
 use crate::registry::{CaseInfo, case};
 
@@ -363,7 +364,10 @@ async fn group_leader(cx: &Cx) -> CaseResult {
         fail!("spawn with OutputMode::Pipe: take_stdout returned None");
     };
     let out = cx
-        .ok("read stdout of the ps probe", crate::context::drain(stdout))
+        .ok(
+            "read stdout of the ps probe",
+            crate::commands::drain(stdout),
+        )
         .await?;
     let status = cx.ok("wait for the ps probe", process.wait()).await?;
     ensure!(
