@@ -59,7 +59,7 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
             None => None,
         };
         let (read, write) =
-            fdio::output_pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
+            fdio::pipe().map_err(|err| Error::from_io("spawn: create output pipe", &err))?;
         outputs.push(OutputPlan {
             stream,
             mode,
@@ -170,6 +170,7 @@ fn assemble(
         .registry()
         .insert("spawn", Owned::Group(group.clone()), group.ticket())?;
     let (status_tx, status_rx) = watch::channel(None);
+    let direct = (pumps.is_empty() && spec.timeout.is_none()).then(|| world.abandon_token());
     world.tracker().spawn(process::supervise(Supervision {
         group: group.clone(),
         pumps,
@@ -188,5 +189,6 @@ fn assemble(
         stdout_pipe,
         stderr_pipe,
         status: status_rx,
+        direct,
     }))
 }

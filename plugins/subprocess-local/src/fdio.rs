@@ -25,21 +25,21 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((above_stdio(read)?, above_stdio(write)?))
 }
 
-/// The capacity requested for output pipes. A child writing in small pieces
-/// (coreutils write 8 KiB at a time) then rarely finds the pipe full, and
-/// each wake-up of the reader finds up to [`CHUNK`] bytes waiting: fewer
-/// context switches and fewer, fuller reads. 1 MiB is the default
-/// `/proc/sys/fs/pipe-max-size`; the kernel allocates the pages only as
-/// they fill.
-pub const OUTPUT_PIPE_CAPACITY: usize = 1 << 20;
+/// The capacity an output pipe grows to once a read finds it full. A
+/// child writing in small pieces (coreutils write 8 KiB at a time) then
+/// rarely blocks, and each wake-up of the reader finds up to [`CHUNK`]
+/// bytes waiting: fewer context switches and fewer, fuller reads. Growing
+/// only on the first full read keeps the resize (a kernel allocation) off
+/// the path of short commands. 1 MiB is the default
+/// `/proc/sys/fs/pipe-max-size`; the kernel allocates pages only as they
+/// fill.
+pub const BULK_PIPE_CAPACITY: usize = 1 << 20;
 
-/// A pipe for a child's output: [`pipe`] with the larger capacity, best
-/// effort (a lowered `pipe-max-size` or an exhausted per-user pipe budget
-/// leaves the default capacity, which is only slower).
-pub fn output_pipe() -> io::Result<(OwnedFd, OwnedFd)> {
-    let (read, write) = pipe()?;
-    let _ = rustix::pipe::fcntl_setpipe_size(&read, OUTPUT_PIPE_CAPACITY);
-    Ok((read, write))
+/// Grows the pipe behind `fd` to [`BULK_PIPE_CAPACITY`], best effort (a
+/// lowered `pipe-max-size` or an exhausted per-user pipe budget leaves the
+/// current capacity, which is only slower).
+pub fn grow_pipe(fd: BorrowedFd<'_>) {
+    let _ = rustix::pipe::fcntl_setpipe_size(fd, BULK_PIPE_CAPACITY);
 }
 
 /// Moves `fd` to a number above 2 if it is 0, 1 or 2, so that a later

@@ -105,7 +105,7 @@ impl Group {
                 let _ = self.send(libc::SIGCONT);
                 let deadline = Instant::now() + grace;
                 // The leader's exit is an event; wait for it before probing.
-                let _ = tokio::time::timeout_at(deadline, self.leader.exited()).await;
+                let _ = tokio::time::timeout_at(deadline, self.leader.reap()).await;
                 match proc_table::settle(deadline, || proc_table::live_in_group(pgid)).await {
                     Ok(live) if live.is_empty() => return self.proven(),
                     Ok(_) => {}

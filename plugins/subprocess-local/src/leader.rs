@@ -2,10 +2,11 @@
 //!
 //! A pidfd refers to exactly one process, so waiting on it can never
 //! observe a recycled pid, and it becomes readable when the process exits —
-//! no SIGCHLD handler, no polling. The exit is published on a watch channel
-//! so any number of tasks can await it.
+//! no SIGCHLD handler, no polling. Any number of tasks may await the exit;
+//! the first one woken reaps.
 
 use std::io;
+use std::sync::Mutex;
 
 use dsh_plugin_api::subprocess::Signal;
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
@@ -29,6 +30,8 @@ pub type Outcome = Result<Exit, String>;
 pub struct Leader {
     pid: Pid,
     pidfd: NonBlocking,
+    /// Makes "check, waitid, publish" atomic between concurrent reapers.
+    reaping: Mutex<()>,
     exit_tx: watch::Sender<Option<Outcome>>,
 }
 
@@ -40,6 +43,7 @@ impl Leader {
         Ok(Leader {
             pid,
             pidfd: NonBlocking::new(pidfd, Interest::READABLE)?,
+            reaping: Mutex::new(()),
             exit_tx: watch::Sender::new(None),
         })
     }
@@ -48,49 +52,47 @@ impl Leader {
         self.pid
     }
 
-    /// Waits for the child to exit, reaps it and publishes the outcome.
-    /// Call from one task only (the handle's supervisor); others use
-    /// [`Leader::exited`]. Cancel-safe.
+    /// Waits for the child to exit, reaps it and publishes the outcome;
+    /// once published, returns it at once. Safe to call from several tasks
+    /// at the same time: whichever is woken first reaps (under a lock, so
+    /// the others find the outcome instead of an `ECHILD`). Cancel-safe.
     pub async fn reap(&self) -> Outcome {
-        if let Some(outcome) = self.exit_tx.borrow().clone() {
+        if let Some(outcome) = self.exit() {
             return outcome;
         }
         let result = self
             .pidfd
             .when_readable(|pidfd| {
+                let _reaping = self.reaping.lock().expect("reap lock");
+                if let Some(outcome) = self.exit() {
+                    return Ok(Some(outcome));
+                }
                 // Readable means exited; NOHANG guards against a spurious wake.
-                match rustix::process::waitid(
+                let outcome = match rustix::process::waitid(
                     WaitId::PidFd(pidfd),
                     WaitIdOptions::EXITED | WaitIdOptions::NOHANG,
                 ) {
-                    Ok(Some(status)) => Ok(Some(decode(&status))),
-                    Ok(None) => Ok(None),
-                    Err(errno) => Err(errno.into()),
-                }
+                    Ok(Some(status)) => Ok(decode(&status)),
+                    Ok(None) => return Ok(None),
+                    Err(rustix::io::Errno::INTR) => return Err(io::ErrorKind::Interrupted.into()),
+                    Err(rustix::io::Errno::CHILD) => Err(format!(
+                        "process {} was reaped by someone else (is SIGCHLD ignored in the host?)",
+                        self.pid
+                    )),
+                    Err(errno) => Err(format!("waitid for process {}: {errno}", self.pid)),
+                };
+                self.exit_tx.send_replace(Some(outcome.clone()));
+                Ok(Some(outcome))
             })
             .await;
-        let outcome = result.map_err(|err| {
-            if err.raw_os_error() == Some(libc::ECHILD) {
-                format!(
-                    "process {} was reaped by someone else (is SIGCHLD ignored in the host?)",
-                    self.pid
-                )
-            } else {
-                format!("waiting for process {}: {err}", self.pid)
-            }
-        });
-        self.exit_tx.send_replace(Some(outcome.clone()));
-        outcome
-    }
-
-    /// Waits until [`Leader::reap`] has published the exit. Cancel-safe.
-    pub async fn exited(&self) -> Outcome {
-        let mut rx = self.exit_tx.subscribe();
-        let guard = rx
-            .wait_for(Option::is_some)
-            .await
-            .expect("the sender lives in self");
-        guard.clone().expect("waited for Some")
+        result.unwrap_or_else(|err| {
+            let _reaping = self.reaping.lock().expect("reap lock");
+            self.exit().unwrap_or_else(|| {
+                let outcome = Err(format!("waiting for process {}: {err}", self.pid));
+                self.exit_tx.send_replace(Some(outcome.clone()));
+                outcome
+            })
+        })
     }
 
     /// The published exit, if any.

@@ -14,7 +14,7 @@ use dsh_plugin_api::Error;
 use dsh_plugin_api::subprocess::OutputStream;
 use futures::Stream;
 
-use crate::fdio::{CHUNK, NonBlocking};
+use crate::fdio::{self, CHUNK, NonBlocking};
 use crate::output::OutputState;
 
 /// Chunks smaller than this are shrunk to their length before they are
@@ -30,6 +30,7 @@ pub struct PipeStream {
     stream: OutputStream,
     pid: u32,
     buf: Vec<u8>,
+    grown: bool,
 }
 
 impl PipeStream {
@@ -45,6 +46,7 @@ impl PipeStream {
             stream,
             pid,
             buf: Vec::new(),
+            grown: false,
         }
     }
 }
@@ -70,6 +72,10 @@ impl Stream for PipeStream {
                 Poll::Ready(None)
             }
             Poll::Ready(Ok(n)) => {
+                if n == CHUNK && !this.grown {
+                    fdio::grow_pipe(pipe.as_fd());
+                    this.grown = true;
+                }
                 this.out.record(&this.buf);
                 let mut chunk = std::mem::take(&mut this.buf);
                 if n < SHRINK_BELOW {

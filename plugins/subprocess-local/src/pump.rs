@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use dsh_plugin_api::subprocess::OutputStream;
 
-use crate::fdio::{CHUNK, NonBlocking, write_all_blocking};
+use crate::fdio::{self, CHUNK, NonBlocking, write_all_blocking};
 use crate::output::OutputState;
 
 /// Where a pump copies bytes besides the accounting.
@@ -24,6 +24,7 @@ pub enum Copy {
 pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, copy: Copy, pid: u32) {
     let mut buf = vec![0u8; CHUNK];
     let mut host_failed = false;
+    let mut grown = false;
     loop {
         let n = match pipe.read(&mut buf).await {
             Ok(0) => return,
@@ -33,6 +34,10 @@ pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, copy: Copy, pid: u32
                 return;
             }
         };
+        if n == CHUNK && !grown {
+            fdio::grow_pipe(pipe.as_fd());
+            grown = true;
+        }
         out.record(&buf[..n]);
         if let Copy::Host(stream) = copy
             && !host_failed

@@ -40,7 +40,7 @@ pub async fn teardown(leader: &Leader, grace: Duration) -> Teardown {
             }
             if !escalate {
                 let deadline = Instant::now() + grace;
-                let _ = tokio::time::timeout_at(deadline, leader.exited()).await;
+                let _ = tokio::time::timeout_at(deadline, leader.reap()).await;
                 match proc_table::settle(deadline, || proc_table::live_in_session(sid)).await {
                     Ok(live) if live.is_empty() => return Ok(()),
                     Ok(_) => {}

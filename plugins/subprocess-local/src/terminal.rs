@@ -181,7 +181,7 @@ impl Terminal for LocalTerminal {
     /// waited for; `terminate` ends them). Idempotent.
     async fn wait(&self) -> Result<ExitStatus> {
         let outcome = tokio::select! {
-            outcome = self.core.leader.exited() => outcome,
+            outcome = self.core.leader.reap() => outcome,
             () = self.core.abandon.cancelled() => Err("the provider was disposed before the exit could be observed".to_owned()),
         };
         match outcome {

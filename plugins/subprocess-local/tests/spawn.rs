@@ -366,3 +366,30 @@ async fn an_unread_pipe_applies_backpressure() {
     );
     p.dispose().await.expect("dispose");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_waits_agree_in_every_mode() {
+    let p = provider();
+    for (stdout, timeout) in [
+        (OutputMode::Pipe, None),
+        (OutputMode::Collect { limit: 8 }, None),
+        (OutputMode::Pipe, Some(std::time::Duration::from_secs(30))),
+    ] {
+        for _ in 0..20 {
+            let mut spec = sh("exit 5");
+            spec.stdout = stdout;
+            spec.timeout = timeout;
+            let process = p.spawn(spec).await.expect("spawn");
+            let (a, b, c) = tokio::join!(process.wait(), process.wait(), process.wait());
+            let a = a.expect("wait");
+            assert_eq!(a.code, Some(5));
+            assert_eq!(b.expect("wait"), a);
+            assert_eq!(c.expect("wait"), a);
+        }
+    }
+    assert!(
+        support::eventually(std::time::Duration::from_secs(5), || p.owned() == 0).await,
+        "every group was released"
+    );
+    p.dispose().await.expect("dispose");
+}
