@@ -62,11 +62,16 @@ impl Order {
 /// readable 64-bit ELF shared library.
 pub fn exported_symbols_with_prefix(path: &Path, prefix: &str) -> Result<Vec<String>, String> {
     let mut file = File::open(path).map_err(|err| format!("cannot read the file: {err}"))?;
-    let mut header = [0u8; 64];
-    file.read_exact(&mut header)
-        .map_err(|_| "too short to be an ELF shared library".to_owned())?;
-    if header[..4] != *b"\x7fELF" {
+    let mut header = Vec::with_capacity(64);
+    (&mut file)
+        .take(64)
+        .read_to_end(&mut header)
+        .map_err(|err| format!("cannot read the file: {err}"))?;
+    if !header.starts_with(b"\x7fELF") {
         return Err("not an ELF file (bad magic number)".to_owned());
+    }
+    if header.len() < 64 {
+        return Err("too short to be an ELF shared library".to_owned());
     }
     if header[4] != 2 {
         return Err("not a 64-bit ELF file".to_owned());

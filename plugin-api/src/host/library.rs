@@ -329,15 +329,15 @@ fn decode(
     })
 }
 
-/// A readable account of an abi_stable refusal: the first lines of its
-/// report (layout reports list every differing type and can run to
-/// hundreds of lines).
+/// A readable account of an abi_stable refusal. Layout reports list every
+/// type involved and run to hundreds of lines; the findings (`Error:` what,
+/// `Expected:`/`Found:` values, in which type) are what a reader needs.
 fn describe(err: &LibraryError) -> String {
-    const MAX_LINES: usize = 12;
-    let text = match err {
+    match err {
         LibraryError::AbiInstability(_) => format!(
             "the layout of its plugin-API types differs from this host's (it was built against \
-             another dsh-plugin-api); abi_stable reports:\n{err}"
+             another dsh-plugin-api): {}",
+            layout_findings(&err.to_string())
         ),
         LibraryError::IncompatibleVersionNumber {
             expected_version,
@@ -346,23 +346,96 @@ fn describe(err: &LibraryError) -> String {
         } => format!(
             "built against dsh-plugin-api {actual_version}, this host has {expected_version}"
         ),
-        LibraryError::InvalidAbiHeader(_) => {
-            format!("built with an incompatible abi_stable: {err}")
-        }
-        other => other.to_string(),
-    };
+        LibraryError::InvalidAbiHeader(_) => format!(
+            "built with an incompatible abi_stable: {}",
+            first_lines(&err.to_string(), 6)
+        ),
+        other => first_lines(&other.to_string(), 12),
+    }
+}
+
+fn first_lines(text: &str, max: usize) -> String {
     let lines: Vec<&str> = text
         .lines()
-        .map(str::trim_end)
-        .filter(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
         .collect();
-    if lines.len() > MAX_LINES {
+    if lines.len() > max {
         format!(
-            "{}\n… ({} more lines)",
-            lines[..MAX_LINES].join("\n"),
-            lines.len() - MAX_LINES
+            "{} … ({} more lines)",
+            lines[..max].join(" "),
+            lines.len() - max
         )
     } else {
-        lines.join("\n")
+        lines.join(" ")
+    }
+}
+
+/// `<what> in <type> (expected <x>, found <y>)` for each finding of an
+/// abi_stable layout report (at most three); the report's first lines if it
+/// has no findings in the expected shape.
+fn layout_findings(report: &str) -> String {
+    let lines: Vec<&str> = report
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let mut findings = Vec::new();
+    let mut current_type = None;
+    let mut index = 0;
+    while index < lines.len() {
+        let line = lines[index];
+        if line == "Layout of expected type:" {
+            current_type = lines[index + 1..]
+                .iter()
+                .find_map(|line| line.strip_prefix("type:"));
+        }
+        if let Some(what) = line.strip_prefix("Error:") {
+            let (mut expected, mut found, mut side) = (Vec::new(), Vec::new(), 0);
+            index += 1;
+            while index < lines.len()
+                && !lines[index].starts_with("Error:")
+                && lines[index] != "Layout of expected type:"
+            {
+                match lines[index] {
+                    "Expected:" => side = 1,
+                    "Found:" => side = 2,
+                    value if side == 1 => expected.push(value),
+                    value if side == 2 => found.push(value),
+                    _ => {}
+                }
+                index += 1;
+            }
+            findings.push(format!(
+                "{what}{} (expected {}, found {})",
+                current_type
+                    .map(|name| format!(" in {name}"))
+                    .unwrap_or_default(),
+                expected.join(" "),
+                found.join(" ")
+            ));
+            continue;
+        }
+        index += 1;
+    }
+    match findings.len() {
+        0 => first_lines(report, 8),
+        1..=3 => findings.join("; "),
+        more => format!("{}; and {} more", findings[..3].join("; "), more - 3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_reports_are_reduced_to_their_findings() {
+        let report = "Compared <this>:\n    type:PrefixRef\nLayout of expected type:\n    --- Type Layout ---\n    type:PluginModule\n    size:24\nLayout of found type:\n    type:PluginModule\nError:mismatched package\nExpected:\n    dsh-plugin-api\nFound:\n    other-crate\n";
+        assert_eq!(
+            layout_findings(report),
+            "mismatched package in PluginModule (expected dsh-plugin-api, found other-crate)"
+        );
+        assert_eq!(layout_findings("odd\nreport"), "odd report");
     }
 }
