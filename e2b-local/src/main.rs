@@ -95,11 +95,15 @@ fn serve(config: ServeConfig) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(e2b_local::server::serve(
-        config,
-        shutdown_signal(),
-        print_environment,
-    )) {
+    let result = runtime.block_on(async {
+        // Installed before anything is printed: a harness may signal as soon as it reads "ready".
+        let shutdown =
+            shutdown_signal().map_err(|e| format!("e2b-local: install signal handlers: {e}"))?;
+        e2b_local::server::serve(config, shutdown, print_environment)
+            .await
+            .map_err(|e| e.to_string())
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("{err}");
@@ -121,18 +125,16 @@ fn print_environment(info: &ServerInfo) {
     );
 }
 
-async fn shutdown_signal() {
+/// Resolves on SIGINT or SIGTERM. The handlers are registered when this is called, not when the
+/// future is first polled.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(err) => {
-            eprintln!("e2b-local: cannot install a SIGTERM handler ({err}); stop it with Ctrl-C");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    })
 }
