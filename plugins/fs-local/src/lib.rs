@@ -12,7 +12,8 @@
 //! sound).
 //!
 //! [`FsLocalPlugin`] is the plugin (`dsh-fs-local`, provides `fs`, injects
-//! nothing, config `{ cwd?: absolute path }`).
+//! nothing, config `{ cwd?: absolute path }`), exported for the host as
+//! `libdsh_fs_local.so`.
 
 mod blocking;
 #[cfg(test)]
@@ -40,3 +41,5 @@ pub use chunks::CHUNK_LEN;
 pub use plugin::{FsLocalConfig, FsLocalPlugin};
 pub use provider::FsLocal;
 pub use staging::STAGING_PREFIX;
+
+dsh_plugin_api::export_plugin!(FsLocalPlugin);
