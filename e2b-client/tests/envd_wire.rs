@@ -741,7 +741,20 @@ async fn download_streams_and_reports_length() {
         download.into_bytes(1024).await.unwrap(),
         Bytes::from_static(b"abcdef")
     );
-    let seen = fake.last();
+    let too_big = envd(&fake)
+        .download("/home/user/f.txt", &DownloadOptions::default())
+        .await
+        .unwrap()
+        .into_bytes(5)
+        .await
+        .unwrap_err();
+    assert!(
+        too_big.to_string().starts_with(
+            "download /home/user/f.txt: invalid argument: the content exceeds the 5-byte limit"
+        ),
+        "{too_big}"
+    );
+    let seen = fake.requests()[0].clone();
     assert_eq!(seen.method, http::Method::GET);
     assert_eq!(
         seen.uri.to_string(),

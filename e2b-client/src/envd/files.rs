@@ -204,6 +204,7 @@ pub struct WriteInfo {
 /// A file's content as it arrives, chunk by chunk; nothing is retained.
 /// Dropping it aborts the request.
 pub struct Download {
+    context: Context,
     content_length: Option<u64>,
     content_type: Option<String>,
     chunks: BoxStream<'static, Result<Bytes>>,
@@ -239,7 +240,7 @@ impl Download {
             let chunk = chunk?;
             if buf.len().saturating_add(chunk.len()) > limit {
                 return Err(Error::invalid_argument(
-                    Context::new("download", ""),
+                    self.context.clone(),
                     format!("the content exceeds the {limit}-byte limit"),
                 ));
             }
@@ -351,6 +352,7 @@ where
 
         if status == StatusCode::RANGE_NOT_SATISFIABLE && options.range.is_some() {
             return Ok(Download {
+                context,
                 content_length: Some(0),
                 content_type,
                 chunks: futures::stream::empty().boxed(),
@@ -395,6 +397,7 @@ where
             (_, None) => (chunks.boxed(), content_length),
         };
         Ok(Download {
+            context,
             content_length,
             content_type,
             chunks,
