@@ -124,16 +124,19 @@ fn search_path() -> SearchPath {
     SearchPath::new([profile_dir])
 }
 
-/// dlopen + dlclose of libthread_db with RTLD_NOW (a fresh load each time since
+/// dlopen + dlclose of libresolv with RTLD_NOW (a fresh load each time since
 /// nothing else in this process holds it).
 fn dlopen_small_library() -> Duration {
-    let name = CString::new("libthread_db.so.1").expect("name");
+    let name = CString::new("libresolv.so.2").expect("name");
     let started = Instant::now();
-    // SAFETY: loading and unloading libthread_db runs no initialisers that touch
+    // SAFETY: loading and unloading libresolv runs no initialisers that touch
     // our state; the handle is closed before it goes out of scope.
     unsafe {
         let handle = libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL);
-        assert!(!handle.is_null(), "dlopen libthread_db.so.1");
+        if handle.is_null() {
+            let reason = std::ffi::CStr::from_ptr(libc::dlerror());
+            panic!("dlopen libresolv.so.2: {}", reason.to_string_lossy());
+        }
         libc::dlclose(handle);
     }
     started.elapsed()
