@@ -21,9 +21,23 @@
 //!   envd does, so a missing command is reported by the shell (exit 127) rather than as an RPC
 //!   error, and the reported pid is the user command's own;
 //! - an inotify-capable filesystem for `WatchDir` and `user.*` extended attributes for file
-//!   metadata (best effort: without xattr support metadata is silently not stored, as in envd).
+//!   metadata (best effort: without xattr support metadata is silently not stored, as in envd);
+//! - **umask 022** (envd's, under systemd): uploads are created 0666 and directories 0755 minus
+//!   the process umask, and commands inherit it;
+//! - a sensible **`PATH`** in its own environment: commands get the daemon's `PATH` (envd copies
+//!   its own), or the standard `/usr/local/sbin:…:/bin` when the daemon has none.
 //!
-//! The daemon does not reap orphans: in a sandbox the namespace's init (PID 1) does.
+//! Like envd, commands started without a PTY stay in the daemon's process group and session
+//! (only PTY commands get a session of their own), so `kill 0` in such a command signals the
+//! daemon's whole group: run the daemon as the leader of its own session (`setsid`) so that no
+//! sandbox command can signal anything outside the sandbox.
+//!
+//! The daemon does not reap orphans: in a sandbox the namespace's init (PID 1) does. It must not
+//! share a process with a `waitpid(-1)` reaper either, since that would steal the exit statuses
+//! of the commands it runs.
+//!
+//! [`serve`] runs on the caller's tokio runtime, which needs the I/O and time drivers
+//! (`enable_all()`); child processes are reaped through tokio's process driver.
 
 mod auth;
 mod connect_glue;

@@ -22,7 +22,8 @@ use crate::auth::Operation;
 use crate::paths::{base_name, expand_and_resolve};
 use crate::state::Daemon;
 
-const READ_CHUNK: usize = 64 << 10;
+/// Download chunk size: large enough to keep per-read overhead (a blocking-pool hop) small.
+const READ_CHUNK: usize = 256 << 10;
 
 pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body> {
     let files = match files_prologue(daemon, &request, Operation::Read) {
