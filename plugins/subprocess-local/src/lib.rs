@@ -13,6 +13,11 @@
 //!
 //! Everything runs on the tokio runtime that calls it — the plugin's own
 //! runtime when a host loads the library.
+//!
+//! [`SubprocessLocalPlugin`] is the plugin (`dsh-subprocess-local`,
+//! provides `subprocess`, injects nothing, config
+//! `{ cwd?, spillDir?, killGraceMs? }`), exported for the host as
+//! `libdsh_subprocess_local.so`.
 
 mod command;
 pub mod config;
@@ -43,3 +48,5 @@ pub use config::Config;
 pub use env::Environment;
 pub use plugin::SubprocessLocalPlugin;
 pub use provider::LocalSubprocess;
+
+dsh_plugin_api::export_plugin!(SubprocessLocalPlugin);
