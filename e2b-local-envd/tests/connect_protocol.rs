@@ -184,6 +184,17 @@ async fn malformed_and_mistyped_requests_are_invalid_argument() {
     .await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.json()["code"], "invalid_argument");
+    // A timeout beyond the Connect spec's 10 digits is no limit, never an overflow.
+    let huge = RawStream::open(
+        &daemon.url("/process.Process/Start"),
+        r#"{"process":{"cmd":"/bin/echo","args":["fine"]},"stdin":false}"#,
+        &[("connect-timeout-ms", "99999999999999999")],
+    )
+    .await;
+    let envelopes = huge.collect().await;
+    assert_eq!(envelopes.len(), 4, "start, data, end, end-stream");
+    assert_eq!(envelopes[1].json()["event"]["data"]["stdout"], "ZmluZQo=");
+    assert_eq!(envelopes[3].json(), serde_json::json!({}));
     // A zero timeout means none.
     let reply = unary_json(
         &daemon.url("/process.Process/List"),

@@ -240,10 +240,12 @@ impl Process for ProcessService {
         let timeout = request_timeout(&ctx)?;
         let spec = self.spawn_spec(&request, &ctx)?;
         let keepalive = keepalive_interval(ctx.headers());
-        let deadline = timeout.map(|timeout| {
+        // connectrpc computed the same deadline from the header; it ignores values beyond the
+        // Connect spec's 10 digits, which then mean "no limit" here too (never an overflow).
+        let deadline = timeout.and_then(|timeout| {
             ctx.deadline()
                 .map(tokio::time::Instant::from_std)
-                .unwrap_or_else(|| tokio::time::Instant::now() + timeout)
+                .or_else(|| tokio::time::Instant::now().checked_add(timeout))
         });
 
         let command_line = std::iter::once(spec.cmd.as_str())
