@@ -184,11 +184,15 @@ async fn malformed_and_mistyped_requests_are_invalid_argument() {
     .await;
     assert_eq!(reply.status, 400);
     assert_eq!(reply.json()["code"], "invalid_argument");
-    // A timeout beyond the Connect spec's 10 digits is no limit, never an overflow.
+    // A timeout beyond the Connect spec's 10 digits is no limit, and a huge keepalive interval
+    // is clamped: neither overflows.
     let huge = RawStream::open(
         &daemon.url("/process.Process/Start"),
         r#"{"process":{"cmd":"/bin/echo","args":["fine"]},"stdin":false}"#,
-        &[("connect-timeout-ms", "99999999999999999")],
+        &[
+            ("connect-timeout-ms", "99999999999999999"),
+            ("keepalive-ping-interval", "18446744073709551615"),
+        ],
     )
     .await;
     let envelopes = huge.collect().await;

@@ -106,7 +106,10 @@ impl ProcessTable {
                     tag: process.tag.clone(),
                     end: end.clone(),
                     sequence: process.sequence,
-                    expires: now + self.retention,
+                    // A retention too long to represent means "until the daemon stops".
+                    expires: now
+                        .checked_add(self.retention)
+                        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600)),
                 },
             );
         }
