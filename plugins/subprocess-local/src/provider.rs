@@ -88,12 +88,13 @@ impl LocalSubprocess {
     /// Refuses new spawns, terminates every owned group and session (with
     /// the configured kill grace), disconnects and joins every output task,
     /// and removes the private spill directory. Every step runs even if an
-    /// earlier one failed; failures are reported together. Calling it again
-    /// retries whatever is still owned.
+    /// earlier one failed; failures are reported together (one error of the
+    /// first failure's kind — `Busy` for a group not proven empty). Calling
+    /// it again retries whatever is still owned. Handles stay usable
+    /// afterwards: `wait` and `read_output` answer, `terminate` is a no-op.
     pub async fn dispose(&self) -> Result<()> {
         let world = &self.world;
         let owned = world.registry.close();
-        let mut failures: Vec<String> = Vec::new();
         let results = futures::future::join_all(owned.into_iter().map(|owned| async move {
             match owned {
                 Owned::Group(group) => group.terminate(world.kill_grace).await,
@@ -101,12 +102,7 @@ impl LocalSubprocess {
             }
         }))
         .await;
-        failures.extend(
-            results
-                .into_iter()
-                .filter_map(|r| r.err())
-                .map(|e| e.to_string()),
-        );
+        let mut failures: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
 
         // Output of descendants that escaped their group must not hold
         // disposal hostage.
@@ -121,23 +117,30 @@ impl LocalSubprocess {
                 .await
                 .is_err()
             {
-                failures.push("some supervisor tasks did not finish".to_owned());
+                failures.push(Error::new(
+                    ErrorKind::Busy,
+                    "dispose: supervisor tasks did not finish",
+                ));
             }
         }
         if let Err(err) = world.spills.remove() {
-            failures.push(err.to_string());
+            failures.push(err);
         }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::Busy,
+        match failures.as_slice() {
+            [] => Ok(()),
+            [only] => Err(only.clone()),
+            [first, ..] => Err(Error::new(
+                first.kind(),
                 format!(
-                    "dispose: {} failure(s): {}",
+                    "dispose: {} failures: {}",
                     failures.len(),
-                    failures.join("; ")
+                    failures
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 ),
-            ))
+            )),
         }
     }
 }

@@ -20,14 +20,24 @@ use dsh_plugin_api::{Error, Result};
 #[derive(Debug)]
 pub struct SpillDir {
     parent: PathBuf,
-    dir: Mutex<Option<PathBuf>>,
+    state: Mutex<DirState>,
+}
+
+#[derive(Debug)]
+enum DirState {
+    /// No spill asked for yet.
+    Unborn,
+    Live(PathBuf),
+    /// Disposal began: no new files; `Some` while removal has not
+    /// succeeded (a later `remove` retries it).
+    Closed(Option<PathBuf>),
 }
 
 impl SpillDir {
     pub fn new(parent: PathBuf) -> SpillDir {
         SpillDir {
             parent,
-            dir: Mutex::new(None),
+            state: Mutex::new(DirState::Unborn),
         }
     }
 
@@ -50,9 +60,15 @@ impl SpillDir {
     }
 
     fn dir(&self) -> Result<PathBuf> {
-        let mut slot = self.dir.lock().expect("spill dir lock");
-        if let Some(dir) = slot.as_ref() {
-            return Ok(dir.clone());
+        let mut state = self.state.lock().expect("spill dir lock");
+        match &*state {
+            DirState::Live(dir) => return Ok(dir.clone()),
+            DirState::Closed(_) => {
+                return Err(Error::closed(
+                    "spawn: the subprocess provider is disposed (no new spill files)",
+                ));
+            }
+            DirState::Unborn => {}
         }
         let name = format!("dsh-subprocess-local-{:016x}", rand::random::<u64>());
         let dir = self.parent.join(name);
@@ -64,25 +80,36 @@ impl SpillDir {
                 Error::from_io("spawn: create private spill directory", &err)
                     .with_subject(dir.display().to_string())
             })?;
-        *slot = Some(dir.clone());
+        *state = DirState::Live(dir.clone());
         Ok(dir)
     }
 
-    /// The private directory, if one was created.
+    /// The private directory, if one was created and not yet removed.
     pub fn path(&self) -> Option<PathBuf> {
-        self.dir.lock().expect("spill dir lock").clone()
+        match &*self.state.lock().expect("spill dir lock") {
+            DirState::Live(dir) | DirState::Closed(Some(dir)) => Some(dir.clone()),
+            DirState::Unborn | DirState::Closed(None) => None,
+        }
     }
 
-    /// Removes the private directory and everything in it.
+    /// Refuses new spill files from now on and removes the private
+    /// directory with everything in it. A failed removal is retried by the
+    /// next call.
     pub fn remove(&self) -> Result<()> {
-        let Some(dir) = self.dir.lock().expect("spill dir lock").take() else {
-            return Ok(());
+        let mut state = self.state.lock().expect("spill dir lock");
+        let dir = match std::mem::replace(&mut *state, DirState::Closed(None)) {
+            DirState::Live(dir) | DirState::Closed(Some(dir)) => dir,
+            DirState::Unborn | DirState::Closed(None) => return Ok(()),
         };
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => Ok(()),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(err) => Err(Error::from_io("dispose: remove spill directory", &err)
-                .with_subject(dir.display().to_string())),
+            Err(err) => {
+                let error = Error::from_io("dispose: remove spill directory", &err)
+                    .with_subject(dir.display().to_string());
+                *state = DirState::Closed(Some(dir));
+                Err(error)
+            }
         }
     }
 }
@@ -182,6 +209,10 @@ mod tests {
         assert_eq!(err.kind(), dsh_plugin_api::ErrorKind::AlreadyExists);
         spills.remove().expect("remove");
         assert!(!dir.exists());
+        assert_eq!(spills.path(), None);
         spills.remove().expect("idempotent");
+        let err = spills.create("b.stdout", 5).expect_err("closed");
+        assert_eq!(err.kind(), dsh_plugin_api::ErrorKind::Closed);
+        assert!(!dir.exists(), "no directory comes back after disposal");
     }
 }

@@ -393,3 +393,27 @@ async fn concurrent_waits_agree_in_every_mode() {
     );
     p.dispose().await.expect("dispose");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_stdio_descriptors_reach_the_child() {
+    // A descriptor the host opened without close-on-exec.
+    let leaky = std::fs::File::open("/dev/null").expect("open");
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&leaky);
+    // SAFETY: clearing FD_CLOEXEC on a descriptor this test owns.
+    unsafe {
+        libc::fcntl(fd, libc::F_SETFD, 0);
+    }
+    let p = provider();
+    // `ls` lists the descriptors of the shell that started it.
+    let process = p.spawn(sh("ls /proc/$$/fd")).await.expect("spawn");
+    let out = String::from_utf8(stdout_of(process.as_ref()).await).expect("utf-8");
+    let mut fds: Vec<i32> = out.lines().map(|l| l.parse().expect("fd number")).collect();
+    fds.sort_unstable();
+    assert_eq!(
+        fds,
+        [0, 1, 2],
+        "the leaky descriptor {fd} must not be inherited"
+    );
+    drop(leaky);
+    p.dispose().await.expect("dispose");
+}
