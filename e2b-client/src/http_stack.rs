@@ -12,7 +12,14 @@ use connectrpc::ConnectError;
 use connectrpc::client::{BoxFuture, ClientBody, ClientTransport, HttpClient};
 use http::{Request, Response};
 
-/// HTTP version for plain `http://` URLs.
+/// HTTP version for plain `http://` URLs, the API's as well as envd's.
+///
+/// Measured on e2b-local (`examples/plain_http_versions.rs`, release
+/// build, 2 cores): with 32 streams held open, 256 concurrent unary calls
+/// took 36–38 ms over h2c against 48–55 ms over HTTP/1.1 (which also opens
+/// a connection per open stream); 64 concurrent short process streams
+/// showed no consistent difference (process start-up dominates). HTTP/1.1
+/// stays the default because real envd serves nothing else.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum PlainHttp {
     /// HTTP/1.1 with a connection pool (one request per connection at a

@@ -575,6 +575,29 @@ async fn files_suite(plain: PlainHttp) {
         .unwrap();
     assert_eq!(stat.owner, "root");
 
+    // gzip both ways.
+    let text = Bytes::from("compressible line\n".repeat(10_000));
+    let body = text.clone();
+    envd.upload(
+        "/home/user/up/text.txt",
+        futures::stream::once(async move { Ok::<_, std::io::Error>(body) }),
+        &UploadOptions::default().gzip(true),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        envd.stat("/home/user/up/text.txt", &CallOptions::default())
+            .await
+            .unwrap()
+            .size,
+        text.len() as u64
+    );
+    let back = envd
+        .download("/home/user/up/text.txt", &read.clone().gzip(true))
+        .await
+        .unwrap();
+    assert_eq!(back.into_bytes(1 << 20).await.unwrap(), text);
+
     // Several files in one multipart request; relative names resolve
     // against home.
     let written = envd

@@ -1109,3 +1109,118 @@ async fn filesystem_unary_rpcs() {
     let err = client.stat("/x", &options).await.unwrap_err();
     assert!(matches!(err, Error::Protocol { .. }), "{err:?}");
 }
+
+fn gzip_bytes(data: &[u8]) -> Bytes {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(data).unwrap();
+    Bytes::from(encoder.finish().unwrap())
+}
+
+fn gunzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(data)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+#[tokio::test]
+async fn gzip_uploads_compress_on_the_fly() {
+    let fake = Fake::always(Canned::new(200, "", r#"[{"path":"/f","name":"f"}]"#));
+    envd(&fake)
+        .upload(
+            "/f",
+            bytes_chunks(vec![b"hello ", b"gzip ", b"world"]),
+            &UploadOptions::default().gzip(true),
+        )
+        .await
+        .unwrap();
+    let seen = fake.last();
+    assert_eq!(seen.headers["content-encoding"], "gzip");
+    assert_eq!(gunzip(&seen.body.unwrap()), b"hello gzip world");
+
+    envd(&fake)
+        .upload_files(
+            vec![UploadPart::bytes("/a", Bytes::from_static(b"A"))],
+            &UploadOptions::default().gzip(true),
+        )
+        .await
+        .unwrap();
+    let seen = fake.last();
+    assert_eq!(seen.headers["content-encoding"], "gzip");
+    assert!(
+        String::from_utf8(gunzip(&seen.body.unwrap()))
+            .unwrap()
+            .contains("filename=\"/a\"")
+    );
+
+    let err = envd(&fake)
+        .upload(
+            "/f",
+            bytes_chunks(vec![b"x"]),
+            &UploadOptions::default().gzip(true).content_length(1),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument { .. }), "{err:?}");
+    assert_eq!(
+        fake.requests().len(),
+        2,
+        "the bad combination sends nothing"
+    );
+}
+
+#[tokio::test]
+async fn gzip_downloads_are_decompressed_as_they_stream() {
+    let compressed = gzip_bytes(b"a fairly compressible text text text text");
+    let (first, second) = compressed.split_at(10);
+    let fake = Fake::always(
+        Canned::new(200, "text/plain", "")
+            .header("content-encoding", "gzip")
+            .header("content-length", &compressed.len().to_string())
+            .chunks(vec![
+                Chunk::Data(Bytes::copy_from_slice(first)),
+                Chunk::Data(Bytes::copy_from_slice(second)),
+            ]),
+    );
+    let download = envd(&fake)
+        .download("/f", &DownloadOptions::default().gzip(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        download.content_length(),
+        None,
+        "the wire length is the compressed one"
+    );
+    assert_eq!(
+        download.into_bytes(1024).await.unwrap(),
+        Bytes::from_static(b"a fairly compressible text text text text")
+    );
+    assert_eq!(fake.last().headers["accept-encoding"], "gzip");
+
+    let corrupt =
+        Fake::always(Canned::new(200, "text/plain", "not gzip").header("content-encoding", "gzip"));
+    let err = envd(&corrupt)
+        .download("/f", &DownloadOptions::default())
+        .await
+        .unwrap()
+        .into_bytes(1024)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Protocol { .. }), "{err:?}");
+
+    let brotli = Fake::always(Canned::new(200, "text/plain", "x").header("content-encoding", "br"));
+    let err = envd(&brotli)
+        .download("/f", &DownloadOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Protocol { .. }), "{err:?}");
+}
+
+fn bytes_chunks(
+    chunks: Vec<&'static [u8]>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
+    futures::stream::iter(chunks.into_iter().map(|c| Ok(Bytes::from_static(c))))
+}

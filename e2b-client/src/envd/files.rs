@@ -11,11 +11,14 @@ use bytes::{Bytes, BytesMut};
 use connectrpc::client::{ClientBody, ClientTransport};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
-use http::header::{CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, RANGE};
+use http::header::{
+    ACCEPT_ENCODING, CONTENT_ENCODING, CONTENT_LENGTH, CONTENT_RANGE, CONTENT_TYPE, RANGE,
+};
 use http::{HeaderName, HeaderValue, Method, Request, Response, StatusCode};
 use http_body::Body;
 use serde::Deserialize;
 
+use super::gzip::{self, InflateError};
 use super::multipart;
 use super::options::Bound;
 use super::{Access, Envd};
@@ -71,6 +74,7 @@ pub struct DownloadOptions {
     pub(crate) user: Option<String>,
     pub(crate) timeout: Bound,
     pub(crate) range: Option<ByteRange>,
+    pub(crate) gzip: bool,
 }
 
 impl DownloadOptions {
@@ -102,6 +106,16 @@ impl DownloadOptions {
         self.range = Some(range);
         self
     }
+
+    /// Asks for a gzip-compressed transfer (`Accept-Encoding: gzip`),
+    /// decompressed here as it streams; worth it for text over slow links.
+    /// envd ignores it for ranges. A gzip response is decompressed whether
+    /// or not it was asked for.
+    #[must_use]
+    pub fn gzip(mut self, gzip: bool) -> Self {
+        self.gzip = gzip;
+        self
+    }
 }
 
 /// Options of an upload.
@@ -114,6 +128,7 @@ pub struct UploadOptions {
     pub(crate) timeout: Option<Duration>,
     pub(crate) metadata: BTreeMap<String, String>,
     pub(crate) content_length: Option<u64>,
+    pub(crate) gzip: bool,
 }
 
 impl UploadOptions {
@@ -142,9 +157,18 @@ impl UploadOptions {
 
     /// Declares the body's exact length (sent as `Content-Length` instead of
     /// chunked encoding). The stream must then yield exactly that many bytes.
+    /// Not combinable with [`UploadOptions::gzip`].
     #[must_use]
     pub fn content_length(mut self, length: u64) -> Self {
         self.content_length = Some(length);
+        self
+    }
+
+    /// Compresses the body on the fly (`Content-Encoding: gzip`; envd
+    /// decompresses it); worth it for text over slow links.
+    #[must_use]
+    pub fn gzip(mut self, gzip: bool) -> Self {
+        self.gzip = gzip;
         self
     }
 }
@@ -338,6 +362,9 @@ where
         if let Some(range) = options.range {
             request = request.header(RANGE, range.header());
         }
+        if options.gzip {
+            request = request.header(ACCEPT_ENCODING, "gzip");
+        }
         let request = request
             .body(connectrpc::client::full_body(Bytes::new()))
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
@@ -349,6 +376,16 @@ where
         let content_length =
             header_str(&response, CONTENT_LENGTH).and_then(|v| v.parse::<u64>().ok());
         let content_range = header_str(&response, CONTENT_RANGE).map(str::to_owned);
+        let gzipped = match header_str(&response, CONTENT_ENCODING).map(str::trim) {
+            None | Some("") | Some("identity") => false,
+            Some(encoding) if encoding.eq_ignore_ascii_case("gzip") => true,
+            Some(other) => {
+                return Err(Error::protocol(
+                    context,
+                    format!("unsupported Content-Encoding {other:?}"),
+                ));
+            }
+        };
 
         if status == StatusCode::RANGE_NOT_SATISFIABLE && options.range.is_some() {
             return Ok(Download {
@@ -363,17 +400,36 @@ where
         }
 
         let body_context = context.clone();
-        let chunks = BodyChunks::new(response.into_body()).map(move |chunk| {
-            chunk.map_err(|message| Error::Transport {
-                context: body_context.clone(),
-                message: format!("the response body broke off: {message}"),
-                source: None,
-            })
-        });
+        let broke_off = move |message: String| Error::Transport {
+            context: body_context.clone(),
+            message: format!("the response body broke off: {message}"),
+            source: None,
+        };
+        let raw = BodyChunks::new(response.into_body());
+        let (chunks, content_length): (BoxStream<'static, Result<Bytes>>, Option<u64>) = if gzipped
+        {
+            let corrupt_context = context.clone();
+            let inflated = gzip::decompress(raw).map(move |chunk| {
+                chunk.map_err(|e| match e {
+                    InflateError::Input(message) => broke_off(message),
+                    InflateError::Corrupt(e) => Error::protocol(
+                        corrupt_context.clone(),
+                        format!("corrupt gzip content: {e}"),
+                    ),
+                })
+            });
+            // The length on the wire is the compressed one.
+            (inflated.boxed(), None)
+        } else {
+            (
+                raw.map(move |chunk| chunk.map_err(&broke_off)).boxed(),
+                content_length,
+            )
+        };
         let (chunks, content_length) = match (status, options.range) {
             (StatusCode::PARTIAL_CONTENT, Some(range)) => {
                 check_content_range(&context, range, &content_range)?;
-                (chunks.boxed(), content_length)
+                (chunks, content_length)
             }
             (StatusCode::PARTIAL_CONTENT, None) => {
                 return Err(Error::protocol(
@@ -384,7 +440,7 @@ where
             (_, Some(range)) => {
                 // The server sent the whole file: cut the range out here.
                 let filtered = RangeFilter {
-                    inner: chunks.boxed(),
+                    inner: chunks,
                     skip: range.start,
                     take: range.len(),
                 };
@@ -394,7 +450,7 @@ where
                 });
                 (filtered.boxed(), length)
             }
-            (_, None) => (chunks.boxed(), content_length),
+            (_, None) => (chunks, content_length),
         };
         Ok(Download {
             context,
@@ -424,11 +480,17 @@ where
     ) -> Result<WriteInfo>
     where
         S: Stream<Item = Result<Bytes, E>> + Send + 'static,
-        E: Into<BoxError>,
+        E: Into<BoxError> + 'static,
     {
         let context = Context::new("upload", path);
         if path.is_empty() {
             return Err(Error::invalid_argument(context, "the path is empty"));
+        }
+        if options.gzip && options.content_length.is_some() {
+            return Err(Error::invalid_argument(
+                context,
+                "a content length cannot be declared for a gzip-compressed upload",
+            ));
         }
         let user = self.effective_user(&context, Access::AsUser(options.user.as_deref()))?;
         let mut request = Request::builder()
@@ -438,11 +500,18 @@ where
         if let Some(length) = options.content_length {
             request = request.header(CONTENT_LENGTH, length);
         }
+        if options.gzip {
+            request = request.header(CONTENT_ENCODING, "gzip");
+        }
         for (name, value) in metadata_headers(&context, &options.metadata)? {
             request = request.header(name, value);
         }
         let failure = SourceFailure::default();
-        let body = StreamBody::new(body, failure.clone(), options.content_length).boxed();
+        let body = if options.gzip {
+            StreamBody::new(gzip::compress(body), failure.clone(), None).boxed()
+        } else {
+            StreamBody::new(body, failure.clone(), options.content_length).boxed()
+        };
         let request = request
             .body(body)
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;
@@ -499,6 +568,9 @@ where
             .method(Method::POST)
             .uri(query)
             .header(CONTENT_TYPE, multipart::content_type(&boundary));
+        if options.gzip {
+            request = request.header(CONTENT_ENCODING, "gzip");
+        }
         for (name, value) in metadata_headers(&context, &options.metadata)? {
             request = request.header(name, value);
         }
@@ -511,7 +583,12 @@ where
             })
             .collect();
         let failure = SourceFailure::default();
-        let body = StreamBody::new(multipart::body(boundary, parts), failure.clone(), None).boxed();
+        let multipart = multipart::body(boundary, parts);
+        let body = if options.gzip {
+            StreamBody::new(gzip::compress(multipart), failure.clone(), None).boxed()
+        } else {
+            StreamBody::new(multipart, failure.clone(), None).boxed()
+        };
         let request = request
             .body(body)
             .map_err(|e| Error::invalid_argument(context.clone(), e.to_string()))?;

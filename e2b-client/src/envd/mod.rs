@@ -11,6 +11,7 @@
 mod edge;
 mod files;
 mod filesystem;
+mod gzip;
 mod multipart;
 mod options;
 mod process;
