@@ -153,7 +153,16 @@ impl Registry {
     }
 
     /// Builds a world and registers a running sandbox. Resolves once envd accepts connections.
+    /// The work runs in its own task: dropping this future (a client that gave up) does not
+    /// abandon a half-built world — the sandbox is still created, and expires on its timeout.
     pub async fn create(self: &Arc<Self>, spec: CreateSpec) -> Result<Arc<Sandbox>, ApiError> {
+        let this = self.clone();
+        tokio::spawn(async move { this.build(spec).await })
+            .await
+            .map_err(|e| ApiError::internal(format!("create sandbox: task failed: {e}")))?
+    }
+
+    async fn build(self: Arc<Self>, spec: CreateSpec) -> Result<Arc<Sandbox>, ApiError> {
         if self.shutting_down.load(Ordering::SeqCst) {
             return Err(ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -200,7 +209,7 @@ impl Registry {
                 "create sandbox: server is shutting down",
             ));
         }
-        tokio::spawn(lifecycle(Arc::downgrade(self), sandbox.clone()));
+        tokio::spawn(lifecycle(Arc::downgrade(&self), sandbox.clone()));
         tracing::info!(sandbox = %id, "sandbox created");
         Ok(sandbox)
     }

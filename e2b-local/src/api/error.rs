@@ -58,6 +58,15 @@ impl IntoResponse for ApiError {
             code: self.status.as_u16(),
             message: &self.message,
         };
-        (self.status, Json(body)).into_response()
+        let mut response = (self.status, Json(body)).into_response();
+        if self.status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The rest of the body stays unread, so the connection cannot be reused: say so,
+            // or a pooling client sends its next request into a closing connection.
+            response.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+        }
+        response
     }
 }

@@ -63,6 +63,15 @@ impl FreezerRoot {
 
     /// Removes this server's parent cgroup; its sandbox cgroups must already be gone.
     pub fn remove(&self) -> io::Result<()> {
+        // Empty leftovers (a world whose start failed before its cgroup could be removed).
+        if let Ok(children) = std::fs::read_dir(&self.base) {
+            for child in children
+                .flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            {
+                let _ = std::fs::remove_dir(child.path());
+            }
+        }
         match std::fs::remove_dir(&self.base) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => {
                 Err(annotate(e, "remove cgroup", &self.base))

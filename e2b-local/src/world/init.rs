@@ -62,6 +62,9 @@ fn read_config() -> Result<InitConfig, String> {
 /// PID 1 of the sandbox namespace. Never returns.
 fn pid1(config: &InitConfig) -> ! {
     die_with_parent();
+    // If the keeper died before PDEATHSIG was armed, PID 1 still sits in the world's cgroup,
+    // which the server kills when it notices the keeper's exit. (getppid() cannot tell: the
+    // parent is outside this PID namespace, so it reads 0 either way.)
     let listener = match setup(config) {
         Ok(listener) => listener,
         Err(err) => {
