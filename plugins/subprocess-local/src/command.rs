@@ -24,7 +24,7 @@ use crate::pipe_stream::PipeStream;
 use crate::prepare;
 use crate::process::{self, LocalProcess, Parts, Pump, Supervision};
 use crate::provider::World;
-use crate::pump::{self, Copy};
+use crate::pump::{self, Forward};
 use crate::registry::Owned;
 use crate::stdin::StdinWriter;
 
@@ -148,14 +148,14 @@ fn assemble(
             OutputMode::Inherit => pumps.push(Box::pin(pump::pump(
                 pipe,
                 state.clone(),
-                Copy::Host(stream),
+                Forward::Host(stream),
                 raw_pid,
             ))),
             OutputMode::Collect { .. } | OutputMode::Null => {
                 pumps.push(Box::pin(pump::pump(
                     pipe,
                     state.clone(),
-                    Copy::Nowhere,
+                    Forward::Nowhere,
                     raw_pid,
                 )));
             }

@@ -9,19 +9,19 @@ use dsh_plugin_api::subprocess::OutputStream;
 use crate::fdio::{self, CHUNK, NonBlocking, write_all_blocking};
 use crate::output::OutputState;
 
-/// Where a pump copies bytes besides the accounting.
+/// Where a pump forwards bytes besides the accounting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Copy {
+pub enum Forward {
     Nowhere,
     /// The host's own stdout or stderr.
     Host(OutputStream),
 }
 
 /// Reads `pipe` to end of file, recording every chunk in `out` and copying
-/// it as `copy` says. Runs as long as any process holds the pipe's write
+/// them as `forward` says. Runs as long as any process holds the pipe's write
 /// end; dropping the future disconnects the pipe (later writers get
 /// EPIPE). One 64 KiB buffer is reused for the whole stream.
-pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, copy: Copy, pid: u32) {
+pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, forward: Forward, pid: u32) {
     let mut buf = vec![0u8; CHUNK];
     let mut host_failed = false;
     let mut grown = false;
@@ -39,7 +39,7 @@ pub async fn pump(pipe: NonBlocking, out: Arc<OutputState>, copy: Copy, pid: u32
             grown = true;
         }
         out.record(&buf[..n]);
-        if let Copy::Host(stream) = copy
+        if let Forward::Host(stream) = forward
             && !host_failed
         {
             // The host's descriptors are blocking (they are shared with
