@@ -10,10 +10,10 @@ use hyper::body::Incoming;
 use tower::Service as _;
 
 use crate::auth::{UNAUTHORIZED_MESSAGE, header_token_matches, is_token_exempt};
-use crate::connect_glue::UserInterceptor;
 use crate::filesystem::FilesystemService;
 use crate::http::response::{Body, BoxError, json_error, status};
 use crate::process::ProcessService;
+use crate::rpc_context::UserInterceptor;
 use crate::state::Daemon;
 
 /// Per-request dispatch over the shared daemon state.

@@ -40,7 +40,6 @@
 //! (`enable_all()`); child processes are reaped through tokio's process driver.
 
 mod auth;
-mod connect_glue;
 mod dispatch;
 mod entry;
 mod env_vars;
@@ -51,6 +50,7 @@ mod ids;
 mod metrics;
 mod paths;
 mod process;
+mod rpc_context;
 mod server;
 mod state;
 mod stream_timing;
@@ -58,7 +58,7 @@ mod users;
 mod xattr;
 
 pub use error::EnvdError;
-pub use server::{Envd, EnvdListener, serve};
+pub use server::{DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener, serve};
 
 /// The envd version this daemon implements; the control plane reports the same value as
 /// `envdVersion`, which turns on every version-gated SDK feature.

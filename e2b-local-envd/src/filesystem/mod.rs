@@ -19,8 +19,8 @@ use envd_proto::filesystem::{
     RemoveWatcherResponse, StatRequest, StatResponse, WatchDirRequest, WatchDirResponse,
 };
 
-use crate::connect_glue::{blocking, request_timeout, request_user};
 use crate::paths::expand_and_resolve;
+use crate::rpc_context::{blocking, request_timeout, request_user};
 use crate::state::Daemon;
 use crate::stream_timing::keepalive_interval;
 use crate::users::User;

@@ -25,9 +25,9 @@ use envd_proto::process::{
 };
 use futures::StreamExt;
 
-use crate::connect_glue::{request_timeout, request_user};
 use crate::env_vars::validate_env_var;
 use crate::paths::expand_and_resolve;
+use crate::rpc_context::{request_timeout, request_user};
 use crate::state::Daemon;
 use crate::stream_timing::keepalive_interval;
 use managed::InputError;

@@ -1,4 +1,4 @@
-//! What every Connect RPC shares: the Basic-auth user check that envd's authn middleware does
+//! The request context every Connect RPC shares: the Basic-auth user check that envd's authn middleware does
 //! before any handler runs (E2B-PROTOCOL §3.2), the `Connect-Timeout-Ms` validation, and
 //! resolving the acting user inside handlers.
 
