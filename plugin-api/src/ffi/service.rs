@@ -76,7 +76,96 @@ pub fn import_service(service: FfiService, local: &Arc<CallContext>) -> Result<S
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use abi_stable::std_types::RBox;
+    use futures::StreamExt;
+
     use super::*;
+    use crate::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+    use crate::ffi::stream::{FfiStream_TO, export_stream, import_stream};
+
+    struct Owner;
+
+    #[async_trait::async_trait]
+    impl E2bOwner for Owner {
+        fn info(&self) -> SandboxInfo {
+            SandboxInfo {
+                sandbox_id: "unit".into(),
+                template_id: "t".into(),
+                envd_version: "0".into(),
+                cwd: "/".into(),
+                runtime_root: "/.dsh-e2b".into(),
+            }
+        }
+
+        async fn envd(&self, _: EnvdRequest) -> Result<EnvdResponse> {
+            Err(crate::Error::new(
+                crate::ErrorKind::Unsupported,
+                "envd: unit owner",
+            ))
+        }
+
+        async fn alive(&self) -> Result<bool> {
+            Ok(true)
+        }
+    }
+
+    fn address(service: &FfiService) -> usize {
+        match service {
+            FfiService::E2b(owner) => owner.obj.sabi_erased_ref().as_ptr() as usize,
+            FfiService::Fs(fs) => fs.obj.sabi_erased_ref().as_ptr() as usize,
+            FfiService::Subprocess(subprocess) => {
+                subprocess.obj.sabi_erased_ref().as_ptr() as usize
+            }
+        }
+    }
+
+    #[test]
+    fn a_proxy_handed_on_is_the_ffi_object_it_stands_for() {
+        let context = CallContext::new(Arc::from("unit"), None);
+        let exported = export_service(Service::E2b(Arc::new(Owner)), &context);
+        let original = address(&exported);
+        let proxy = import_service(exported, &context).expect("import");
+        let Service::E2b(owner) = &proxy else {
+            panic!("an e2b service");
+        };
+        assert_eq!(owner.info().sandbox_id, "unit");
+        let handed_on = export_service(proxy.clone(), &context);
+        assert_eq!(address(&handed_on), original, "no wrapper around the proxy");
+        // A plain object is wrapped afresh each time.
+        let first = export_service(Service::E2b(Arc::new(Owner)), &context);
+        let second = export_service(Service::E2b(Arc::new(Owner)), &context);
+        assert_ne!(address(&first), address(&second));
+        // The proxy's registration ends with it.
+        drop(proxy);
+        drop(handed_on);
+    }
+
+    #[test]
+    fn a_stream_proxy_handed_on_is_its_ffi_object() {
+        let context = CallContext::new(Arc::from("unit"), None);
+        let pulled = Arc::new(AtomicUsize::new(0));
+        let counter = pulled.clone();
+        let plain = futures::stream::iter(0..3u8).map(move |index| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            Ok(vec![index])
+        });
+        let object: FfiStream_TO<'static, RBox<()>, abi_stable::std_types::RVec<u8>> =
+            export_stream(Box::pin(plain), &context, "unit");
+        let original = object.obj.sabi_erased_ref().as_ptr() as usize;
+        let proxy = import_stream(object);
+        let again: FfiStream_TO<'static, RBox<()>, abi_stable::std_types::RVec<u8>> =
+            export_stream(proxy, &context, "unit");
+        assert_eq!(again.obj.sabi_erased_ref().as_ptr() as usize, original);
+        let chunks: Vec<Vec<u8>> = futures::executor::block_on(
+            import_stream(again)
+                .map(|chunk| chunk.expect("chunk"))
+                .collect(),
+        );
+        assert_eq!(chunks, [vec![0], vec![1], vec![2]]);
+        assert_eq!(pulled.load(Ordering::SeqCst), 3);
+    }
 
     #[test]
     fn kind_codes_are_stable_and_round_trip() {

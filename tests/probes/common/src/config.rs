@@ -21,6 +21,10 @@ pub struct ProbeConfig {
     /// How long `dispose` takes, in milliseconds.
     #[serde(default)]
     pub dispose_delay_ms: u64,
+    /// How long `create` takes after recording it, in milliseconds (to
+    /// cancel or interrupt a create in progress).
+    #[serde(default)]
+    pub create_delay_ms: u64,
 }
 
 /// How a lifecycle step is told to fail.
@@ -90,13 +94,15 @@ mod tests {
             "record": "/tmp/r.jsonl",
             "failCreate": true,
             "failDispose": "panic",
-            "disposeDelayMs": 25
+            "disposeDelayMs": 25,
+            "createDelayMs": 5
         }))
         .expect("valid");
         assert_eq!(config.record, Some(PathBuf::from("/tmp/r.jsonl")));
         assert_eq!(config.fail_create, Failure::Error);
         assert_eq!(config.fail_dispose, Failure::Panic);
         assert_eq!(config.dispose_delay_ms, 25);
+        assert_eq!(config.create_delay_ms, 5);
         let empty = parse(serde_json::Value::Null).expect("empty");
         assert_eq!(empty.fail_create, Failure::None);
     }

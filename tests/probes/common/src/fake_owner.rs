@@ -6,7 +6,8 @@
 //!   `x-echo-path` followed by the request's headers; the body is the
 //!   request body, pulled chunk by chunk as the response body is pulled
 //!   (so backpressure runs end to end through the owner). The path may be
-//!   magic (`/.probe/error/<code>`, `/.probe/panic`, `/.probe/hang`).
+//!   magic (`/.probe/error/<code>`, `/.probe/panic`, `/.probe/hang`); for
+//!   `/.probe/state` the body is the owner's counters as JSON instead.
 //! - `alive()`: `true` until the owner is closed (plugin disposal).
 
 use std::sync::Arc;
@@ -61,6 +62,15 @@ impl E2bOwner for FakeOwner {
             }
             Some(Magic::Panic) => panic!("envd: probe panic on {}", request.path_and_query),
             Some(Magic::Hang) => magic::hang(&self.counters).await,
+            Some(Magic::State) => {
+                return Ok(EnvdResponse {
+                    status: 200,
+                    headers: vec![("content-type".to_owned(), b"application/json".to_vec())],
+                    body: dsh_plugin_api::stream::byte_stream_once(
+                        self.counters.snapshot().to_string().into_bytes(),
+                    ),
+                });
+            }
             _ => {}
         }
         let mut headers = vec![

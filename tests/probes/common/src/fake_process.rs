@@ -10,6 +10,7 @@
 //! | `cat` | copies stdin to stdout until stdin is closed, exits 0 |
 //! | `sleep` | runs until terminated (or its timeout) |
 //! | `flood <n>` | writes `n` chunks of 4096 bytes to stdout (byte = chunk index), lazily |
+//! | `state` | prints the world's counters (see [`crate::magic::Counters`]) as JSON |
 //! | `fs …`, `e2b …` | calls the injected services (see [`crate::script`]) |
 //!
 //! Pipes are bounded channels of [`PIPE_CHUNKS`] chunks: an unread pipe
@@ -42,7 +43,16 @@ pub const PIPE_CHUNKS: usize = 4;
 pub const FLOOD_CHUNK: usize = 4096;
 
 /// The programs the fake world knows.
-pub const PROGRAMS: [&str; 7] = ["echo-argv", "exit", "cat", "sleep", "flood", "fs", "e2b"];
+pub const PROGRAMS: [&str; 8] = [
+    "echo-argv",
+    "exit",
+    "cat",
+    "sleep",
+    "flood",
+    "state",
+    "fs",
+    "e2b",
+];
 
 /// The program name of `argv[0]` (`/probe/bin/cat` → `cat`).
 pub fn program_name(argv0: &str) -> &str {
@@ -337,6 +347,12 @@ async fn run(
                     .fetch_add(1, Ordering::SeqCst);
                 io.stdout.write(vec![index as u8; FLOOD_CHUNK]).await;
             }
+            0
+        }
+        "state" => {
+            io.stdout
+                .write(world.counters.snapshot().to_string().into_bytes())
+                .await;
             0
         }
         "fs" => script::run_fs(world.fs.as_ref(), args, &mut io).await,

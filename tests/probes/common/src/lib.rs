@@ -10,7 +10,8 @@
 //! | `dsh-probe-subprocess` | `subprocess` ([`fake_subprocess`]) | `e2b`, `fs` |
 //!
 //! Every probe takes the same strict config ([`config::ProbeConfig`]:
-//! `record`, `failCreate`, `failDispose`, `disposeDelayMs`) and records its
+//! `record`, `failCreate`, `failDispose`, `disposeDelayMs`,
+//! `createDelayMs`) and records its
 //! lifecycle ([`lifecycle`], [`record`]) so a host can prove creation order,
 //! typed injection, reverse disposal, rollback and signal-driven disposal.
 //! Their services cover every seam method, with magic inputs

@@ -7,7 +7,7 @@
 //!   `e2b` → `{sandboxId, alive}`, `fs` → `{rootKind}` from `stat("/")`,
 //!   `subprocess` → `{echoArgv}` from `resolve_executable("echo-argv")`; a
 //!   failing call is recorded as `{error}`), `fail` (`null`, `"error"`,
-//!   `"panic"`). Written before a configured failure.
+//!   `"panic"`). Written before `createDelayMs` and a configured failure.
 //! - `dispose`: `startedNs` (when dispose began; `monotonicNs` is when it
 //!   ended, after `disposeDelayMs`), `delayMs`, `fail`. Written before a
 //!   configured failure.
@@ -76,6 +76,9 @@ impl Lifecycle {
         recorder.record("create", fields)?;
         tracing::info!(id = %ctx.id, plugin, injected = ?injected, "probe created");
         tracing::debug!(id = %ctx.id, "probe create details");
+        if config.create_delay_ms > 0 {
+            tokio::time::sleep(Duration::from_millis(config.create_delay_ms)).await;
+        }
         match config.fail_create {
             Failure::None => {}
             Failure::Error => {

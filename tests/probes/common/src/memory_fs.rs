@@ -239,12 +239,19 @@ impl MemoryFs {
         }
     }
 
-    fn stat_in(tree: &Tree, operation: &str, path: &str, follow: bool) -> Result<Metadata> {
-        let resolved = Self::resolve_in(tree, path, follow, 0)?;
+    /// Metadata of `absolute`; errors name `shown` (the caller's path).
+    fn stat_in(
+        tree: &Tree,
+        operation: &str,
+        absolute: &str,
+        shown: &str,
+        follow: bool,
+    ) -> Result<Metadata> {
+        let resolved = Self::resolve_in(tree, absolute, follow, 0)?;
         tree.nodes
             .get(&resolved)
             .map(Self::metadata)
-            .ok_or_else(|| not_found(operation, path))
+            .ok_or_else(|| not_found(operation, shown))
     }
 
     fn file_content(&self, operation: &str, path: &str) -> Result<(Vec<u8>, u64)> {
@@ -490,14 +497,20 @@ impl FsProvider for MemoryFs {
     async fn stat(&self, path: &str) -> Result<Metadata> {
         if let Some(Magic::Log(level)) = self.magic("stat", path).await? {
             magic::log(level, "stat", path);
-            return Self::stat_in(&self.lock(), "stat", "/", true);
+            return Self::stat_in(&self.lock(), "stat", "/", path, true);
         }
-        Self::stat_in(&self.lock(), "stat", &self.absolute(path, None), true)
+        Self::stat_in(&self.lock(), "stat", &self.absolute(path, None), path, true)
     }
 
     async fn lstat(&self, path: &str) -> Result<Metadata> {
         self.magic("lstat", path).await?;
-        Self::stat_in(&self.lock(), "lstat", &self.absolute(path, None), false)
+        Self::stat_in(
+            &self.lock(),
+            "lstat",
+            &self.absolute(path, None),
+            path,
+            false,
+        )
     }
 
     async fn list(&self, dir: &str) -> Result<Vec<DirEntry>> {
@@ -528,7 +541,7 @@ impl FsProvider for MemoryFs {
                 continue;
             }
             let resolved_target = match node {
-                Node::Symlink { .. } => Self::stat_in(&tree, "list", path, true).ok(),
+                Node::Symlink { .. } => Self::stat_in(&tree, "list", path, path, true).ok(),
                 _ => None,
             };
             entries.push(DirEntry {
