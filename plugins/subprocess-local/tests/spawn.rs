@@ -317,23 +317,25 @@ async fn writing_to_a_child_that_closed_stdin_fails_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn split_utf8_and_binary_output_round_trip_exactly() {
     let p = provider();
-    // "€" is E2 82 AC: written in two pieces with a pause between them, so
-    // the reader sees the character split across chunks.
-    let process = p
-        .spawn(sh(
-            r"printf '\342\202'; sleep 0.1; printf '\254 ok\000\377\n'",
-        ))
-        .await
-        .expect("spawn");
+    // "€" is E2 82 AC. The child writes the first two bytes, then waits for
+    // a line on stdin before writing the rest, so the first chunk ends in
+    // the middle of the character whatever the scheduling.
+    let mut spec = sh(r"printf '\342\202'; read line; printf '\254 ok\000\377\n'");
+    spec.stdin = StdinMode::Pipe;
+    let process = p.spawn(spec).await.expect("spawn");
+    let mut stdin = process.take_stdin().expect("stdin");
     let mut stdout = process.take_stdout().expect("stdout");
-    let mut chunks = Vec::new();
+    let first = stdout.next().await.expect("a chunk").expect("chunk");
+    assert_eq!(first, b"\xe2\x82", "the split is visible to the reader");
+    stdin.write(b"go\n".to_vec()).await.expect("write");
+    let mut rest = Vec::new();
     while let Some(chunk) = stdout.next().await {
         let chunk = chunk.expect("chunk");
         assert!(!chunk.is_empty(), "chunks are never empty");
-        chunks.push(chunk);
+        rest.extend_from_slice(&chunk);
     }
-    assert!(chunks.len() >= 2, "the pause split the output: {chunks:?}");
-    assert_eq!(chunks.concat(), b"\xe2\x82\xac ok\x00\xff\n");
+    assert_eq!([first, rest].concat(), b"\xe2\x82\xac ok\x00\xff\n");
+    assert!(process.wait().await.expect("wait").success());
     p.dispose().await.expect("dispose");
 }
 

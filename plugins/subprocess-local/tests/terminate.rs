@@ -83,7 +83,10 @@ async fn a_process_ignoring_term_is_killed_after_the_grace() {
         .terminate(Duration::from_secs(10))
         .await
         .expect("again");
-    assert!(started.elapsed() < Duration::from_millis(100));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "a no-op, not another ladder"
+    );
     p.dispose().await.expect("dispose");
 }
 
