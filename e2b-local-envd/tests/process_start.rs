@@ -140,17 +140,13 @@ async fn working_directory_rules() {
     let tilde = run(&client, with_cwd(command("/bin/pwd", &[]), "~")).await;
     assert_eq!(tilde.stdout_text().trim(), "/root");
 
-    std::fs::create_dir_all("/root/.e2b-local-envd-test-rel").unwrap();
-    let relative = run(
-        &client,
-        with_cwd(command("/bin/pwd", &[]), ".e2b-local-envd-test-rel"),
-    )
-    .await;
-    assert_eq!(
-        relative.stdout_text().trim(),
-        "/root/.e2b-local-envd-test-rel"
-    );
-    std::fs::remove_dir("/root/.e2b-local-envd-test-rel").unwrap();
+    // A relative cwd joins the user's home (root's here), not the default workdir.
+    let name = format!(".e2b-local-envd-test-{}", std::process::id());
+    let home_dir = std::path::Path::new("/root").join(&name);
+    std::fs::create_dir_all(&home_dir).unwrap();
+    let relative = run(&client, with_cwd(command("/bin/pwd", &[]), &name)).await;
+    std::fs::remove_dir(&home_dir).unwrap();
+    assert_eq!(relative.stdout_text().trim(), home_dir.to_str().unwrap());
 
     let missing = run(&client, with_cwd(command("/bin/pwd", &[]), "/no/such/dir")).await;
     let err = missing.error.expect("missing cwd fails");
