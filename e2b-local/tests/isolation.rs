@@ -283,3 +283,29 @@ async fn exec_if_running(server: &LocalServer, id: &str) {
         exec(server, id, None, "setsid sleep 300 >/dev/null 2>&1 &").await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crashed_server_takes_its_worlds_with_it() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    exec(&server, &id, None, "setsid sleep 300 >/dev/null 2>&1 &").await;
+    let namespaces = sandbox_pid_namespaces(&id);
+    let cgroup = sandbox_cgroup(&id).expect("sandbox cgroup");
+    // SAFETY: kill(2) on the server process this test started.
+    unsafe { libc::kill(server.pid() as libc::pid_t, libc::SIGKILL) };
+    common::eventually(
+        Duration::from_secs(10),
+        "the world to die with its server",
+        || processes_in(&namespaces).is_empty(),
+    )
+    .await;
+    // The next server to start sweeps the dead server's (now empty) cgroups.
+    let _next = LocalServer::start();
+    assert!(
+        !cgroup.exists(),
+        "{} survived the next server's start",
+        cgroup.display()
+    );
+    drop(server);
+}

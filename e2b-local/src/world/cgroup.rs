@@ -124,7 +124,7 @@ fn sweep_empty(parent: &Path) {
             .to_str()
             .and_then(|n| n.split('-').next())
             .and_then(|p| p.parse::<u32>().ok());
-        if server_pid.is_none_or(|pid| Path::new("/proc").join(pid.to_string()).exists()) {
+        if server_pid.is_none_or(process_alive) {
             continue;
         }
         if let Ok(children) = std::fs::read_dir(instance.path()) {
@@ -137,6 +137,16 @@ fn sweep_empty(parent: &Path) {
         }
         let _ = std::fs::remove_dir(instance.path());
     }
+}
+
+/// Whether `pid` is a running process (a zombie — exited, not yet reaped — counts as gone).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            != Some("Z")
+    })
 }
 
 fn annotate(err: io::Error, op: &str, path: &Path) -> io::Error {
@@ -268,5 +278,22 @@ impl Cgroup {
             std::thread::sleep(Duration::from_millis(2));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_of_servers_for_the_sweep() {
+        assert!(process_alive(std::process::id()));
+        assert!(!process_alive(u32::MAX));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not yet reaped: a zombie, which counts as gone.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!process_alive(pid));
+        child.wait().unwrap();
     }
 }
