@@ -167,3 +167,23 @@ fn busy(pgid: i32, what: &str, failures: &[String]) -> Error {
     message.push_str("; retry terminate");
     Error::new(ErrorKind::Busy, message).with_subject(pgid.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_names_the_group_what_is_left_and_what_failed() {
+        let err = busy(
+            4242,
+            "2 process(es) still alive after SIGKILL: [4243, 4244]",
+            &["SIGTERM: Operation not permitted".to_owned()],
+        );
+        assert_eq!(err.kind(), ErrorKind::Busy);
+        assert_eq!(err.subject(), Some("4242"));
+        assert_eq!(
+            err.message(),
+            "terminate: process group 4242: 2 process(es) still alive after SIGKILL: [4243, 4244] (SIGTERM: Operation not permitted); retry terminate"
+        );
+    }
+}

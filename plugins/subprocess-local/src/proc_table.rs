@@ -172,6 +172,38 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn settle_is_bounded_and_returns_what_is_still_live() {
+        let deadline = Instant::now() + Duration::from_millis(60);
+        let mut probes = 0;
+        let live = settle(deadline, || {
+            probes += 1;
+            Ok(vec![7])
+        })
+        .await
+        .expect("settle");
+        assert_eq!(live, [7], "never empty: the last live list comes back");
+        assert!(Instant::now() >= deadline);
+        assert!(
+            (2..=20).contains(&probes),
+            "backoff, not a busy loop: {probes} probes"
+        );
+
+        let mut left = 3;
+        let live = settle(Instant::now() + Duration::from_secs(5), || {
+            left -= 1;
+            Ok(if left == 0 { Vec::new() } else { vec![1] })
+        })
+        .await
+        .expect("settle");
+        assert!(live.is_empty(), "returns as soon as the probe is empty");
+
+        let err = settle::<i32>(Instant::now(), || Err(io::Error::other("no /proc")))
+            .await
+            .expect_err("probe failure");
+        assert_eq!(err.to_string(), "no /proc");
+    }
+
     #[test]
     fn dangerous_group_ids_are_refused() {
         for pgid in [-5, 0, 1] {
