@@ -32,11 +32,8 @@ pub fn envd_base_url(
     sandbox_domain: Option<&str>,
 ) -> Result<Uri> {
     validate_sandbox_id("route to sandbox", sandbox_id)?;
-    if let Some(url) = &config.sandbox_url {
-        return Ok(url.clone());
-    }
-    if config.debug {
-        return Ok(Uri::from_static("http://localhost:49983"));
+    if let Some(url) = configured_base(config) {
+        return Ok(url);
     }
     let domain = effective_domain(config, sandbox_domain)?;
     if SHARED_HOST_DOMAINS.contains(&domain) {
@@ -60,11 +57,8 @@ pub fn envd_direct_url(
     sandbox_domain: Option<&str>,
 ) -> Result<Uri> {
     validate_sandbox_id("route to sandbox", sandbox_id)?;
-    if let Some(url) = &config.sandbox_url {
-        return Ok(url.clone());
-    }
-    if config.debug {
-        return Ok(Uri::from_static("http://localhost:49983"));
+    if let Some(url) = configured_base(config) {
+        return Ok(url);
     }
     let domain = effective_domain(config, sandbox_domain)?;
     build(
@@ -90,6 +84,15 @@ pub fn sandbox_host(
     }
     let domain = effective_domain(config, sandbox_domain)?;
     Ok(format!("{port}-{sandbox_id}.{domain}"))
+}
+
+/// Rules 1 and 2: the configured `sandbox_url`, else debug localhost.
+fn configured_base(config: &ConnectionConfig) -> Option<Uri> {
+    match &config.sandbox_url {
+        Some(url) => Some(url.clone()),
+        None if config.debug => Some(Uri::from_static("http://localhost:49983")),
+        None => None,
+    }
 }
 
 fn effective_domain<'a>(

@@ -274,21 +274,14 @@ where
     /// [`Error::NotFound`] when `path` does not exist.
     pub async fn stat(&self, path: &str, options: &CallOptions) -> Result<EntryInfo> {
         let context = Context::new("stat", path);
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::StatRequest {
             path: path.to_owned(),
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .stat_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(&context, self.filesystem.stat_with_options(request, call))
+            .await?;
         required_entry(context, response.entry)
     }
 
@@ -300,21 +293,17 @@ where
     /// [`Error::InvalidArgument`] when it is a file.
     pub async fn make_dir(&self, path: &str, options: &CallOptions) -> Result<EntryInfo> {
         let context = Context::new("make directory", path);
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::MakeDirRequest {
             path: path.to_owned(),
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .make_dir_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(
+                &context,
+                self.filesystem.make_dir_with_options(request, call),
+            )
+            .await?;
         required_entry(context, response.entry)
     }
 
@@ -330,22 +319,15 @@ where
         options: &CallOptions,
     ) -> Result<EntryInfo> {
         let context = Context::new("rename", format!("{source} to {destination}"));
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::MoveRequest {
             source: source.to_owned(),
             destination: destination.to_owned(),
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .move_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(&context, self.filesystem.move_with_options(request, call))
+            .await?;
         required_entry(context, response.entry)
     }
 
@@ -366,22 +348,18 @@ where
         if depth == 0 {
             return Err(Error::invalid_argument(context, "depth must be at least 1"));
         }
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::ListDirRequest {
             path: path.to_owned(),
             depth,
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .list_dir_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(
+                &context,
+                self.filesystem.list_dir_with_options(request, call),
+            )
+            .await?;
         response
             .entries
             .into_iter()
@@ -397,19 +375,13 @@ where
     /// `internal` (as [`Error::Rpc`]) when removal fails.
     pub async fn remove(&self, path: &str, options: &CallOptions) -> Result<()> {
         let context = Context::new("remove", path);
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::RemoveRequest {
             path: path.to_owned(),
             ..Default::default()
         };
-        self.filesystem
-            .remove_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(&context, self.filesystem.remove_with_options(request, call))
+            .await?;
         Ok(())
     }
 
@@ -479,11 +451,7 @@ where
         options: &CallOptions,
     ) -> Result<String> {
         let context = Context::new("create watcher", path);
-        let call = self.unary_options(
-            &context,
-            Access::AsUser(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.user_call(&context, options)?;
         let request = pb::CreateWatcherRequest {
             path: path.to_owned(),
             recursive: watch.recursive,
@@ -492,11 +460,11 @@ where
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .create_watcher_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(
+                &context,
+                self.filesystem.create_watcher_with_options(request, call),
+            )
+            .await?;
         if response.watcher_id.is_empty() {
             return Err(Error::protocol(
                 context,
@@ -517,21 +485,18 @@ where
         options: &CallOptions,
     ) -> Result<Vec<FsEvent>> {
         let context = Context::new("get watcher events", watcher_id);
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.anonymous_call(&context, options)?;
         let request = pb::GetWatcherEventsRequest {
             watcher_id: watcher_id.to_owned(),
             ..Default::default()
         };
         let response = self
-            .filesystem
-            .get_watcher_events_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))?
-            .into_owned();
+            .unary(
+                &context,
+                self.filesystem
+                    .get_watcher_events_with_options(request, call),
+            )
+            .await?;
         response
             .events
             .into_iter()
@@ -547,19 +512,16 @@ where
     /// [`Error::NotFound`] for an unknown watcher.
     pub async fn remove_watcher(&self, watcher_id: &str, options: &CallOptions) -> Result<()> {
         let context = Context::new("remove watcher", watcher_id);
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.anonymous_call(&context, options)?;
         let request = pb::RemoveWatcherRequest {
             watcher_id: watcher_id.to_owned(),
             ..Default::default()
         };
-        self.filesystem
-            .remove_watcher_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(
+            &context,
+            self.filesystem.remove_watcher_with_options(request, call),
+        )
+        .await?;
         Ok(())
     }
 }

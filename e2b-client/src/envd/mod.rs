@@ -18,12 +18,13 @@ mod process;
 mod stream;
 
 use std::fmt::Display;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use connectrpc::ConnectError;
-use connectrpc::client::{ClientConfig, ClientTransport};
+use connectrpc::client::{ClientConfig, ClientTransport, UnaryResponse};
 use envd_proto::filesystem::FilesystemClient;
 use envd_proto::process::ProcessClient;
 use http::HeaderValue;
@@ -32,6 +33,7 @@ use http_body::Body;
 use crate::classify::{self, Stage};
 use crate::config::WireFormat;
 use crate::error::{Context, Error, Result};
+use options::Bound;
 
 pub use files::{ByteRange, Download, DownloadOptions, UploadOptions, UploadPart, WriteInfo};
 pub use filesystem::{EntryInfo, FileType, FsEvent, FsEventKind, WatchOptions, WatchStream};
@@ -216,6 +218,59 @@ where
     /// Classifies a Connect failure of this sandbox.
     fn rpc_error(&self, context: Context, err: &ConnectError, stage: Stage) -> Error {
         classify::from_connect(context, &self.sandbox_id, err, stage)
+    }
+
+    /// Options of a unary RPC: the call's bound defaults to the request
+    /// timeout.
+    fn unary_options(
+        &self,
+        context: &Context,
+        access: Access<'_>,
+        timeout: Bound,
+    ) -> Result<connectrpc::client::CallOptions> {
+        self.rpc_options(context, access, timeout.resolve(self.request_timeout), None)
+    }
+
+    /// Options of a unary RPC that acts as `options.user` (or the default
+    /// user).
+    fn user_call(
+        &self,
+        context: &Context,
+        options: &CallOptions,
+    ) -> Result<connectrpc::client::CallOptions> {
+        self.unary_options(
+            context,
+            Access::AsUser(options.user.as_deref()),
+            options.timeout,
+        )
+    }
+
+    /// Options of a unary RPC that does not act as a user (a given user is
+    /// an error).
+    fn anonymous_call(
+        &self,
+        context: &Context,
+        options: &CallOptions,
+    ) -> Result<connectrpc::client::CallOptions> {
+        self.unary_options(
+            context,
+            Access::Anonymous(options.user.as_deref()),
+            options.timeout,
+        )
+    }
+
+    /// Awaits one unary RPC, returning its owned response or its failure
+    /// classified against `context`.
+    async fn unary<V, F>(&self, context: &Context, call: F) -> Result<V::Owned>
+    where
+        V: buffa::MessageView<'static>,
+        F: Future<
+            Output = std::result::Result<UnaryResponse<buffa::view::OwnedView<V>>, ConnectError>,
+        >,
+    {
+        call.await
+            .map(UnaryResponse::into_owned)
+            .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))
     }
 }
 

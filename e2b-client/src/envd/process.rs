@@ -32,6 +32,18 @@ pub struct PtySize {
     pub rows: u32,
 }
 
+impl PtySize {
+    fn validate(&self, context: &Context) -> Result<()> {
+        if self.cols == 0 || self.rows == 0 {
+            return Err(Error::invalid_argument(
+                context.clone(),
+                format!("PTY size {}x{} has a zero dimension", self.cols, self.rows),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// A process to start: executable, arguments, environment additions,
 /// working directory, and whether it gets a PTY or a stdin pipe.
 ///
@@ -163,13 +175,8 @@ impl Command {
         if self.cwd.as_deref().is_some_and(|cwd| cwd.contains('\0')) {
             return bad("the working directory contains a NUL byte".to_owned());
         }
-        if let Some(size) = self.pty
-            && (size.cols == 0 || size.rows == 0)
-        {
-            return bad(format!(
-                "PTY size {}x{} has a zero dimension",
-                size.cols, size.rows
-            ));
+        if let Some(size) = self.pty {
+            size.validate(context)?;
         }
         Ok(())
     }
@@ -618,17 +625,14 @@ where
     /// As any unary call; `options.user` must be unset.
     pub async fn list_processes(&self, options: &CallOptions) -> Result<Vec<ProcessInfo>> {
         let context = Context::new("list processes", "");
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let call = self.anonymous_call(&context, options)?;
         let response = self
-            .process
-            .list_with_options(pb::ListRequest::default(), call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?
-            .into_owned();
+            .unary(
+                &context,
+                self.process
+                    .list_with_options(pb::ListRequest::default(), call),
+            )
+            .await?;
         Ok(response
             .processes
             .into_iter()
@@ -682,22 +686,17 @@ where
         input: ProcessInput,
         options: &CallOptions,
     ) -> Result<()> {
-        let context = Context::new("send input to process", selector.to_string());
-        selector.validate(&context)?;
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let (context, call) = self.process_call("send input to process", &selector, options)?;
         let request = pb::SendInputRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             input: buffa::MessageField::some(input.to_proto()),
             ..Default::default()
         };
-        self.process
-            .send_input_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(
+            &context,
+            self.process.send_input_with_options(request, call),
+        )
+        .await?;
         Ok(())
     }
 
@@ -712,13 +711,7 @@ where
         options: &CallOptions,
     ) -> Result<()> {
         let selector = selector.into();
-        let context = Context::new("signal process", selector.to_string());
-        selector.validate(&context)?;
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let (context, call) = self.process_call("signal process", &selector, options)?;
         let request = pb::SendSignalRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             signal: match signal {
@@ -728,10 +721,11 @@ where
             .into(),
             ..Default::default()
         };
-        self.process
-            .send_signal_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(
+            &context,
+            self.process.send_signal_with_options(request, call),
+        )
+        .await?;
         Ok(())
     }
 
@@ -747,21 +741,16 @@ where
         options: &CallOptions,
     ) -> Result<()> {
         let selector = selector.into();
-        let context = Context::new("close stdin of process", selector.to_string());
-        selector.validate(&context)?;
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let (context, call) = self.process_call("close stdin of process", &selector, options)?;
         let request = pb::CloseStdinRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             ..Default::default()
         };
-        self.process
-            .close_stdin_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(
+            &context,
+            self.process.close_stdin_with_options(request, call),
+        )
+        .await?;
         Ok(())
     }
 
@@ -777,28 +766,15 @@ where
         options: &CallOptions,
     ) -> Result<()> {
         let selector = selector.into();
-        let context = Context::new("resize PTY of process", selector.to_string());
-        selector.validate(&context)?;
-        if size.cols == 0 || size.rows == 0 {
-            return Err(Error::invalid_argument(
-                context,
-                format!("PTY size {}x{} has a zero dimension", size.cols, size.rows),
-            ));
-        }
-        let call = self.unary_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            options.timeout,
-        )?;
+        let (context, call) = self.process_call("resize PTY of process", &selector, options)?;
+        size.validate(&context)?;
         let request = pb::UpdateRequest {
             process: buffa::MessageField::some(selector.to_proto()),
             pty: buffa::MessageField::some(pty_proto(size)),
             ..Default::default()
         };
-        self.process
-            .update_with_options(request, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(&context, self.process.update_with_options(request, call))
+            .await?;
         Ok(())
     }
 
@@ -822,18 +798,15 @@ where
     {
         use envd_proto::process::__buffa::oneof::stream_input_request::Event as InputEvent;
         let selector = selector.into();
-        let context = Context::new("stream input to process", selector.to_string());
-        selector.validate(&context)?;
-        let timeout = match options.timeout {
-            Bound::Default => None,
-            other => other.resolve(None),
+        let unbounded_by_default = CallOptions {
+            timeout: match options.timeout {
+                Bound::Default => Bound::Unlimited,
+                other => other,
+            },
+            ..options.clone()
         };
-        let call = self.rpc_options(
-            &context,
-            Access::Anonymous(options.user.as_deref()),
-            timeout,
-            None,
-        )?;
+        let (context, call) =
+            self.process_call("stream input to process", &selector, &unbounded_by_default)?;
         let start = pb::StreamInputRequest {
             event: Some(InputEvent::Start(Box::new(
                 pb::stream_input_request::StartEvent {
@@ -853,22 +826,26 @@ where
             ..Default::default()
         });
         let requests = futures::stream::once(async move { start }).chain(data);
-        self.process
-            .stream_input_with_options(requests, call)
-            .await
-            .map_err(|e| self.rpc_error(context, &e, Stage::Call))?;
+        self.unary(
+            &context,
+            self.process.stream_input_with_options(requests, call),
+        )
+        .await?;
         Ok(())
     }
 
-    /// Options of a unary RPC: the call's bound defaults to the request
-    /// timeout.
-    pub(super) fn unary_options(
+    /// Context and options of a unary call addressing one process; such
+    /// calls never act as a user.
+    fn process_call(
         &self,
-        context: &Context,
-        access: Access<'_>,
-        timeout: Bound,
-    ) -> Result<connectrpc::client::CallOptions> {
-        self.rpc_options(context, access, timeout.resolve(self.request_timeout), None)
+        op: &'static str,
+        selector: &Selector,
+        options: &CallOptions,
+    ) -> Result<(Context, connectrpc::client::CallOptions)> {
+        let context = Context::new(op, selector.to_string());
+        selector.validate(&context)?;
+        let call = self.anonymous_call(&context, options)?;
+        Ok((context, call))
     }
 }
 
