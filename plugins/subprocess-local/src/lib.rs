@@ -1,15 +1,15 @@
 //! `dsh-subprocess-local`: the `subprocess` seam (DESIGN §5.2) on the host.
 //!
 //! - Commands start through `posix_spawn` as leaders of a new session and
-//!   process group ([`launch`]), behind an environment boundary ([`env`]),
-//!   with executables resolved by [`resolve`].
-//! - Output is piped to the caller losslessly ([`pipe_stream`]), or pumped
-//!   ([`pump`]) into a bounded tail, the host's own stdout/stderr, or
-//!   nowhere, with an optional spill copy ([`spill`]); host memory is
+//!   process group (`launch`), behind an environment boundary ([`env`](mod@env)),
+//!   with executables resolved by `resolve`.
+//! - Output is piped to the caller losslessly (`pipe_stream`), or pumped
+//!   (`pump`) into a bounded tail, the host's own stdout/stderr, or
+//!   nowhere, with an optional spill copy (`spill`); host memory is
 //!   bounded in every mode but an unread pipe.
 //! - Each command's group is owned until a terminate ladder proves it empty
-//!   ([`group`], [`proc_table`]); disposal terminates whatever is left.
-//! - Terminals run on real PTYs in their own sessions ([`terminal`]).
+//!   (`group`, `proc_table`); disposal terminates whatever is left.
+//! - Terminals run on real PTYs in their own sessions (`terminal`).
 //!
 //! Everything runs on the tokio runtime that calls it — the plugin's own
 //! runtime when a host loads the library.

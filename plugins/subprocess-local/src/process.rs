@@ -21,7 +21,7 @@ use crate::stdin::StdinWriter;
 /// The final status as `wait` reports it.
 pub type StatusCell = watch::Sender<Option<Result<ExitStatus>>>;
 
-/// A command started by [`crate::LocalSubprocess::spawn`].
+/// A command started by `LocalSubprocess::spawn`.
 pub struct LocalProcess {
     group: Arc<Group>,
     stdout: Arc<OutputState>,

@@ -87,7 +87,7 @@ impl TerminalCore {
     }
 }
 
-/// A terminal started by [`crate::LocalSubprocess::spawn_terminal`].
+/// A terminal started by `LocalSubprocess::spawn_terminal`.
 pub struct LocalTerminal {
     core: Arc<TerminalCore>,
     output: Mutex<Option<mpsc::UnboundedReceiver<Vec<u8>>>>,
