@@ -39,8 +39,56 @@ pub const API_VERSION: u32 = 1;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///
-/// ```ignore
+/// ```no_run
+/// use std::sync::Arc;
+///
+/// use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+/// use dsh_plugin_api::{CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait};
+///
+/// struct Owner;
+///
+/// #[async_trait]
+/// impl E2bOwner for Owner {
+///     fn info(&self) -> SandboxInfo {
+///         SandboxInfo {
+///             sandbox_id: "none".into(),
+///             template_id: "none".into(),
+///             envd_version: "0".into(),
+///             cwd: "/".into(),
+///             runtime_root: "/.dsh-e2b".into(),
+///         }
+///     }
+///     async fn envd(&self, _: EnvdRequest) -> Result<EnvdResponse> {
+///         Err(Error::unavailable("envd: this owner has no sandbox"))
+///     }
+///     async fn alive(&self) -> Result<bool> {
+///         Ok(false)
+///     }
+/// }
+///
+/// struct MyPlugin(Arc<Owner>);
+///
+/// #[async_trait]
+/// impl Plugin for MyPlugin {
+///     const DESCRIPTOR: Descriptor = Descriptor {
+///         name: "my-owner",
+///         version: "0.1.0",
+///         provides: &[ServiceKind::E2b],
+///         inject: &[],
+///     };
+///     async fn create(_ctx: CreateContext) -> Result<Self> {
+///         Ok(MyPlugin(Arc::new(Owner)))
+///     }
+///     fn services(&self) -> Vec<Service> {
+///         vec![Service::E2b(self.0.clone())]
+///     }
+///     async fn dispose(&self) -> Result<()> {
+///         Ok(())
+///     }
+/// }
+///
 /// dsh_plugin_api::export_plugin!(MyPlugin);
+/// # fn main() {}
 /// ```
 ///
 /// Use it once, at the crate root of a crate with
