@@ -201,8 +201,20 @@ impl ConnectionOptions {
             }
             None => None,
         };
-        let access_token = pick(self.access_token, "access_token", "E2B_ACCESS_TOKEN")
-            .map(|(token, _)| Secret::new(token));
+        let access_token = match pick(self.access_token, "access_token", "E2B_ACCESS_TOKEN") {
+            Some((token, setting)) => {
+                if http::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
+                    return Err(Error::Config {
+                        op: OP,
+                        setting,
+                        message: "the access token contains characters a header cannot carry"
+                            .to_owned(),
+                    });
+                }
+                Some(Secret::new(token))
+            }
+            None => None,
+        };
         let debug = match self.debug {
             Some(debug) => debug,
             None => env("E2B_DEBUG").is_some_and(|v| v.to_lowercase() == "true"),
@@ -522,6 +534,24 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn an_access_token_that_cannot_be_a_header_is_rejected() {
+        let err = ConnectionOptions::default()
+            .resolve_with(env(&[("E2B_ACCESS_TOKEN", "line\nbreak")]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Config {
+                    setting: "E2B_ACCESS_TOKEN",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(!err.to_string().contains("line"), "{err}");
     }
 
     #[test]

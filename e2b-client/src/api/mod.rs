@@ -87,9 +87,9 @@ impl Api {
             value.set_sensitive(true);
             auth.insert(API_KEY_HEADER, value);
         }
-        if let Some(token) = &config.access_token
-            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
-        {
+        if let Some(token) = &config.access_token {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+                .expect("access tokens are checked to be header-safe when resolved");
             value.set_sensitive(true);
             auth.insert(AUTHORIZATION, value);
         }
