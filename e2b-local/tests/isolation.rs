@@ -177,7 +177,7 @@ async fn paused_sandboxes_are_frozen_and_killable() {
     let server = LocalServer::start();
     let api = Api::new(&server);
     let id = api.sandbox().await;
-    exec(&server, &id, None, "echo kept > /tmp/state; (while true; do date +%s%N > /tmp/tick; sleep 0.05; done) >/dev/null 2>&1 &").await;
+    exec(&server, &id, None, "echo kept > /tmp/state; date +%s%N > /tmp/tick; (while true; do date +%s%N > /tmp/tick; sleep 0.05; done) >/dev/null 2>&1 &").await;
     api.call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
         .await;
     let tick = sandbox_file(&server, &id, "tmp/tick");
