@@ -138,18 +138,36 @@ async fn exit_signal(cx: &Cx) -> CaseResult {
     Ok(())
 }
 
-/// A shell that leaves a long sleeper holding its output, then exits 0.
-const LINGERING: &str = "sleep 30 & echo dsh-conformance-drain-check";
+/// A shell that leaves a long sleeper holding its output, writes one line
+/// to the stream named by `$1` (`1` or `2`), then exits 0.
+const LINGERING: &str = "sleep 30 & echo 'dsh-conformance: drain-grace check line' >&$1";
+
+/// What [`LINGERING`] writes.
+const LINGERING_LINE: &[u8] = b"dsh-conformance: drain-grace check line\n";
 
 async fn drain_grace(cx: &Cx) -> CaseResult {
     let grace = Duration::from_millis(300);
-    for (label, mode) in [
-        ("collect", OutputMode::Collect { limit: 4096 }),
-        ("inherit", OutputMode::Inherit),
+    // Inherit is checked on stderr so the host's stdout (e.g. the JSON of
+    // `dsh conformance --json`) stays clean.
+    for (label, stream, mode) in [
+        (
+            "collect",
+            OutputStream::Stdout,
+            OutputMode::Collect { limit: 4096 },
+        ),
+        ("inherit", OutputStream::Stderr, OutputMode::Inherit),
     ] {
-        let mut spec = sh_spec(LINGERING, &[], Some(&cx.dir));
-        spec.stdout = mode;
-        spec.stderr = OutputMode::Null;
+        let fd = if stream == OutputStream::Stdout {
+            "1"
+        } else {
+            "2"
+        };
+        let mut spec = sh_spec(LINGERING, &[fd], Some(&cx.dir));
+        (spec.stdout, spec.stderr) = if stream == OutputStream::Stdout {
+            (mode, OutputMode::Null)
+        } else {
+            (OutputMode::Null, mode)
+        };
         spec.drain_grace = grace;
         let started = Instant::now();
         let process = cx
@@ -176,7 +194,7 @@ async fn drain_grace(cx: &Cx) -> CaseResult {
             ensure_bytes(
                 "collected output before the disconnect",
                 &snap.bytes,
-                b"dsh-conformance-drain-check\n",
+                LINGERING_LINE,
             )?;
         }
         let pid = process.pid();
@@ -223,7 +241,7 @@ async fn drain_within_grace(cx: &Cx) -> CaseResult {
 }
 
 async fn pipe_not_held(cx: &Cx) -> CaseResult {
-    let mut spec = sh_spec(LINGERING, &[], Some(&cx.dir));
+    let mut spec = sh_spec(LINGERING, &["1"], Some(&cx.dir));
     spec.stderr = OutputMode::Null;
     let started = Instant::now();
     let process = cx.spawn("spawn lingering writer (pipe)", spec).await?;
@@ -242,9 +260,7 @@ async fn pipe_not_held(cx: &Cx) -> CaseResult {
     );
     let first = cx.within("read the pipe", stdout.next()).await?;
     match first {
-        Some(Ok(bytes)) => {
-            ensure_bytes("first pipe chunk", &bytes, b"dsh-conformance-drain-check\n")?
-        }
+        Some(Ok(bytes)) => ensure_bytes("first pipe chunk", &bytes, LINGERING_LINE)?,
         other => fail!("read the pipe: expected the first line, got {other:?}"),
     }
     let open = tokio::time::timeout(Duration::from_millis(300), stdout.next()).await;

@@ -456,31 +456,47 @@ async fn spill(cx: &Cx) -> CaseResult {
 }
 
 async fn null_and_inherit(cx: &Cx) -> CaseResult {
-    for (label, mode, text) in [
-        ("null", OutputMode::Null, "discarded output\n"),
+    // Inherit is checked on stderr so the host's stdout (e.g. the JSON of
+    // `dsh conformance --json`) stays clean.
+    for (label, stream, mode, text) in [
+        (
+            "null",
+            OutputStream::Stdout,
+            OutputMode::Null,
+            "discarded output\n",
+        ),
         (
             "inherit",
+            OutputStream::Stderr,
             OutputMode::Inherit,
-            "dsh-conformance: inherit-mode line (expected in the host's output)\n",
+            "dsh-conformance: inherit-mode check line (expected on the host's stderr)\n",
         ),
     ] {
-        let mut spec = sh_spec(r#"printf '%s' "$1""#, &[text], Some(&cx.dir));
-        spec.stdout = mode;
-        spec.stderr = OutputMode::Null;
+        let (script, name) = match stream {
+            OutputStream::Stdout => (r#"printf '%s' "$1""#, "stdout"),
+            OutputStream::Stderr => (r#"printf '%s' "$1" >&2"#, "stderr"),
+        };
+        let mut spec = sh_spec(script, &[text], Some(&cx.dir));
+        (spec.stdout, spec.stderr) = match stream {
+            OutputStream::Stdout => (mode, OutputMode::Null),
+            OutputStream::Stderr => (OutputMode::Null, mode),
+        };
         let process = cx.spawn(&format!("spawn writer ({label})"), spec).await?;
+        let taken = match stream {
+            OutputStream::Stdout => process.take_stdout(),
+            OutputStream::Stderr => process.take_stderr(),
+        };
         ensure!(
-            process.take_stdout().is_none(),
-            "take_stdout: returned a stream for OutputMode::{label}"
+            taken.is_none(),
+            "take_{name}: returned a stream for OutputMode::{label}"
         );
         let status = cx.ok("wait", process.wait()).await?;
         ensure!(
             status.success(),
             "writer ({label}): expected exit 0, got {status:?}"
         );
-        let what = format!("read_output stdout ({label})");
-        let snap = cx
-            .ok(&what, process.read_output(OutputStream::Stdout, 0, 1024))
-            .await?;
+        let what = format!("read_output {name} ({label})");
+        let snap = cx.ok(&what, process.read_output(stream, 0, 1024)).await?;
         ensure!(
             snap.bytes.is_empty(),
             "{what}: expected no retained bytes, got {}",
