@@ -74,6 +74,10 @@ impl EnvdOptions {
 
 /// The envd client of one sandbox; cheap to clone.
 ///
+/// `T` is any connectrpc transport that accepts path-only request URIs and
+/// knows where the sandbox is; its response body must be `Unpin` (hyper's
+/// `Incoming` is) and its body error `Display`.
+///
 /// Every method runs on the tokio runtime that polls it and sends through
 /// the transport `T`. Dropping a method's future aborts its request (an
 /// in-flight envd operation may still complete inside the sandbox, e.g. a
