@@ -135,6 +135,7 @@ fn assemble(
         )),
         None => None,
     };
+    let stop_pumps = world.disconnect_token().child_token();
     let mut pumps: Vec<Pump> = Vec::new();
     let mut pipes: [Option<PipeStream>; 2] = [None, None];
     let mut states = Vec::with_capacity(2);
@@ -150,6 +151,7 @@ fn assemble(
                 state.clone(),
                 Forward::Host(stream),
                 raw_pid,
+                stop_pumps.clone(),
             ))),
             OutputMode::Collect { .. } | OutputMode::Null => {
                 pumps.push(Box::pin(pump::pump(
@@ -157,6 +159,7 @@ fn assemble(
                     state.clone(),
                     Forward::Nowhere,
                     raw_pid,
+                    stop_pumps.clone(),
                 )));
             }
         }
@@ -177,7 +180,7 @@ fn assemble(
         timeout: spec.timeout,
         drain_grace: spec.drain_grace,
         kill_grace: world.kill_grace(),
-        disconnect: world.disconnect_token(),
+        stop_pumps,
         abandon: world.abandon_token(),
         status: status_tx,
     }));

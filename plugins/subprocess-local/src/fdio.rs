@@ -106,6 +106,12 @@ impl NonBlocking {
         }
     }
 
+    /// One read without waiting for readiness: `WouldBlock` when the pipe
+    /// is empty but still open.
+    pub fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        Ok(rustix::io::read(self.fd.get_ref(), buf)?)
+    }
+
     /// Polls a read into the spare capacity of `buf` (which must have
     /// some), extending its length; `Ready(Ok(0))` is end of file.
     pub fn poll_read_spare(

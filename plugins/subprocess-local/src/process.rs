@@ -135,17 +135,26 @@ pub type Pump = Pin<Box<dyn Future<Output = ()> + Send>>;
 pub struct Supervision {
     pub group: Arc<Group>,
     pub pumps: Vec<Pump>,
+    /// Tells the pumps to read what is buffered and close their pipes: the
+    /// supervisor cancels it when the drain grace runs out; it is a child of
+    /// the provider's disconnect token, which disposal cancels once the
+    /// groups were terminated (descendants that escaped their group must
+    /// not hold disposal hostage).
+    pub stop_pumps: CancellationToken,
     pub timeout: Option<Duration>,
     pub drain_grace: Duration,
     pub kill_grace: Duration,
-    /// Cancelled at disposal once groups were terminated: output pumps stop
-    /// waiting for descendants that escaped the group.
-    pub disconnect: CancellationToken,
     /// Cancelled at disposal if a supervisor still waits for an exit that
     /// cannot come (an unkillable process): `wait` then fails.
     pub abandon: CancellationToken,
     pub status: StatusCell,
 }
+
+/// How long the pumps may take to finish after being told to stop. Reading
+/// what a pipe holds is immediate; only forwarding to a host descriptor
+/// that does not drain (inherit mode) can make it slow, and that must not
+/// hold the status back.
+const STOP_LIMIT: Duration = Duration::from_secs(1);
 
 /// Supervises one command until its status is final: reaps the direct
 /// child, enforces the timeout, keeps the pumps running, applies the drain
@@ -160,26 +169,23 @@ pub async fn supervise(s: Supervision) {
     let exit = wait_exit(&s.group, s.timeout, s.kill_grace);
     tokio::pin!(exit);
     let (outcome, timed_out) = loop {
-        let mut disconnect = false;
         tokio::select! {
             biased;
             result = &mut exit => break result,
             () = &mut pumps, if live => live = false,
-            () = s.disconnect.cancelled(), if live => disconnect = true,
             () = s.abandon.cancelled() => break (Err(ABANDONED.to_owned()), false),
-        }
-        if disconnect {
-            // Dropping the pumps closes the pipes they read.
-            pumps = Box::pin(std::future::ready(()));
-            live = false;
         }
     };
     if live {
         tokio::select! {
-            () = &mut pumps => {}
+            () = &mut pumps => live = false,
             () = tokio::time::sleep(s.drain_grace) => {}
-            () = s.disconnect.cancelled() => {}
         }
+    }
+    if live {
+        s.stop_pumps.cancel();
+        // Dropping the pumps (after the limit) closes their pipes anyway.
+        let _ = tokio::time::timeout(STOP_LIMIT, &mut pumps).await;
     }
     drop(pumps);
     s.status

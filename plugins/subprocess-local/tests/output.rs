@@ -272,3 +272,46 @@ async fn dropping_the_handle_does_not_stop_the_process_and_disposal_does() {
     assert!(err.message().starts_with("spawn"), "{err}");
     p.dispose().await.expect("dispose twice");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_buffered_at_exit_survives_a_zero_drain_grace() {
+    let p = provider();
+    for _ in 0..20 {
+        // Whatever the child wrote before exiting sits in the pipe; a zero
+        // grace must still collect it (it only cuts off later writers).
+        let mut spec = sh_collect("head -c 50000 /dev/zero; printf end");
+        spec.drain_grace = Duration::ZERO;
+        let process = p.spawn(spec).await.expect("spawn");
+        assert!(process.wait().await.expect("wait").success());
+        let out = process
+            .read_output(OutputStream::Stdout, 0, 0)
+            .await
+            .expect("read");
+        assert_eq!(out.total, 50_003);
+    }
+    // A descendant still writing when the grace runs out is cut off, and
+    // the status comes back anyway.
+    let mut spec = sh_collect("(while :; do echo tick; sleep 0.01; done) & echo started");
+    spec.drain_grace = Duration::from_millis(100);
+    let process = p.spawn(spec).await.expect("spawn");
+    let started = Instant::now();
+    assert!(process.wait().await.expect("wait").success());
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let before = process
+        .read_output(OutputStream::Stdout, 0, 0)
+        .await
+        .expect("read")
+        .total;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let after = process
+        .read_output(OutputStream::Stdout, 0, 0)
+        .await
+        .expect("read")
+        .total;
+    assert_eq!(before, after, "the output was disconnected");
+    process
+        .terminate(Duration::from_millis(500))
+        .await
+        .expect("terminate");
+    p.dispose().await.expect("dispose");
+}
