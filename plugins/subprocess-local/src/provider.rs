@@ -159,6 +159,11 @@ impl World {
     /// world's cwd) or the world's cwd; it must be an existing directory.
     pub fn working_dir(&self, operation: &str, requested: Option<&str>) -> Result<PathBuf> {
         let dir = match requested {
+            Some("") => {
+                return Err(Error::invalid_input(format!(
+                    "{operation}: cwd is empty (omit it for the world's cwd)"
+                )));
+            }
             Some(dir) => self.cwd.join(dir),
             None => self.cwd.clone(),
         };

@@ -56,6 +56,9 @@ async fn bad_input_is_rejected_before_anything_starts() {
     spec.cwd = Some("/definitely/missing/dir".to_owned());
     cases.push((spec, ErrorKind::NotFound, "cwd"));
     let mut spec = SpawnSpec::new(["true"]);
+    spec.cwd = Some(String::new());
+    cases.push((spec, ErrorKind::InvalidInput, "cwd is empty"));
+    let mut spec = SpawnSpec::new(["true"]);
     spec.cwd = Some("/etc/passwd".to_owned());
     cases.push((spec, ErrorKind::NotADirectory, "cwd"));
 
