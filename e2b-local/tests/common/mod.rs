@@ -149,78 +149,76 @@ impl<'a> Api<'a> {
 pub struct Exec {
     pub stdout: String,
     pub stderr: String,
-    pub exit_code: i64,
+    pub exit_code: i32,
 }
 
 /// Runs `bash -c script` in sandbox `id` through the server's envd front as `user` (envd's
-/// default user when `None`), speaking Connect JSON, and waits for the end event.
+/// default user when `None`) with envd-proto's generated `ProcessClient`, speaking Connect
+/// binary protobuf (the SDK suites cover JSON), and waits for the end event.
 pub async fn exec(server: &LocalServer, id: &str, user: Option<&str>, script: &str) -> Exec {
-    let request = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}, "stdin": false});
-    let reply = start_raw(server, id, user, &request).await;
-    assert_eq!(
-        reply.status,
-        StatusCode::OK,
-        "Start in {id}: {}",
-        String::from_utf8_lossy(&reply.body)
+    use envd_proto::process::__buffa::oneof::process_event::{Event, data_event::Output};
+    let base = server.sandbox_url().parse().expect("sandbox URL");
+    let mut config = connectrpc::client::ClientConfig::new(base)
+        .proto()
+        .with_default_header("e2b-sandbox-id", id)
+        .with_default_header("e2b-sandbox-port", "49983");
+    if let Some(user) = user {
+        config = config.with_default_header(
+            "authorization",
+            format!("Basic {}", STANDARD.encode(format!("{user}:"))),
+        );
+    }
+    let client = envd_proto::process::ProcessClient::new(
+        connectrpc::client::HttpClient::plaintext(),
+        config,
     );
+    let request = envd_proto::process::StartRequest {
+        process: buffa::MessageField::some(envd_proto::process::ProcessConfig {
+            cmd: "/bin/bash".to_owned(),
+            args: vec!["-c".to_owned(), script.to_owned()],
+            ..Default::default()
+        }),
+        stdin: Some(false),
+        ..Default::default()
+    };
+    let mut stream = client
+        .start(request)
+        .await
+        .unwrap_or_else(|e| panic!("Start in {id}: {e}"));
     let mut exec = Exec::default();
     let mut ended = false;
-    for (flags, payload) in frames(&reply.body) {
-        let message: Value = serde_json::from_slice(&payload).expect("frame payload is JSON");
-        if flags & 0x02 != 0 {
-            assert!(
-                message.get("error").is_none(),
-                "Start in {id} failed: {message}"
-            );
+    while let Some(message) = stream
+        .message()
+        .await
+        .unwrap_or_else(|e| panic!("Start stream in {id}: {e}"))
+    {
+        let Some(event) = message
+            .to_owned_message()
+            .event
+            .into_option()
+            .and_then(|e| e.event)
+        else {
             continue;
-        }
-        let event = &message["event"];
-        if let Some(data) = event.get("data") {
-            let decode = |v: &Value| {
-                String::from_utf8_lossy(&STANDARD.decode(v.as_str().unwrap()).unwrap()).into_owned()
-            };
-            if let Some(out) = data.get("stdout") {
-                exec.stdout.push_str(&decode(out));
+        };
+        match event {
+            Event::Data(data) => match data.output {
+                Some(Output::Stdout(bytes)) => {
+                    exec.stdout.push_str(&String::from_utf8_lossy(&bytes))
+                }
+                Some(Output::Stderr(bytes)) => {
+                    exec.stderr.push_str(&String::from_utf8_lossy(&bytes))
+                }
+                _ => {}
+            },
+            Event::End(end) => {
+                exec.exit_code = end.exit_code;
+                ended = true;
             }
-            if let Some(err) = data.get("stderr") {
-                exec.stderr.push_str(&decode(err));
-            }
-        }
-        if let Some(end) = event.get("end") {
-            exec.exit_code = end.get("exitCode").and_then(Value::as_i64).unwrap_or(0);
-            ended = true;
+            _ => {}
         }
     }
     assert!(ended, "Start in {id}: stream had no end event");
     exec
-}
-
-/// Posts a Connect server-stream `Start` request and returns the whole raw response.
-pub async fn start_raw(
-    server: &LocalServer,
-    id: &str,
-    user: Option<&str>,
-    request: &Value,
-) -> Reply {
-    let url = format!("{}/process.Process/Start", server.sandbox_url());
-    let auth = user.map(|u| format!("Basic {}", STANDARD.encode(format!("{u}:"))));
-    let mut headers = vec![
-        ("content-type", "application/connect+json"),
-        ("connect-protocol-version", "1"),
-        ("e2b-sandbox-id", id),
-        ("e2b-sandbox-port", "49983"),
-    ];
-    if let Some(auth) = &auth {
-        headers.push(("authorization", auth));
-    }
-    Http::default()
-        .send(
-            Method::POST,
-            &url,
-            &headers,
-            envelope(request.to_string().as_bytes()),
-        )
-        .await
 }
 
 /// One Connect envelope (flags 0) around `payload`.
@@ -230,22 +228,6 @@ pub fn envelope(payload: &[u8]) -> Vec<u8> {
     frame.extend_from_slice(&(payload.len() as u32).to_be_bytes());
     frame.extend_from_slice(payload);
     frame
-}
-
-/// Splits a Connect stream body into (flags, payload) frames.
-pub fn frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
-    let mut out = Vec::new();
-    while body.len() >= 5 {
-        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
-        assert!(body.len() >= 5 + len, "truncated Connect frame");
-        out.push((body[0], body[5..5 + len].to_vec()));
-        body = &body[5 + len..];
-    }
-    assert!(
-        body.is_empty(),
-        "trailing bytes after the last Connect frame"
-    );
-    out
 }
 
 /// The freezer cgroup dir of sandbox `id` on the host, if it exists.
