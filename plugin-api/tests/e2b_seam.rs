@@ -212,3 +212,31 @@ async fn concurrent_requests_stream_independently() {
     }
     world.dispose().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_pending_at_dispose_resolves_closed() {
+    let world = World::new(serde_json::Value::Null).await;
+    let owner = world.owner();
+    // The request body never yields, so pulling the echoed response body
+    // stays pending inside the owner plugin.
+    let response = owner
+        .envd(request("/stalled", Box::pin(futures::stream::pending())))
+        .await
+        .expect("envd");
+    let mut body = response.body;
+    let pull = tokio::spawn(async move {
+        let first = body.next().await;
+        (first, body.next().await)
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(!pull.is_finished(), "the pull is pending");
+    world.dispose().await;
+    let (first, second) = tokio::time::timeout(Duration::from_secs(10), pull)
+        .await
+        .expect("woken by the dispose")
+        .expect("task");
+    let err = first.expect("an answer").expect_err("closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    assert_eq!(err.message(), "envd: plugin instance `e2b` was disposed");
+    assert!(second.is_none(), "a closed stream is over");
+}

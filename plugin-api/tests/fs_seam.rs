@@ -364,3 +364,25 @@ async fn calls_after_dispose_are_closed() {
     assert_eq!(err.kind(), ErrorKind::Closed);
     assert!(chunks.next().await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_pending_at_dispose_resolves_closed() {
+    let world = World::new(serde_json::Value::Null).await;
+    let fs = world.fs();
+    // This call would never complete on its own: nothing will ever wake it.
+    let pending = tokio::spawn({
+        let fs = fs.clone();
+        async move { fs.stat("/.probe/hang").await }
+    });
+    while state(&world).await["hangsStarted"] != 1 {
+        tokio::task::yield_now().await;
+    }
+    world.dispose().await;
+    let err = tokio::time::timeout(Duration::from_secs(10), pending)
+        .await
+        .expect("woken by the dispose")
+        .expect("task")
+        .expect_err("closed");
+    assert_eq!(err.kind(), ErrorKind::Closed);
+    assert_eq!(err.message(), "stat: plugin instance `fs` was disposed");
+}

@@ -8,11 +8,18 @@
 //! host's runtime for objects the host exports), the label used by the
 //! tracing bridge (the plugin instance id), and the closed flag set once the
 //! instance is disposed.
+//!
+//! Closing also wakes every call that is pending on the side at that moment
+//! (each pending poll parks its waker here), so such calls resolve with
+//! `Closed` instead of waiting for a plugin that is gone — even a future
+//! that nothing of the plugin would ever wake again.
 
+use std::collections::HashMap;
 use std::mem::ManuallyDrop;
 use std::ops::Deref;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Waker;
 
 use tokio::runtime::{EnterGuard, Handle};
 
@@ -26,6 +33,17 @@ pub struct CallContext {
     label: Arc<str>,
     handle: Option<Handle>,
     closed: AtomicBool,
+    /// Only a plugin instance's context is ever closed; the host's is not,
+    /// and its calls skip parking.
+    closable: bool,
+    parked: Mutex<Parked>,
+}
+
+/// Wakers of the calls pending on a context, by call.
+#[derive(Debug, Default)]
+struct Parked {
+    next: u64,
+    wakers: HashMap<u64, Waker>,
 }
 
 /// Guards held for the duration of one poll or drop on the exporting side.
@@ -35,21 +53,27 @@ pub struct Entered<'a> {
 }
 
 impl CallContext {
-    /// A context that enters `handle` (if any) and labels log records with
-    /// `label`.
-    pub fn new(label: Arc<str>, handle: Option<Handle>) -> Arc<CallContext> {
-        Arc::new(CallContext {
-            label,
-            handle,
-            closed: AtomicBool::new(false),
-        })
+    /// The context of a plugin instance: enters `handle` and labels log
+    /// records with the instance id `label`; closed at dispose.
+    pub fn instance(label: Arc<str>, handle: Handle) -> Arc<CallContext> {
+        CallContext::new(label, Some(handle), true)
     }
 
     /// The context of objects the host exports to plugins: the host's tokio
     /// runtime if the caller runs inside one, so host-side service futures
-    /// polled on plugin threads still find their reactor.
+    /// polled on plugin threads still find their reactor. Never closed.
     pub fn host() -> Arc<CallContext> {
-        CallContext::new(Arc::from("host"), Handle::try_current().ok())
+        CallContext::new(Arc::from("host"), Handle::try_current().ok(), false)
+    }
+
+    fn new(label: Arc<str>, handle: Option<Handle>, closable: bool) -> Arc<CallContext> {
+        Arc::new(CallContext {
+            label,
+            handle,
+            closed: AtomicBool::new(false),
+            closable,
+            parked: Mutex::new(Parked::default()),
+        })
     }
 
     /// The instance id (or `host`).
@@ -72,15 +96,64 @@ impl CallContext {
         }
     }
 
-    /// Marks every object of this context as closed: later calls fail with
-    /// [`crate::ErrorKind::Closed`] instead of reaching a disposed plugin.
+    /// Marks every object of this context as closed — later polls fail with
+    /// [`crate::ErrorKind::Closed`] instead of reaching a disposed plugin —
+    /// and wakes every call parked on it.
     pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
+        self.closed.store(true, Ordering::SeqCst);
+        let parked = std::mem::take(&mut self.lock_parked().wakers);
+        for waker in parked.into_values() {
+            waker.wake();
+        }
     }
 
     /// Whether [`CallContext::close`] was called.
     pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn lock_parked(&self) -> std::sync::MutexGuard<'_, Parked> {
+        self.parked.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records that the call owning `slot` is pending with `waker`, so that
+    /// [`CallContext::close`] wakes it. Called after every pending poll;
+    /// `slot` keeps the call's registration.
+    pub fn park(&self, slot: &mut Option<u64>, waker: &Waker) {
+        if !self.closable {
+            return;
+        }
+        {
+            let mut parked = self.lock_parked();
+            match slot {
+                Some(id) => match parked.wakers.get_mut(id) {
+                    Some(known) if known.will_wake(waker) => {}
+                    Some(known) => *known = waker.clone(),
+                    None => {
+                        parked.wakers.insert(*id, waker.clone());
+                    }
+                },
+                None => {
+                    let id = parked.next;
+                    parked.next += 1;
+                    parked.wakers.insert(id, waker.clone());
+                    *slot = Some(id);
+                }
+            }
+        }
+        // A close that drained the wakers before this registration is seen
+        // here (the flag is set before draining).
+        if self.is_closed() {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Forgets the registration in `slot` (the call completed or was
+    /// dropped).
+    pub fn unpark(&self, slot: &mut Option<u64>) {
+        if let Some(id) = slot.take() {
+            self.lock_parked().wakers.remove(&id);
+        }
     }
 
     /// The error every call made after [`CallContext::close`] returns.

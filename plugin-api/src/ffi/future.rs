@@ -54,6 +54,7 @@ where
         operation,
         future: Some(future),
         map: Some(map),
+        parked: None,
     })
 }
 
@@ -68,6 +69,8 @@ struct Exported<'a, C: Deref<Target = CallContext>, T, F> {
     /// `None` once the output was produced (or the call failed).
     future: Option<BoxFuture<'a, Result<T>>>,
     map: Option<F>,
+    /// The registration that lets a close wake this call.
+    parked: Option<u64>,
 }
 
 impl<C, T, U, F> Future for Exported<'_, C, T, F>
@@ -93,11 +96,15 @@ where
             Err(context.closed_error(this.operation))
         } else {
             match catch(this.operation, || future.as_mut().poll(cx)) {
-                Ok(Poll::Pending) => return Poll::Pending,
+                Ok(Poll::Pending) => {
+                    context.park(&mut this.parked, cx.waker());
+                    return Poll::Pending;
+                }
                 Ok(Poll::Ready(result)) => result,
                 Err(panicked) => Err(panicked),
             }
         };
+        context.unpark(&mut this.parked);
         // Done: release the plain future (and whatever it borrows) now,
         // inside the exporting side's context.
         if let Some(done) = this.future.take() {
@@ -131,6 +138,7 @@ impl<C: Deref<Target = CallContext>, T, F> Drop for Exported<'_, C, T, F> {
     /// Cancellation: the plain future is dropped inside the exporting
     /// side's context, under the panic guard.
     fn drop(&mut self) {
+        self.context.unpark(&mut self.parked);
         if let Some(future) = self.future.take() {
             let _entered = self.context.enter();
             drop_quietly(future);

@@ -11,7 +11,7 @@
 //! [`e2b`] (per seam: `#[sabi_trait]` objects, `repr(C)` mirrors with `From`
 //! both ways, the exporting side, the importing proxy); [`stream`] (pull
 //! streams and writers); [`service`]; [`error`]; [`future`]; [`context`]
-//! and [`runtime`]; [`panic`]; [`registry`] (proxy unwrapping); [`log`],
+//! and [`runtime`]; [`mod@panic`]; [`registry`] (proxy unwrapping); [`log`],
 //! [`log_forward`], [`log_sink`] (the tracing bridge).
 //!
 //! # Decisions
@@ -50,7 +50,10 @@
 //!   workers (`dsh-<id>`), created before `Plugin::create`, shut down after
 //!   `Plugin::dispose` on a thread of its own (never blocking an async
 //!   context), with 5 s of grace for blocking tasks. After dispose every
-//!   object of the instance answers `Closed`.
+//!   object of the instance answers `Closed`, and calls or pulls pending at
+//!   that moment are woken to answer it (each pending poll parks its waker
+//!   on the instance's context; a waker is only cloned when a call actually
+//!   waits, never on the fast path).
 //! - **Streams** are pull objects ([`stream`]): `poll_next_chunk` with the
 //!   consumer's waker answers pending / chunk / end / error — the pull of
 //!   DESIGN §4.5 without a boxed future per chunk. Nothing is buffered in
@@ -60,7 +63,7 @@
 //!   that made it): measured 16 MiB in 4 KiB chunks at 630–860 MiB/s through
 //!   FFI against 480–990 MiB/s in-process (noise dominates; ~0.6–1.1 µs per
 //!   chunk). Writers take `RVec<u8>` and have `close`.
-//! - **Panics never cross** ([`panic`]): every `extern` entry, every vtable
+//! - **Panics never cross** ([`mod@panic`]): every `extern` entry, every vtable
 //!   method implemented here, every poll and every drop of plugin state runs
 //!   under `catch_unwind`; a panic becomes `ErrorKind::Panicked` with the
 //!   panic message and the operation. Synchronous seam methods (`pid`,

@@ -52,7 +52,7 @@ impl PluginRuntime {
             .map_err(|err| {
                 Error::from_io("create: starting the plugin runtime", &err).with_subject(id)
             })?;
-        let context = CallContext::new(label, Some(runtime.handle().clone()));
+        let context = CallContext::instance(label, runtime.handle().clone());
         Ok(PluginRuntime {
             runtime: Mutex::new(Some(runtime)),
             context,
@@ -130,7 +130,7 @@ impl Future for Stopped {
 }
 
 impl Drop for PluginRuntime {
-    /// Dropped without [`PluginRuntime::shutdown`] (a create that was
+    /// Dropped without [`PluginRuntime::begin_shutdown`] (a create that was
     /// cancelled, an instance dropped without dispose): stop in the
     /// background, never block the dropping thread.
     fn drop(&mut self) {

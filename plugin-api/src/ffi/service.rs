@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn a_proxy_handed_on_is_the_ffi_object_it_stands_for() {
-        let context = CallContext::new(Arc::from("unit"), None);
+        let context = CallContext::host();
         let exported = export_service(Service::E2b(Arc::new(Owner)), &context);
         let original = address(&exported);
         let proxy = import_service(exported, &context).expect("import");
@@ -144,7 +144,7 @@ mod tests {
 
     #[test]
     fn a_stream_proxy_handed_on_is_its_ffi_object() {
-        let context = CallContext::new(Arc::from("unit"), None);
+        let context = CallContext::host();
         let pulled = Arc::new(AtomicUsize::new(0));
         let counter = pulled.clone();
         let plain = futures::stream::iter(0..3u8).map(move |index| {

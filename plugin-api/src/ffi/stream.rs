@@ -114,6 +114,7 @@ pub fn export_stream<T: ChunkType>(
             context: context.clone(),
             operation,
             inner,
+            parked: None,
         },
         TD_Opaque,
     )
@@ -135,6 +136,8 @@ struct StreamExport<T: ChunkType> {
     operation: &'static str,
     /// `None` once the stream ended or failed.
     inner: Option<PlainStream<T::Plain>>,
+    /// The registration that lets a close wake a pending pull.
+    parked: Option<u64>,
 }
 
 impl<T: ChunkType> FfiStream<T> for StreamExport<T> {
@@ -144,11 +147,19 @@ impl<T: ChunkType> FfiStream<T> for StreamExport<T> {
         };
         let _entered = self.context.enter();
         if self.context.is_closed() {
+            self.context.unpark(&mut self.parked);
             drop_quietly(self.inner.take());
             return FfiChunk::Error(self.context.closed_error(self.operation).into());
         }
+        let (context, parked) = (&self.context, &mut self.parked);
         let polled = catch(self.operation, || {
-            cx.with_context(|cx| inner.as_mut().poll_next(cx))
+            cx.with_context(|cx| {
+                let polled = inner.as_mut().poll_next(cx);
+                if polled.is_pending() {
+                    context.park(parked, cx.waker());
+                }
+                polled
+            })
         });
         let answer = match polled {
             Ok(Poll::Pending) => return FfiChunk::Pending,
@@ -157,6 +168,7 @@ impl<T: ChunkType> FfiStream<T> for StreamExport<T> {
             Ok(Poll::Ready(None)) => FfiChunk::End,
         };
         // Over: release the producer now rather than when the consumer drops.
+        self.context.unpark(&mut self.parked);
         drop_quietly(self.inner.take());
         answer
     }
@@ -164,6 +176,7 @@ impl<T: ChunkType> FfiStream<T> for StreamExport<T> {
 
 impl<T: ChunkType> Drop for StreamExport<T> {
     fn drop(&mut self) {
+        self.context.unpark(&mut self.parked);
         if let Some(inner) = self.inner.take() {
             let _entered = self.context.enter();
             drop_quietly(inner);

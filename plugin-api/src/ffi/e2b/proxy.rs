@@ -1,4 +1,4 @@
-//! The importing side of `e2b`: an [`FfiE2bOwner`] object behind
+//! The importing side of `e2b`: an [`super::FfiE2bOwner`] object behind
 //! [`E2bOwner`].
 
 use std::sync::Arc;

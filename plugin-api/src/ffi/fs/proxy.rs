@@ -1,4 +1,4 @@
-//! The importing side of `fs`: an [`FfiFs`] object behind [`FsProvider`].
+//! The importing side of `fs`: an [`super::FfiFs`] object behind [`FsProvider`].
 
 use std::sync::Arc;
 
