@@ -11,6 +11,7 @@ use async_ffi::{FfiFuture, FutureExt as _};
 
 use crate::error::{Error, Result};
 use crate::ffi::error::{FfiResult, lower};
+use crate::ffi::future::guarded_ffi;
 use crate::ffi::instance::{FfiInstance_TO, FfiInstanceObject, InstanceExport, guarded};
 use crate::ffi::log::FfiSink;
 use crate::ffi::log_forward;
@@ -113,7 +114,7 @@ fn start_create<P: Plugin>(request: FfiCreateRequest) -> FfiFuture<FfiResult<Ffi
     });
     let label = runtime.context().label().clone();
     drop(runtime);
-    async move {
+    guarded_ffi("create", async move {
         match report.await {
             Ok(Ok(instance)) => RResult::ROk(FfiInstance_TO::from_ptr(RArc::new(instance), TD_Opaque)),
             Ok(Err((err, stopped))) => {
@@ -128,8 +129,7 @@ fn start_create<P: Plugin>(request: FfiCreateRequest) -> FfiFuture<FfiResult<Ffi
                 .into(),
             ),
         }
-    }
-    .into_ffi()
+    })
 }
 
 /// Creates the instance on its runtime: config, injected services (checked

@@ -58,6 +58,25 @@ where
     })
 }
 
+/// An FFI future over `future` (of this crate's own glue, not plugin code),
+/// with a panic still reported as a `Panicked` error rather than crossing
+/// the boundary as async-ffi's `Panicked` poll (which the other side would
+/// re-raise).
+pub fn guarded_ffi<T: Send + 'static>(
+    operation: &'static str,
+    future: impl Future<Output = FfiResult<T>> + Send + 'static,
+) -> async_ffi::FfiFuture<FfiResult<T>> {
+    use async_ffi::FutureExt as _;
+    use futures::FutureExt as _;
+    async move {
+        match std::panic::AssertUnwindSafe(future).catch_unwind().await {
+            Ok(result) => result,
+            Err(payload) => fail(crate::ffi::panic::panicked(operation, payload)),
+        }
+    }
+    .into_ffi()
+}
+
 /// Awaits an imported FFI future and lifts its result.
 pub async fn import<T, U: From<T>>(future: FfiFut<'_, T>) -> Result<U> {
     lift(future.await)

@@ -19,6 +19,7 @@ use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
 use crate::ffi::error::FfiResult;
+use crate::ffi::future::guarded_ffi;
 use crate::ffi::panic::{catch, drop_quietly, panicked};
 use crate::ffi::runtime::{PluginRuntime, Stopped};
 use crate::ffi::service::FfiService;
@@ -146,7 +147,7 @@ impl InstanceExport {
             let _ = done.send(outcome);
         });
         let label = context.label().clone();
-        async move {
+        guarded_ffi("dispose", async move {
             match report.await {
                 Ok((result, stopped)) => {
                     stopped.await;
@@ -163,8 +164,7 @@ impl InstanceExport {
                     RResult::RErr(err.into())
                 }
             }
-        }
-        .into_ffi()
+        })
     }
 }
 
