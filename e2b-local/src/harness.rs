@@ -52,8 +52,18 @@ impl LocalServer {
         Self::try_start().unwrap_or_else(|err| panic!("{err}"))
     }
 
+    /// Like [`Self::start`], with extra `serve` arguments (e.g. `["--freezer", "v2"]`).
+    pub fn start_with_args(args: &[&str]) -> Self {
+        Self::try_start_with_args(args).unwrap_or_else(|err| panic!("{err}"))
+    }
+
     /// Like [`Self::start`], returning the error instead of panicking.
     pub fn try_start() -> Result<Self, HarnessError> {
+        Self::try_start_with_args(&[])
+    }
+
+    /// Like [`Self::start_with_args`], returning the error instead of panicking.
+    pub fn try_start_with_args(args: &[&str]) -> Result<Self, HarnessError> {
         let bin = binary_path()?;
         let state_dir = tempfile::Builder::new()
             .prefix("e2b-local-test-")
@@ -74,6 +84,7 @@ impl LocalServer {
             ])
             .arg("--state-dir")
             .arg(state_dir.path())
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

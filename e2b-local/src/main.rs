@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use e2b_local::server::{ServeConfig, ServerInfo};
+use e2b_local::world::cgroup::FreezerKind;
 
 #[derive(Parser)]
 #[command(
@@ -17,6 +18,13 @@ use e2b_local::server::{ServeConfig, ServerInfo};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Freezer {
+    Auto,
+    V1,
+    V2,
 }
 
 #[derive(Subcommand)]
@@ -38,6 +46,9 @@ enum Command {
         /// Directory for sandbox overlays and private dirs (must not be on overlayfs).
         #[arg(long, default_value = "/var/lib/e2b-local")]
         state_dir: PathBuf,
+        /// cgroup freezer used to pause sandboxes: v1 if present, else v2 (auto), or forced.
+        #[arg(long, value_enum, default_value_t = Freezer::Auto)]
+        freezer: Freezer,
     },
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
@@ -57,6 +68,7 @@ fn main() -> ExitCode {
             envd_port,
             api_key,
             state_dir,
+            freezer,
         } => {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
@@ -72,6 +84,11 @@ fn main() -> ExitCode {
                 api_key,
                 state_dir,
                 exe,
+                freezer: match freezer {
+                    Freezer::Auto => None,
+                    Freezer::V1 => Some(FreezerKind::V1),
+                    Freezer::V2 => Some(FreezerKind::V2),
+                },
             })
         }
     }

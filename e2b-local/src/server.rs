@@ -13,6 +13,7 @@ use crate::host::HostFacts;
 use crate::preflight::{self, PreflightError, StateLock};
 use crate::registry::Registry;
 use crate::world::WorldFactory;
+use crate::world::cgroup::FreezerKind;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -29,6 +30,8 @@ pub struct ServeConfig {
     pub state_dir: PathBuf,
     /// The e2b-local binary, re-executed as each sandbox's init.
     pub exe: PathBuf,
+    /// Force a cgroup freezer version; `None` picks v1 if present, else v2.
+    pub freezer: Option<FreezerKind>,
 }
 
 /// What a client needs to reach the server, known once it listens.
@@ -81,8 +84,13 @@ pub async fn serve(
     let state_dir = preflight::prepare_state_dir(&config.state_dir)?;
     let _lock = StateLock::acquire(&state_dir)?;
     let instance = format!("{}-{}", std::process::id(), &crate::ids::sandbox_id()[..8]);
-    let factory = WorldFactory::new(config.exe.clone(), state_dir.clone(), &instance)
-        .map_err(|e| ServeError::Setup(format!("prepare sandbox worlds: {e}")))?;
+    let factory = WorldFactory::new(
+        config.exe.clone(),
+        state_dir.clone(),
+        &instance,
+        config.freezer,
+    )
+    .map_err(|e| ServeError::Setup(format!("prepare sandbox worlds: {e}")))?;
     let swept = factory
         .sweep_stale()
         .map_err(|e| ServeError::Setup(format!("sweep stale sandboxes: {e}")))?;

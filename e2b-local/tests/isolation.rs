@@ -174,9 +174,29 @@ async fn kill_leaves_no_process_and_no_overlay() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn paused_sandboxes_are_frozen_and_killable() {
-    let server = LocalServer::start();
+    pause_freezes_resume_thaws_kill_works(LocalServer::start(), None).await;
+}
+
+/// The cgroup v2 freezer (`cgroup.freeze`), forced even where v1 exists (hybrid hosts such as
+/// these machines mount the v2 hierarchy at `/sys/fs/cgroup/unified`).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cgroup_v2_freezer_pauses_resumes_and_kills() {
+    let server = LocalServer::start_with_args(&["--freezer", "v2"]);
+    pause_freezes_resume_thaws_kill_works(server, Some("cgroup.freeze")).await;
+}
+
+/// `freezer_file`: the control file the sandbox's cgroup must have, when a version is forced.
+async fn pause_freezes_resume_thaws_kill_works(server: LocalServer, freezer_file: Option<&str>) {
     let api = Api::new(&server);
     let id = api.sandbox().await;
+    if let Some(file) = freezer_file {
+        let cgroup = sandbox_cgroup(&id).expect("sandbox cgroup");
+        assert!(
+            cgroup.join(file).exists(),
+            "{} has no {file}",
+            cgroup.display()
+        );
+    }
     exec(&server, &id, None, "echo kept > /tmp/state; date +%s%N > /tmp/tick; (while true; do date +%s%N > /tmp/tick; sleep 0.05; done) >/dev/null 2>&1 &").await;
     api.call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
         .await;

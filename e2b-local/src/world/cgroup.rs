@@ -26,17 +26,24 @@ const V1_ROOT: &str = "/sys/fs/cgroup/freezer";
 const V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
 
 impl FreezerRoot {
-    /// Finds a usable freezer and creates this server's parent cgroup `e2b-local/<instance>`.
-    /// Empty cgroups left by crashed servers under `e2b-local/` are removed on the way.
-    pub fn create(instance: &str) -> io::Result<Self> {
-        let (kind, hierarchy) = detect().ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!(
-                    "no cgroup freezer: neither {V1_ROOT}/freezer.state nor a cgroup v2 hierarchy with \
-                     cgroup.freeze under {} was found",
+    /// Finds a usable freezer — `only` that kind when given, else v1 then v2 — and creates this
+    /// server's parent cgroup `e2b-local/<instance>`. Cgroups left by servers that are gone are
+    /// removed on the way.
+    pub fn create(instance: &str, only: Option<FreezerKind>) -> io::Result<Self> {
+        let (kind, hierarchy) = detect(only).ok_or_else(|| {
+            let wanted = match only {
+                Some(FreezerKind::V1) => format!("a cgroup v1 freezer hierarchy at {V1_ROOT}"),
+                Some(FreezerKind::V2) => {
+                    format!("a cgroup v2 hierarchy at {}", V2_ROOTS.join(" or "))
+                }
+                None => format!(
+                    "a cgroup v1 freezer at {V1_ROOT} or a cgroup v2 hierarchy at {}",
                     V2_ROOTS.join(" or ")
                 ),
+            };
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("no cgroup freezer: found no {wanted}"),
             )
         })?;
         let parent = hierarchy.join("e2b-local");
@@ -81,9 +88,15 @@ impl FreezerRoot {
     }
 }
 
-fn detect() -> Option<(FreezerKind, PathBuf)> {
-    if Path::new(V1_ROOT).join("freezer.state").exists() || is_v1_freezer_root(Path::new(V1_ROOT)) {
+fn detect(only: Option<FreezerKind>) -> Option<(FreezerKind, PathBuf)> {
+    if only != Some(FreezerKind::V2)
+        && (Path::new(V1_ROOT).join("freezer.state").exists()
+            || is_v1_freezer_root(Path::new(V1_ROOT)))
+    {
         return Some((FreezerKind::V1, PathBuf::from(V1_ROOT)));
+    }
+    if only == Some(FreezerKind::V1) {
+        return None;
     }
     V2_ROOTS
         .iter()

@@ -62,13 +62,19 @@ pub struct WorldFactory {
 impl WorldFactory {
     /// `exe` is the e2b-local binary (it re-executes itself as [`INIT_SUBCOMMAND`]);
     /// `state_dir` must exist, be locked by this server, and not be on overlayfs.
-    pub fn new(exe: PathBuf, state_dir: PathBuf, instance: &str) -> io::Result<Self> {
+    /// `freezer` forces a cgroup freezer version (`None`: v1 if present, else v2).
+    pub fn new(
+        exe: PathBuf,
+        state_dir: PathBuf,
+        instance: &str,
+        freezer: Option<cgroup::FreezerKind>,
+    ) -> io::Result<Self> {
         let sandboxes_dir = state_dir.join("sandboxes");
         std::fs::create_dir_all(&sandboxes_dir).map_err(|e| {
             io::Error::new(e.kind(), format!("create {}: {e}", sandboxes_dir.display()))
         })?;
         std::fs::set_permissions(&sandboxes_dir, std::fs::Permissions::from_mode(0o700))?;
-        let freezer = FreezerRoot::create(instance)?;
+        let freezer = FreezerRoot::create(instance, freezer)?;
         Ok(Self {
             exe,
             state_dir,
