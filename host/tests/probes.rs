@@ -308,3 +308,85 @@ fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
         ])
     );
 }
+
+/// The opt-in embedder helper: a program that starts a host and calls
+/// `dispose_on_signal` gets the same orderly disposal on SIGTERM and exits
+/// 128+15. The test re-runs its own binary as that program (selected by an
+/// environment variable) so the helper's `exit` ends a child, not the test.
+#[test]
+fn dispose_on_signal_disposes_and_exits_for_embedders() {
+    const ROLE: &str = "DSH_HOST_TEST_EMBEDDER_RECORD";
+    if let Some(record) = std::env::var_os(ROLE) {
+        embedder(&record.to_string_lossy());
+        unreachable!("the embedder exits through the signal helper");
+    }
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "dispose_on_signal_disposes_and_exits_for_embedders",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, &record)
+        .env("DSH_PLUGIN_PATH", plugin_dir())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn embedder");
+    // The embedder prints its marker once the handlers are installed (the
+    // test harness writes its own text on the same line first).
+    let stdout = child.stdout.take().expect("stdout");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let found = std::io::BufRead::lines(std::io::BufReader::new(stdout))
+            .map_while(Result::ok)
+            .any(|line| line.contains(EMBEDDER_READY));
+        let _ = ready_tx.send(found);
+    });
+    let ready = ready_rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or(false);
+    if !ready {
+        let _ = child.kill();
+        panic!("embedder did not start: {:?}", events(&record));
+    }
+    assert_eq!(events(&record).len(), 3);
+    rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    )
+    .expect("signal embedder");
+    let status = child.wait().expect("wait embedder");
+    assert_eq!(status.code(), Some(128 + libc::SIGTERM));
+    assert_eq!(
+        events(&record)[3..],
+        pairs(&[
+            ("dispose", "subprocess"),
+            ("dispose", "fs"),
+            ("dispose", "e2b")
+        ])
+    );
+}
+
+const EMBEDDER_READY: &str = "embedder-ready";
+
+/// The embedder role: start the probes, opt in to signal disposal, wait.
+fn embedder(record: &str) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let host = std::sync::Arc::new(
+            dsh_host::Host::from_str(&probe_manifest(record, &[]), ManifestFormat::Yaml)
+                .await
+                .expect("start probes"),
+        );
+        let _watch = dsh_host::dispose_on_signal(host.clone()).expect("install handlers");
+        println!("{EMBEDDER_READY}");
+        std::future::pending::<()>().await;
+    });
+}
