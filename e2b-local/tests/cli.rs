@@ -138,6 +138,7 @@ fn help_documents_serve_and_hides_internal_subcommands() {
         "--api-key",
         "--state-dir",
         "--host",
+        "--freezer",
     ] {
         assert!(serve.contains(flag), "{flag} in {serve}");
     }
