@@ -85,6 +85,10 @@ fn a_renamed_library_still_loads() {
 fn library_file_names_follow_the_documented_rule() {
     assert_eq!(library_file_name("dsh-fs-local"), "libdsh_fs_local.so");
     assert_eq!(library_file_name("dsh-e2b"), "libdsh_e2b.so");
+    assert_eq!(
+        library_file_name("@acme/dsh-fs-local"),
+        "libdsh_fs_local.so"
+    );
 }
 
 #[test]

@@ -41,8 +41,9 @@ pub struct LoadedDescriptor {
 /// # Library files
 ///
 /// A plugin crate is `crate-type = ["cdylib", "rlib"]` with an explicit
-/// `[lib] name`; the manifest name maps to the file by one rule: dashes
-/// become underscores, prefixed with `lib` and suffixed with `.so` —
+/// `[lib] name` equal to the package name with underscores; the manifest
+/// name maps to the file by one rule: an npm-style `@scope/` is dropped,
+/// dashes become underscores, and the name is wrapped in `lib….so` —
 /// `dsh-fs-local` → `libdsh_fs_local.so` (see [`library_file_name`]). The
 /// file may be renamed or symlinked: the loader finds the plugin by its
 /// exported symbols, not by the file name.
@@ -66,9 +67,18 @@ impl std::fmt::Debug for PluginLibrary {
     }
 }
 
-/// The library file name for a plugin's manifest (package) name:
-/// `dsh-fs-local` → `libdsh_fs_local.so`.
+/// The library file name for a plugin's manifest (package) name: an
+/// npm-style `@scope/` is dropped, dashes become underscores, and the name
+/// is wrapped in `lib….so` — `dsh-fs-local` and `@acme/dsh-fs-local` are
+/// both `libdsh_fs_local.so`.
 pub fn library_file_name(name: &str) -> String {
+    let name = match name
+        .strip_prefix('@')
+        .and_then(|scoped| scoped.split_once('/'))
+    {
+        Some((_scope, package)) => package,
+        None => name,
+    };
     format!(
         "{}{}{}",
         std::env::consts::DLL_PREFIX,
@@ -77,9 +87,9 @@ pub fn library_file_name(name: &str) -> String {
     )
 }
 
-/// Loaded modules, for [`super::refresh_log_filters`].
-fn loaded() -> &'static Mutex<Vec<PluginModuleRef>> {
-    static LOADED: Mutex<Vec<PluginModuleRef>> = Mutex::new(Vec::new());
+/// Loaded libraries by canonical path, for [`refresh_log_filters`].
+fn loaded() -> &'static Mutex<Vec<(PathBuf, PluginModuleRef)>> {
+    static LOADED: Mutex<Vec<(PathBuf, PluginModuleRef)>> = Mutex::new(Vec::new());
     &LOADED
 }
 
@@ -178,10 +188,12 @@ impl PluginLibrary {
                 "installing the log sink failed; the plugin's log records are not forwarded"
             ),
         }
-        loaded()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(module);
+        {
+            let mut loaded = loaded().lock().unwrap_or_else(PoisonError::into_inner);
+            if !loaded.iter().any(|(known, _)| *known == path) {
+                loaded.push((path.clone(), module));
+            }
+        }
 
         Ok(PluginLibrary {
             inner: Arc::new(Library {
@@ -268,8 +280,15 @@ pub fn refresh_log_filters() {
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
-    for module in modules {
-        let _ = (module.install_log_sink())(host_sink());
+    for (path, module) in modules {
+        if let Err(err) = lift::<bool, bool>((module.install_log_sink())(host_sink())) {
+            tracing::warn!(
+                target: "dsh_plugin_api",
+                library = %path.display(),
+                error = %err,
+                "re-installing the log sink failed"
+            );
+        }
     }
 }
 
