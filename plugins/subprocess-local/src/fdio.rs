@@ -25,21 +25,41 @@ pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((above_stdio(read)?, above_stdio(write)?))
 }
 
-/// The capacity an output pipe grows to once a read finds it full. A
+/// The capacity an output pipe grows to once its stream proves bulky. A
 /// child writing in small pieces (coreutils write 8 KiB at a time) then
-/// rarely blocks, and each wake-up of the reader finds up to [`CHUNK`]
-/// bytes waiting: fewer context switches and fewer, fuller reads. Growing
-/// only on the first full read keeps the resize (a kernel allocation) off
-/// the path of short commands. 1 MiB is the default
+/// rarely blocks on a reader that is busy with the previous chunk, and each
+/// wake-up of the reader finds up to [`CHUNK`] bytes waiting: fewer context
+/// switches and fewer, fuller reads. 1 MiB is the default
 /// `/proc/sys/fs/pipe-max-size`; the kernel allocates pages only as they
 /// fill.
 pub const BULK_PIPE_CAPACITY: usize = 1 << 20;
 
-/// Grows the pipe behind `fd` to [`BULK_PIPE_CAPACITY`], best effort (a
-/// lowered `pipe-max-size` or an exhausted per-user pipe budget leaves the
-/// current capacity, which is only slower).
-pub fn grow_pipe(fd: BorrowedFd<'_>) {
-    let _ = rustix::pipe::fcntl_setpipe_size(fd, BULK_PIPE_CAPACITY);
+/// How many bytes a stream carries before its pipe is grown: short
+/// commands never pay for the resize (a kernel allocation).
+pub const GROW_AFTER: u64 = 4 * CHUNK as u64;
+
+/// Grows one output pipe to [`BULK_PIPE_CAPACITY`] once [`GROW_AFTER`]
+/// bytes went through it, best effort (a lowered `pipe-max-size` or an
+/// exhausted per-user pipe budget leaves the current capacity, which is
+/// only slower).
+#[derive(Debug, Default)]
+pub struct Growth {
+    seen: u64,
+    done: bool,
+}
+
+impl Growth {
+    /// Accounts for `n` bytes just read from `fd`.
+    pub fn note(&mut self, fd: BorrowedFd<'_>, n: usize) {
+        if self.done {
+            return;
+        }
+        self.seen += n as u64;
+        if self.seen >= GROW_AFTER {
+            let _ = rustix::pipe::fcntl_setpipe_size(fd, BULK_PIPE_CAPACITY);
+            self.done = true;
+        }
+    }
 }
 
 /// Moves `fd` to a number above 2 if it is 0, 1 or 2, so that a later
@@ -186,4 +206,29 @@ pub fn write_all_blocking(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()>
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn pipes_grow_only_once_a_stream_is_bulky() {
+        let (read, _write) = pipe().expect("pipe");
+        let before = rustix::pipe::fcntl_getpipe_size(&read).expect("size");
+        let mut growth = Growth::default();
+        growth.note(read.as_fd(), CHUNK);
+        growth.note(read.as_fd(), CHUNK);
+        assert_eq!(
+            rustix::pipe::fcntl_getpipe_size(&read).expect("size"),
+            before,
+            "short output keeps the default"
+        );
+        growth.note(read.as_fd(), 2 * CHUNK);
+        assert_eq!(
+            rustix::pipe::fcntl_getpipe_size(&read).expect("size"),
+            BULK_PIPE_CAPACITY
+        );
+    }
 }

@@ -14,7 +14,7 @@ use dsh_plugin_api::Error;
 use dsh_plugin_api::subprocess::OutputStream;
 use futures::Stream;
 
-use crate::fdio::{self, CHUNK, NonBlocking};
+use crate::fdio::{CHUNK, Growth, NonBlocking};
 use crate::output::OutputState;
 
 /// Chunks smaller than this are shrunk to their length before they are
@@ -30,7 +30,7 @@ pub struct PipeStream {
     stream: OutputStream,
     pid: u32,
     buf: Vec<u8>,
-    grown: bool,
+    growth: Growth,
 }
 
 impl PipeStream {
@@ -46,7 +46,7 @@ impl PipeStream {
             stream,
             pid,
             buf: Vec::new(),
-            grown: false,
+            growth: Growth::default(),
         }
     }
 }
@@ -72,10 +72,7 @@ impl Stream for PipeStream {
                 Poll::Ready(None)
             }
             Poll::Ready(Ok(n)) => {
-                if n == CHUNK && !this.grown {
-                    fdio::grow_pipe(pipe.as_fd());
-                    this.grown = true;
-                }
+                this.growth.note(pipe.as_fd(), n);
                 this.out.record(&this.buf);
                 let mut chunk = std::mem::take(&mut this.buf);
                 if n < SHRINK_BELOW {

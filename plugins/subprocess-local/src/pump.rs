@@ -7,7 +7,7 @@ use std::sync::Arc;
 use dsh_plugin_api::subprocess::OutputStream;
 use tokio_util::sync::CancellationToken;
 
-use crate::fdio::{self, BULK_PIPE_CAPACITY, CHUNK, NonBlocking, write_all_blocking};
+use crate::fdio::{BULK_PIPE_CAPACITY, CHUNK, Growth, NonBlocking, write_all_blocking};
 use crate::output::OutputState;
 
 /// Where a pump forwards bytes besides the accounting.
@@ -37,7 +37,7 @@ pub async fn pump(
         pid,
         buf: vec![0u8; CHUNK],
         host_failed: false,
-        grown: false,
+        growth: Growth::default(),
     };
     loop {
         // Stop first: after it, the bounded drain decides what is still
@@ -68,16 +68,13 @@ struct Sink {
     pid: u32,
     buf: Vec<u8>,
     host_failed: bool,
-    grown: bool,
+    growth: Growth,
 }
 
 impl Sink {
     /// Accounts and forwards `buf[..n]`.
     async fn deliver(&mut self, pipe: &NonBlocking, n: usize) {
-        if n == CHUNK && !self.grown {
-            fdio::grow_pipe(pipe.as_fd());
-            self.grown = true;
-        }
+        self.growth.note(pipe.as_fd(), n);
         self.out.record(&self.buf[..n]);
         let Forward::Host(stream) = self.forward else {
             return;
@@ -142,7 +139,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stopped_pump_reads_what_is_buffered_without_waiting_for_eof() {
-        let (read, write) = fdio::pipe().expect("pipe");
+        let (read, write) = crate::fdio::pipe().expect("pipe");
         let written = rustix::io::write(&write, &[7u8; 50_000]).expect("write");
         assert_eq!(written, 50_000);
         let out = collecting();
@@ -160,7 +157,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_writer_that_never_pauses_is_cut_off_after_a_full_pipe() {
-        let (read, write) = fdio::pipe().expect("pipe");
+        let (read, write) = crate::fdio::pipe().expect("pipe");
         let writer = std::thread::spawn(move || {
             let chunk = [1u8; 4096];
             // Until the pump closes the pipe (EPIPE; SIGPIPE is ignored in
