@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 
 use dsh_host::Host;
 use dsh_plugin_api::ErrorKind;
-use dsh_plugin_api::stream::{ByteStream, ByteWriter};
+use dsh_plugin_api::stream::ByteWriter;
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::args::ExecArgs;
 use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure, exit_code_of};
+use crate::streams::{pump, stdin_chunks};
 
 /// Exit code when the program does not exist (as shells report it).
 const EXIT_NOT_FOUND: i32 = 127;
@@ -44,7 +44,7 @@ pub async fn run(host: &Host, args: ExecArgs) -> Result<i32, Failure> {
     let stderr = process.take_stderr();
     if let Some(writer) = process.take_stdin() {
         // Detached: the child may exit without reading its input.
-        tokio::spawn(forward_input(tokio::io::stdin(), writer));
+        tokio::spawn(forward_input(writer));
     }
     let (out, err) = tokio::join!(
         pump(stdout, tokio::io::stdout()),
@@ -75,42 +75,12 @@ fn parse_env(entries: &[String]) -> Result<BTreeMap<String, String>, Failure> {
         .collect()
 }
 
-/// Copies a world stream to one of our outputs until it ends. A closed
-/// output of ours (e.g. `| head`) stops the copy but not the child.
-pub async fn pump(
-    stream: Option<ByteStream>,
-    mut out: impl AsyncWrite + Unpin,
-) -> Result<(), String> {
-    let Some(mut stream) = stream else {
-        return Ok(());
-    };
-    let mut out_open = true;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|err| err.to_string())?;
-        if out_open {
-            let written = async {
-                out.write_all(&chunk).await?;
-                out.flush().await
-            };
-            if written.await.is_err() {
-                out_open = false;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Copies our input into the world until EOF, then closes the writer.
-pub async fn forward_input(mut input: impl AsyncRead + Unpin, mut writer: Box<dyn ByteWriter>) {
-    let mut buffer = vec![0u8; 16 * 1024];
-    loop {
-        match input.read(&mut buffer).await {
-            Ok(0) | Err(_) => break,
-            Ok(read) => {
-                if writer.write(buffer[..read].to_vec()).await.is_err() {
-                    return;
-                }
-            }
+/// Copies our stdin into the world until EOF, then closes the writer.
+async fn forward_input(mut writer: Box<dyn ByteWriter>) {
+    let mut chunks = stdin_chunks();
+    while let Some(chunk) = chunks.next().await {
+        if writer.write(chunk).await.is_err() {
+            return;
         }
     }
     let _ = writer.close().await;

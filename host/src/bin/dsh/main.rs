@@ -6,6 +6,7 @@ mod exec;
 mod failure;
 mod fs;
 mod plugins;
+mod streams;
 mod terminal;
 
 use std::future::Future;
@@ -54,6 +55,7 @@ fn init_logging(level: Option<&str>) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 }
 

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use dsh_host::Host;
 use dsh_plugin_api::subprocess::{Terminal, TerminalSpec};
+use futures::StreamExt;
 use rustix::termios::{self, OptionalActions, Termios};
-use tokio::io::AsyncReadExt;
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::ShArgs;
-use crate::exec::pump;
 use crate::failure::{EXIT_FAILURE, Failure, exit_code_of};
+use crate::streams::{pump, stdin_chunks};
 
 /// How long output may still drain after the program exited.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
@@ -91,16 +91,10 @@ fn window_size() -> Option<(u16, u16)> {
 }
 
 async fn forward_keys(terminal: Arc<dyn Terminal>) {
-    let mut stdin = tokio::io::stdin();
-    let mut buffer = vec![0u8; 4096];
-    loop {
-        match stdin.read(&mut buffer).await {
-            Ok(0) | Err(_) => return,
-            Ok(read) => {
-                if terminal.write(buffer[..read].to_vec()).await.is_err() {
-                    return;
-                }
-            }
+    let mut keys = stdin_chunks();
+    while let Some(chunk) = keys.next().await {
+        if terminal.write(chunk).await.is_err() {
+            return;
         }
     }
 }
