@@ -55,6 +55,8 @@ pub struct Sandbox {
     pub auto_pause: bool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
+    /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
+    pub timeout: Duration,
     pub started_at: SystemTime,
     pub world: World,
     pub upstream: Upstream,
@@ -190,6 +192,7 @@ impl Registry {
             auto_pause: spec.auto_pause,
             auto_resume: spec.auto_resume,
             allow_internet_access: spec.allow_internet_access,
+            timeout: spec.timeout,
             started_at: SystemTime::now(),
             world,
             upstream,

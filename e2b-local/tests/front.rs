@@ -277,3 +277,42 @@ async fn large_file_transfers_stream_through_the_front() {
         "round trip of 32 MiB"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let http = Http::default();
+    let body = json!({"templateID": "base", "timeout": 60, "autoResume": {"enabled": true}});
+    let id = api.create(body).await["sandboxID"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let plain = api.sandbox().await;
+    for sandbox in [&id, &plain] {
+        let pause = api
+            .call(Method::POST, &format!("/sandboxes/{sandbox}/pause"), "")
+            .await;
+        assert_eq!(pause.status, StatusCode::NO_CONTENT);
+    }
+    assert_eq!(
+        api.info(&id).await.json()["lifecycle"]["autoResume"],
+        json!(true)
+    );
+    let resumed = health(&http, &server, &[("e2b-sandbox-id", &id)]).await;
+    assert_eq!(
+        resumed.status,
+        StatusCode::NO_CONTENT,
+        "traffic resumes an autoResume sandbox"
+    );
+    assert_eq!(api.info(&id).await.json()["state"], json!("running"));
+    assert_not_found(
+        &health(&http, &server, &[("e2b-sandbox-id", &plain)]).await,
+        &plain,
+    );
+    assert_eq!(
+        api.info(&plain).await.json()["state"],
+        json!("paused"),
+        "without autoResume it stays paused"
+    );
+}

@@ -17,7 +17,7 @@ use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::registry::Registry;
+use crate::registry::{Phase, Registry};
 
 /// Accepts connections on `listener` until `shutdown` resolves, then aborts every open
 /// connection (their sandboxes are being killed anyway). Runs on the caller's tokio runtime.
@@ -63,8 +63,16 @@ async fn handle(
     request: http::Request<Incoming>,
 ) -> http::Response<proxy::FrontBody> {
     let (parts, body) = request.into_parts();
-    match route::resolve(&parts, registry) {
-        Ok(sandbox) => proxy::forward(&sandbox, http::Request::from_parts(parts, body)).await,
-        Err(unroutable) => proxy::unroutable(&unroutable),
+    let sandbox = match route::resolve(&parts, registry) {
+        Ok(sandbox) => sandbox,
+        Err(unroutable) => return proxy::unroutable(&unroutable),
+    };
+    if matches!(sandbox.phase(), Phase::Paused { .. }) {
+        // autoResume: traffic to a paused sandbox resumes it with its create-time timeout.
+        if let Err(err) = registry.connect(&sandbox.id, sandbox.timeout).await {
+            tracing::warn!(sandbox = %sandbox.id, "auto-resume failed: {}", err.message);
+            return proxy::unroutable(&route::Unroutable::not_found(&sandbox.id));
+        }
     }
+    proxy::forward(&sandbox, http::Request::from_parts(parts, body)).await
 }

@@ -22,7 +22,8 @@ pub struct Unroutable {
 }
 
 impl Unroutable {
-    fn not_found(sandbox_id: impl Into<String>) -> Self {
+    /// The edge proxy's answer for an unknown, paused or dead sandbox.
+    pub fn not_found(sandbox_id: impl Into<String>) -> Self {
         Self {
             sandbox_id: sandbox_id.into(),
             message: "The sandbox was not found".to_owned(),
@@ -30,7 +31,8 @@ impl Unroutable {
     }
 }
 
-/// Resolves the running sandbox a request is for.
+/// Resolves the sandbox a request is for: a running one, or a paused one with `autoResume`
+/// (which the front resumes before forwarding).
 pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unroutable> {
     let (id, port) = match routing_headers(parts) {
         Some(routed) => routed?,
@@ -53,10 +55,13 @@ pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unrou
     running(registry, &id).ok_or_else(|| Unroutable::not_found(id))
 }
 
+/// A running sandbox, or a paused one whose `autoResume` is on (the caller resumes it).
 fn running(registry: &Registry, id: &str) -> Option<Arc<Sandbox>> {
-    registry
-        .get(id)
-        .filter(|s| matches!(s.phase(), Phase::Running { .. }))
+    registry.get(id).filter(|s| match s.phase() {
+        Phase::Running { .. } => true,
+        Phase::Paused { .. } => s.auto_resume,
+        Phase::Dead => false,
+    })
 }
 
 /// `E2b-Sandbox-Id` (+ optional `E2b-Sandbox-Port`, default envd's port).
