@@ -52,7 +52,8 @@ pub struct Sandbox {
     pub template_id: String,
     pub metadata: BTreeMap<String, String>,
     pub access_token: Option<String>,
-    pub auto_pause: bool,
+    /// Pause instead of kill when the timeout expires (`lifecycle.onTimeout: pause`).
+    auto_pause: AtomicBool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
     /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
@@ -75,6 +76,16 @@ impl Sandbox {
     fn set_phase(&self, phase: Phase) {
         *self.phase.lock().expect("phase lock") = phase;
         self.changed.notify_one();
+    }
+
+    /// Whether timeout expiry pauses (true) or kills (false) this sandbox.
+    pub fn auto_pause(&self) -> bool {
+        self.auto_pause.load(Ordering::SeqCst)
+    }
+
+    /// Changes what timeout expiry does (the deprecated resume endpoint's `autoPause`).
+    pub fn set_auto_pause(&self, auto_pause: bool) {
+        self.auto_pause.store(auto_pause, Ordering::SeqCst);
     }
 
     /// Nanoseconds since the epoch at start: the list order key.
@@ -189,7 +200,7 @@ impl Registry {
             template_id: spec.template_id,
             metadata: spec.metadata,
             access_token,
-            auto_pause: spec.auto_pause,
+            auto_pause: AtomicBool::new(spec.auto_pause),
             auto_resume: spec.auto_resume,
             allow_internet_access: spec.allow_internet_access,
             timeout: spec.timeout,
@@ -364,7 +375,7 @@ async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
             Phase::Running { deadline, .. } if deadline <= Instant::now() => {}
             _ => continue,
         }
-        if sandbox.auto_pause {
+        if sandbox.auto_pause() {
             match pause_locked(&sandbox).await {
                 Ok(()) => continue,
                 Err(err) => {

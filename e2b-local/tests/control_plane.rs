@@ -412,3 +412,32 @@ async fn detail_and_metrics_report_real_figures() {
     assert!(sample["memTotal"].as_u64().unwrap() > sample["memUsed"].as_u64().unwrap());
     assert!(sample["timestampUnix"].as_i64().unwrap() > 1_600_000_000);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deprecated_resume_endpoint_resumes_and_sets_auto_pause() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let running = api
+        .call(Method::POST, &format!("/sandboxes/{id}/resume"), "")
+        .await;
+    assert!(error_of(&running, StatusCode::CONFLICT).contains("already running"));
+    api.call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    let body = r#"{"timeout":30,"autoPause":true}"#;
+    let resumed = api
+        .call(Method::POST, &format!("/sandboxes/{id}/resume"), body)
+        .await;
+    assert_eq!(resumed.status, StatusCode::CREATED);
+    let info = api.info(&id).await.json();
+    assert_eq!(info["state"], json!("running"));
+    assert_eq!(info["lifecycle"]["onTimeout"], json!("pause"));
+    let bad = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/resume"),
+            r#"{"autoPause":1}"#,
+        )
+        .await;
+    assert!(error_of(&bad, StatusCode::BAD_REQUEST).contains("invalid type"));
+}

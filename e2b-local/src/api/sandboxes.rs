@@ -97,6 +97,9 @@ pub async fn resume(
         .registry
         .connect(&id, Duration::from_secs(timeout.into()))
         .await?;
+    if let Some(auto_pause) = request.as_ref().and_then(|r| r.auto_pause) {
+        sandbox.set_auto_pause(auto_pause);
+    }
     Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
 }
 
@@ -345,7 +348,11 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
         metadata: sandbox.metadata.clone(),
         lifecycle: Lifecycle {
             auto_resume: sandbox.auto_resume,
-            on_timeout: if sandbox.auto_pause { "pause" } else { "kill" },
+            on_timeout: if sandbox.auto_pause() {
+                "pause"
+            } else {
+                "kill"
+            },
         },
         volume_mounts: Vec::new(),
     })
