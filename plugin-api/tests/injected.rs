@@ -209,6 +209,32 @@ fn subprocess_of(instance: &PluginInstance) -> Arc<dyn SubprocessProvider> {
     }
 }
 
+/// A subprocess probe injected with an owner and an fs the host implements
+/// itself (in this process), sharing one set of counters.
+struct HostServices {
+    counters: Arc<Counters>,
+    fs: Arc<MemoryFs>,
+    instance: PluginInstance,
+}
+
+async fn host_services() -> HostServices {
+    let counters = Arc::new(Counters::default());
+    let owner = Arc::new(FakeOwner::new("e2b", counters.clone()));
+    let fs = Arc::new(MemoryFs::new("/probe/e2b", counters.clone()));
+    let instance = support::create(
+        "dsh-probe-subprocess",
+        "subprocess",
+        Value::Null,
+        vec![Service::E2b(owner), Service::Fs(fs.clone())],
+    )
+    .await;
+    HostServices {
+        counters,
+        fs,
+        instance,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_of_other_plugins_work_inside_a_plugin() {
     let world = World::new(Value::Null).await;
@@ -220,16 +246,11 @@ async fn services_of_other_plugins_work_inside_a_plugin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn services_the_host_implements_work_inside_a_plugin() {
-    let counters = Arc::new(Counters::default());
-    let owner = Arc::new(FakeOwner::new("e2b", counters.clone()));
-    let fs = Arc::new(MemoryFs::new("/probe/e2b", counters.clone()));
-    let instance = support::create(
-        "dsh-probe-subprocess",
-        "subprocess",
-        Value::Null,
-        vec![Service::E2b(owner), Service::Fs(fs.clone())],
-    )
-    .await;
+    let HostServices {
+        counters,
+        fs,
+        instance,
+    } = host_services().await;
     let subprocess = subprocess_of(&instance);
     every_fs_method(&subprocess).await;
     every_owner_method(&subprocess, "probe-e2b").await;
@@ -290,16 +311,9 @@ async fn dropping_a_call_inside_a_plugin_cancels_it_in_the_injected_plugin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_service_sees_cancellation_from_inside_a_plugin() {
-    let counters = Arc::new(Counters::default());
-    let owner = Arc::new(FakeOwner::new("e2b", counters.clone()));
-    let fs = Arc::new(MemoryFs::new("/probe/e2b", counters.clone()));
-    let instance = support::create(
-        "dsh-probe-subprocess",
-        "subprocess",
-        Value::Null,
-        vec![Service::E2b(owner), Service::Fs(fs)],
-    )
-    .await;
+    let HostServices {
+        counters, instance, ..
+    } = host_services().await;
     let subprocess = subprocess_of(&instance);
     let process = subprocess
         .spawn(SpawnSpec::new(["fs", "list", "/.probe/hang"]))

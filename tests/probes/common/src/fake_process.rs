@@ -31,8 +31,9 @@ use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, Signal, SpawnSpec, StdinMode,
 };
 use dsh_plugin_api::{Error, Result, async_trait};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 
+use crate::exit::Exit;
 use crate::magic::Counters;
 use crate::script;
 
@@ -205,19 +206,8 @@ pub struct FakeProcess {
     stdout: Mutex<Option<ByteStream>>,
     stderr: Mutex<Option<ByteStream>>,
     tails: [Arc<Mutex<Tail>>; 2],
-    status: watch::Sender<Option<ExitStatus>>,
+    status: Exit,
     task: Mutex<Option<tokio::task::AbortHandle>>,
-}
-
-fn settle(status: &watch::Sender<Option<ExitStatus>>, value: ExitStatus) {
-    status.send_if_modified(|current| {
-        if current.is_none() {
-            *current = Some(value);
-            true
-        } else {
-            false
-        }
-    });
 }
 
 impl FakeProcess {
@@ -238,14 +228,13 @@ impl FakeProcess {
         };
         let (stdout, stdout_stream, stdout_tail) = Sink::new(spec.stdout);
         let (stderr, stderr_stream, stderr_tail) = Sink::new(spec.stderr);
-        let (status, _) = watch::channel(None);
         let process = Arc::new(FakeProcess {
             pid,
             stdin: Mutex::new(stdin_writer),
             stdout: Mutex::new(stdout_stream),
             stderr: Mutex::new(stderr_stream),
             tails: [stdout_tail, stderr_tail],
-            status,
+            status: Exit::default(),
             task: Mutex::new(None),
         });
         let io = Io {
@@ -276,7 +265,7 @@ impl FakeProcess {
                     },
                 },
             };
-            settle(&done, status);
+            done.settle(status);
         });
         *process.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
         process
@@ -284,14 +273,11 @@ impl FakeProcess {
 
     /// Ends the program with `signal` unless it already ended.
     pub fn kill(&self, signal: Signal) {
-        settle(
-            &self.status,
-            ExitStatus {
-                code: None,
-                signal: Some(signal),
-                timed_out: false,
-            },
-        );
+        self.status.settle(ExitStatus {
+            code: None,
+            signal: Some(signal),
+            timed_out: false,
+        });
         if let Some(task) = self
             .task
             .lock()
@@ -394,12 +380,7 @@ impl Process for FakeProcess {
     }
 
     async fn wait(&self) -> Result<ExitStatus> {
-        let mut status = self.status.subscribe();
-        let settled = *status
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| Error::closed("wait: the process handle was dropped"))?;
-        settled.ok_or_else(|| Error::closed("wait: the process handle was dropped"))
+        self.status.wait().await
     }
 
     async fn read_output(

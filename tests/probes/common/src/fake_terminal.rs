@@ -14,14 +14,16 @@ use std::sync::{Mutex, PoisonError};
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, Result, async_trait};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
+
+use crate::exit::Exit;
 
 /// A fake terminal.
 pub struct FakeTerminal {
     pid: u32,
     output: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
     stream: Mutex<Option<ByteStream>>,
-    status: watch::Sender<Option<ExitStatus>>,
+    status: Exit,
 }
 
 impl FakeTerminal {
@@ -36,7 +38,7 @@ impl FakeTerminal {
             pid,
             output: Mutex::new(Some(sender)),
             stream: Mutex::new(Some(stream)),
-            status: watch::channel(None).0,
+            status: Exit::default(),
         }
     }
 
@@ -56,14 +58,7 @@ impl FakeTerminal {
 
     /// Ends the program (once) and closes its output.
     pub fn end(&self, status: ExitStatus) {
-        self.status.send_if_modified(|current| {
-            if current.is_none() {
-                *current = Some(status);
-                true
-            } else {
-                false
-            }
-        });
+        self.status.settle(status);
         self.output
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -136,11 +131,6 @@ impl Terminal for FakeTerminal {
     }
 
     async fn wait(&self) -> Result<ExitStatus> {
-        let mut status = self.status.subscribe();
-        let settled = *status
-            .wait_for(Option::is_some)
-            .await
-            .map_err(|_| Error::closed("wait: the terminal handle was dropped"))?;
-        settled.ok_or_else(|| Error::closed("wait: the terminal handle was dropped"))
+        self.status.wait().await
     }
 }

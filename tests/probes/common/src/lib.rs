@@ -24,6 +24,7 @@
 //! one event per `stat("/.probe/log/<level>")`.
 
 pub mod config;
+pub mod exit;
 pub mod fake_owner;
 pub mod fake_process;
 pub mod fake_subprocess;

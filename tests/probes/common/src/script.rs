@@ -29,7 +29,7 @@
 use std::sync::Arc;
 
 use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest};
-use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, Metadata, Version, WriteGuard};
+use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, Metadata, ReadStream, Version, WriteGuard};
 use dsh_plugin_api::stream::{byte_stream_once, collect_bytes};
 use dsh_plugin_api::{Error, Result};
 use futures::StreamExt;
@@ -90,8 +90,14 @@ pub async fn run_fs(fs: Option<&Arc<dyn FsProvider>>, args: &[String], io: &mut 
     let outcome = match fs {
         None => Err(Error::config("fs: no fs service was injected")),
         Some(fs) => match args.first().map(String::as_str) {
-            Some("read_bytes") => return copy_bytes(fs, args, io).await,
-            Some("stream_text") => return copy_text(fs, args, io).await,
+            Some("read_bytes") => {
+                let opened = async { fs.read_bytes(arg(args, 1, "path")?).await }.await;
+                return copy(opened, io).await;
+            }
+            Some("stream_text") => {
+                let opened = async { fs.stream_text(arg(args, 1, "path")?).await }.await;
+                return copy(opened, io).await;
+            }
             _ => fs_value(fs.as_ref(), args).await,
         },
     };
@@ -165,41 +171,20 @@ async fn fs_value(fs: &dyn FsProvider, args: &[String]) -> Result<Value> {
     })
 }
 
-async fn copy_bytes(fs: &Arc<dyn FsProvider>, args: &[String], io: &mut Io) -> i32 {
-    let read = match arg(args, 1, "path") {
-        Ok(path) => fs.read_bytes(path).await,
-        Err(err) => Err(err),
-    };
-    let mut stream = match read {
+/// Copies the stream a `read_bytes`/`stream_text` call opened to stdout,
+/// chunk by chunk.
+async fn copy<S, C>(opened: Result<ReadStream<S>>, io: &mut Io) -> i32
+where
+    S: futures::Stream<Item = Result<C>> + Unpin,
+    C: Into<Vec<u8>>,
+{
+    let mut stream = match opened {
         Ok(read) => read.chunks,
         Err(err) => return finish(io, Err(err)).await,
     };
     while let Some(chunk) = stream.next().await {
         match chunk {
-            Ok(chunk) => io.stdout.write(chunk).await,
-            Err(err) => {
-                io.stderr
-                    .write(error_json(&err).to_string().into_bytes())
-                    .await;
-                return 1;
-            }
-        }
-    }
-    0
-}
-
-async fn copy_text(fs: &Arc<dyn FsProvider>, args: &[String], io: &mut Io) -> i32 {
-    let read = match arg(args, 1, "path") {
-        Ok(path) => fs.stream_text(path).await,
-        Err(err) => Err(err),
-    };
-    let mut stream = match read {
-        Ok(read) => read.chunks,
-        Err(err) => return finish(io, Err(err)).await,
-    };
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(chunk) => io.stdout.write(chunk.into_bytes()).await,
+            Ok(chunk) => io.stdout.write(chunk.into()).await,
             Err(err) => {
                 io.stderr
                     .write(error_json(&err).to_string().into_bytes())
