@@ -8,7 +8,7 @@
 use std::io;
 use std::sync::Mutex;
 
-use dsh_plugin_api::subprocess::Signal;
+use dsh_plugin_api::subprocess::{ExitStatus, Signal};
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 use tokio::io::Interest;
 use tokio::sync::watch;
@@ -20,6 +20,24 @@ use crate::fdio::NonBlocking;
 pub enum Exit {
     Code(i32),
     Signal(Signal),
+}
+
+impl Exit {
+    /// The seam's status for this exit.
+    pub fn status(self, timed_out: bool) -> ExitStatus {
+        match self {
+            Exit::Code(code) => ExitStatus {
+                code: Some(code),
+                signal: None,
+                timed_out,
+            },
+            Exit::Signal(signal) => ExitStatus {
+                code: None,
+                signal: Some(signal),
+                timed_out,
+            },
+        }
+    }
 }
 
 /// The outcome of waiting: the exit, or why it could not be observed.

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::group::Group;
-use crate::leader::{Exit, Outcome};
+use crate::leader::Outcome;
 use crate::output::OutputState;
 use crate::pipe_stream::PipeStream;
 use crate::stdin::StdinWriter;
@@ -225,22 +225,7 @@ const ABANDONED: &str = "the provider was disposed before the process exit could
 /// The status `wait` reports for a leader outcome.
 fn final_status(outcome: Outcome, timed_out: bool) -> Result<ExitStatus> {
     match outcome {
-        Ok(exit) => Ok(status_of(exit, timed_out)),
+        Ok(exit) => Ok(exit.status(timed_out)),
         Err(message) => Err(Error::io(format!("wait: {message}"))),
-    }
-}
-
-fn status_of(exit: Exit, timed_out: bool) -> ExitStatus {
-    match exit {
-        Exit::Code(code) => ExitStatus {
-            code: Some(code),
-            signal: None,
-            timed_out,
-        },
-        Exit::Signal(signal) => ExitStatus {
-            code: None,
-            signal: Some(signal),
-            timed_out,
-        },
     }
 }

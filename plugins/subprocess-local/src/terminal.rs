@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::fdio::{CHUNK, NonBlocking};
 use crate::gate::Gate;
 use crate::launch::FdAction;
-use crate::leader::{Exit, Leader};
+use crate::leader::Leader;
 use crate::provider::World;
 use crate::registry::{Owned, TicketSlot};
 use crate::{prepare, proc_table, pty, session};
@@ -73,7 +73,7 @@ impl TerminalCore {
         self.ticket.release();
     }
 
-    async fn foreground(&self, operation: &str) -> Result<i32> {
+    fn foreground(&self, operation: &str) -> Result<i32> {
         match rustix::termios::tcgetpgrp(self.master.as_fd()) {
             Ok(pgid) => Ok(pgid.as_raw_nonzero().get()),
             Err(errno) => Err(Error::new(
@@ -146,9 +146,7 @@ impl Terminal for LocalTerminal {
         let core = &self.core;
         core.gate
             .run("foreground_pgid", async {
-                core.foreground("foreground_pgid")
-                    .await
-                    .map(|pgid| pgid as u32)
+                core.foreground("foreground_pgid").map(|pgid| pgid as u32)
             })
             .await
     }
@@ -164,7 +162,7 @@ impl Terminal for LocalTerminal {
         let core = &self.core;
         core.gate
             .run("signal", async {
-                let pgid = core.foreground("signal").await?;
+                let pgid = core.foreground("signal")?;
                 proc_table::signal_group(pgid, signal.0).map_err(|err| {
                     Error::from_io(&format!("signal: {signal} to process group {pgid}"), &err)
                         .with_subject(pgid.to_string())
@@ -185,16 +183,7 @@ impl Terminal for LocalTerminal {
             () = self.core.abandon.cancelled() => Err("the provider was disposed before the exit could be observed".to_owned()),
         };
         match outcome {
-            Ok(Exit::Code(code)) => Ok(ExitStatus {
-                code: Some(code),
-                signal: None,
-                timed_out: false,
-            }),
-            Ok(Exit::Signal(signal)) => Ok(ExitStatus {
-                code: None,
-                signal: Some(signal),
-                timed_out: false,
-            }),
+            Ok(exit) => Ok(exit.status(false)),
             Err(message) => Err(Error::io(format!(
                 "wait: terminal {}: {message}",
                 self.pid()
