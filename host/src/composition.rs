@@ -295,6 +295,7 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
+    use dsh_plugin_api::Service;
     use dsh_plugin_api::ServiceKind::{self, E2b, Fs, Subprocess};
 
     use super::*;
@@ -464,6 +465,25 @@ mod tests {
             err.to_string(),
             "subprocess: no plugin in this composition provides subprocess"
         );
+        host.dispose().await.expect("dispose");
+    }
+
+    #[tokio::test]
+    async fn a_decorator_is_the_composition_service_over_what_it_wraps() {
+        let mut world = World::new();
+        world.plugin("dsh-base", &[Fs], &[]);
+        world.plugin("dsh-deco", &[Fs], &[Fs]);
+        let host = world
+            .compose("- {id: deco, name: dsh-deco}\n- {id: base, name: dsh-base}\n")
+            .expect("valid")
+            .start()
+            .await
+            .expect("start");
+        let outer = host.fs().expect("the decorator");
+        let Service::Fs(deco) = host.service_of("deco", Fs).expect("deco") else {
+            panic!("not fs");
+        };
+        assert!(Arc::ptr_eq(&outer, &deco));
         host.dispose().await.expect("dispose");
     }
 

@@ -113,7 +113,9 @@ impl Host {
         &self.plugins
     }
 
-    /// The one `fs` service; an error if none or several plugins provide it.
+    /// The composition's `fs` service: the only provider, or else the only
+    /// one not injected into another plugin (a decorator over the provider
+    /// it wraps); an error if there is none or the choice is ambiguous.
     pub fn fs(&self) -> Result<Arc<dyn FsProvider>, HostError> {
         self.only("fs", ServiceKind::Fs, |service| match service {
             Service::Fs(fs) => Some(fs),
@@ -121,7 +123,7 @@ impl Host {
         })
     }
 
-    /// The one `subprocess` service; an error if none or several.
+    /// The composition's `subprocess` service, chosen as [`Host::fs`] is.
     pub fn subprocess(&self) -> Result<Arc<dyn SubprocessProvider>, HostError> {
         self.only(
             "subprocess",
@@ -133,7 +135,7 @@ impl Host {
         )
     }
 
-    /// The one `e2b` owner; an error if none or several.
+    /// The composition's `e2b` owner, chosen as [`Host::fs`] is.
     pub fn e2b(&self) -> Result<Arc<dyn E2bOwner>, HostError> {
         self.only("e2b", ServiceKind::E2b, |service| match service {
             Service::E2b(owner) => Some(owner),
@@ -168,18 +170,37 @@ impl Host {
             .iter()
             .filter(|(_, service)| service.kind() == kind)
             .collect();
-        match providers.as_slice() {
-            [] => Err(HostError::ServiceMissing {
+        // A provider injected into another plugin (e.g. the `fs` a
+        // decorator wraps) is not what the composition offers outside.
+        let outermost: Vec<&&(String, Service)> = providers
+            .iter()
+            .filter(|(id, _)| !self.is_consumed(id, kind))
+            .collect();
+        match (providers.as_slice(), outermost.as_slice()) {
+            ([], _) => Err(HostError::ServiceMissing {
                 operation,
                 service: kind,
             }),
-            [(_, service)] => Ok(typed(service.clone()).expect("filtered by kind")),
-            several => Err(HostError::ServiceAmbiguous {
+            ([(_, service)], _) | (_, [(_, service)]) => {
+                Ok(typed(service.clone()).expect("filtered by kind"))
+            }
+            (several, _) => Err(HostError::ServiceAmbiguous {
                 operation,
                 service: kind,
                 providers: several.iter().map(|(id, _)| id.clone()).collect(),
             }),
         }
+    }
+
+    /// Whether the `kind` service of plugin `id` is injected into another
+    /// plugin of this composition.
+    fn is_consumed(&self, id: &str, kind: ServiceKind) -> bool {
+        self.plugins.iter().any(|plugin| {
+            plugin
+                .inject
+                .iter()
+                .any(|from| from.service == kind && from.provider == id)
+        })
     }
 
     fn check_live(&self, operation: &'static str) -> Result<(), HostError> {

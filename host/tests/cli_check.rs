@@ -342,3 +342,21 @@ fn a_plugin_built_against_another_api_version() {
         ],
     );
 }
+
+#[test]
+fn a_cycle_is_printed() {
+    // The example read-only decorator injects fs and provides fs: two of
+    // them bound to each other form a cycle.
+    require(&["dsh-example-fs-readonly"]);
+    let err = rejected(
+        "m.yaml",
+        "\
+- {id: a, name: dsh-example-fs-readonly, inject: {fs: b}}
+- {id: b, name: dsh-example-fs-readonly, inject: {fs: a}}
+",
+    );
+    assert_mentions(
+        &err,
+        &["entry \"a\" (line 1): dependency cycle: a -> b -> a"],
+    );
+}

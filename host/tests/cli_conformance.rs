@@ -42,3 +42,45 @@ fn json_reports_every_selected_case() {
         assert_eq!(case["outcome"], "passed", "{case}");
     }
 }
+
+/// The read-only example decorator over fs-local refuses every mutation:
+/// the kit's write cases fail unless told the fs is read-only.
+fn read_only_manifest(scratch: &support::Scratch) -> String {
+    scratch.write(
+        "readonly.yaml",
+        "\
+- {id: local, name: dsh-fs-local}
+- {id: fs, name: dsh-example-fs-readonly, inject: {fs: local}}
+- {id: subprocess, name: dsh-subprocess-local}
+",
+    )
+}
+
+#[test]
+fn a_provider_that_breaks_promises_fails_the_kit() {
+    require(&[
+        "dsh-fs-local",
+        "dsh-subprocess-local",
+        "dsh-example-fs-readonly",
+    ]);
+    let scratch = support::Scratch::new();
+    let manifest = read_only_manifest(&scratch);
+    let output = run_dsh(&["--config", &manifest, "conformance", "--filter", "fs.write"]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("FAIL fs.write"), "{stdout}");
+
+    // Declared read-only, the same provider passes what applies.
+    let output = run_dsh(&[
+        "--config",
+        &manifest,
+        "conformance",
+        "--filter",
+        "fs.write,fs.stat",
+        "--read-only-fs",
+    ]);
+    let (stdout, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("SKIP fs.write"), "{stdout}");
+    assert!(stdout.contains("PASS fs.stat"), "{stdout}");
+}
