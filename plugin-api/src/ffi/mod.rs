@@ -39,13 +39,14 @@
 //!   cancellation synchronously. The alternative — spawn the future on the
 //!   plugin runtime and complete it through a runtime-agnostic channel —
 //!   was measured (`cargo run --release -p dsh-plugin-api --example
-//!   ffi_overhead`, 2 vCPUs, others compiling): `std::fs::read_to_string` of
-//!   1 KiB took 5.0–6.0 µs; the FFI round trip added 0.16–0.86 µs to an
-//!   in-memory `read_text` of 1 KiB (1.03–1.14× of the peer for a provider
-//!   doing the same work as `std::fs`), while spawn + oneshot alone added
-//!   12.8–14.8 µs (≥ 3.5×: a cross-thread wake-up per call). Entered on poll
-//!   it is. Only `create` and `dispose` run as tasks on the instance runtime
-//!   (they must not be half-cancelled; their cost does not matter).
+//!   ffi_overhead`; 2 vCPUs shared with other builds, load average ~4, six
+//!   runs): `std::fs::read_to_string` of 1 KiB took 5.0–7.2 µs; the FFI
+//!   round trip added 0.15–0.93 µs to an in-memory `read_text` of 1 KiB
+//!   (0.15–0.25 µs in the quieter runs) — 1.03–1.16× of the peer for a
+//!   provider doing the same work as `std::fs` — while spawn + oneshot alone
+//!   added 12.0–14.8 µs (2.7–3.6×: a cross-thread wake-up per call). Entered
+//!   on poll it is. Only `create` and `dispose` run as tasks on the instance
+//!   runtime (they must not be half-cancelled; their cost does not matter).
 //! - **One runtime per instance** ([`runtime`]): multi-thread, 2 named
 //!   workers (`dsh-<id>`), created before `Plugin::create`, shut down after
 //!   `Plugin::dispose` on a thread of its own (never blocking an async
@@ -60,12 +61,13 @@
 //!   between (backpressure is the producer's, end to end); dropping the
 //!   consumer drops the producer at once. A chunk is copied once per
 //!   crossing (a buffer can only be freed by the allocator of the binary
-//!   that made it): measured 16 MiB in 4 KiB chunks at 630–860 MiB/s through
-//!   FFI against 480–990 MiB/s in-process (noise dominates; ~0.6–1.1 µs per
-//!   chunk). Writers take `RVec<u8>` and have `close`.
-//! - **Panics never cross** ([`mod@panic`]): every `extern` entry, every vtable
-//!   method implemented here, every poll and every drop of plugin state runs
-//!   under `catch_unwind`; a panic becomes `ErrorKind::Panicked` with the
+//!   that made it): 16 MiB in 4 KiB chunks moved at 600–860 MiB/s through
+//!   FFI against 480–990 MiB/s in-process (the difference is within the
+//!   noise of this machine; at most ~1.4 µs per chunk). Writers take
+//!   `RVec<u8>` and have `close`.
+//! - **Panics never cross** ([`mod@panic`]): every `extern` entry, every
+//!   vtable method implemented here, every poll and every drop of plugin
+//!   state runs under `catch_unwind`; a panic becomes `ErrorKind::Panicked` with the
 //!   panic message and the operation. Synchronous seam methods (`pid`,
 //!   `take_stdout`, `info` …) return results across the boundary; the
 //!   importing side reads fixed values (`pid`, `info`) once at import so
