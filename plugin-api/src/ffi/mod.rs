@@ -45,8 +45,12 @@
 //!   (0.15–0.25 µs in the quieter runs) — 1.03–1.16× of the peer for a
 //!   provider doing the same work as `std::fs` — while spawn + oneshot alone
 //!   added 12.0–14.8 µs (2.7–3.6×: a cross-thread wake-up per call). Entered
-//!   on poll it is. Only `create` and `dispose` run as tasks on the instance
-//!   runtime (they must not be half-cancelled; their cost does not matter).
+//!   on poll it is. Consequence for plugin code: it runs on the caller's
+//!   thread; `tokio::task::block_in_place` there runs inline (that thread is
+//!   no worker of the plugin's runtime), so long blocking work belongs in
+//!   `spawn_blocking`. Only `create` and `dispose` run as tasks on the
+//!   instance runtime (they must not be half-cancelled; their cost does not
+//!   matter).
 //! - **One runtime per instance** ([`runtime`]): multi-thread, 2 named
 //!   workers (`dsh-<id>`), created before `Plugin::create`, shut down after
 //!   `Plugin::dispose` on a thread of its own (never blocking an async
