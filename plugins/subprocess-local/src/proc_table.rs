@@ -18,18 +18,22 @@ pub struct Entry {
     pub state: u8,
     pub pgid: i32,
     pub sid: i32,
+    pub threads: u32,
 }
 
 impl Entry {
-    /// Whether the process can still run (not a zombie, not dead).
+    /// Whether the process can still run. A zombie or dead entry cannot —
+    /// unless only its main thread ended: a process whose main thread
+    /// called `pthread_exit` shows state `Z` while its other threads run,
+    /// and then reports more than one thread.
     pub fn is_live(&self) -> bool {
-        !matches!(self.state, b'Z' | b'X' | b'x')
+        !matches!(self.state, b'Z' | b'X' | b'x') || self.threads > 1
     }
 }
 
-/// Parses `/proc/<pid>/stat`: `pid (comm) state ppid pgrp session …`. The
-/// command name may contain spaces and parentheses, so fields are read
-/// after the last `)`.
+/// Parses `/proc/<pid>/stat`: `pid (comm) state ppid pgrp session …
+/// num_threads …` (`num_threads` is the 20th field). The command name may
+/// contain spaces and parentheses, so fields are read after the last `)`.
 pub fn parse_stat(line: &[u8]) -> Option<Entry> {
     let open = line.iter().position(|b| *b == b'(')?;
     let close = line.iter().rposition(|b| *b == b')')?;
@@ -44,11 +48,14 @@ pub fn parse_stat(line: &[u8]) -> Option<Entry> {
     let _ppid = fields.next()?;
     let pgid = fields.next()?.parse().ok()?;
     let sid = fields.next()?.parse().ok()?;
+    // tty_nr … nice (fields 7 to 19), then num_threads.
+    let threads = fields.nth(13)?.parse().ok()?;
     Some(Entry {
         pid,
         state,
         pgid,
         sid,
+        threads,
     })
 }
 
@@ -142,20 +149,25 @@ mod tests {
 
     #[test]
     fn stat_lines_with_awkward_names_parse() {
-        let line = b"4242 (a) b (c) S 1 4240 4239 34816 4240 4194560 rest";
+        let line = b"4242 (a) b (c) S 1 4240 4239 34816 4240 4194560 1 2 3 4 5 6 7 8 20 0 3 0 99";
         assert_eq!(
             parse_stat(line),
             Some(Entry {
                 pid: 4242,
                 state: b'S',
                 pgid: 4240,
-                sid: 4239
+                sid: 4239,
+                threads: 3,
             })
         );
-        let zombie = parse_stat(b"7 (sh) Z 1 7 7 0").expect("parses");
+        let zombie =
+            parse_stat(b"7 (sh) Z 1 7 7 0 -1 4228 0 0 0 0 0 0 0 0 20 0 1 0 5").expect("parses");
         assert!(!zombie.is_live());
+        let main_thread_gone =
+            parse_stat(b"7 (app) Z 1 7 7 0 -1 4228 0 0 0 0 0 0 0 0 20 0 2 0 5").expect("parses");
+        assert!(main_thread_gone.is_live(), "other threads still run");
         assert_eq!(parse_stat(b"garbage"), None);
-        assert_eq!(parse_stat(b"12 (x) S 1"), None);
+        assert_eq!(parse_stat(b"12 (x) S 1 2 3"), None);
     }
 
     #[test]

@@ -253,3 +253,85 @@ async fn disposal_terminates_every_group_it_still_owns() {
     }
     assert_eq!(p.owned(), 0);
 }
+
+/// A process whose main thread called `pthread_exit` shows state `Z` while
+/// its other threads keep running: it must not count as a zombie.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_whose_main_thread_exited_is_still_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let source = dir.path().join("headless.c");
+    std::fs::write(
+        &source,
+        r#"#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+static void *run(void *arg) { (void)arg; for (;;) pause(); return 0; }
+int main(void) {
+    signal(SIGTERM, SIG_IGN);
+    pthread_t thread;
+    pthread_create(&thread, 0, run, 0);
+    printf("ready\n");
+    fflush(stdout);
+    pthread_exit(0);
+}
+"#,
+    )
+    .expect("write source");
+    let program = dir.path().join("headless");
+    // `cc` is the linker every Rust build on Linux uses, so it is here.
+    let built = std::process::Command::new("cc")
+        .arg("-pthread")
+        .arg("-o")
+        .arg(&program)
+        .arg(&source)
+        .status()
+        .expect("run cc");
+    assert!(built.success(), "cc failed");
+
+    let p = provider();
+    let process = p
+        .spawn(sh_collect(&format!("exec {}", program.display())))
+        .await
+        .expect("spawn");
+    let pid = process.pid() as i32;
+    // Wait until the main thread is gone and the other thread runs on.
+    let headless = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let fields: Vec<String> = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .map(str::to_owned)
+                    .collect();
+                Some((fields[0].clone(), fields[17].parse::<u32>().ok()?))
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while headless(pid) != Some(("Z".to_owned(), 2)) {
+        assert!(
+            Instant::now() < deadline,
+            "never headless: {:?}",
+            headless(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    process
+        .terminate(Duration::from_millis(200))
+        .await
+        .expect("terminate");
+    let gone = headless(pid).is_none_or(|(_, threads)| threads <= 1);
+    assert!(
+        gone,
+        "terminate returned while a thread still ran: {:?}",
+        headless(pid)
+    );
+    assert_eq!(
+        process.wait().await.expect("wait").signal,
+        Some(Signal::KILL)
+    );
+    p.dispose().await.expect("dispose");
+}
