@@ -369,3 +369,46 @@ async fn disposal_tears_down_live_terminals() {
         .expect("refused after disposal");
     assert_eq!(err.kind(), ErrorKind::Closed);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_program_gets_exactly_the_scrubbed_environment_and_its_cwd() {
+    let ambient = [
+        ("PATH", "/usr/bin:/bin"),
+        ("DSH_LOG", "debug"),
+        ("ANTHROPIC_API_KEY", "secret"),
+        ("LANG", "C.UTF-8"),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.into(), v.into()));
+    let p = dsh_subprocess_local::LocalSubprocess::with_environment(
+        &dsh_subprocess_local::Config::default(),
+        dsh_subprocess_local::Environment::scrubbed(ambient),
+    )
+    .expect("provider");
+    let mut env_spec = TerminalSpec::new(["env"]);
+    env_spec.env.insert("ONLY".into(), "explicit".into());
+    let terminal = p.spawn_terminal(env_spec).await.expect("spawn_terminal");
+    let out = String::from_utf8(
+        collect_bytes(terminal.take_output().expect("output"))
+            .await
+            .expect("out"),
+    )
+    .expect("utf-8");
+    let mut lines: Vec<&str> = out.split("\r\n").filter(|l| !l.is_empty()).collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        ["LANG=C.UTF-8", "ONLY=explicit", "PATH=/usr/bin:/bin"]
+    );
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let mut pwd_spec = TerminalSpec::new(["pwd"]);
+    pwd_spec.cwd = Some(cwd.display().to_string());
+    let terminal = p.spawn_terminal(pwd_spec).await.expect("spawn_terminal");
+    let out = collect_bytes(terminal.take_output().expect("output"))
+        .await
+        .expect("out");
+    assert_eq!(out, format!("{}\r\n", cwd.display()).into_bytes());
+    p.dispose().await.expect("dispose");
+}
