@@ -155,17 +155,14 @@ impl ControlShell {
         let mut stderr = Vec::new();
         let mut truncated = false;
         let mut status = None;
-        let mut keep = |into: &mut Vec<u8>, bytes: Bytes| {
-            let room = output_limit.saturating_sub(into.len());
-            if bytes.len() > room {
-                truncated = true;
-            }
-            into.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        };
         while let Some(event) = stream.next().await {
             match event? {
-                ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => keep(&mut stdout, bytes),
-                ProcessEvent::Stderr(bytes) => keep(&mut stderr, bytes),
+                ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => {
+                    truncated |= keep_head(&mut stdout, &bytes, output_limit);
+                }
+                ProcessEvent::Stderr(bytes) => {
+                    truncated |= keep_head(&mut stderr, &bytes, output_limit);
+                }
                 ProcessEvent::End(end) => status = Some(end),
             }
         }
@@ -186,6 +183,26 @@ impl ControlShell {
             .env(RUNTIME_ROOT_ENV, &*self.runtime_root)
             .stdin(false)
     }
+}
+
+/// Appends what fits of `bytes` under `limit`; true when some did not fit.
+/// (A plain function: a closure here, held across the stream's awaits,
+/// would make `run`'s future not provably `Send`.)
+fn keep_head(into: &mut Vec<u8>, bytes: &Bytes, limit: usize) -> bool {
+    let room = limit.saturating_sub(into.len());
+    into.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    bytes.len() > room
+}
+
+/// `run`'s future must be `Send` (plugins spawn it).
+#[allow(dead_code)]
+fn run_is_send(
+    shell: &'static ControlShell,
+    envd: &'static e2b_client::Envd<e2b_client::SandboxTransport>,
+    command: &'static Command,
+) {
+    fn is_send<T: Send>(_: T) {}
+    is_send(shell.run(envd, command, Duration::ZERO, 0));
 }
 
 #[cfg(test)]

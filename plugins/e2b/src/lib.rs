@@ -1,1 +1,175 @@
-//! (in progress)
+//! `dsh-e2b`: the owner of one E2B sandbox (DESIGN §5.3).
+//!
+//! Provides the `e2b` service and injects nothing. Creating the plugin
+//! creates a sandbox (tagged `dsh-owner: dsh-e2b`, `dsh-entry: <entry id>`
+//! in its metadata) or connects to `sandboxId`, then prepares the world
+//! before the owner is handed out: the cwd exists, and `<cwd>/.dsh-e2b` is a
+//! real directory, mode 0700, owned by root (adapters write their control
+//! state there as root, out of the sandbox user's reach), emptied of any
+//! earlier owner's state. If that fails, a sandbox this plugin created is
+//! deleted (one attempt) before the error is returned; a sandbox it
+//! connected to is left as it was.
+//!
+//! The `e2b` service ([`SandboxOwner`]) gives the adapters the sandbox's
+//! identity and the one gateway to its envd (`dsh_e2b_gateway`): their
+//! requests get routing and credentials added here and share this plugin's
+//! connection pool. The API key is only ever a header to the control plane:
+//! nothing this plugin sends puts it into the sandbox, and it is never
+//! logged.
+//!
+//! Disposal refuses new gateway calls, then applies `onDispose`: `kill`
+//! (default), `pause` or `leave`; a sandbox already gone counts as done.
+//!
+//! Configuration: see [`config`]. Everything runs on the plugin's own
+//! runtime (the export layer's).
+
+pub mod acquire;
+pub mod config;
+pub mod dispose;
+pub mod owner;
+pub mod setup;
+
+use std::sync::Arc;
+
+use dsh_plugin_api::{
+    CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
+};
+use e2b_client::{Api, Sandbox};
+
+use crate::acquire::{KillOnDrop, Origin, acquire};
+use crate::config::{OnDispose, OwnerConfig};
+pub use crate::owner::SandboxOwner;
+
+/// The `dsh-e2b` plugin: one sandbox and its owner service.
+#[derive(Debug)]
+pub struct E2bPlugin {
+    owner: Arc<SandboxOwner>,
+    sandbox: Sandbox,
+    on_dispose: OnDispose,
+}
+
+impl E2bPlugin {
+    /// Creates the plugin with `env` in place of the process environment
+    /// for the `E2B_*` variables (embedders and tests keep their own).
+    ///
+    /// Runs on the caller's runtime. Dropping the future after the sandbox
+    /// was created deletes it (spawned on the current runtime).
+    ///
+    /// # Errors
+    /// `Config` for a bad config (naming the field), and whatever acquiring
+    /// or preparing the sandbox failed with (see [`acquire::acquire`],
+    /// [`setup::prepare`]); a setup failure says what became of the
+    /// sandbox.
+    pub async fn create_with_env(
+        ctx: CreateContext,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<E2bPlugin> {
+        let config = OwnerConfig::from_context(&ctx, env)?;
+        let api = Api::new(config.connection.clone());
+        let acquired = acquire(api, &config).await?;
+        let mut guard = KillOnDrop::new(&acquired);
+        let sandbox = acquired.sandbox;
+        let prepared = prepare_on_blocking_thread(sandbox.envd().clone(), config.cwd.clone()).await;
+        let workspace = match prepared {
+            Ok(workspace) => workspace,
+            Err(err) => {
+                let fate = match acquired.origin {
+                    Origin::Created => match sandbox.kill().await {
+                        Ok(()) => format!("sandbox {} was deleted", sandbox.id()),
+                        Err(kill) if kill.is_sandbox_gone() => {
+                            format!("sandbox {} is gone", sandbox.id())
+                        }
+                        Err(kill) => format!(
+                            "deleting sandbox {} failed ({kill}); it expires at its timeout",
+                            sandbox.id()
+                        ),
+                    },
+                    Origin::Connected { .. } => {
+                        format!(
+                            "sandbox {} was left as it was (it existed before)",
+                            sandbox.id()
+                        )
+                    }
+                };
+                guard.disarm();
+                let failed = Error::new(err.kind(), format!("{}; {fate}", err.message()));
+                return Err(match err.subject() {
+                    Some(subject) => failed.with_subject(subject.to_owned()),
+                    None => failed,
+                });
+            }
+        };
+        guard.disarm();
+        tracing::info!(
+            sandbox_id = %sandbox.id(),
+            cwd = %workspace.cwd,
+            runtime_root = %workspace.runtime_root,
+            "sandbox ready"
+        );
+        Ok(E2bPlugin {
+            owner: Arc::new(SandboxOwner::new(&sandbox, workspace)),
+            sandbox,
+            on_dispose: config.on_dispose,
+        })
+    }
+
+    /// The owner service.
+    pub fn owner(&self) -> &Arc<SandboxOwner> {
+        &self.owner
+    }
+
+    /// The sandbox (control-plane calls and the direct envd client).
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+}
+
+/// Runs [`setup::prepare`] on a blocking thread that drives it with
+/// `Handle::block_on`.
+///
+/// Why: `e2b_client::Envd`'s unary calls (`stat`, `make_dir`, …) currently
+/// return futures rustc cannot prove `Send` for every lifetime (its
+/// `async fn unary` helper takes the RPC future as a generic parameter),
+/// and a plugin's `create` future must be `Send`. `block_on` needs no
+/// `Send`; the blocking thread is only held for the setup's few calls.
+/// Remove this once e2b-client maps the awaited result in a plain function.
+///
+/// Dropping the returned future does not stop the setup (it finishes on
+/// its own thread, then its result is dropped).
+async fn prepare_on_blocking_thread(
+    envd: e2b_client::Envd<e2b_client::SandboxTransport>,
+    cwd: String,
+) -> Result<setup::Workspace> {
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || handle.block_on(setup::prepare(&envd, &cwd)))
+        .await
+        .map_err(|err| Error::new(ErrorKind::Panicked, format!("set up the sandbox: {err}")))?
+}
+
+#[async_trait]
+impl Plugin for E2bPlugin {
+    const DESCRIPTOR: Descriptor = Descriptor {
+        name: "dsh-e2b",
+        version: env!("CARGO_PKG_VERSION"),
+        provides: &[ServiceKind::E2b],
+        inject: &[],
+    };
+
+    /// [`E2bPlugin::create_with_env`] with the process environment.
+    async fn create(ctx: CreateContext) -> Result<Self> {
+        E2bPlugin::create_with_env(ctx, |name| std::env::var(name).ok()).await
+    }
+
+    fn services(&self) -> Vec<Service> {
+        vec![Service::E2b(self.owner.clone())]
+    }
+
+    /// Refuses new gateway calls, then applies `onDispose` (setup finished
+    /// before the owner existed, so there is none to await).
+    async fn dispose(&self) -> Result<()> {
+        self.owner.close();
+        dispose::release(&self.sandbox, self.on_dispose).await
+    }
+}
+
+dsh_plugin_api::export_plugin!(E2bPlugin);

@@ -1,0 +1,290 @@
+//! Preparing the world before the owner is handed out: the cwd exists, and
+//! the private runtime root `<cwd>/.dsh-e2b` is a real directory, mode
+//! 0700, owned by root — verified with envd's own metadata — and empty of
+//! any earlier owner's state.
+//!
+//! The runtime root is root's so that control state the adapters write
+//! there (as root) cannot be read or forged by the sandbox user. Creating
+//! it with `mkdir` never follows a symlink planted at that path, and the
+//! sweep runs only on a directory that root owns (`find -P` does not
+//! follow one either); whatever the steps did, the final verification
+//! decides.
+
+use std::time::Duration;
+
+use connectrpc::client::ClientTransport;
+use dsh_e2b_gateway::{ControlShell, plugin_error};
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
+use http_body::Body;
+
+use crate::config::runtime_root_of;
+
+/// The bound on each setup command.
+const SETUP_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+/// How much of a setup command's output is kept for messages.
+const SETUP_OUTPUT_LIMIT: usize = 16 * 1024;
+/// The mode of the runtime root.
+const RUNTIME_ROOT_MODE: u32 = 0o700;
+/// The owner of the runtime root (envd reports user names).
+const RUNTIME_ROOT_OWNER: &str = "root";
+
+/// Creates the runtime root or, when it exists and is a real directory
+/// owned by root, empties it. `$1` is the runtime root. Exit 0: created;
+/// 5: existed, swept (the removed names on stdout); 3: it exists but is not
+/// a root-owned real directory, or mkdir failed (its error on stderr) —
+/// the verification below says which; 4: the sweep failed.
+const PREPARE_RUNTIME_ROOT: &str = r#"r=$1
+if err=$(mkdir -m 0700 -- "$r" 2>&1); then exit 0; fi
+[[ -d $r && ! -L $r && -O $r ]] || { printf '%s\n' "$err" >&2; exit 3; }
+find -P "$r" -mindepth 1 -maxdepth 1 -printf '%f\n' -exec rm -rf -- {} + || exit 4
+exit 5"#;
+
+/// The prepared world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// The cwd (as configured, normalised).
+    pub cwd: String,
+    /// `<cwd>/.dsh-e2b`.
+    pub runtime_root: String,
+    /// How many entries of an earlier owner the sweep removed.
+    pub swept: usize,
+}
+
+/// Prepares `cwd` and its runtime root in the sandbox behind `envd`.
+///
+/// Runs on the caller's runtime. Dropping the future abandons the setup
+/// midway; the sandbox is then the caller's to delete.
+///
+/// # Errors
+/// `Config` (naming `config.cwd`) when the cwd exists as something other
+/// than a real directory; `PermissionDenied` when the runtime root is a
+/// symlink, not a directory, or not root's with mode 0700 (nothing is
+/// changed through it); the mapped envd error when a call fails.
+pub async fn prepare<T>(envd: &Envd<T>, cwd: &str) -> Result<Workspace>
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
+    let options = CallOptions::default();
+
+    // As envd's default user: new components are created for (and owned
+    // by) the sandbox user, so commands can work in the cwd.
+    match envd.make_dir(cwd, &options).await {
+        Ok(_) => {}
+        Err(e2b_client::Error::AlreadyExists { .. }) => {}
+        // The world is gone or unreachable: not the cwd's fault.
+        Err(err) if err.is_unavailable() => {
+            return Err(step_failed(cwd, "create the cwd", &err));
+        }
+        // Anything else envd refuses is about the path (a component is a
+        // file, a read-only place, …).
+        Err(err) => {
+            return Err(cwd_error(
+                cwd,
+                &format!("cannot be created as a directory: {err}"),
+            ));
+        }
+    }
+    let entry = match envd.stat(cwd, &options).await {
+        Ok(entry) => entry,
+        Err(err) => return Err(step_failed(cwd, "stat the cwd", &err)),
+    };
+    if let Some(target) = &entry.symlink_target {
+        return Err(cwd_error(
+            cwd,
+            &format!(
+                "is a symlink to {target}; configure a real directory (the link could be redirected under dsh)"
+            ),
+        ));
+    }
+    if entry.file_type == FileType::Symlink {
+        return Err(cwd_error(cwd, "is a symlink; configure a real directory"));
+    }
+    if entry.file_type != FileType::Directory {
+        return Err(cwd_error(cwd, "exists and is not a directory"));
+    }
+
+    let runtime_root = runtime_root_of(cwd);
+    let shell = ControlShell::new(runtime_root.clone());
+    let command = shell.exec(
+        dsh_e2b_gateway::CONTROL_SHELL,
+        [
+            "--noprofile",
+            "--norc",
+            "-c",
+            PREPARE_RUNTIME_ROOT,
+            "dsh-setup",
+            runtime_root.as_str(),
+        ],
+    );
+    let output = match shell
+        .run(envd, &command, SETUP_COMMAND_TIMEOUT, SETUP_OUTPUT_LIMIT)
+        .await
+    {
+        Ok(output) => output,
+        Err(err) => return Err(step_failed(cwd, "prepare the runtime root", &err)),
+    };
+    let swept = match output.status.exit_code {
+        0 => 0,
+        5 => String::from_utf8_lossy(&output.stdout).lines().count(),
+        3 => {
+            // Verification below names the problem; if it finds none, the
+            // path changed under us.
+            let entry = stat_runtime_root(envd, &runtime_root, &output.stderr_text()).await?;
+            verify_runtime_root(&runtime_root, &entry)?;
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!("set up {runtime_root}: it changed while it was being prepared; retry"),
+            ));
+        }
+        _ => {
+            return Err(Error::io(format!(
+                "set up {runtime_root}: preparing it failed ({}): {}",
+                output.status.status,
+                output.stderr_text()
+            )));
+        }
+    };
+    let entry = stat_runtime_root(envd, &runtime_root, "").await?;
+    verify_runtime_root(&runtime_root, &entry)?;
+    if swept > 0 {
+        tracing::info!(%runtime_root, swept, "removed stale adapter state");
+    }
+    Ok(Workspace {
+        cwd: cwd.to_owned(),
+        runtime_root,
+        swept,
+    })
+}
+
+async fn stat_runtime_root<T>(
+    envd: &Envd<T>,
+    runtime_root: &str,
+    mkdir_error: &str,
+) -> Result<EntryInfo>
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
+    let stat = envd.stat(runtime_root, &CallOptions::default()).await;
+    stat.map_err(|err| {
+        let mapped = plugin_error(&err);
+        if err.is_not_found() && !mkdir_error.is_empty() {
+            Error::new(
+                mapped.kind(),
+                format!("set up {runtime_root}: it could not be created: {mkdir_error}"),
+            )
+        } else {
+            mapped.context(format!("set up {runtime_root}: stat"))
+        }
+    })
+}
+
+/// The runtime root must be a real directory (envd reports a symlink as
+/// its target's type with `symlink_target` set), mode 0700, owned by root.
+fn verify_runtime_root(runtime_root: &str, entry: &EntryInfo) -> Result<()> {
+    let refuse = |why: String| {
+        Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "set up {runtime_root}: {why}; refusing to use it as dsh's private directory (remove it)"
+            ),
+        ))
+    };
+    if let Some(target) = &entry.symlink_target {
+        return refuse(format!("it is a symlink to {target}"));
+    }
+    if entry.file_type == FileType::Symlink {
+        return refuse("it is a symlink".to_owned());
+    }
+    if entry.file_type != FileType::Directory {
+        return refuse("it is not a directory".to_owned());
+    }
+    if entry.owner != RUNTIME_ROOT_OWNER {
+        return refuse(format!("it is owned by {}, not root", entry.owner));
+    }
+    if entry.mode & 0o7777 != RUNTIME_ROOT_MODE {
+        return refuse(format!("its mode is {:04o}, not 0700", entry.mode & 0o7777));
+    }
+    Ok(())
+}
+
+/// A failed envd call of the setup, mapped, naming the step.
+fn step_failed(cwd: &str, step: &str, err: &e2b_client::Error) -> Error {
+    plugin_error(err).context(format!("set up {cwd}: {step}"))
+}
+
+fn cwd_error(cwd: &str, why: &str) -> Error {
+    Error::config(format!("config.cwd: {cwd} {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn entry(file_type: FileType, owner: &str, mode: u32, symlink: Option<&str>) -> EntryInfo {
+        EntryInfo {
+            name: ".dsh-e2b".into(),
+            file_type,
+            path: "/w/.dsh-e2b".into(),
+            size: 0,
+            mode,
+            permissions: String::new(),
+            owner: owner.into(),
+            group: owner.into(),
+            modified: None,
+            symlink_target: symlink.map(str::to_owned),
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn only_a_root_owned_0700_real_directory_passes() {
+        verify_runtime_root(
+            "/w/.dsh-e2b",
+            &entry(FileType::Directory, "root", 0o700, None),
+        )
+        .unwrap();
+        let cases = [
+            (
+                entry(FileType::Directory, "root", 0o700, Some("/etc")),
+                "it is a symlink to /etc",
+            ),
+            (
+                entry(FileType::Unspecified, "user", 0o777, Some("/nowhere")),
+                "it is a symlink to /nowhere",
+            ),
+            (
+                entry(FileType::Symlink, "root", 0o777, None),
+                "it is a symlink",
+            ),
+            (
+                entry(FileType::File, "root", 0o700, None),
+                "it is not a directory",
+            ),
+            (
+                entry(FileType::Directory, "user", 0o700, None),
+                "it is owned by user, not root",
+            ),
+            (
+                entry(FileType::Directory, "root", 0o755, None),
+                "its mode is 0755, not 0700",
+            ),
+        ];
+        for (entry, expected) in cases {
+            let err = verify_runtime_root("/w/.dsh-e2b", &entry).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::PermissionDenied);
+            assert!(
+                err.message()
+                    .starts_with(&format!("set up /w/.dsh-e2b: {expected}")),
+                "{err}"
+            );
+            assert!(err.message().contains("refusing"), "{err}");
+        }
+    }
+}
