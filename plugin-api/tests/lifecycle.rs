@@ -48,8 +48,24 @@ fn runtime_threads(id: &str) -> usize {
         .count()
 }
 
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+/// Asserts that the runtime threads of `id` are gone. Dispose joins them
+/// before it returns; the kernel may list a joined thread in `/proc` a
+/// moment longer (the join completes at the thread's exit, its `/proc`
+/// entry goes when it is released), hence a short grace.
+async fn assert_stopped(id: &str) {
+    let what = format!("the joined threads of {id} to leave /proc");
+    within(Duration::from_millis(500), &what, || {
+        runtime_threads(id) == 0
+    })
+    .await;
+}
+
+async fn eventually(what: &str, check: impl FnMut() -> bool) {
+    within(Duration::from_secs(10), what, check).await;
+}
+
+async fn within(limit: Duration, what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
     while !check() {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -126,11 +142,7 @@ async fn records_show_order_injection_proofs_and_complete_reverse_disposal() {
         assert!(ns(pair[0], "monotonicNs") <= ns(pair[1], "startedNs"));
     }
     for id in ["e2b", "fs", "subprocess"] {
-        assert_eq!(
-            runtime_threads(id),
-            0,
-            "dispose returns after the runtime of {id} stopped"
-        );
+        assert_stopped(id).await;
     }
 }
 
@@ -147,7 +159,7 @@ async fn a_failing_create_is_reported_and_leaves_nothing_running() {
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert_eq!(err.message(), "create: failing as configured (failCreate)");
     assert_eq!(err.subject(), Some("fc-error"));
-    assert_eq!(runtime_threads("fc-error"), 0);
+    assert_stopped("fc-error").await;
 
     let err = create_err(
         "dsh-probe-e2b",
@@ -161,7 +173,7 @@ async fn a_failing_create_is_reported_and_leaves_nothing_running() {
         err.message(),
         "create: the plugin panicked: create: panicking as configured (failCreate)"
     );
-    assert_eq!(runtime_threads("fc-panic"), 0);
+    assert_stopped("fc-panic").await;
     let events = records(&record);
     assert_eq!(
         events.len(),
@@ -189,7 +201,7 @@ async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
         "dispose: failing as configured (failDispose)"
     );
     assert_eq!(err.subject(), Some("fd-error"));
-    assert_eq!(runtime_threads("fd-error"), 0);
+    assert_stopped("fd-error").await;
 
     let instance = support::create(
         "dsh-probe-e2b",
@@ -204,7 +216,7 @@ async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
         err.message(),
         "dispose: the plugin panicked: dispose: panicking as configured (failDispose)"
     );
-    assert_eq!(runtime_threads("fd-panic"), 0);
+    assert_stopped("fd-panic").await;
     assert_eq!(
         records(&record)
             .iter()
@@ -248,7 +260,7 @@ async fn config_is_strict_and_errors_name_the_field() {
             .starts_with("config.failCreate: invalid value"),
         "{err}"
     );
-    assert_eq!(runtime_threads("strict"), 0);
+    assert_stopped("strict").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -320,7 +332,7 @@ async fn instances_run_on_runtimes_of_their_own() {
     })
     .await;
     first.dispose().await.expect("dispose");
-    assert_eq!(runtime_threads("rt-first"), 0);
+    assert_stopped("rt-first").await;
     assert_eq!(
         runtime_threads("rt-second"),
         2,
