@@ -28,8 +28,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::UPGRADE,
 ];
 
-/// Sends `request` to `sandbox`'s envd over its Unix socket (HTTP/1.1, whatever the client
-/// spoke) and returns envd's response with its body still streaming. If envd cannot be reached
+/// Sends `request` to `sandbox`'s envd over its Unix socket (h2c, whatever the client spoke) and returns envd's response with its body still streaming. If envd cannot be reached
 /// (the world died meanwhile) the answer is the 502 not-found JSON.
 pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<FrontBody> {
     let (mut parts, body) = request.into_parts();
@@ -52,7 +51,7 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
             );
         }
     };
-    parts.version = Version::HTTP_11;
+    parts.version = Version::HTTP_2;
     match sandbox
         .upstream
         .send(Request::from_parts(parts, body))
@@ -68,7 +67,7 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
             )
         }
         Err(err) => {
-            tracing::debug!(sandbox = %sandbox.id, "envd unreachable: {err}");
+            tracing::warn!(sandbox = %sandbox.id, "envd unreachable: {err:?}");
             unroutable(&Unroutable {
                 sandbox_id: sandbox.id.clone(),
                 message: "The sandbox was not found".to_owned(),

@@ -34,7 +34,7 @@ impl tower::Service<Uri> for UnixConnector {
     }
 }
 
-/// A pooled HTTP/1.1 client bound to one sandbox's envd socket. Request and response bodies are
+/// An HTTP/2 (h2c) client bound to one sandbox's envd socket. Request and response bodies are
 /// streamed through (`Incoming` in, `Incoming` out), never buffered. Cheap to clone.
 #[derive(Clone)]
 pub struct Upstream {
@@ -53,9 +53,14 @@ impl std::fmt::Debug for Upstream {
 impl Upstream {
     pub fn new(socket: PathBuf) -> Self {
         let socket = Arc::new(socket);
+        // h2c with prior knowledge: every request, streams included, multiplexes over one Unix
+        // connection, and a daemon that answers before reading a request body to its end
+        // resets just that stream (NO_ERROR) instead of closing a connection the front may
+        // still be writing to — which over HTTP/1.1 surfaced as a spurious 502.
         let client = Client::builder(TokioExecutor::new())
+            .http2_only(true)
+            .http2_adaptive_window(true)
             .pool_idle_timeout(Duration::from_secs(60))
-            .pool_max_idle_per_host(32)
             .build(UnixConnector {
                 path: socket.clone(),
             });
