@@ -100,8 +100,9 @@ impl WorldFactory {
     }
 
     /// Builds a world and waits until its envd listens. On failure nothing is left behind.
-    /// Dropping the future before it resolves kills the half-built world (the init child is
-    /// `kill_on_drop`) but may leave its directory for [`Self::sweep_stale`].
+    /// Do not drop the future midway (the registry runs it in a task of its own): a world
+    /// abandoned after its init started keeps running until the server exits (every level has
+    /// PDEATHSIG), and its dir is left for the next start's [`Self::sweep_stale`].
     pub async fn start(&self, spec: WorldSpec) -> Result<World, WorldError> {
         let id = spec.sandbox_id.clone();
         let fail = |what: &str, e: &dyn std::fmt::Display| {
