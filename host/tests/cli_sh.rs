@@ -87,3 +87,23 @@ fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     session.send(b"exit 0\r");
     assert_eq!(session.wait(LIMIT), Some(0));
 }
+
+#[test]
+fn piped_input_ends_with_end_of_file_and_the_shell_exits() {
+    require(&LOCAL);
+    let mut child = dsh()
+        .args(["sh", "--", "sh"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn dsh sh");
+    std::io::Write::write_all(
+        &mut child.stdin.take().expect("stdin"),
+        b"echo piped-$((1+1))\n",
+    )
+    .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    let screen = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{screen}");
+    assert!(screen.contains("piped-2"), "{screen}");
+}

@@ -90,13 +90,18 @@ fn window_size() -> Option<(u16, u16)> {
     (size.ws_col > 0 && size.ws_row > 0).then_some((size.ws_col, size.ws_row))
 }
 
+/// Our keystrokes to the world's terminal. At the end of our input (stdin
+/// was a file or pipe) the terminal gets an end-of-file character, as a
+/// person would type Ctrl-D, so a shell reading it exits.
 async fn forward_keys(terminal: Arc<dyn Terminal>) {
+    const END_OF_FILE: u8 = 0x04;
     let mut keys = stdin_chunks();
     while let Some(chunk) = keys.next().await {
         if terminal.write(chunk).await.is_err() {
             return;
         }
     }
+    let _ = terminal.write(vec![END_OF_FILE]).await;
 }
 
 async fn follow_window_size(terminal: Arc<dyn Terminal>) {
