@@ -252,7 +252,7 @@ impl Composition {
         self.planned.iter().map(|planned| &planned.info)
     }
 
-    /// Creates every plugin in order (see [`crate::lifecycle`]): each gets
+    /// Creates every plugin in order (providers first): each gets
     /// exactly its declared services; a failed create disposes what was
     /// created, in reverse, before the error returns.
     ///

@@ -3,11 +3,11 @@
 //! A composition is a manifest ([`manifest`], TOML or YAML) naming plugin
 //! libraries ([`resolve`] finds them). Before anything is created the host
 //! opens every library, reads its descriptor and validates the whole graph
-//! ([`graph`], [`validation`]) — unknown keys, duplicate ids, missing or
+//! ([`validation`]) — unknown keys, duplicate ids, missing or
 //! ambiguous providers, bad bindings, cycles, libraries that are not dsh
 //! plugins or were built against another API — reporting every problem
 //! with its entry and line. A valid [`Composition`] then starts
-//! ([`lifecycle`]): plugins are created in dependency order, each receiving
+//! ([`Composition::start`]): plugins are created in dependency order, each receiving
 //! exactly the services it declared; a failed create rolls back what was
 //! created; disposal runs in exact reverse order and aggregates failures.
 //!
