@@ -187,3 +187,48 @@ fn semver_like(version: &str) -> bool {
     let parts: Vec<&str> = version.split('.').collect();
     parts.len() == 3 && parts.iter().all(|part| part.parse::<u32>().is_ok())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abandoned_create_does_not_leak_its_sandbox() {
+    use dsh_e2b::acquire::{Acquired, KillOnDrop, Origin};
+
+    let world = World::start();
+    let api = world.api();
+    let create = || async {
+        e2b_client::Sandbox::create(&api, &e2b_client::NewSandbox::new("base"))
+            .await
+            .unwrap()
+    };
+
+    // Dropped armed (create abandoned between acquiring and handing out):
+    // the sandbox is deleted.
+    let created = Acquired {
+        sandbox: create().await,
+        origin: Origin::Created,
+    };
+    drop(KillOnDrop::new(&created));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while world.state_of(created.sandbox.id()).await.is_some() {
+        assert!(std::time::Instant::now() < deadline, "the sandbox leaked");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    // Disarmed (handed out), or not ours (connected): kept.
+    let kept = Acquired {
+        sandbox: create().await,
+        origin: Origin::Created,
+    };
+    let mut guard = KillOnDrop::new(&kept);
+    guard.disarm();
+    drop(guard);
+    let connected = Acquired {
+        sandbox: world.connect(kept.sandbox.id()).await,
+        origin: Origin::Connected { resumed: false },
+    };
+    drop(KillOnDrop::new(&connected));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        world.state_of(kept.sandbox.id()).await,
+        Some(SandboxState::Running)
+    );
+}
