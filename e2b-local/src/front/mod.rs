@@ -1,6 +1,7 @@
 //! The envd front: one TCP port for every sandbox's envd. Accepts HTTP/1.1 and h2c (prior
 //! knowledge), routes each request ([`route`]) and streams it to the sandbox's daemon
-//! ([`proxy`]); unroutable requests get E2B's 502 JSON.
+//! ([`proxy`]) over h2c on the daemon's Unix socket ([`upstream`]); unroutable requests get
+//! E2B's 502 JSON.
 
 pub mod proxy;
 pub mod route;
