@@ -1,1 +1,63 @@
-//! (in progress)
+//! `dsh-fs-e2b`: the `fs` seam ([`dsh_plugin_api::fs::FsProvider`]) over
+//! one E2B sandbox, the one the injected `e2b` owner holds.
+//!
+//! [`FsE2b`] implements every row of the seam contract (DESIGN §5.1) with
+//! the sandbox as the world, behaving as `dsh-fs-local` does on the host
+//! (the conformance kit runs the same cases on both):
+//!
+//! - **identity** — POSIX resolution against the caller's cwd or the
+//!   sandbox cwd; canonical paths from GNU `realpath -m` in the sandbox,
+//!   NUL-framed so newline and multibyte names survive; percent-encoded
+//!   `file:` URIs; containment decided on canonical paths;
+//! - **metadata** — `stat` / `lstat` / `list` from envd's `Stat` and
+//!   `ListDir` (file type and full mode, special bits included, read from
+//!   the entry's mode string; a symlink's stored text from `readlink`);
+//!   versions hash that metadata plus a per-write extended attribute;
+//! - **reads** — streamed `/files` downloads with bounded host memory,
+//!   strict UTF-8 decoded across chunk boundaries, the 8192-byte NUL
+//!   sample, empty files as empty streams;
+//! - **mutations** — atomic writes through a random sibling staging
+//!   directory made 0700 at creation, the replaced file's mode and owner
+//!   kept, envd's `Move` as the commit point and source of the committed
+//!   version; literal edits (LF-normalised matching, dominant CRLF kept)
+//!   serialised per canonical target; create/version guards; `mkdir -p`,
+//!   recursive remove, rename with parent creation;
+//! - **faults** — envd's answers mapped onto the fs vocabulary; a gone
+//!   sandbox is `Unavailable`, promptly; cancellation honoured before a
+//!   commit and never during its rename.
+//!
+//! [`FsE2bPlugin`] is the plugin (`dsh-fs-e2b`: provides `fs`, injects
+//! `e2b`, no config), exported for the host as `libdsh_fs_e2b.so`. `FsE2b`
+//! is generic over the envd transport, so it also runs directly on an
+//! [`e2b_client::Sandbox`]'s transport.
+
+mod canonical;
+mod chunks;
+mod edit;
+mod errors;
+mod fs_rpc;
+mod list;
+mod literal;
+mod locks;
+mod lookup;
+mod meta;
+mod paths;
+mod plugin;
+mod provider;
+mod read;
+mod staging;
+mod tree;
+mod uri;
+mod utf8;
+mod version;
+mod world;
+mod write;
+
+pub use chunks::CHUNK_LEN;
+pub use plugin::{FsE2bConfig, FsE2bPlugin};
+pub use provider::FsE2b;
+pub use staging::STAGING_PREFIX;
+pub use version::WRITE_TOKEN_KEY;
+pub use world::EnvdTransport;
+
+dsh_plugin_api::export_plugin!(FsE2bPlugin);

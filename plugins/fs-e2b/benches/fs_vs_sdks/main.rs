@@ -1,0 +1,140 @@
+//! `dsh-fs-e2b` against the official E2B SDKs on the same e2b-local, in the
+//! same run: stat latency, read and write of 1 KiB and 64 MiB, and the
+//! peak RSS of a process that streams a file of 64 MiB and of 512 MiB.
+//!
+//! Ours is the shipped composition — `dsh-e2b` + `dsh-fs-e2b` loaded as
+//! plugins through `dsh-host`, every call crossing the plugin ABI and the
+//! owner's gateway. The peers are `sdk-peers/bench/fs.mjs` (npm `e2b`
+//! 2.29.1) and `sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0) on the same
+//! sandbox. Each figure is printed with its ratio against each peer.
+//!
+//! Run: `scripts/install-sdk-peers.sh && cargo build -p e2b-local && cargo
+//! bench -p dsh-fs-e2b --bench fs_vs_sdks` (as root: e2b-local needs it).
+//! Knobs: `DSH_BENCH_ITERATIONS` (latency samples, default 200),
+//! `DSH_BENCH_RUNS` (64 MiB transfers, default 5), `DSH_BENCH_RSS_MIB`
+//! (the large streamed file, default 512).
+
+mod child;
+mod ours;
+mod peers;
+mod report;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use e2b_local::harness::LocalServer;
+
+/// Size of the small file.
+const SMALL: usize = 1024;
+/// Size of the large file.
+const LARGE: usize = 64 << 20;
+
+/// What one client measured.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub stat: Vec<Duration>,
+    pub read_small: Vec<Duration>,
+    pub write_small: Vec<Duration>,
+    pub read_large: Vec<Duration>,
+    pub write_large: Vec<Duration>,
+    /// Peak RSS (bytes) of a process streaming the large file, and the
+    /// RSS-sized one.
+    pub rss_large: u64,
+    pub rss_huge: u64,
+}
+
+/// Where the files live in the sandbox and how much to measure.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub small: String,
+    pub large: String,
+    pub huge: String,
+    pub huge_len: usize,
+    pub iterations: usize,
+    pub runs: usize,
+}
+
+fn knob(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(value) => value
+            .parse()
+            .with_context(|| format!("{name}={value:?} is not a count")),
+        Err(_) => Ok(default),
+    }
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(child::FLAG) {
+        return child::main(&args[1..]);
+    }
+    locate_server()?;
+    let server = LocalServer::try_start().map_err(|err| anyhow::anyhow!("{err}"))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(run(&server))
+}
+
+async fn run(server: &LocalServer) -> Result<()> {
+    let plan_base = |cwd: &str| -> Result<Plan> {
+        Ok(Plan {
+            small: format!("{cwd}/bench-small"),
+            large: format!("{cwd}/bench-large"),
+            huge: format!("{cwd}/bench-huge"),
+            huge_len: knob("DSH_BENCH_RSS_MIB", 512)? << 20,
+            iterations: knob("DSH_BENCH_ITERATIONS", 200)?,
+            runs: knob("DSH_BENCH_RUNS", 5)?,
+        })
+    };
+    let world = ours::World::start(server).await?;
+    let plan = plan_base(&world.cwd)?;
+    eprintln!("fixtures in sandbox {}", world.sandbox_id);
+    world.fixtures(&plan).await?;
+    eprintln!("measuring dsh-fs-e2b");
+    let mut dsh = world.measure(&plan).await?;
+    eprintln!("measuring the JS SDK");
+    let mut js = peers::Peer::js().measure(server, &world.sandbox_id, &plan)?;
+    eprintln!("measuring the Python SDK");
+    let mut python = peers::Peer::python().measure(server, &world.sandbox_id, &plan)?;
+    eprintln!("measuring peak RSS while streaming");
+    for (figures, client) in [
+        (&mut dsh, child::Client::Dsh),
+        (&mut js, child::Client::Js),
+        (&mut python, child::Client::Python),
+    ] {
+        figures.rss_large = child::peak_rss(client, server, &world.sandbox_id, &plan.large)?;
+        figures.rss_huge = child::peak_rss(client, server, &world.sandbox_id, &plan.huge)?;
+    }
+    world.dispose().await?;
+    report::print(&plan, &dsh, &js, &python);
+    Ok(())
+}
+
+/// Points the test harness at a built `e2b-local` when the bench's own
+/// profile directory has none (`cargo bench` builds in `release`, the
+/// server is usually built in `debug`).
+fn locate_server() -> Result<()> {
+    if std::env::var_os("E2B_LOCAL_BIN").is_some() {
+        return Ok(());
+    }
+    let exe = std::env::current_exe()?;
+    let target = exe
+        .ancestors()
+        .nth(3)
+        .context("the bench binary is not in target/<profile>/deps")?;
+    for profile in ["release", "debug"] {
+        let candidate = target.join(profile).join("e2b-local");
+        if candidate.is_file() {
+            // SAFETY: single-threaded here (no runtime, no server yet), so
+            // nothing reads the environment concurrently.
+            unsafe { std::env::set_var("E2B_LOCAL_BIN", &candidate) };
+            return Ok(());
+        }
+    }
+    anyhow::bail!(
+        "no e2b-local binary under {}; run `cargo build -p e2b-local` first",
+        target.display()
+    )
+}

@@ -1,0 +1,209 @@
+//! Our side: the shipped composition (`dsh-e2b` + `dsh-fs-e2b` through
+//! `dsh-host`) against the bench's e2b-local.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use dsh_host::{Host, ManifestFormat};
+use dsh_plugin_api::fs::{FsProvider, WriteGuard};
+use dsh_plugin_api::stream::collect_bytes;
+use e2b_local::harness::LocalServer;
+
+use crate::{Figures, LARGE, Plan, SMALL};
+
+/// Where the bench's e2b-local serves, and its key.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub key: String,
+    pub api: String,
+    pub sandbox: String,
+}
+
+impl Endpoints {
+    pub fn of(server: &LocalServer) -> Endpoints {
+        Endpoints {
+            key: server.api_key().to_owned(),
+            api: server.api_url().to_owned(),
+            sandbox: server.sandbox_url().to_owned(),
+        }
+    }
+
+    /// From `E2B_API_KEY`, `E2B_API_URL`, `E2B_SANDBOX_URL` (how the RSS
+    /// child is told).
+    pub fn from_env() -> Result<Endpoints> {
+        let var = |name: &str| std::env::var(name).with_context(|| format!("{name} is not set"));
+        Ok(Endpoints {
+            key: var("E2B_API_KEY")?,
+            api: var("E2B_API_URL")?,
+            sandbox: var("E2B_SANDBOX_URL")?,
+        })
+    }
+}
+
+/// The composition's manifest: a new sandbox (killed at disposal), or
+/// `sandbox_id` reconnected and left running.
+pub fn manifest(endpoints: &Endpoints, sandbox_id: Option<&str>) -> String {
+    let (acquire, on_dispose) = match sandbox_id {
+        Some(id) => (format!("sandboxId: {id}"), "leave"),
+        None => ("template: base".to_owned(), "kill"),
+    };
+    format!(
+        "plugins:
+  - id: e2b
+    name: dsh-e2b
+    config:
+      apiKey: {key}
+      apiUrl: {api}
+      sandboxUrl: {sandbox}
+      cwd: /home/user/workspace
+      timeoutMs: 3600000
+      onDispose: {on_dispose}
+      {acquire}
+  - id: fs
+    name: dsh-fs-e2b
+",
+        key = endpoints.key,
+        api = endpoints.api,
+        sandbox = endpoints.sandbox,
+    )
+}
+
+/// A running composition and its sandbox.
+pub struct World {
+    host: Host,
+    fs: Arc<dyn FsProvider>,
+    pub sandbox_id: String,
+    pub cwd: String,
+}
+
+impl World {
+    /// Starts the composition on a new sandbox.
+    pub async fn start(server: &LocalServer) -> Result<World> {
+        let host = Host::from_str(
+            &manifest(&Endpoints::of(server), None),
+            ManifestFormat::Yaml,
+        )
+        .await
+        .context("start dsh-e2b + dsh-fs-e2b (are both plugins built?)")?;
+        let fs = host.fs()?;
+        let info = host.e2b()?.info();
+        Ok(World {
+            host,
+            fs,
+            sandbox_id: info.sandbox_id,
+            cwd: info.cwd,
+        })
+    }
+
+    /// Writes the bench's files.
+    pub async fn fixtures(&self, plan: &Plan) -> Result<()> {
+        for (path, len) in [
+            (&plan.small, SMALL),
+            (&plan.large, LARGE),
+            (&plan.huge, plan.huge_len),
+        ] {
+            let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            self.fs
+                .write(path, content, WriteGuard::Overwrite)
+                .await
+                .with_context(|| format!("write fixture {path}"))?;
+        }
+        Ok(())
+    }
+
+    /// Stat, small and large reads and writes, as many times as planned.
+    pub async fn measure(&self, plan: &Plan) -> Result<Figures> {
+        let fs = &self.fs;
+        let mut figures = Figures::default();
+        // Warm the connection pool and the plugin runtimes first.
+        for _ in 0..10 {
+            fs.stat(&plan.small).await?;
+        }
+        for _ in 0..plan.iterations {
+            figures
+                .stat
+                .push(timed(|| async { fs.stat(&plan.small).await.map(drop) }).await?);
+        }
+        for _ in 0..plan.iterations {
+            figures.read_small.push(
+                timed(|| async {
+                    let read = collect_bytes(fs.read_bytes(&plan.small).await?.chunks).await?;
+                    anyhow::ensure!(read.len() == SMALL, "read {} bytes", read.len());
+                    Ok(())
+                })
+                .await?,
+            );
+        }
+        let target = format!("{}.dsh-write", plan.small);
+        for i in 0..plan.iterations {
+            let content = vec![b'0' + (i % 10) as u8; SMALL];
+            figures.write_small.push(
+                timed(|| async {
+                    fs.write(&target, content, WriteGuard::Overwrite)
+                        .await
+                        .map(drop)
+                })
+                .await?,
+            );
+        }
+        let mut large = Vec::new();
+        for _ in 0..plan.runs {
+            figures.read_large.push(
+                timed(|| async {
+                    large = collect_bytes(fs.read_bytes(&plan.large).await?.chunks).await?;
+                    anyhow::ensure!(large.len() == LARGE, "read {} bytes", large.len());
+                    Ok(())
+                })
+                .await?,
+            );
+        }
+        let target = format!("{}.dsh-write", plan.large);
+        for _ in 0..plan.runs {
+            let content = large.clone();
+            figures.write_large.push(
+                timed(|| async {
+                    fs.write(&target, content, WriteGuard::Overwrite)
+                        .await
+                        .map(drop)
+                })
+                .await?,
+            );
+        }
+        for path in [format!("{}.dsh-write", plan.small), target] {
+            fs.remove(&path).await?;
+        }
+        Ok(figures)
+    }
+
+    /// Disposes the composition (the sandbox is killed).
+    pub async fn dispose(self) -> Result<()> {
+        self.host.dispose().await?;
+        Ok(())
+    }
+}
+
+/// Streams `path` through a composition reconnected to `sandbox_id` and
+/// returns how many bytes it read (the RSS child's work).
+pub async fn stream(endpoints: &Endpoints, sandbox_id: &str, path: &str) -> Result<u64> {
+    let host = Host::from_str(&manifest(endpoints, Some(sandbox_id)), ManifestFormat::Yaml).await?;
+    let mut chunks = host.fs()?.read_bytes(path).await?.chunks;
+    let mut total = 0_u64;
+    while let Some(chunk) = futures::StreamExt::next(&mut chunks).await {
+        total += chunk?.len() as u64;
+    }
+    drop(chunks);
+    host.dispose().await?;
+    Ok(total)
+}
+
+async fn timed<F, Fut, E>(work: F) -> Result<Duration>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    anyhow::Error: From<E>,
+{
+    let start = Instant::now();
+    work().await?;
+    Ok(start.elapsed())
+}

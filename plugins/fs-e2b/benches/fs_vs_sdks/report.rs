@@ -1,0 +1,96 @@
+//! The table: medians per client, each with its ratio against each peer.
+
+use std::time::Duration;
+
+use crate::{Figures, LARGE, Plan};
+
+fn median(samples: &[Duration]) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn mib_per_s(samples: &[Duration]) -> f64 {
+    (LARGE as f64 / (1 << 20) as f64) / median(samples).as_secs_f64()
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1 << 20) as f64
+}
+
+/// How a figure compares: `LowerIsBetter` (latency, memory) or
+/// `HigherIsBetter` (throughput).
+#[derive(Clone, Copy)]
+enum Better {
+    Lower,
+    Higher,
+}
+
+/// The factor by which ours is better than the peer (> 1: ours is better).
+fn advantage(ours: f64, peer: f64, better: Better) -> f64 {
+    match better {
+        Better::Lower => peer / ours,
+        Better::Higher => ours / peer,
+    }
+}
+
+pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
+    let huge = format!("peak RSS streaming {} MiB (MiB)", plan.huge_len >> 20);
+    let rows: Vec<(String, Better, [f64; 3])> = vec![
+        (
+            format!("stat median (ms, n={})", plan.iterations),
+            Better::Lower,
+            [dsh, js, python].map(|f| ms(median(&f.stat))),
+        ),
+        (
+            "read 1 KiB median (ms)".to_owned(),
+            Better::Lower,
+            [dsh, js, python].map(|f| ms(median(&f.read_small))),
+        ),
+        (
+            "write 1 KiB median (ms)".to_owned(),
+            Better::Lower,
+            [dsh, js, python].map(|f| ms(median(&f.write_small))),
+        ),
+        (
+            format!("read 64 MiB (MiB/s, median of {})", plan.runs),
+            Better::Higher,
+            [dsh, js, python].map(|f| mib_per_s(&f.read_large)),
+        ),
+        (
+            format!("write 64 MiB (MiB/s, median of {})", plan.runs),
+            Better::Higher,
+            [dsh, js, python].map(|f| mib_per_s(&f.write_large)),
+        ),
+        (
+            "peak RSS streaming 64 MiB (MiB)".to_owned(),
+            Better::Lower,
+            [dsh, js, python].map(|f| mib(f.rss_large)),
+        ),
+        (
+            huge,
+            Better::Lower,
+            [dsh, js, python].map(|f| mib(f.rss_huge)),
+        ),
+    ];
+    println!();
+    println!(
+        "{:<40} {:>11} {:>14} {:>18} {:>9} {:>9}",
+        "figure", "dsh-fs-e2b", "js e2b@2.29.1", "py e2b==2.63.0", "vs js", "vs py"
+    );
+    for (name, better, [ours, js, py]) in rows {
+        println!(
+            "{name:<40} {ours:>11.2} {js:>14.2} {py:>18.2} {:>8.2}x {:>8.2}x",
+            advantage(ours, js, better),
+            advantage(ours, py, better),
+        );
+    }
+    println!();
+    println!(
+        "\"vs\" columns: how many times better dsh-fs-e2b is (peer/ours for times and memory, ours/peer for throughput); > 1 favours dsh."
+    );
+}

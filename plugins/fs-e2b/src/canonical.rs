@@ -1,0 +1,91 @@
+//! Canonical identity in the sandbox: GNU `realpath -m`, run by envd as an
+//! internal command, NUL-framed (`-z`) so names with newlines (and any
+//! other byte but NUL) survive.
+//!
+//! `realpath -m` resolves every existing component (symlinks followed, `.`
+//! and `..` applied physically), keeps components that do not exist (or lie
+//! under a non-directory) as spelled, and applies `..` after a missing
+//! component lexically — the seam's `realpath -m` semantics, computed by
+//! the world itself.
+
+use dsh_plugin_api::{ErrorKind, Result};
+
+use crate::errors::Op;
+use crate::world::{EnvdTransport, World, command_failed, nul_fields};
+
+impl<T: EnvdTransport> World<T> {
+    /// The canonical forms of the absolute `paths`, in order, in one
+    /// command. Fails with `Io` when a path cannot be resolved (a symlink
+    /// loop) and `InvalidInput` when a resolved path is not UTF-8.
+    pub(crate) async fn canonicalize(&self, op: Op<'_>, paths: &[&str]) -> Result<Vec<String>> {
+        debug_assert!(paths.iter().all(|path| path.starts_with('/')));
+        let command = self.shell.exec(
+            "realpath",
+            ["-m", "-z", "--"].into_iter().chain(paths.iter().copied()),
+        );
+        let output = self.control(op, &command).await?;
+        if !output.status.success() {
+            return Err(command_failed(op, "resolving the canonical path", &output));
+        }
+        parse(op, &output.stdout, paths.len())
+    }
+
+    /// The canonical form of one absolute path.
+    pub(crate) async fn canonical(&self, op: Op<'_>, path: &str) -> Result<String> {
+        let mut resolved = self.canonicalize(op, &[path]).await?;
+        Ok(resolved.remove(0))
+    }
+}
+
+/// `count` NUL-terminated absolute UTF-8 paths.
+fn parse(op: Op<'_>, stdout: &[u8], count: usize) -> Result<Vec<String>> {
+    let fields = nul_fields(stdout)
+        .filter(|fields| fields.len() == count)
+        .ok_or_else(|| {
+            op.error(
+                ErrorKind::Io,
+                format_args!(
+                    "realpath printed {} bytes that are not {count} NUL-terminated paths",
+                    stdout.len()
+                ),
+            )
+        })?;
+    fields
+        .into_iter()
+        .map(|field| match std::str::from_utf8(field) {
+            Ok(path) if path.starts_with('/') => Ok(path.to_owned()),
+            Ok(path) => Err(op.error(
+                ErrorKind::Io,
+                format_args!("realpath printed a relative path {path:?}"),
+            )),
+            Err(_) => Err(op.error(
+                ErrorKind::InvalidInput,
+                format_args!(
+                    "the resolved path {:?} is not valid UTF-8",
+                    String::from_utf8_lossy(field)
+                ),
+            )),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_is_split_into_exactly_the_expected_paths() {
+        let op = Op::new("contains", "/w");
+        assert_eq!(
+            parse(op, b"/a/new\nline\0/b\0", 2).unwrap(),
+            vec!["/a/new\nline".to_owned(), "/b".to_owned()]
+        );
+        assert_eq!(parse(op, b"/a\0", 2).unwrap_err().kind(), ErrorKind::Io);
+        assert_eq!(parse(op, b"/a", 1).unwrap_err().kind(), ErrorKind::Io);
+        assert_eq!(parse(op, b"rel\0", 1).unwrap_err().kind(), ErrorKind::Io);
+        assert_eq!(
+            parse(op, b"/\xff\0", 1).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+    }
+}

@@ -1,0 +1,286 @@
+//! Literal text edits with line-ending-insensitive matching.
+//!
+//! Matching runs on a view of the text with every CRLF seen as LF (on both
+//! sides), but replacements are spliced into the *original* text: bytes
+//! outside the matched ranges are kept exactly, minority line endings
+//! included, and inserted text takes the file's dominant line ending. A
+//! match that starts at a CRLF's LF takes the CR with it; one that ends
+//! just before a CRLF's LF leaves the CR (it belongs to the LF).
+
+use dsh_plugin_api::fs::Edit;
+
+/// Why a list of edits could not be applied (nothing is stored then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EditFailure {
+    /// No edits were given.
+    Empty,
+    /// Edit `index` (0-based) has an empty `old` text.
+    EmptyOld { index: usize, total: usize },
+    /// Edit `index`'s `old` text does not occur.
+    NoMatch { index: usize, total: usize },
+    /// Edit `index`'s `old` text occurs `count` > 1 times without
+    /// `replace_all`.
+    Ambiguous {
+        index: usize,
+        total: usize,
+        count: usize,
+    },
+}
+
+impl std::fmt::Display for EditFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            EditFailure::Empty => f.write_str("no edits were given"),
+            EditFailure::EmptyOld { index, total } => write!(
+                f,
+                "edit {} of {total}: the text to replace is empty",
+                index + 1
+            ),
+            EditFailure::NoMatch { index, total } => write!(
+                f,
+                "edit {} of {total}: the text to replace matches 0 times (expected exactly 1)",
+                index + 1
+            ),
+            EditFailure::Ambiguous {
+                index,
+                total,
+                count,
+            } => write!(
+                f,
+                "edit {} of {total}: the text to replace matches {count} times (expected exactly 1; \
+                 add surrounding context to make it unique, or replace all)",
+                index + 1
+            ),
+        }
+    }
+}
+
+/// The edited text and how many replacements were made in total.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Applied {
+    pub text: String,
+    pub replacements: usize,
+}
+
+/// Checks the edit list itself, before any file is touched.
+pub(crate) fn validate(edits: &[Edit]) -> Result<(), EditFailure> {
+    if edits.is_empty() {
+        return Err(EditFailure::Empty);
+    }
+    let total = edits.len();
+    match edits.iter().position(|edit| edit.old.is_empty()) {
+        Some(index) => Err(EditFailure::EmptyOld { index, total }),
+        None => Ok(()),
+    }
+}
+
+/// Whether CRLF is the dominant line ending: CRLF pairs outnumber lone LFs
+/// (ties, and text without line breaks, are LF).
+pub(crate) fn crlf_dominant(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let (mut crlf, mut lf) = (0_usize, 0_usize);
+    for at in memchr::memchr_iter(b'\n', bytes) {
+        if at > 0 && bytes[at - 1] == b'\r' {
+            crlf += 1;
+        } else {
+            lf += 1;
+        }
+    }
+    crlf > lf
+}
+
+/// Applies `edits` in order (each sees the previous one's result) to
+/// `original`.
+pub(crate) fn apply(original: &str, edits: &[Edit]) -> Result<Applied, EditFailure> {
+    validate(edits)?;
+    let crlf = crlf_dominant(original);
+    let total = edits.len();
+    let mut text = original.to_owned();
+    let mut replacements = 0;
+    for (index, edit) in edits.iter().enumerate() {
+        let view = LfView::of(&text);
+        let old = edit.old.replace("\r\n", "\n");
+        let starts: Vec<usize> = view
+            .text
+            .match_indices(old.as_str())
+            .map(|(at, _)| at)
+            .collect();
+        match starts.len() {
+            0 => return Err(EditFailure::NoMatch { index, total }),
+            1 => {}
+            count if !edit.replace_all => {
+                return Err(EditFailure::Ambiguous {
+                    index,
+                    total,
+                    count,
+                });
+            }
+            _ => {}
+        }
+        let new = edit.new.replace("\r\n", "\n");
+        let new = if crlf { new.replace('\n', "\r\n") } else { new };
+        let mut out = String::with_capacity(text.len() + starts.len() * new.len());
+        let mut copied = 0;
+        for &start in &starts {
+            let (from, to) = (view.original(start), view.original(start + old.len()));
+            out.push_str(&text[copied..from]);
+            out.push_str(&new);
+            copied = to;
+        }
+        out.push_str(&text[copied..]);
+        replacements += starts.len();
+        text = out;
+    }
+    Ok(Applied { text, replacements })
+}
+
+/// A text with its CRLFs seen as LFs, and the way back to original offsets.
+struct LfView {
+    text: String,
+    /// Ascending offsets, in `text`, of the LFs whose CR was dropped.
+    dropped_cr_at: Vec<usize>,
+}
+
+impl LfView {
+    fn of(original: &str) -> LfView {
+        if !original.contains("\r\n") {
+            return LfView {
+                text: original.to_owned(),
+                dropped_cr_at: Vec::new(),
+            };
+        }
+        let mut text = String::with_capacity(original.len());
+        let mut dropped_cr_at = Vec::new();
+        for (index, piece) in original.split("\r\n").enumerate() {
+            if index > 0 {
+                dropped_cr_at.push(text.len());
+                text.push('\n');
+            }
+            text.push_str(piece);
+        }
+        LfView {
+            text,
+            dropped_cr_at,
+        }
+    }
+
+    /// The original offset of view offset `at`: shifted by the CRs dropped
+    /// strictly before it (so an offset at a CRLF's LF lands on its CR).
+    fn original(&self, at: usize) -> usize {
+        at + self.dropped_cr_at.partition_point(|&lf| lf < at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edit(old: &str, new: &str) -> Edit {
+        Edit {
+            old: old.into(),
+            new: new.into(),
+            replace_all: false,
+        }
+    }
+
+    fn all(old: &str, new: &str) -> Edit {
+        Edit {
+            replace_all: true,
+            ..edit(old, new)
+        }
+    }
+
+    #[test]
+    fn edits_apply_in_order_and_count() {
+        let applied = apply("one", &[edit("one", "two"), edit("two", "three")]).unwrap();
+        assert_eq!(applied.text, "three");
+        assert_eq!(applied.replacements, 2);
+        let applied = apply("x.x.x", &[all("x", "yy")]).unwrap();
+        assert_eq!(applied.text, "yy.yy.yy");
+        assert_eq!(applied.replacements, 3);
+    }
+
+    #[test]
+    fn zero_and_several_matches_name_the_edit_and_count() {
+        let failure = apply("a a a", &[edit("a", "b"), edit("zzz", "y")]).unwrap_err();
+        assert_eq!(
+            failure,
+            EditFailure::Ambiguous {
+                index: 0,
+                total: 2,
+                count: 3
+            }
+        );
+        assert!(
+            failure
+                .to_string()
+                .starts_with("edit 1 of 2: the text to replace matches 3 times")
+        );
+        let failure = apply("a a a", &[all("a", "b"), edit("zzz", "y")]).unwrap_err();
+        assert_eq!(failure, EditFailure::NoMatch { index: 1, total: 2 });
+        assert!(failure.to_string().contains("matches 0 times"), "{failure}");
+    }
+
+    #[test]
+    fn empty_lists_and_empty_old_text_are_refused() {
+        assert_eq!(apply("a", &[]).unwrap_err(), EditFailure::Empty);
+        assert_eq!(
+            apply("a", &[edit("a", "b"), edit("", "c")]).unwrap_err(),
+            EditFailure::EmptyOld { index: 1, total: 2 }
+        );
+    }
+
+    #[test]
+    fn crlf_files_match_lf_edits_and_keep_crlf() {
+        let original = "fn main() {\r\n    old();\r\n}\r\n";
+        let applied = apply(
+            original,
+            &[edit("{\n    old();\n}", "{\n    new();\n    more();\n}")],
+        )
+        .unwrap();
+        assert_eq!(
+            applied.text,
+            "fn main() {\r\n    new();\r\n    more();\r\n}\r\n"
+        );
+        let applied = apply(original, &[edit("old();\r\n}", "x();\r\n}")]).unwrap();
+        assert_eq!(applied.text, "fn main() {\r\n    x();\r\n}\r\n");
+    }
+
+    #[test]
+    fn matches_at_line_breaks_take_or_leave_the_cr_with_its_lf() {
+        assert_eq!(
+            apply("a\r\nb\r\nc", &[edit("\nb\n", "\nB\n")])
+                .unwrap()
+                .text,
+            "a\r\nB\r\nc"
+        );
+        assert_eq!(
+            apply("a\r\nb\r\nc", &[edit("b", "B")]).unwrap().text,
+            "a\r\nB\r\nc"
+        );
+        assert_eq!(apply("a\r\nb", &[edit("a\n", "")]).unwrap().text, "b");
+    }
+
+    #[test]
+    fn minority_endings_and_lone_crs_are_kept() {
+        let applied = apply("one\ntwo\r\nthree\nfour\n", &[edit("four", "4\n5")]).unwrap();
+        assert_eq!(applied.text, "one\ntwo\r\nthree\n4\n5\n");
+        assert_eq!(
+            apply("a\rb\r\nc\r\n", &[edit("a\rb", "x")]).unwrap().text,
+            "x\r\nc\r\n"
+        );
+    }
+
+    #[test]
+    fn dominance_is_a_majority_and_ties_go_to_lf() {
+        assert!(crlf_dominant("a\r\nb\r\nc\n"));
+        assert!(!crlf_dominant("a\r\nb\n"));
+        assert!(!crlf_dominant("no breaks"));
+    }
+
+    #[test]
+    fn multibyte_text_is_spliced_on_character_boundaries() {
+        let applied = apply("héllo\r\nwörld\r\n", &[edit("wörld", "日本")]).unwrap();
+        assert_eq!(applied.text, "héllo\r\n日本\r\n");
+    }
+}

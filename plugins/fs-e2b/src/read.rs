@@ -1,0 +1,112 @@
+//! Reads: whole UTF-8 files and streamed text or bytes, as `Stat` then a
+//! `/files` download.
+//!
+//! The version is taken from the `Stat` that precedes the download, so if
+//! the file changes in between, the version is older than the content and
+//! a write guarded by it fails safely (`Conflict`) instead of overwriting a
+//! change the caller never saw. The download reads the resolved target of
+//! a symlink, the file the version describes.
+
+use dsh_plugin_api::fs::{FileKind, ReadStream, TextFile};
+use dsh_plugin_api::stream::{ByteStream, TextStream};
+use dsh_plugin_api::{ErrorKind, Result};
+use e2b_client::DownloadOptions;
+use futures::StreamExt;
+
+use crate::chunks::{Pieces, byte_stream, text_stream};
+use crate::errors::Op;
+use crate::lookup::Followed;
+use crate::meta::{kind_of, other_kind_name};
+use crate::utf8::into_text;
+use crate::version::version_of;
+use crate::world::{EnvdTransport, World};
+
+impl<T: EnvdTransport> World<T> {
+    /// The regular file `path` leads to. A directory is `IsADirectory`;
+    /// FIFOs, sockets and devices are refused (`InvalidInput`), because
+    /// reading them can block forever or never end.
+    pub(crate) async fn open_regular(&self, op: Op<'_>, path: &str) -> Result<Followed> {
+        let followed = self.stat_followed(op, path).await?;
+        match kind_of(&followed.entry) {
+            FileKind::File => Ok(followed),
+            FileKind::Directory => Err(op.error(ErrorKind::IsADirectory, "is a directory")),
+            _ => Err(op.error(
+                ErrorKind::InvalidInput,
+                format_args!(
+                    "not a regular file (a {}), refusing to read it",
+                    other_kind_name(&followed.entry)
+                ),
+            )),
+        }
+    }
+
+    /// The content of the file at `path`, streamed; failures (including a
+    /// connection that breaks off because the sandbox went away) end the
+    /// stream as errors of `op`.
+    pub(crate) async fn download(&self, op: Op<'_>, path: &str) -> Result<Pieces> {
+        let download = self
+            .envd
+            .download(path, &DownloadOptions::default())
+            .await
+            .map_err(|err| op.remote(&err))?;
+        let owned = op.to_owned();
+        Ok(download
+            .map(move |piece| piece.map_err(|err| owned.op().remote(&err)))
+            .boxed())
+    }
+
+    /// `read_text`.
+    pub(crate) async fn read_text(&self, op: Op<'_>, path: &str) -> Result<TextFile> {
+        let file = self.open_regular(op, path).await?;
+        let version = version_of(&file.entry);
+        let mut pieces = self.download(op, &file.path).await?;
+        let mut content = Vec::new();
+        content
+            .try_reserve_exact(usize::try_from(file.entry.size).unwrap_or(usize::MAX))
+            .map_err(|_| {
+                op.error(
+                    ErrorKind::Io,
+                    format_args!(
+                        "the file is too large to read into memory ({} bytes)",
+                        file.entry.size
+                    ),
+                )
+            })?;
+        while let Some(piece) = pieces.next().await {
+            content.extend_from_slice(&piece?);
+        }
+        let text = into_text(op, content)?;
+        Ok(TextFile { text, version })
+    }
+
+    /// `stream_text`.
+    pub(crate) async fn stream_text(
+        &self,
+        op: Op<'_>,
+        path: &str,
+    ) -> Result<ReadStream<TextStream>> {
+        let file = self.open_regular(op, path).await?;
+        let pieces = self.download(op, &file.path).await?;
+        let chunks = text_stream(op.to_owned(), pieces).await?;
+        Ok(ReadStream {
+            version: version_of(&file.entry),
+            size: file.entry.size,
+            chunks,
+        })
+    }
+
+    /// `read_bytes`.
+    pub(crate) async fn read_bytes(
+        &self,
+        op: Op<'_>,
+        path: &str,
+    ) -> Result<ReadStream<ByteStream>> {
+        let file = self.open_regular(op, path).await?;
+        let pieces = self.download(op, &file.path).await?;
+        Ok(ReadStream {
+            version: version_of(&file.entry),
+            size: file.entry.size,
+            chunks: byte_stream(pieces),
+        })
+    }
+}

@@ -1,0 +1,186 @@
+//! [`World`]: the one sandbox a provider works in — its typed envd client,
+//! how internal commands run there, and the tasks that must outlive a
+//! dropped operation.
+
+use std::fmt::Display;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_e2b_gateway::{ControlOutput, ControlShell, GUARD_FAILED_EXIT};
+use dsh_plugin_api::{ErrorKind, Result};
+use e2b_client::{ClientTransport, Command, EntryInfo, Envd};
+use http_body::Body;
+use tokio::runtime::Handle;
+use tokio_util::task::TaskTracker;
+
+use crate::errors::Op;
+use crate::fs_rpc::FsRpc;
+
+/// What the provider needs of an envd transport: any `connectrpc`
+/// transport whose response body `Envd` can read — the owner's
+/// `OwnerTransport` in dsh, a direct `SandboxTransport` in tests and
+/// embeddings.
+pub trait EnvdTransport:
+    ClientTransport<ResponseBody: Unpin + Body<Error: Display>> + Clone + Send + Sync + 'static
+{
+}
+
+impl<T> EnvdTransport for T where
+    T: ClientTransport<ResponseBody: Unpin + Body<Error: Display>> + Clone + Send + Sync + 'static
+{
+}
+
+/// How long an internal command may run before envd kills it.
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How much of an internal command's stdout (or stderr) is kept; beyond it
+/// the output is truncated and the command's answer refused.
+pub(crate) const CONTROL_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// One sandbox, as the provider's operations reach it. Shared (`Arc`)
+/// between the provider and the detached tasks of its operations.
+pub(crate) struct World<T> {
+    /// Streams, transfers and commands.
+    pub envd: Envd<T>,
+    /// The unary filesystem calls (see [`crate::fs_rpc`] for why not
+    /// `envd`'s).
+    pub fs: FsRpc<T>,
+    pub shell: ControlShell,
+    /// Identifies the sandbox in the process-wide lock table.
+    pub sandbox_id: Arc<str>,
+    /// Detached work (commits, staging clean-up) that must finish even when
+    /// the operation that started it was dropped.
+    pub tasks: TaskTracker,
+}
+
+impl<T: EnvdTransport> World<T> {
+    /// `Stat` of `path` (`lstat` semantics), as the envd default user.
+    pub(crate) async fn stat(&self, path: &str) -> e2b_client::Result<EntryInfo> {
+        self.fs.stat(path).await
+    }
+
+    /// `Stat` of `path`, `None` when it does not exist; other failures are
+    /// errors of `op`.
+    pub(crate) async fn stat_if_exists(&self, op: Op<'_>, path: &str) -> Result<Option<EntryInfo>> {
+        match self.stat(path).await {
+            Ok(entry) => Ok(Some(entry)),
+            Err(err) if err.is_not_found() => Ok(None),
+            Err(err) => Err(op.remote(&err)),
+        }
+    }
+
+    /// Runs an internal command (as root, no login shell, a fresh `HOME`:
+    /// see [`ControlShell`]) to its end. A non-zero exit is not an error
+    /// here (callers give exit codes meaning), except the runtime-root
+    /// guard's; truncated output is.
+    pub(crate) async fn control(&self, op: Op<'_>, command: &Command) -> Result<ControlOutput> {
+        let output = self
+            .shell
+            .run(&self.envd, command, CONTROL_TIMEOUT, CONTROL_OUTPUT_LIMIT)
+            .await
+            .map_err(|err| op.remote(&err))?;
+        if output.status.exit_code == GUARD_FAILED_EXIT {
+            return Err(op.error(
+                ErrorKind::Io,
+                format_args!(
+                    "the sandbox's runtime root {} is not a root-owned directory any more: {}",
+                    self.shell.runtime_root(),
+                    output.stderr_text()
+                ),
+            ));
+        }
+        if output.truncated {
+            return Err(op.error(
+                ErrorKind::Io,
+                format_args!(
+                    "an internal command ({}) printed more than {CONTROL_OUTPUT_LIMIT} bytes",
+                    command.program()
+                ),
+            ));
+        }
+        Ok(output)
+    }
+
+    /// The runtime the current operation runs on, for work that must go on
+    /// after the operation's future is dropped (a drop may happen outside
+    /// any runtime context).
+    pub(crate) fn handle() -> Handle {
+        Handle::current()
+    }
+}
+
+/// The error for an internal command that failed: its exit status and
+/// what it printed on stderr.
+pub(crate) fn command_failed(
+    op: Op<'_>,
+    what: &str,
+    output: &ControlOutput,
+) -> dsh_plugin_api::Error {
+    let stderr = output.stderr_text();
+    let kind = classify_stderr(&stderr);
+    op.error(
+        kind,
+        format_args!(
+            "{what} failed ({}){}{}",
+            output.status.status,
+            if stderr.is_empty() { "" } else { ": " },
+            stderr
+        ),
+    )
+}
+
+/// The fs kind a command's error text names (coreutils print `strerror`).
+fn classify_stderr(stderr: &str) -> ErrorKind {
+    let text = stderr.to_ascii_lowercase();
+    if text.contains("permission denied") || text.contains("operation not permitted") {
+        ErrorKind::PermissionDenied
+    } else if text.contains("not a directory") {
+        ErrorKind::NotADirectory
+    } else if text.contains("no such file or directory") {
+        ErrorKind::NotFound
+    } else {
+        ErrorKind::Io
+    }
+}
+
+/// Splits NUL-terminated fields (`a\0b\0`; nothing is no field); `None`
+/// unless the output is exactly that (every field terminated).
+pub(crate) fn nul_fields(bytes: &[u8]) -> Option<Vec<&[u8]>> {
+    if bytes.is_empty() {
+        return Some(Vec::new());
+    }
+    let body = bytes.strip_suffix(b"\0")?;
+    Some(body.split(|&byte| byte == 0).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nul_framing_is_strict() {
+        assert_eq!(
+            nul_fields(b"a\0b\nc\0\0").unwrap(),
+            vec![&b"a"[..], b"b\nc", b""]
+        );
+        assert_eq!(nul_fields(b"x\0").unwrap(), vec![&b"x"[..]]);
+        assert!(nul_fields(b"unterminated").is_none());
+        assert!(nul_fields(b"").unwrap().is_empty());
+    }
+
+    #[test]
+    fn command_errors_are_classified_from_stderr() {
+        assert_eq!(
+            classify_stderr("mkdir: cannot create directory 'x': Permission denied"),
+            ErrorKind::PermissionDenied
+        );
+        assert_eq!(
+            classify_stderr("realpath: x: Too many levels of symbolic links"),
+            ErrorKind::Io
+        );
+        assert_eq!(
+            classify_stderr("x: Not a directory"),
+            ErrorKind::NotADirectory
+        );
+    }
+}

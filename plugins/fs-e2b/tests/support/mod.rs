@@ -1,0 +1,183 @@
+//! Support for the tests against a real e2b-local server (needs root and
+//! `cargo build -p e2b-local`): one server and one sandbox per test, the
+//! sandbox's cwd and runtime root set up as the `e2b` owner sets them up,
+//! and the provider both directly on the sandbox's transport and through an
+//! in-process owner (the gateway path dsh uses).
+
+#![allow(dead_code)]
+
+pub mod commands;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_e2b_gateway::{ControlPlaneLiveness, EnvdGateway, Liveness, OwnerTransport, Presence};
+use dsh_fs_e2b::{FsE2b, FsE2bPlugin};
+use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::{Result, async_trait};
+use e2b_client::{
+    Api, Command, ConnectionOptions, NewSandbox, ProcessEvent, Sandbox, SandboxTransport,
+    StreamOptions,
+};
+use e2b_local::harness::LocalServer;
+use futures::StreamExt;
+
+/// The world's cwd in every test sandbox.
+pub const CWD: &str = "/home/user/workspace";
+
+/// The owner's private runtime root (root-owned, mode 0700).
+pub const RUNTIME_ROOT: &str = "/home/user/workspace/.dsh-e2b";
+
+/// One e2b-local server with one sandbox, set up as the `e2b` owner sets
+/// one up. Dropping it kills the sandbox and stops the server.
+pub struct Env {
+    pub sandbox: Sandbox,
+    pub info: SandboxInfo,
+    // Last: stopped after the sandbox handle is gone.
+    pub server: LocalServer,
+}
+
+impl Env {
+    /// Starts a server, creates a sandbox and prepares its cwd and runtime
+    /// root.
+    pub async fn start() -> Env {
+        let server = LocalServer::start();
+        let api = Api::new(
+            ConnectionOptions::default()
+                .with_api_key(server.api_key())
+                .with_api_url(server.api_url())
+                .with_sandbox_url(server.sandbox_url())
+                .with_request_timeout(Some(Duration::from_secs(60)))
+                .resolve_with(|_| None)
+                .expect("the harness URLs and key are valid"),
+        );
+        let sandbox = Sandbox::create(
+            &api,
+            &NewSandbox::new("base").timeout(Duration::from_secs(900)),
+        )
+        .await
+        .expect("create a sandbox");
+        let info = SandboxInfo {
+            sandbox_id: sandbox.id().to_owned(),
+            template_id: sandbox.info().template_id.clone(),
+            envd_version: sandbox.info().envd_version.to_string(),
+            cwd: CWD.to_owned(),
+            runtime_root: RUNTIME_ROOT.to_owned(),
+        };
+        let env = Env {
+            sandbox,
+            info,
+            server,
+        };
+        let setup = env
+            .run_as(
+                "root",
+                r#"mkdir -p -- "$1" && chown user:user -- "$1" && mkdir -m 0700 -- "$2""#,
+                &[CWD, RUNTIME_ROOT],
+            )
+            .await;
+        assert_eq!(setup.code, 0, "set up the sandbox: {}", setup.stderr_text());
+        env
+    }
+
+    /// The provider directly on the sandbox's transport.
+    pub fn direct(&self) -> FsE2b<SandboxTransport> {
+        FsE2b::new(self.sandbox.envd().clone(), &self.info).expect("a valid sandbox identity")
+    }
+
+    /// An in-process `e2b` owner of the sandbox, serving through the
+    /// gateway as `dsh-e2b` does.
+    pub fn owner(&self) -> Arc<TestOwner> {
+        Arc::new(TestOwner {
+            gateway: EnvdGateway::for_sandbox(&self.sandbox),
+            liveness: ControlPlaneLiveness::new(self.sandbox.api().clone(), self.sandbox.id()),
+            info: self.info.clone(),
+        })
+    }
+
+    /// The provider as the plugin builds it: through the owner.
+    pub fn through_owner(&self) -> Arc<FsE2b<OwnerTransport>> {
+        FsE2bPlugin::from_owner("fs", self.owner())
+            .expect("create the plugin")
+            .fs()
+    }
+
+    /// The fixture command provider of this sandbox (for the kit's
+    /// symlinks, modes and FIFOs).
+    pub fn commands(&self) -> commands::EnvdCommands {
+        commands::EnvdCommands::new(self.sandbox.envd().clone(), CWD)
+    }
+
+    /// Runs `sh -c script sh args…` in the sandbox as `user`, to its end.
+    pub async fn run_as(&self, user: &str, script: &str, args: &[&str]) -> Ran {
+        let command = Command::new("/bin/sh")
+            .args(["-c", script, "sh"])
+            .args(args.iter().copied())
+            .stdin(false);
+        let stream = self
+            .sandbox
+            .envd()
+            .start(&command, &StreamOptions::default().user(user))
+            .await
+            .expect("start a helper command");
+        let mut ran = Ran::default();
+        let mut stream = stream;
+        while let Some(event) = tokio::time::timeout(Duration::from_secs(60), stream.next())
+            .await
+            .expect("the helper command makes progress")
+        {
+            match event.expect("no stream error") {
+                ProcessEvent::Stdout(bytes) => ran.stdout.extend_from_slice(&bytes),
+                ProcessEvent::Stderr(bytes) => ran.stderr.extend_from_slice(&bytes),
+                ProcessEvent::Pty(_) => {}
+                ProcessEvent::End(status) => ran.code = status.exit_code,
+            }
+        }
+        ran
+    }
+
+    /// Runs a helper script as the sandbox's default user and returns its
+    /// stdout; it must succeed.
+    pub async fn sh(&self, script: &str, args: &[&str]) -> String {
+        let ran = self.run_as("user", script, args).await;
+        assert_eq!(ran.code, 0, "{script}: {}", ran.stderr_text());
+        String::from_utf8(ran.stdout).expect("UTF-8 output")
+    }
+}
+
+/// What a helper command did.
+#[derive(Debug, Default)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+impl Ran {
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// An `e2b` owner of one sandbox serving through [`EnvdGateway`] (what
+/// `dsh-e2b` does behind the ABI).
+pub struct TestOwner {
+    gateway: EnvdGateway,
+    liveness: ControlPlaneLiveness,
+    info: SandboxInfo,
+}
+
+#[async_trait]
+impl E2bOwner for TestOwner {
+    fn info(&self) -> SandboxInfo {
+        self.info.clone()
+    }
+
+    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
+        self.gateway.serve(request).await
+    }
+
+    async fn alive(&self) -> Result<bool> {
+        Ok(self.liveness.presence().await == Presence::Running)
+    }
+}
