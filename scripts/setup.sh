@@ -11,6 +11,10 @@ missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
 done
+# The Python SDK peer lives in a venv; Debian's own python3 needs python3-venv for that.
+if ! python3 -m venv --help >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "setup: missing Debian packages: ${missing[*]} (run as root to install them)" >&2

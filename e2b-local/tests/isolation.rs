@@ -329,3 +329,49 @@ async fn a_crashed_server_takes_its_worlds_with_it() {
     );
     drop(server);
 }
+
+/// A root command signalling its own process group (`kill -TERM 0`) reaches only its sandbox:
+/// every world leads a session of its own, so the server and other sandboxes never share a
+/// process group with sandbox processes.
+#[tokio::test(flavor = "multi_thread")]
+async fn signalling_its_own_process_group_cannot_reach_the_server() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let (victim, bystander) = (api.sandbox().await, api.sandbox().await);
+    let host_group = exec(&server, &victim, Some("root"), "ps -o pgid= -p $$").await;
+    let server_group = std::fs::read_to_string(format!("/proc/{}/stat", server.pid()))
+        .unwrap()
+        .rsplit(')')
+        .next()
+        .and_then(|rest| rest.split_whitespace().nth(2).map(str::to_owned))
+        .unwrap();
+    assert_ne!(host_group.stdout.trim(), "", "{host_group:?}");
+    // The command may not see its own end (the signal can take envd down with it), so a
+    // failed stream is expected here: only what happens around it matters.
+    let kill = std::panic::AssertUnwindSafe(exec(
+        &server,
+        &victim,
+        Some("root"),
+        "kill -TERM 0; sleep 1",
+    ));
+    let _ = tokio::time::timeout(
+        Duration::from_secs(10),
+        futures::FutureExt::catch_unwind(kill),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        Path::new(&format!("/proc/{}", server.pid())).exists(),
+        "the server (group {server_group}) survived"
+    );
+    assert_eq!(
+        exec(&server, &bystander, None, "echo alive").await.stdout,
+        "alive\n",
+        "another sandbox keeps working"
+    );
+    assert_eq!(
+        api.call(Method::GET, "/v2/sandboxes", "").await.status,
+        StatusCode::OK,
+        "the control plane keeps serving"
+    );
+}

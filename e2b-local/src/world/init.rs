@@ -11,6 +11,7 @@
 //!   stdout once it listens.
 //! - The **keeper** waits for PID 1 and exits with its status.
 //!
+//! PID 1 leads a session of its own, so no sandbox process shares the server's process group.
 //! Every level has `PR_SET_PDEATHSIG = SIGKILL`, so if the server dies the whole world dies.
 //! Runs before any thread exists (forking is only sound single-threaded); never returns.
 
@@ -62,6 +63,19 @@ fn read_config() -> Result<InitConfig, String> {
 /// PID 1 of the sandbox namespace. Never returns.
 fn pid1(config: &InitConfig) -> ! {
     die_with_parent();
+    // A session of its own: every sandbox process descends from PID 1, and envd starts pipe
+    // commands in its own process group (as real envd does). Without this they would share the
+    // server's group, and a root command's `kill -TERM 0` would stop the whole server.
+    // SAFETY: setsid(2) has no memory effects; it fails only for a group leader, which a
+    // freshly forked child is not.
+    if unsafe { libc::setsid() } == -1 {
+        eprintln!(
+            "sandbox init {}: setsid: {}",
+            config.sandbox_id,
+            std::io::Error::last_os_error()
+        );
+        exit(1);
+    }
     // If the keeper died before PDEATHSIG was armed, PID 1 still sits in the world's cgroup,
     // which the server kills when it notices the keeper's exit. (getppid() cannot tell: the
     // parent is outside this PID namespace, so it reads 0 either way.)
