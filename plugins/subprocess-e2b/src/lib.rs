@@ -1,1 +1,88 @@
-//! (in progress)
+//! `dsh-subprocess-e2b`: the `subprocess` seam (DESIGN §5.2) in the E2B
+//! sandbox of the injected `e2b` owner.
+//!
+//! Every command is started and supervised by `dsh-e2b-run`, a static
+//! helper of ours that runs inside the sandbox as root from the owner's
+//! root-owned runtime root (DESIGN §6, option b; see `helper/`):
+//!
+//! - it forks the command as the leader of a new session and process group,
+//!   as the sandbox user, with exactly the requested argv and the scrubbed
+//!   environment ([`env`](mod@env)), and reports its pid before `spawn`
+//!   resolves — an event, not a poll;
+//! - it relays stdout and stderr as raw bytes in frames on its own stdout
+//!   (a root process's envd pipe: no sandbox process can write a fact into
+//!   it), writes the spill copies, and reports exactly how the command
+//!   ended — its exit code, or the signal that killed it;
+//! - its one-shot subcommands run the terminate ladder and the session
+//!   teardown inside the sandbox, one round trip each.
+//!
+//! On the host, a task per command decodes the frames ([`frames`]), feeds
+//! pipes with backpressure, tails and counters, and applies the timeout and
+//! the drain grace (`supervise`). Terminals run the helper on an envd PTY,
+//! which then becomes the program (`terminal`).
+//!
+//! Choices the seam leaves open, made here as `dsh-subprocess-local` makes
+//! them (the conformance kit runs the same cases on both): null output is
+//! counted (by the helper, without crossing the network); outside collect
+//! mode nothing is retained; in pipe mode totals advance as bytes reach
+//! the pipe; a relative `cwd` joins the world's cwd; a bare program name is
+//! looked up on the command's own `PATH`; terminals get no invented `TERM`;
+//! terminal teardown starts with SIGHUP.
+//!
+//! Where it differs from the host provider, because it is remote: output
+//! crosses envd in one ordered stream, so output not read from a pipe holds
+//! back what follows it (the other stream and the exit); after a lost
+//! connection to envd the helper is re-attached and the status still
+//! arrives, but output from then on is lost (the streams end with an
+//! error); a gone sandbox settles every handle (terminate succeeds, `wait`
+//! fails with `Unavailable` unless the exit was already seen).
+//!
+//! [`SubprocessE2bPlugin`] is the plugin (`dsh-subprocess-e2b`, provides
+//! `subprocess`, injects `e2b`, config `{ killGraceMs?, user?, spillDir? }`),
+//! exported for the host as `libdsh_subprocess_e2b.so`.
+
+mod boundary;
+pub mod config;
+mod control;
+pub mod env;
+mod errors;
+pub mod frames;
+mod gate;
+mod group;
+mod liveness;
+mod output;
+mod pipe;
+mod plugin;
+mod process;
+mod process_rpc;
+mod provider;
+mod registry;
+mod resolve;
+mod setup;
+mod status;
+mod stdin;
+mod supervise;
+mod tail;
+mod terminal;
+mod transport;
+// Shared with the helper, which uses the other half of it.
+#[allow(dead_code)]
+#[path = "../helper/wire.rs"]
+mod wire;
+
+/// The helper's own code, compiled here too so its logic is unit-tested
+/// and linted with the crate (it runs only inside the sandbox). Its copy
+/// of the wire is the same file as ours, by design.
+#[cfg(test)]
+#[allow(clippy::duplicate_mod)]
+#[path = "../helper/main.rs"]
+mod helper;
+
+pub use config::Config;
+pub use liveness::OwnerLiveness;
+pub use plugin::SubprocessE2bPlugin;
+pub use provider::E2bSubprocess;
+pub use setup::{HELPER, helper_digest};
+pub use transport::EnvdTransport;
+
+dsh_plugin_api::export_plugin!(SubprocessE2bPlugin);

@@ -1,0 +1,133 @@
+//! `dsh-e2b-run`: the helper `dsh-subprocess-e2b` runs inside the sandbox,
+//! as root, from the owner's private runtime root.
+//!
+//! A static x86_64 Linux program using nothing but `std` (built by the
+//! crate's `build.rs`, embedded in the plugin, uploaded once per provider).
+//! One process does what a shell wrapper would need a dozen utilities and
+//! careful quoting for: the environment boundary, `setsid`, the sandbox
+//! user's identity, program lookup, spill copies, framed raw output, exact
+//! exit and signal facts, and the signal ladders.
+//!
+//! ```text
+//! dsh-e2b-run run                      request in $DSH_E2B_REQUEST; frames on stdout
+//! dsh-e2b-run exec                     request in $DSH_E2B_REQUEST; becomes the program
+//! dsh-e2b-run resolve                  request in $DSH_E2B_REQUEST → ok <path> | error …
+//! dsh-e2b-run remove                   request in $DSH_E2B_REQUEST → ok | error …
+//! dsh-e2b-run terminate PGID GRACE_MS SETTLE_MS   → empty | busy …
+//! dsh-e2b-run teardown SID GRACE_MS SETTLE_MS     → empty | busy …
+//! dsh-e2b-run foreground SID                      → ok <pgid> | error …
+//! dsh-e2b-run signal-foreground SID SIGNAL        → ok <pgid> | error …
+//! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
+//! dsh-e2b-run version                             → dsh-e2b-run <wire version>
+//! ```
+//!
+//! Control lines end with a newline; `error <errno> <message>` reports a
+//! failure of the operation (exit 0); a malformed invocation exits 2.
+
+#![cfg_attr(test, allow(dead_code))]
+
+mod ctl;
+mod exec;
+mod ladder;
+mod launch;
+mod procfs;
+mod run;
+mod sys;
+// Shared with the host side, which uses the other half of it.
+#[allow(dead_code)]
+mod wire;
+
+use wire::{ExecRequest, RemoveRequest, ResolveRequest, RunRequest};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    std::process::exit(cli(&args));
+}
+
+/// Reads and removes the request from the environment.
+fn request_bytes() -> Result<Vec<u8>, String> {
+    let text = std::env::var(wire::REQUEST_ENV)
+        .map_err(|_| format!("{} is not set", wire::REQUEST_ENV))?;
+    // SAFETY: the helper is single-threaded.
+    unsafe { std::env::remove_var(wire::REQUEST_ENV) };
+    wire::base64_decode(&text).map_err(|err| format!("{}: {err}", wire::REQUEST_ENV))
+}
+
+fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|_| format!("{what} {text:?} is not a number"))
+}
+
+fn cli(args: &[String]) -> i32 {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match words.as_slice() {
+        ["version"] => Ok(format!("dsh-e2b-run {}", wire::VERSION)),
+        ["run"] => match request_bytes().and_then(|b| RunRequest::decode(&b).map_err(|e| e.0)) {
+            Ok(request) => run::main(&request),
+            Err(message) => run::Frames::new().fail(wire::Stage::Request, sys::EINVAL, &message),
+        },
+        ["exec"] => match request_bytes().and_then(|b| ExecRequest::decode(&b).map_err(|e| e.0)) {
+            Ok(request) => exec::main(&request),
+            Err(message) => Err(message),
+        },
+        ["resolve"] => request_bytes()
+            .and_then(|b| ResolveRequest::decode(&b).map_err(|e| e.0))
+            .map(|request| match ctl::resolve(&request) {
+                Ok(path) => format!("ok {path}"),
+                Err((errno, message)) => format!("error {errno} {message}"),
+            }),
+        ["remove"] => request_bytes()
+            .and_then(|b| RemoveRequest::decode(&b).map_err(|e| e.0))
+            .map(|request| match ctl::remove(&request) {
+                Ok(()) => "ok".to_owned(),
+                Err((errno, message)) => format!("error {errno} {message}"),
+            }),
+        ["terminate", pgid, grace, settle] => (|| {
+            let outcome = ladder::terminate_group(
+                number(pgid, "process group")?,
+                ctl::millis(grace)?,
+                ctl::millis(settle)?,
+            )?;
+            Ok(outcome.line())
+        })(),
+        ["teardown", sid, grace, settle] => (|| {
+            let outcome = ladder::teardown_session(
+                number(sid, "session")?,
+                ctl::millis(grace)?,
+                ctl::millis(settle)?,
+            )?;
+            Ok(outcome.line())
+        })(),
+        ["foreground", sid] => number(sid, "session").map(|sid| match ctl::foreground(sid) {
+            Ok(pgid) => format!("ok {pgid}"),
+            Err(message) => format!("error 0 {message}"),
+        }),
+        ["signal-foreground", sid, signal] => (|| {
+            let sid = number(sid, "session")?;
+            let signal = number(signal, "signal")?;
+            Ok(match ctl::signal_foreground(sid, signal) {
+                Ok(pgid) => format!("ok {pgid}"),
+                Err(message) => format!("error 0 {message}"),
+            })
+        })(),
+        ["detach", pid, starttime, streams] => (|| {
+            let delivered = ctl::detach(
+                number(pid, "pid")?,
+                number(starttime, "start time")?,
+                streams,
+            )?;
+            Ok(if delivered { "ok" } else { "gone" }.to_owned())
+        })(),
+        _ => Err(format!("usage: dsh-e2b-run <subcommand> …; got {words:?}")),
+    };
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            0
+        }
+        Err(message) => {
+            eprintln!("dsh-e2b-run: {message}");
+            2
+        }
+    }
+}

@@ -1,0 +1,508 @@
+//! `run`: start one command as the sandbox user, as the leader of a new
+//! session and process group, and supervise it until it is reaped and its
+//! output is closed.
+//!
+//! The helper runs as root and stays the command's parent: it reports
+//! exactly when and how the direct child ended (an exit code or the signal
+//! that killed it), relays stdout and stderr as raw bytes in frames, writes
+//! the spill copies, and detaches a stream (reads what is buffered, then
+//! closes it, so later writers get EPIPE) when SIGUSR1 (stdout) or SIGUSR2
+//! (stderr) arrives — only root can send those. Its own exit mirrors the
+//! child's status, so a host that lost the frame stream still learns it
+//! from envd. The child gets `SIGKILL` if the helper dies first.
+
+use std::ffi::{CString, c_int};
+use std::io;
+
+use super::launch::{Failure, Prepared};
+use super::sys::{self, PollFd};
+use super::wire::{self, RunRequest, Spill, Stage, tag};
+
+/// Largest read from a command's pipe.
+const CHUNK: usize = 64 * 1024;
+/// How much a detach still reads from a stream before closing it (what a
+/// grown pipe can hold; a writer that never pauses is cut off there).
+const DETACH_DRAIN: usize = 1024 * 1024;
+
+/// Runs `request`; never returns.
+pub fn main(request: &RunRequest) -> ! {
+    let mut out = Frames::new();
+    let prepared = match Prepared::new(
+        &request.identity,
+        &request.argv,
+        &request.env,
+        &request.cwd,
+        &request.search,
+    ) {
+        Ok(prepared) => prepared,
+        Err(message) => out.fail(Stage::Request, sys::EINVAL, &message),
+    };
+    match start(request, &prepared, &mut out) {
+        Ok(child) => supervise(child, out),
+        Err((failure, detail)) => out.fail(failure.stage, failure.errno, &detail),
+    }
+}
+
+/// A started command and the helper's ends of its plumbing.
+struct Child {
+    pid: sys::Pid,
+    streams: [Stream; 2],
+    signals: c_int,
+}
+
+/// One output stream of the command.
+struct Stream {
+    id: u8,
+    data_tag: u8,
+    fd: Option<c_int>,
+    count_only: bool,
+    spill: Option<SpillFile>,
+}
+
+/// The spill copy of one stream.
+struct SpillFile {
+    fd: c_int,
+    room: u64,
+    failed: bool,
+}
+
+fn resources(err: io::Error, what: &str) -> (Failure, String) {
+    (
+        Failure {
+            stage: Stage::Resources,
+            errno: err.raw_os_error().unwrap_or(0),
+        },
+        what.to_owned(),
+    )
+}
+
+/// Creates the plumbing, forks, and waits for the child to either exec the
+/// program or report why it could not.
+fn start(
+    request: &RunRequest,
+    prepared: &Prepared,
+    out: &mut Frames,
+) -> Result<Child, (Failure, String)> {
+    let (out_r, out_w) = sys::pipe().map_err(|e| resources(e, "stdout pipe"))?;
+    let (err_r, err_w) = sys::pipe().map_err(|e| resources(e, "stderr pipe"))?;
+    let (report_r, report_w) = sys::pipe().map_err(|e| resources(e, "report pipe"))?;
+    let spills = match &request.spill {
+        Some(spill) => Some(open_spills(request, spill)?),
+        None => None,
+    };
+    // SIGCHLD says the child ended; SIGUSR1/2 ask for a detach. Blocked
+    // from here on (the child unblocks everything before exec).
+    let signals = sys::signal_fd(&[sys::SIGCHLD, sys::SIGUSR1, sys::SIGUSR2])
+        .map_err(|e| resources(e, "signalfd"))?;
+    let helper = sys::own_pid();
+    // SAFETY: the helper is single-threaded.
+    let pid = unsafe { sys::fork_process() }.map_err(|e| resources(e, "fork"))?;
+    if pid == 0 {
+        child(prepared, helper, out_w, err_w, report_w);
+    }
+    for fd in [out_w, err_w, report_w] {
+        sys::close_fd(fd);
+    }
+    // The command has the stdin pipe now; the helper keeps no reader of it
+    // (a write after the command is gone must fail, not fill the pipe).
+    let null =
+        sys::open_path(c"/dev/null", sys::O_RDONLY, 0).map_err(|e| resources(e, "/dev/null"))?;
+    let _ = sys::dup_to(null, 0);
+    sys::close_fd(null);
+
+    let mut report = [0u8; 5];
+    let got = read_report(report_r, &mut report);
+    sys::close_fd(report_r);
+    if got == report.len() {
+        let _ = sys::wait_child(pid, 0);
+        let stage = Stage::from_u8(report[0]).unwrap_or(Stage::Exec);
+        let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
+        let detail = match stage {
+            Stage::Cwd => request.cwd.clone(),
+            _ => request.argv[0].clone(),
+        };
+        return Err((Failure { stage, errno }, detail));
+    }
+    let starttime = super::procfs::stat_of(helper)
+        .ok()
+        .flatten()
+        .map_or(0, |stat| stat.starttime);
+    let mut payload = [0u8; 12];
+    payload[..4].copy_from_slice(&(pid as u32).to_le_bytes());
+    payload[4..].copy_from_slice(&starttime.to_le_bytes());
+    out.frame(tag::STARTED, &payload);
+
+    let [out_spill, err_spill] = match spills {
+        Some([a, b]) => [Some(a), Some(b)],
+        None => [None, None],
+    };
+    let streams = [
+        Stream {
+            id: wire::STDOUT,
+            data_tag: tag::STDOUT,
+            fd: Some(out_r),
+            count_only: request.stdout == wire::Relay::Count,
+            spill: out_spill,
+        },
+        Stream {
+            id: wire::STDERR,
+            data_tag: tag::STDERR,
+            fd: Some(err_r),
+            count_only: request.stderr == wire::Relay::Count,
+            spill: err_spill,
+        },
+    ];
+    for stream in &streams {
+        if let Some(fd) = stream.fd {
+            sys::set_nonblocking(fd).map_err(|e| resources(e, "output pipe"))?;
+        }
+    }
+    Ok(Child {
+        pid,
+        streams,
+        signals,
+    })
+}
+
+/// Reads the child's report: 0 bytes (the pipe closed at exec) or 5.
+fn read_report(fd: c_int, buf: &mut [u8; 5]) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match sys::read_fd(fd, &mut buf[got..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
+}
+
+/// The forked child: a new session, the user's identity, the parent-death
+/// signal, stdio, the program. Reports a failure through `report` and
+/// exits 127.
+fn child(prepared: &Prepared, helper: sys::Pid, out: c_int, err: c_int, report: c_int) -> ! {
+    let fail = |failure: Failure| -> ! {
+        let mut bytes = [0u8; 5];
+        bytes[0] = failure.stage as u8;
+        bytes[1..].copy_from_slice(&failure.errno.to_le_bytes());
+        let _ = sys::write_all_fd(report, &bytes);
+        sys::exit_now(127)
+    };
+    let resource = |err: io::Error| Failure {
+        stage: Stage::Resources,
+        errno: err.raw_os_error().unwrap_or(0),
+    };
+    if let Err(e) = sys::new_session() {
+        fail(resource(e));
+    }
+    if let Err(failure) = prepared.become_user() {
+        fail(failure);
+    }
+    // After the identity change (which clears it), and checked against a
+    // helper that died meanwhile.
+    if let Err(e) = sys::parent_death_signal(sys::SIGKILL) {
+        fail(resource(e));
+    }
+    if sys::parent_pid() != helper {
+        sys::exit_now(127);
+    }
+    for (fd, target) in [(out, 1), (err, 2)] {
+        if let Err(e) = sys::dup_to(fd, target) {
+            fail(resource(e));
+        }
+    }
+    sys::cloexec_from(3);
+    sys::reset_signals();
+    let program = match prepared.find() {
+        Ok(program) => program,
+        Err(failure) => fail(failure),
+    };
+    fail(prepared.exec(program))
+}
+
+/// Creates the spill directory (if missing) and both files, as the sandbox
+/// user: the files are theirs, mode 0600, and nothing in a directory they
+/// control can redirect a root write.
+fn open_spills(request: &RunRequest, spill: &Spill) -> Result<[SpillFile; 2], (Failure, String)> {
+    let id = &request.identity;
+    let (old_uid, old_gid) = sys::set_fs_identity(id.uid, id.gid);
+    let result = (|| -> Result<[SpillFile; 2], (Failure, String)> {
+        let dir = cstring(&spill.dir)?;
+        match sys::make_dir(&dir, 0o700) {
+            Ok(()) => {}
+            Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                check_spill_dir(&spill.dir, id.uid)?;
+            }
+            Err(err) => return Err(spill_failure(err, &spill.dir)),
+        }
+        let open = |name: &str| -> Result<SpillFile, (Failure, String)> {
+            let path = format!("{}/{name}", spill.dir);
+            let fd = sys::open_path(
+                &cstring(&path)?,
+                sys::O_WRONLY | sys::O_CREAT | sys::O_EXCL | sys::O_NOFOLLOW,
+                0o600,
+            )
+            .map_err(|err| spill_failure(err, &path))?;
+            Ok(SpillFile {
+                fd,
+                room: spill.limit,
+                failed: false,
+            })
+        };
+        Ok([open(&spill.stdout)?, open(&spill.stderr)?])
+    })();
+    sys::set_fs_identity(old_uid, old_gid);
+    result
+}
+
+fn cstring(text: &str) -> Result<CString, (Failure, String)> {
+    CString::new(text).map_err(|_| {
+        (
+            Failure {
+                stage: Stage::Spill,
+                errno: sys::EINVAL,
+            },
+            text.to_owned(),
+        )
+    })
+}
+
+fn spill_failure(err: io::Error, path: &str) -> (Failure, String) {
+    (
+        Failure {
+            stage: Stage::Spill,
+            errno: err.raw_os_error().unwrap_or(0),
+        },
+        path.to_owned(),
+    )
+}
+
+/// An existing spill directory must be a real directory of the user's,
+/// private to them.
+fn check_spill_dir(dir: &str, uid: u32) -> Result<(), (Failure, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir).map_err(|err| spill_failure(err, dir))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err((
+            Failure {
+                stage: Stage::Spill,
+                errno: sys::ENOTDIR,
+            },
+            format!("{dir} is not a private directory of the sandbox user"),
+        ));
+    }
+    Ok(())
+}
+
+/// Relays output and reports the exit until the child is reaped and both
+/// streams are closed, then exits like the child.
+fn supervise(mut child: Child, mut out: Frames) -> ! {
+    let mut status: Option<c_int> = None;
+    let mut buf = vec![0u8; wire::HEADER + CHUNK];
+    loop {
+        let open: Vec<usize> = (0..2).filter(|&i| child.streams[i].fd.is_some()).collect();
+        if status.is_some() && open.is_empty() {
+            break;
+        }
+        let mut fds: Vec<PollFd> = open
+            .iter()
+            .map(|&i| PollFd {
+                fd: child.streams[i].fd.expect("open"),
+                events: sys::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        fds.push(PollFd {
+            fd: child.signals,
+            events: sys::POLLIN,
+            revents: 0,
+        });
+        if let Err(err) = sys::poll_fds(&mut fds, -1) {
+            out.abort(&format!("poll: {err}"));
+        }
+        for (slot, &i) in open.iter().enumerate() {
+            if fds[slot].revents & (sys::POLLIN | sys::POLLHUP | sys::POLLERR) != 0 {
+                relay(&mut child.streams[i], &mut buf, &mut out, usize::MAX);
+            }
+        }
+        if fds[open.len()].revents & sys::POLLIN != 0 {
+            while let Ok(Some(signal)) = sys::read_signal(child.signals) {
+                match signal {
+                    sys::SIGUSR1 => detach(&mut child.streams[0], &mut buf, &mut out),
+                    sys::SIGUSR2 => detach(&mut child.streams[1], &mut buf, &mut out),
+                    _ => {}
+                }
+            }
+            if status.is_none()
+                && let Ok(Some(raw)) = sys::wait_child(child.pid, sys::WNOHANG)
+            {
+                status = Some(raw);
+                out.exited(raw, child.pid);
+            }
+        }
+    }
+    mirror(status.expect("the loop ends after the reap"))
+}
+
+/// Reads what `stream` has (at most `budget` bytes, one chunk at a time,
+/// stopping when nothing is buffered) and relays it; closes the stream at
+/// end of file. Returns the bytes read.
+fn relay(stream: &mut Stream, buf: &mut [u8], out: &mut Frames, budget: usize) -> usize {
+    let mut total = 0;
+    while let Some(fd) = stream.fd {
+        if total >= budget {
+            break;
+        }
+        match sys::read_fd(fd, &mut buf[wire::HEADER..]) {
+            Ok(0) => {
+                close(stream, out, wire::CLOSED_EOF);
+                break;
+            }
+            Ok(n) => {
+                total += n;
+                deliver(stream, buf, n, out);
+                if budget == usize::MAX {
+                    // Back to poll: the other stream and the exit are
+                    // served in turn.
+                    break;
+                }
+            }
+            Err(err) if err.raw_os_error() == Some(sys::EAGAIN) => break,
+            Err(_) => {
+                close(stream, out, wire::CLOSED_EOF);
+                break;
+            }
+        }
+    }
+    total
+}
+
+fn deliver(stream: &mut Stream, buf: &mut [u8], n: usize, out: &mut Frames) {
+    if let Some(spill) = stream.spill.as_mut()
+        && !spill.failed
+    {
+        let take = (n as u64).min(spill.room) as usize;
+        if take > 0 {
+            let data = &buf[wire::HEADER..wire::HEADER + take];
+            match sys::write_all_fd(spill.fd, data) {
+                Ok(()) => spill.room -= take as u64,
+                Err(err) => {
+                    spill.failed = true;
+                    let mut payload = [0u8; 5];
+                    payload[0] = stream.id;
+                    payload[1..].copy_from_slice(&err.raw_os_error().unwrap_or(0).to_le_bytes());
+                    out.frame(tag::SPILL_FAILED, &payload);
+                }
+            }
+        }
+    }
+    if stream.count_only {
+        let mut payload = [0u8; 9];
+        payload[0] = stream.id;
+        payload[1..].copy_from_slice(&(n as u64).to_le_bytes());
+        out.frame(tag::COUNTED, &payload);
+    } else {
+        wire::frame_header(&mut buf[..wire::HEADER], stream.data_tag, n);
+        out.raw(&buf[..wire::HEADER + n]);
+    }
+}
+
+/// Reads what is buffered (bounded), then closes the stream: the command's
+/// later writes fail with EPIPE.
+fn detach(stream: &mut Stream, buf: &mut [u8], out: &mut Frames) {
+    if stream.fd.is_some() {
+        relay(stream, buf, out, DETACH_DRAIN);
+        close(stream, out, wire::CLOSED_DETACHED);
+    }
+}
+
+fn close(stream: &mut Stream, out: &mut Frames, how: u8) {
+    if let Some(fd) = stream.fd.take() {
+        sys::close_fd(fd);
+        out.frame(tag::CLOSED, &[stream.id, how]);
+    }
+    if let Some(spill) = stream.spill.take() {
+        sys::close_fd(spill.fd);
+    }
+}
+
+/// Ends the helper the way the child ended: the same exit code, or the
+/// same signal (without a core file).
+fn mirror(raw: c_int) -> ! {
+    let signal = raw & 0x7f;
+    if signal == 0 {
+        sys::exit_now((raw >> 8) & 0xff);
+    }
+    sys::disable_core_dumps();
+    sys::default_action(signal);
+    let _ = sys::send_signal(sys::own_pid(), signal);
+    // A signal whose default is to ignore (the child stopped-and-killed
+    // case cannot reach here): exit as a shell would report it.
+    sys::exit_now(128 + signal)
+}
+
+/// The frame stream on the helper's stdout.
+pub struct Frames {
+    fd: c_int,
+}
+
+impl Frames {
+    pub fn new() -> Frames {
+        Frames { fd: 1 }
+    }
+
+    /// Writes one frame with `payload`. If nobody can read frames any more
+    /// there is nothing left to supervise for: the helper exits (and the
+    /// parent-death signal ends the command).
+    pub fn frame(&mut self, tag: u8, payload: &[u8]) {
+        let mut frame = Vec::with_capacity(wire::HEADER + payload.len());
+        frame.resize(wire::HEADER, 0);
+        wire::frame_header(&mut frame, tag, payload.len());
+        frame.extend_from_slice(payload);
+        self.raw(&frame);
+    }
+
+    /// Writes bytes that already are a whole frame.
+    pub fn raw(&mut self, bytes: &[u8]) {
+        if sys::write_all_fd(self.fd, bytes).is_err() {
+            sys::exit_now(125);
+        }
+    }
+
+    /// Reports a failed start and exits 127.
+    pub fn fail(&mut self, stage: Stage, errno: c_int, detail: &str) -> ! {
+        let mut payload = Vec::with_capacity(5 + detail.len());
+        payload.push(stage as u8);
+        payload.extend_from_slice(&errno.to_le_bytes());
+        payload.extend_from_slice(detail.as_bytes());
+        self.frame(tag::FAILED, &payload);
+        sys::exit_now(127)
+    }
+
+    /// Reports the child's end.
+    fn exited(&mut self, raw: c_int, pid: sys::Pid) {
+        let signal = raw & 0x7f;
+        let (kind, value) = if signal == 0 {
+            (wire::EXIT_CODE, (raw >> 8) & 0xff)
+        } else {
+            (wire::EXIT_SIGNAL, signal)
+        };
+        let core = u8::from(raw & 0x80 != 0);
+        let empty = matches!(
+            sys::send_signal(-pid, 0),
+            Err(err) if err.raw_os_error() == Some(sys::ESRCH)
+        );
+        let mut payload = [0u8; 7];
+        payload[0] = kind;
+        payload[1..5].copy_from_slice(&value.to_le_bytes());
+        payload[5] = core;
+        payload[6] = u8::from(empty);
+        self.frame(tag::EXITED, &payload);
+    }
+
+    /// An internal failure after the start: a message on stderr (which the
+    /// host logs) and exit 125.
+    fn abort(&mut self, message: &str) -> ! {
+        eprintln!("dsh-e2b-run: {message}");
+        sys::exit_now(125)
+    }
+}

@@ -1,0 +1,209 @@
+//! Preparing the sandbox for commands, once per provider: the helper is
+//! installed in the owner's root-owned runtime root, and one trusted probe
+//! — a control command as root, no login shell, no profile, a fresh
+//! `HOME` — learns the sandbox user's identity, login home and ambient
+//! environment.
+//!
+//! Two round trips: the upload, then one control script that verifies and
+//! installs the helper and runs the probe.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use bytes::Bytes;
+use dsh_e2b_gateway::{ControlShell, GUARD_FAILED_EXIT};
+use dsh_plugin_api::{Error, Result};
+use e2b_client::{Envd, UploadOptions};
+use sha2::{Digest, Sha256};
+
+use crate::env::Ambient;
+use crate::errors;
+use crate::transport::EnvdTransport;
+use crate::wire::{self, Identity};
+
+/// The helper program, built by `build.rs` (static x86_64 Linux).
+pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-e2b-run"));
+
+/// Bound on the upload and on the install script.
+const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most probe output read (the ambient environment).
+const PROBE_LIMIT: usize = 8 << 20;
+
+/// Verifies and installs the uploaded helper, checks it runs, and reports
+/// the user's identity and the ambient environment, NUL-separated:
+/// version, uid, gid, groups, home, then `env -0`. `$1` upload, `$2` final
+/// path, `$3` SHA-256, `$4` user.
+const INSTALL_AND_PROBE: &str = r#"
+chmod 0700 -- "$1" || exit 3
+printf '%s  %s\n' "$3" "$1" | sha256sum --check --status || { printf 'dsh: the uploaded helper %s does not match its SHA-256\n' "$1" >&2; exit 3; }
+mv -f -- "$1" "$2" || exit 3
+version=$("$2" version) || { printf 'dsh: the helper %s does not run\n' "$2" >&2; exit 4; }
+uid=$(id -u -- "$4") && gid=$(id -g -- "$4") && groups=$(id -G -- "$4") || { printf 'dsh: the sandbox has no user %s\n' "$4" >&2; exit 5; }
+home=$(getent passwd "$4" | cut -d: -f6)
+[ -n "$home" ] || { printf 'dsh: user %s has no passwd entry with a home\n' "$4" >&2; exit 5; }
+printf '%s\0' "$version" "$uid" "$gid" "$groups" "$home"
+exec /usr/bin/env -0
+"#;
+
+/// What commands of one provider need to know about the sandbox.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The sandbox user commands run as.
+    pub identity: Identity,
+    pub ambient: Ambient,
+    /// The installed helper.
+    pub helper: String,
+}
+
+/// The helper's SHA-256, hex.
+pub fn helper_digest() -> &'static str {
+    static DIGEST: OnceLock<String> = OnceLock::new();
+    DIGEST.get_or_init(|| {
+        Sha256::digest(HELPER)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    })
+}
+
+/// Installs the helper into `install_dir` and probes the sandbox for
+/// `user`. Dropping the future may leave a partial upload in
+/// `install_dir`, which disposal removes.
+pub async fn prepare<T: EnvdTransport>(
+    envd: &Envd<T>,
+    shell: &ControlShell,
+    install_dir: &str,
+    user: &str,
+) -> Result<Setup> {
+    let upload = format!(
+        "{install_dir}/dsh-e2b-run.{:016x}.part",
+        rand::random::<u64>()
+    );
+    let helper = format!("{install_dir}/dsh-e2b-run");
+    envd.upload(
+        &upload,
+        futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(HELPER)) }),
+        &UploadOptions::default()
+            .user(dsh_e2b_gateway::CONTROL_USER)
+            .content_length(HELPER.len() as u64)
+            .timeout(SETUP_TIMEOUT),
+    )
+    .await
+    .map_err(|err| errors::client("install the sandbox helper", &err))?;
+    let script = shell.script(
+        INSTALL_AND_PROBE,
+        [upload.as_str(), helper.as_str(), helper_digest(), user],
+    );
+    let output = shell
+        .run(envd, &script, SETUP_TIMEOUT, PROBE_LIMIT)
+        .await
+        .map_err(|err| errors::client("probe the sandbox", &err))?;
+    if output.status.exit_code == GUARD_FAILED_EXIT {
+        return Err(Error::io(format!(
+            "probe the sandbox: the runtime root {} is not a root-owned directory: {}",
+            shell.runtime_root(),
+            output.stderr_text()
+        )));
+    }
+    if !output.status.success() {
+        return Err(Error::io(format!(
+            "probe the sandbox: the install script failed ({}): {}",
+            output.status.status,
+            output.stderr_text()
+        )));
+    }
+    if output.truncated {
+        return Err(Error::io(format!(
+            "probe the sandbox: the ambient environment is larger than {PROBE_LIMIT} bytes"
+        )));
+    }
+    let probe = parse_probe(&output.stdout, user)
+        .map_err(|message| Error::io(format!("probe the sandbox: {message}")))?;
+    Ok(Setup {
+        identity: probe.0,
+        ambient: probe.1,
+        helper,
+    })
+}
+
+/// Splits the probe's output into the identity and the ambient environment.
+fn parse_probe(stdout: &[u8], user: &str) -> std::result::Result<(Identity, Ambient), String> {
+    let mut fields = stdout.splitn(6, |&b| b == 0);
+    let mut next = |what: &str| -> std::result::Result<String, String> {
+        let field = fields
+            .next()
+            .ok_or_else(|| format!("the probe output ends before {what}"))?;
+        String::from_utf8(field.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+    };
+    let version = next("the helper version")?;
+    let expected = format!("dsh-e2b-run {}", wire::VERSION);
+    if version.trim() != expected {
+        return Err(format!(
+            "the installed helper says {version:?}, expected {expected:?}"
+        ));
+    }
+    let number = |text: &str, what: &str| {
+        text.trim()
+            .parse::<u32>()
+            .map_err(|_| format!("{what} {text:?} is not a number"))
+    };
+    let uid = number(&next("the uid")?, "uid")?;
+    let gid = number(&next("the gid")?, "gid")?;
+    let groups = next("the groups")?
+        .split_whitespace()
+        .map(|g| number(g, "group"))
+        .collect::<std::result::Result<Vec<u32>, String>>()?;
+    let home = next("the home directory")?;
+    let env0 = fields.next().unwrap_or_default();
+    let ambient = Ambient::from_probe(env0, user, &home)?;
+    Ok((Identity { uid, gid, groups }, ambient))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe_output(version: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for field in [version, "1000", "1000", "1000 27", "/home/user"] {
+            out.extend_from_slice(field.as_bytes());
+            out.push(0);
+        }
+        out.extend_from_slice(b"PATH=/usr/bin\0E2B_SANDBOX=true\0");
+        out
+    }
+
+    #[test]
+    fn the_probe_parses() {
+        let version = format!("dsh-e2b-run {}", wire::VERSION);
+        let (identity, ambient) = parse_probe(&probe_output(&version), "user").unwrap();
+        assert_eq!(
+            identity,
+            Identity {
+                uid: 1000,
+                gid: 1000,
+                groups: vec![1000, 27]
+            }
+        );
+        assert_eq!(ambient.path(), "/usr/bin");
+        assert!(ambient.names().any(|n| n == "HOME"));
+    }
+
+    #[test]
+    fn a_wrong_helper_or_a_short_probe_is_an_error() {
+        let err = parse_probe(&probe_output("dsh-e2b-run 0"), "user").unwrap_err();
+        assert!(err.contains("expected"), "{err}");
+        let err = parse_probe(b"x", "user").unwrap_err();
+        assert!(err.contains("says \"x\""), "{err}");
+        let version = format!("dsh-e2b-run {}", wire::VERSION);
+        let err = parse_probe(version.as_bytes(), "user").unwrap_err();
+        assert!(err.contains("ends before the uid"), "{err}");
+    }
+
+    #[test]
+    fn the_digest_is_of_the_embedded_helper() {
+        assert_eq!(helper_digest().len(), 64);
+        assert!(HELPER.len() > 100_000, "a real executable is embedded");
+        assert_eq!(&HELPER[..4], b"\x7fELF");
+    }
+}
