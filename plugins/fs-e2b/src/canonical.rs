@@ -1,17 +1,51 @@
 //! Canonical identity in the sandbox: GNU `realpath -m`, run by envd as an
-//! internal command, NUL-framed (`-z`) so names with newlines (and any
-//! other byte but NUL) survive.
+//! internal command, NUL-framed so names with newlines (and any other byte
+//! but NUL) survive.
 //!
 //! `realpath -m` resolves every existing component (symlinks followed, `.`
 //! and `..` applied physically), keeps components that do not exist (or lie
 //! under a non-directory) as spelled, and applies `..` after a missing
 //! component lexically — the seam's `realpath -m` semantics, computed by
-//! the world itself.
+//! the world itself. GNU `realpath -m` also keeps a component it cannot
+//! resolve because of a symlink loop as spelled; the script below reports
+//! that as the loop it is (a canonical path never contains a symlink), so
+//! a path through a loop is an `Io` error, as on the host.
 
 use dsh_plugin_api::{ErrorKind, Result};
 
 use crate::errors::Op;
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
+
+/// A bash function: `canonical PATH` sets `$canonical` to PATH's canonical
+/// form, or prints realpath's complaint (or the loop) on stderr and returns
+/// 1. Builtins only besides the one `realpath`.
+macro_rules! canonical_function {
+    () => {
+        r#"
+canonical() {
+  canonical=$(realpath -m -- "$1" && printf x) || return 1
+  canonical=${canonical%$'\nx'}
+  local rest=${canonical#/} prefix=
+  while [[ -n $rest ]]; do
+    prefix=$prefix/${rest%%/*}
+    if [[ -L $prefix ]]; then
+      printf 'realpath: %s: Too many levels of symbolic links\n' "$1" >&2
+      return 1
+    fi
+    [[ -e $prefix ]] || break
+    if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=; fi
+  done
+}
+"#
+    };
+}
+pub(crate) use canonical_function;
+
+/// Prints the canonical form of every argument, each NUL-terminated.
+const RESOLVE: &str = concat!(
+    canonical_function!(),
+    r#"for path; do canonical "$path" || exit 1; printf '%s\0' "$canonical"; done"#
+);
 
 impl<T: EnvdTransport> World<T> {
     /// The canonical forms of the absolute `paths`, in order, in one
@@ -19,10 +53,7 @@ impl<T: EnvdTransport> World<T> {
     /// loop) and `InvalidInput` when a resolved path is not UTF-8.
     pub(crate) async fn canonicalize(&self, op: Op<'_>, paths: &[&str]) -> Result<Vec<String>> {
         debug_assert!(paths.iter().all(|path| path.starts_with('/')));
-        let command = self.shell.exec(
-            "realpath",
-            ["-m", "-z", "--"].into_iter().chain(paths.iter().copied()),
-        );
+        let command = self.shell.script(RESOLVE, paths.iter().copied());
         let output = self.control(op, &command).await?;
         if !output.status.success() {
             return Err(command_failed(op, "resolving the canonical path", &output));

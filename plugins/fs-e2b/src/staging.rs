@@ -27,6 +27,7 @@ use dsh_plugin_api::{ErrorKind, Result};
 use e2b_client::UploadOptions;
 use tokio::runtime::Handle;
 
+use crate::canonical::canonical_function;
 use crate::errors::Op;
 use crate::version::{WRITE_TOKEN_KEY, new_write_token, version_of};
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
@@ -47,15 +48,17 @@ const UPLOAD_PIECE: usize = 1 << 20;
 /// where `info` is `<octal mode>:<owner>` of the file being replaced (empty
 /// for a new file); on the refusals below prints the path concerned and
 /// exits with the code named in [`Refusal`].
-const PREPARE: &str = r#"
-target=$(realpath -m -- "$1" && printf x) || exit 90
-target=${target%$'\nx'}
+const PREPARE: &str = concat!(
+    canonical_function!(),
+    r#"
+canonical "$1" || exit 90
+target=$canonical
 name=${target##*/}
 parent=${target%/*}
 [[ -n $parent ]] || parent=/
 if [[ -z $name || -d $target ]]; then printf '%s\0' "$target"; exit 91; fi
 info=
-if [[ -e $target || -L $target ]]; then
+if [[ -e $target ]]; then
   info=$(stat -c '%a:%U' -- "$target") || exit 92
 fi
 stage=${parent%/}/.dsh-stage-$2
@@ -69,7 +72,8 @@ if [[ -n $info ]] && ! install -m "${info%%:*}" /dev/null "$stage/$name"; then
   exit 96
 fi
 printf '%s\0%s\0%s\0' "$target" "$stage" "$info"
-"#;
+"#
+);
 
 /// Exit codes of [`PREPARE`] that refuse the write.
 struct Refusal;
