@@ -107,7 +107,7 @@ fn run(options: &RunOptions) -> Result<()> {
     }
     // What was measured is printed even when a later section failed.
     println!();
-    print!("{}", table::render(&sections));
+    print!("{}", table::render(&sections, table::Headings::FOUNDATION));
     println!("finished: {}", machine::describe_load());
     outcome
 }

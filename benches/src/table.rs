@@ -2,40 +2,82 @@
 
 use std::fmt::Write;
 
-use crate::figure::{Figure, Section, Verdict};
+use crate::figure::{Section, Value, Verdict};
 use crate::stats::Spread;
 
-const LABEL: usize = 50;
 const VALUE: usize = 11;
 const RATIO: usize = 21;
+const TARGET: usize = 11;
+
+/// What the value columns are called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Headings {
+    pub ours: &'static str,
+    pub in_process: &'static str,
+    pub peer: &'static str,
+    pub ratio: &'static str,
+    pub in_process_ratio: &'static str,
+}
+
+impl Headings {
+    /// The foundation benchmark's columns.
+    pub const FOUNDATION: Headings = Headings {
+        ours: "dsh (host)",
+        in_process: "in-process",
+        peer: "peer",
+        ratio: "dsh/peer [p25-p75]",
+        in_process_ratio: "in-proc/peer",
+    };
+}
 
 /// Renders `sections` as a plain-text table (one block per section, its
-/// notes under it) followed by a count of met and missed targets.
-pub fn render(sections: &[Section]) -> String {
+/// notes under it) followed by a count of met and missed targets. The
+/// in-process columns appear only if some figure has an in-process value.
+pub fn render(sections: &[Section], headings: Headings) -> String {
+    let figures = || sections.iter().flat_map(|section| &section.figures);
+    let label = figures()
+        .map(|figure| figure.label.chars().count() + 2)
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+    let in_process = figures().any(|figure| figure.in_process.is_some());
+    let layout = Layout { label, in_process };
     let mut out = String::new();
-    let rule = "-".repeat(LABEL + 3 * (VALUE + 1) + 2 * (RATIO + 1) + 20);
     let _ = writeln!(
         out,
-        "{:<LABEL$} {:>VALUE$} {:>VALUE$} {:>VALUE$} {:>RATIO$} {:>RATIO$} {:>9} verdict",
-        "figure",
-        "dsh (host)",
-        "in-process",
-        "peer",
-        "dsh/peer [p25-p75]",
-        "in-proc/peer",
-        "target",
+        "{}",
+        layout.line(
+            "figure",
+            [headings.ours, headings.in_process, headings.peer],
+            [headings.ratio, headings.in_process_ratio],
+            "target",
+            "verdict"
+        )
     );
+    let rule = "-".repeat(out.trim_end().chars().count());
     let (mut met, mut missed) = (0, 0);
     for section in sections {
         let _ = writeln!(out, "{rule}");
         let _ = writeln!(out, "{}", section.title);
         for figure in &section.figures {
-            match figure.verdict() {
+            let verdict = figure.verdict();
+            match verdict {
                 Verdict::Met => met += 1,
                 Verdict::Missed => missed += 1,
                 Verdict::Informational => {}
             }
-            let _ = writeln!(out, "{}", row(figure));
+            let row = layout.line(
+                &format!("  {}", figure.label),
+                [
+                    &figure.ours.to_string(),
+                    &optional(figure.in_process),
+                    &optional(figure.peer),
+                ],
+                [&spread(figure.ratio), &spread(figure.in_process_ratio)],
+                &figure.target.to_string(),
+                &verdict.to_string(),
+            );
+            let _ = writeln!(out, "{}", row.trim_end());
         }
         for note in &section.notes {
             let _ = writeln!(out, "  note: {note}");
@@ -46,22 +88,39 @@ pub fn render(sections: &[Section]) -> String {
     out
 }
 
-fn row(figure: &Figure) -> String {
-    let optional = |value: Option<crate::figure::Value>| {
-        value.map_or_else(|| "—".to_owned(), |value| value.to_string())
-    };
-    format!(
-        "  {:<width$} {:>VALUE$} {:>VALUE$} {:>VALUE$} {:>RATIO$} {:>RATIO$} {:>9} {}",
-        figure.label,
-        figure.ours.to_string(),
-        optional(figure.in_process),
-        optional(figure.peer),
-        spread(figure.ratio),
-        spread(figure.in_process_ratio),
-        figure.target.to_string(),
-        figure.verdict(),
-        width = LABEL - 2,
-    )
+/// Column widths of one table.
+struct Layout {
+    label: usize,
+    in_process: bool,
+}
+
+impl Layout {
+    fn line(
+        &self,
+        label: &str,
+        values: [&str; 3],
+        ratios: [&str; 2],
+        target: &str,
+        verdict: &str,
+    ) -> String {
+        let [ours, in_process, peer] = values;
+        let [ratio, in_process_ratio] = ratios;
+        let width = self.label;
+        let mut line = format!("{label:<width$} {ours:>VALUE$}");
+        if self.in_process {
+            let _ = write!(line, " {in_process:>VALUE$}");
+        }
+        let _ = write!(line, " {peer:>VALUE$} {ratio:>RATIO$}");
+        if self.in_process {
+            let _ = write!(line, " {in_process_ratio:>RATIO$}");
+        }
+        let _ = write!(line, " {target:>TARGET$} {verdict}");
+        line
+    }
+}
+
+fn optional(value: Option<Value>) -> String {
+    value.map_or_else(|| "—".to_owned(), |value| value.to_string())
 }
 
 fn spread(spread: Option<Spread>) -> String {
@@ -79,7 +138,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::figure::{Target, Value};
+    use crate::figure::{Figure, Target};
     use crate::stats::Samples;
 
     fn samples(micros: &[u64]) -> Samples {
@@ -115,7 +174,7 @@ mod tests {
             ],
             notes: vec!["on ext4".into()],
         }];
-        let table = render(&sections);
+        let table = render(&sections, Headings::FOUNDATION);
         let lines: Vec<&str> = table.lines().collect();
         assert!(lines[0].starts_with("figure"), "{table}");
         let read = lines
@@ -148,6 +207,50 @@ mod tests {
         assert!(
             table.trim_end().ends_with("targets met: 1, missed: 1"),
             "{table}"
+        );
+        let header = lines[0];
+        let ratio_column = header.find("dsh/peer").expect("ratio heading");
+        let ratio_cell = read.find("1.200x").expect("ratio cell");
+        assert!(
+            ratio_cell <= ratio_column + 20,
+            "columns line up:\n{header}\n{read}"
+        );
+    }
+
+    #[test]
+    fn without_in_process_values_those_columns_are_left_out() {
+        let peer = samples(&[100, 100]);
+        let sections = vec![Section {
+            title: "prototype".into(),
+            figures: vec![Figure::timed(
+                "a",
+                &samples(&[50, 50]),
+                None,
+                &peer,
+                Target::None,
+            )],
+            notes: vec![],
+        }];
+        let headings = Headings {
+            ours: "measured",
+            in_process: "unused",
+            peer: "baseline",
+            ratio: "ratio",
+            in_process_ratio: "unused",
+        };
+        let table = render(&sections, headings);
+        assert!(!table.contains("unused"), "{table}");
+        assert!(
+            table.lines().next().expect("header").contains("baseline"),
+            "{table}"
+        );
+        let row = table
+            .lines()
+            .find(|line| line.starts_with("  a"))
+            .expect("row");
+        assert!(
+            row.contains("0.500x") && row.trim_end().ends_with("—"),
+            "{row:?}"
         );
     }
 }

@@ -21,6 +21,7 @@ use crate::figure::{Figure, Section, Target};
 use crate::locate::plugin_library;
 use crate::measure::{Contender, Plan, interleave};
 use crate::stats::Samples;
+use crate::table::Headings;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -30,6 +31,15 @@ const BULK: usize = 64 * MIB;
 const CHUNK: usize = 64 * KIB;
 /// The package of the prototype library.
 const PACKAGE: &str = "dsh-bench-zero-copy";
+
+/// The table's columns: each crossing against its baseline.
+const HEADINGS: Headings = Headings {
+    ours: "measured",
+    in_process: "",
+    peer: "baseline",
+    ratio: "ratio [p25-p75]",
+    in_process_ratio: "",
+};
 
 /// How a buffer crosses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,7 +85,7 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
     let dir = bench_dir()?;
     let sections = measure(module, dir.path(), quick)?;
     println!();
-    print!("{}", crate::table::render(&sections));
+    print!("{}", crate::table::render(&sections, HEADINGS));
     println!("finished: {}", crate::machine::describe_load());
     Ok(())
 }
