@@ -1224,3 +1224,18 @@ fn bytes_chunks(
 ) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send {
     futures::stream::iter(chunks.into_iter().map(|c| Ok(Bytes::from_static(c))))
 }
+
+/// Every unary call's future is `Send`, so plugins can await them in code that must be `Send`
+/// (a plugin's `create`, `tokio::spawn`). A compile-time check: it fails to build otherwise.
+#[test]
+fn unary_call_futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let fake = Fake::always(Canned::new(200, "application/proto", Bytes::new()));
+    let envd = envd(&fake);
+    let options = CallOptions::default();
+    send(&envd.stat("/x", &options));
+    send(&envd.make_dir("/x", &options));
+    send(&envd.rename("/x", "/y", &options));
+    send(&envd.remove("/x", &options));
+    send(&envd.list_processes(&options));
+}

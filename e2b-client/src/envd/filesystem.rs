@@ -279,9 +279,10 @@ where
             path: path.to_owned(),
             ..Default::default()
         };
-        let response = self
-            .unary(&context, self.filesystem.stat_with_options(request, call))
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem.stat_with_options(request, call).await,
+        )?;
         required_entry(context, response.entry)
     }
 
@@ -298,12 +299,10 @@ where
             path: path.to_owned(),
             ..Default::default()
         };
-        let response = self
-            .unary(
-                &context,
-                self.filesystem.make_dir_with_options(request, call),
-            )
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem.make_dir_with_options(request, call).await,
+        )?;
         required_entry(context, response.entry)
     }
 
@@ -325,9 +324,10 @@ where
             destination: destination.to_owned(),
             ..Default::default()
         };
-        let response = self
-            .unary(&context, self.filesystem.move_with_options(request, call))
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem.move_with_options(request, call).await,
+        )?;
         required_entry(context, response.entry)
     }
 
@@ -354,12 +354,10 @@ where
             depth,
             ..Default::default()
         };
-        let response = self
-            .unary(
-                &context,
-                self.filesystem.list_dir_with_options(request, call),
-            )
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem.list_dir_with_options(request, call).await,
+        )?;
         response
             .entries
             .into_iter()
@@ -380,8 +378,10 @@ where
             path: path.to_owned(),
             ..Default::default()
         };
-        self.unary(&context, self.filesystem.remove_with_options(request, call))
-            .await?;
+        self.unary(
+            &context,
+            self.filesystem.remove_with_options(request, call).await,
+        )?;
         Ok(())
     }
 
@@ -459,12 +459,12 @@ where
             allow_network_mounts: watch.allow_network_mounts,
             ..Default::default()
         };
-        let response = self
-            .unary(
-                &context,
-                self.filesystem.create_watcher_with_options(request, call),
-            )
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem
+                .create_watcher_with_options(request, call)
+                .await,
+        )?;
         if response.watcher_id.is_empty() {
             return Err(Error::protocol(
                 context,
@@ -490,13 +490,12 @@ where
             watcher_id: watcher_id.to_owned(),
             ..Default::default()
         };
-        let response = self
-            .unary(
-                &context,
-                self.filesystem
-                    .get_watcher_events_with_options(request, call),
-            )
-            .await?;
+        let response = self.unary(
+            &context,
+            self.filesystem
+                .get_watcher_events_with_options(request, call)
+                .await,
+        )?;
         response
             .events
             .into_iter()
@@ -519,9 +518,10 @@ where
         };
         self.unary(
             &context,
-            self.filesystem.remove_watcher_with_options(request, call),
-        )
-        .await?;
+            self.filesystem
+                .remove_watcher_with_options(request, call)
+                .await,
+        )?;
         Ok(())
     }
 }

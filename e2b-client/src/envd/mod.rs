@@ -18,7 +18,6 @@ mod process;
 mod stream;
 
 use std::fmt::Display;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -263,16 +262,19 @@ where
         )
     }
 
-    /// Awaits one unary RPC, returning its owned response or its failure
-    /// classified against `context`.
-    async fn unary<V, F>(&self, context: &Context, call: F) -> Result<V::Owned>
+    /// The owned response of one awaited unary RPC, or its failure
+    /// classified against `context`. It takes the call's result rather than
+    /// its future so that callers' futures stay provably `Send` (a generic
+    /// future parameter here hides that from the compiler).
+    fn unary<V>(
+        &self,
+        context: &Context,
+        result: std::result::Result<UnaryResponse<buffa::view::OwnedView<V>>, ConnectError>,
+    ) -> Result<V::Owned>
     where
         V: buffa::MessageView<'static>,
-        F: Future<
-            Output = std::result::Result<UnaryResponse<buffa::view::OwnedView<V>>, ConnectError>,
-        >,
     {
-        call.await
+        result
             .map(UnaryResponse::into_owned)
             .map_err(|e| self.rpc_error(context.clone(), &e, Stage::Call))
     }

@@ -626,13 +626,12 @@ where
     pub async fn list_processes(&self, options: &CallOptions) -> Result<Vec<ProcessInfo>> {
         let context = Context::new("list processes", "");
         let call = self.anonymous_call(&context, options)?;
-        let response = self
-            .unary(
-                &context,
-                self.process
-                    .list_with_options(pb::ListRequest::default(), call),
-            )
-            .await?;
+        let response = self.unary(
+            &context,
+            self.process
+                .list_with_options(pb::ListRequest::default(), call)
+                .await,
+        )?;
         Ok(response
             .processes
             .into_iter()
@@ -694,9 +693,8 @@ where
         };
         self.unary(
             &context,
-            self.process.send_input_with_options(request, call),
-        )
-        .await?;
+            self.process.send_input_with_options(request, call).await,
+        )?;
         Ok(())
     }
 
@@ -723,9 +721,8 @@ where
         };
         self.unary(
             &context,
-            self.process.send_signal_with_options(request, call),
-        )
-        .await?;
+            self.process.send_signal_with_options(request, call).await,
+        )?;
         Ok(())
     }
 
@@ -748,9 +745,8 @@ where
         };
         self.unary(
             &context,
-            self.process.close_stdin_with_options(request, call),
-        )
-        .await?;
+            self.process.close_stdin_with_options(request, call).await,
+        )?;
         Ok(())
     }
 
@@ -773,8 +769,10 @@ where
             pty: buffa::MessageField::some(pty_proto(size)),
             ..Default::default()
         };
-        self.unary(&context, self.process.update_with_options(request, call))
-            .await?;
+        self.unary(
+            &context,
+            self.process.update_with_options(request, call).await,
+        )?;
         Ok(())
     }
 
@@ -828,9 +826,8 @@ where
         let requests = futures::stream::once(async move { start }).chain(data);
         self.unary(
             &context,
-            self.process.stream_input_with_options(requests, call),
-        )
-        .await?;
+            self.process.stream_input_with_options(requests, call).await,
+        )?;
         Ok(())
     }
 
