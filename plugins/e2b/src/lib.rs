@@ -32,7 +32,7 @@ pub mod setup;
 use std::sync::Arc;
 
 use dsh_plugin_api::{
-    CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
+    CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait,
 };
 use e2b_client::{Api, Sandbox};
 
@@ -69,7 +69,7 @@ impl E2bPlugin {
         let acquired = acquire(api, &config).await?;
         let mut guard = KillOnDrop::new(&acquired);
         let sandbox = acquired.sandbox;
-        let prepared = prepare_on_blocking_thread(sandbox.envd().clone(), config.cwd.clone()).await;
+        let prepared = setup::prepare(sandbox.envd(), &config.cwd).await;
         let workspace = match prepared {
             Ok(workspace) => workspace,
             Err(err) => {
@@ -122,28 +122,6 @@ impl E2bPlugin {
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
     }
-}
-
-/// Runs [`setup::prepare`] on a blocking thread that drives it with
-/// `Handle::block_on`.
-///
-/// Why: `e2b_client::Envd`'s unary calls (`stat`, `make_dir`, …) currently
-/// return futures rustc cannot prove `Send` for every lifetime (its
-/// `async fn unary` helper takes the RPC future as a generic parameter),
-/// and a plugin's `create` future must be `Send`. `block_on` needs no
-/// `Send`; the blocking thread is only held for the setup's few calls.
-/// Remove this once e2b-client maps the awaited result in a plain function.
-///
-/// Dropping the returned future does not stop the setup (it finishes on
-/// its own thread, then its result is dropped).
-async fn prepare_on_blocking_thread(
-    envd: e2b_client::Envd<e2b_client::SandboxTransport>,
-    cwd: String,
-) -> Result<setup::Workspace> {
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || handle.block_on(setup::prepare(&envd, &cwd)))
-        .await
-        .map_err(|err| Error::new(ErrorKind::Panicked, format!("set up the sandbox: {err}")))?
 }
 
 #[async_trait]
