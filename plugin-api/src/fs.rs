@@ -85,7 +85,8 @@ pub struct DirEntry {
     /// The entry itself, not followed (`lstat`).
     pub metadata: Metadata,
     /// For a symlink entry: the metadata of what it points to (`stat`),
-    /// `None` when the link dangles. `None` for every other entry.
+    /// `None` when it cannot be followed (dangling, a loop, no permission).
+    /// `None` for every other entry.
     pub resolved: Option<Metadata>,
 }
 
@@ -202,7 +203,8 @@ pub trait FsProvider: Send + Sync + 'static {
     /// on LF-normalised text; the file's dominant line ending (CRLF or LF)
     /// is restored on store. An edit that matches zero times — or several
     /// times without `replace_all` — fails with `InvalidInput` saying which
-    /// edit and how many matches, and nothing is stored.
+    /// edit and how many matches, and nothing is stored. (An edit needs an
+    /// existing file, so `WriteGuard::CreateNew` always fails.)
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome>;
 
     /// Creates `path` and missing parents (`mkdir -p`). An existing

@@ -188,9 +188,12 @@ impl CreateContext {
 /// A plugin: created once per manifest entry, provides services, disposed
 /// once.
 ///
-/// All methods run on the plugin's own tokio runtime (created by the export
-/// layer with the instance), so plugin code may use `tokio::spawn`, timers
-/// and I/O freely; tasks it spawns live until [`Plugin::dispose`] returns.
+/// Every instance has a tokio runtime of its own (created by the export
+/// layer with the instance). `create` and `dispose` run as tasks on it; every
+/// other future is polled with that runtime *entered* on the caller's thread,
+/// so plugin code may use `tokio::spawn`, timers and I/O freely (long
+/// blocking work belongs in `spawn_blocking`). Tasks it spawns live until
+/// [`Plugin::dispose`] returns.
 #[async_trait]
 pub trait Plugin: Send + Sync + Sized + 'static {
     /// The static description (see [`Descriptor`]).

@@ -338,7 +338,10 @@ pub trait Process: Send + Sync + 'static {
     async fn wait(&self) -> Result<ExitStatus>;
 
     /// Up to `max_len` retained bytes of `stream` from absolute `offset`
-    /// (clamped to the retained tail's start), with totals and spill info.
+    /// (clamped to the retained tail's start; an offset past `total` yields
+    /// no bytes), with totals and spill info. Outside collect mode nothing is
+    /// retained: the snapshot is empty at `offset == total`, with `total`
+    /// counted in every mode and `truncated` set once any byte was produced.
     async fn read_output(
         &self,
         stream: OutputStream,
