@@ -162,6 +162,28 @@ pub fn teardown_session(
     }
 }
 
+/// Whether group (`session == false`) or session `id` has live members,
+/// without signalling anything.
+pub fn members(session: bool, id: i32) -> Result<Outcome, String> {
+    if id <= 1 {
+        return Err(format!("refusing id {id}"));
+    }
+    let live = if session {
+        procfs::session_members(id)
+    } else {
+        procfs::group_members(id)
+    }
+    .map_err(|err| format!("probe: {err}"))?;
+    Ok(if live.is_empty() {
+        Outcome::Empty
+    } else {
+        Outcome::Busy {
+            live: live.iter().map(|stat| stat.pid).collect(),
+            failures: Vec::new(),
+        }
+    })
+}
+
 /// Signals one scanned member if it still is that member (same session,
 /// same start time); a member already gone counts as done.
 fn signal_member(stat: &Stat, sid: i32, signal: i32) -> io::Result<()> {
@@ -204,6 +226,18 @@ mod tests {
             failures: vec!["SIGTERM: denied".into()],
         };
         assert_eq!(busy.line(), "busy 7,8; SIGTERM: denied");
+    }
+
+    #[test]
+    fn members_are_listed_without_signals() {
+        let me = std::process::id() as i32;
+        let own_group = procfs::stat_of(me).unwrap().unwrap().pgid;
+        match members(false, own_group) {
+            Ok(Outcome::Busy { live, .. }) => assert!(live.contains(&me)),
+            other => panic!("this test's own group: {other:?}"),
+        }
+        assert_eq!(members(true, 4_000_000), Ok(Outcome::Empty));
+        assert!(members(false, 1).is_err());
     }
 
     #[test]

@@ -200,6 +200,19 @@ impl<T: EnvdTransport> Controller<T> {
         parse_ladder(operation, &line).map_err(ControlError::Failed)
     }
 
+    /// Whether session `sid` has live members (nothing is signalled).
+    pub async fn session_members(&self, sid: u32) -> Result<Ladder, ControlError> {
+        let line = self
+            .line(
+                "probe session",
+                &["members", "session", &sid.to_string()],
+                None,
+                QUICK,
+            )
+            .await?;
+        parse_ladder("probe session", &line).map_err(ControlError::Failed)
+    }
+
     /// The foreground process group of session `sid`'s terminal.
     pub async fn foreground(&self, sid: u32) -> Result<u32, ControlError> {
         let line = self

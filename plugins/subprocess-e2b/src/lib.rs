@@ -44,6 +44,7 @@
 mod boundary;
 pub mod config;
 mod control;
+mod delivery;
 pub mod env;
 mod errors;
 pub mod frames;

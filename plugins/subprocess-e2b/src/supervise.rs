@@ -27,6 +27,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::control::{ControlError, Controller};
+use crate::delivery::Delivery;
 use crate::errors::{self, StartContext};
 use crate::frames::{Decoder, Ended, Frame, Stream};
 use crate::group::Group;
@@ -122,11 +123,13 @@ pub async fn spawn<T: EnvdTransport>(
         plan,
         answer,
     ));
-    outcome.await.unwrap_or_else(|_| {
-        Err(Error::io(
+    // Claimed in the same poll it arrives in (see `Delivery`).
+    match outcome.await {
+        Ok(answer) => answer.map(Delivery::claim),
+        Err(_) => Err(Error::io(
             "spawn: the start task ended without an answer (the provider's runtime is shutting down)",
-        ))
-    })
+        )),
+    }
 }
 
 /// Everything the start task needs.
@@ -180,7 +183,7 @@ async fn start<T: EnvdTransport>(
     world: Arc<World<T>>,
     control: Controller<T>,
     plan: Plan,
-    answer: oneshot::Sender<Result<Arc<dyn Process>>>,
+    answer: oneshot::Sender<Started>,
 ) {
     if answer.is_closed() {
         // The caller gave up before anything started.
@@ -294,9 +297,17 @@ async fn start<T: EnvdTransport>(
         answer.send(Err(err));
         return;
     }
-    if !answer.send(Ok(handle)) {
-        // The caller gave up while the command started.
-        rollback(&group).await;
+    let undo = {
+        let group = Arc::clone(&group);
+        let runtime = tokio::runtime::Handle::current();
+        let tracker = world.tracker().clone();
+        move || {
+            runtime.spawn(tracker.track_future(async move { rollback(&group).await }));
+        }
+    };
+    if !answer.send(Ok(Delivery::new(handle, undo))) {
+        // The caller gave up while the command started; the unclaimed
+        // delivery rolled it back.
         return;
     }
     let supervisor = Supervisor {
@@ -324,11 +335,14 @@ async fn start<T: EnvdTransport>(
     supervisor.run(stream, plan.timeout, plan.drain_grace).await;
 }
 
+/// What the start task answers the caller.
+type Started = Result<Delivery<Arc<dyn Process>>>;
+
 /// The caller's answer channel; `send` says whether it was received.
-struct Answer(Option<oneshot::Sender<Result<Arc<dyn Process>>>>);
+struct Answer(Option<oneshot::Sender<Started>>);
 
 impl Answer {
-    fn send(mut self, result: Result<Arc<dyn Process>>) -> bool {
+    fn send(mut self, result: Started) -> bool {
         self.0.take().is_some_and(|tx| tx.send(result).is_ok())
     }
 }

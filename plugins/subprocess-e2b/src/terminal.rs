@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::boundary::{BoundaryScan, Scan};
 use crate::control::{ControlError, Controller, Ladder};
+use crate::delivery::Delivery;
 use crate::errors::{self, StartContext};
 use crate::gate::Gate;
 use crate::group::KILL_SETTLE;
@@ -102,11 +103,13 @@ pub async fn spawn<T: EnvdTransport>(
         launch,
         answer,
     ));
-    outcome.await.unwrap_or_else(|_| {
-        Err(Error::io(format!(
+    // Claimed in the same poll it arrives in (see `Delivery`).
+    match outcome.await {
+        Ok(answer) => answer.map(Delivery::claim),
+        Err(_) => Err(Error::io(format!(
             "{OP}: the start task ended without an answer (the provider's runtime is shutting down)"
-        )))
-    })
+        ))),
+    }
 }
 
 struct Launch {
@@ -123,7 +126,7 @@ async fn start<T: EnvdTransport>(
     world: Arc<World<T>>,
     control: Controller<T>,
     launch: Launch,
-    answer: oneshot::Sender<Result<Arc<dyn Terminal>>>,
+    answer: oneshot::Sender<Result<Delivery<Arc<dyn Terminal>>>>,
 ) {
     if answer.is_closed() {
         return;
@@ -179,8 +182,16 @@ async fn start<T: EnvdTransport>(
         let _ = answer.send(Err(err));
         return;
     }
-    if answer.send(Ok(terminal)).is_err() {
-        rollback(&core).await;
+    let undo = {
+        let core = Arc::clone(&core);
+        let runtime = tokio::runtime::Handle::current();
+        let tracker = world.tracker().clone();
+        move || {
+            runtime.spawn(tracker.track_future(async move { rollback(&core).await }));
+        }
+    };
+    if answer.send(Ok(Delivery::new(terminal, undo))).is_err() {
+        // Nobody listens: the unclaimed delivery tore the session down.
         return;
     }
     if !first.is_empty() {
@@ -305,6 +316,14 @@ async fn pump<T: EnvdTransport>(
                         core.pid, end.status
                     ))
                 }));
+                // The program and its terminal are done; if nothing else of
+                // the session runs, nothing is left to own.
+                if matches!(
+                    core.control.session_members(core.pid).await,
+                    Ok(Ladder::Empty) | Err(ControlError::Gone(_))
+                ) {
+                    core.proven();
+                }
             }
             Some(Err(err)) => {
                 if core.control.is_gone(&err).await {
