@@ -76,15 +76,15 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
         .with_context(|| format!("write {}", large_path.display()))?;
 
     let small_reads = Plan {
-        rounds: bench.pick(15, 5),
+        rounds: bench.pick(21, 5),
         iterations: bench.pick(2000, 300),
     };
     let small_writes = Plan {
-        rounds: bench.pick(15, 5),
-        iterations: bench.pick(300, 50),
+        rounds: bench.pick(21, 5),
+        iterations: bench.pick(200, 50),
     };
     let large_ops = Plan {
-        rounds: bench.pick(11, 3),
+        rounds: bench.pick(15, 3),
         iterations: bench.pick(2, 1),
     };
 

@@ -27,7 +27,7 @@ const START_TARGET: Duration = Duration::from_millis(20);
 /// Measures the section.
 pub fn measure(bench: &Bench) -> Result<Section> {
     let cold_plan = Plan {
-        rounds: bench.pick(15, 5),
+        rounds: bench.pick(21, 5),
         iterations: 1,
     };
     let in_child = |task: ChildTask| {

@@ -30,8 +30,8 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
     };
     let in_process: Arc<dyn SubprocessProvider> = Arc::new(local.clone());
     let spawn_plan = Plan {
-        rounds: bench.pick(15, 5),
-        iterations: bench.pick(40, 10),
+        rounds: bench.pick(21, 5),
+        iterations: bench.pick(30, 10),
     };
     let mut figures = Vec::new();
     for (null, label, target) in [
@@ -68,7 +68,7 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
 
     let mib = bench.pick(256, 64);
     let pipe_plan = Plan {
-        rounds: bench.pick(9, 3),
+        rounds: bench.pick(11, 3),
         iterations: 1,
     };
     let run = |provider: Arc<dyn SubprocessProvider>| {
