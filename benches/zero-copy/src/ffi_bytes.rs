@@ -29,11 +29,9 @@ pub struct FfiBytes {
     release: unsafe extern "C" fn(*mut c_void),
 }
 
-// SAFETY: the owner is a `Box<Bytes>` (`Bytes` is `Send + Sync`), only
-// touched by `release`, which runs once; the data is immutable.
+// SAFETY: the owner is a `Box<Bytes>` (`Bytes` is `Send`), only touched by
+// `release`, which runs once, on drop; the data is immutable.
 unsafe impl Send for FfiBytes {}
-// SAFETY: as above; shared access only reads the immutable data.
-unsafe impl Sync for FfiBytes {}
 
 impl FfiBytes {
     /// Hands `bytes` over without copying (one small box for the owner).
