@@ -25,6 +25,7 @@
 //! --example zero_copy`).
 
 pub mod child;
+pub mod composition;
 pub mod figure;
 pub mod locate;
 pub mod machine;
@@ -37,9 +38,10 @@ pub mod table;
 pub mod zero_copy;
 
 use anyhow::{Context, Result};
-use dsh_host::{Host, Manifest};
+use dsh_host::Host;
 
 use crate::child::ChildTask;
+use crate::composition::LocalComposition;
 use crate::figure::Section;
 use crate::options::{Invocation, RunOptions, SectionName};
 use crate::sections::Bench;
@@ -114,13 +116,6 @@ fn run(options: &RunOptions) -> Result<()> {
 
 /// Starts the local composition the fs and subprocess sections measure.
 fn start_local(bench: &Bench) -> Result<Host> {
-    let manifest_path = locate::local_manifest()?;
-    let search = locate::plugin_search()?;
-    bench.runtime.block_on(async {
-        let manifest = Manifest::from_path(&manifest_path)
-            .with_context(|| format!("read the manifest {}", manifest_path.display()))?;
-        Host::from_manifest(&manifest, &search)
-            .await
-            .with_context(|| format!("start {}", manifest_path.display()))
-    })
+    let composition = LocalComposition::locate()?;
+    bench.runtime.block_on(composition.start())
 }

@@ -6,8 +6,26 @@ use anyhow::{Context, Result, bail};
 use dsh_host::SearchPath;
 use dsh_plugin_api::host::library_file_name;
 
+/// Chooses where benchmark files live (default: the system's temporary
+/// directory).
+pub const BENCH_DIR_ENV: &str = "DSH_BENCH_DIR";
+
 /// The plugins of the local composition (`config/local.yaml`).
 pub const LOCAL_PLUGINS: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+
+/// A fresh directory for benchmark files, in `$DSH_BENCH_DIR` if set, else
+/// in the system's temporary directory; removed when dropped.
+pub fn bench_dir() -> Result<tempfile::TempDir> {
+    match std::env::var_os(BENCH_DIR_ENV) {
+        Some(base) => tempfile::tempdir_in(&base).with_context(|| {
+            format!(
+                "create a directory in {BENCH_DIR_ENV}={}",
+                base.to_string_lossy()
+            )
+        }),
+        None => tempfile::tempdir().context("create a temporary directory"),
+    }
+}
 
 /// The local composition's manifest in this checkout.
 pub fn local_manifest() -> Result<PathBuf> {

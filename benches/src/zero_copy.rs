@@ -18,7 +18,7 @@ use dsh_bench_zero_copy::plain::{self, ChunkFile};
 use dsh_bench_zero_copy::{ChunkReaderBox, FfiBytes, Receive, Received, ZeroCopyModuleRef};
 
 use crate::figure::{Figure, Section, Target};
-use crate::locate::plugin_library;
+use crate::locate::{bench_dir, plugin_library};
 use crate::measure::{Contender, Plan, interleave};
 use crate::stats::Samples;
 use crate::table::Headings;
@@ -88,18 +88,6 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
     print!("{}", crate::table::render(&sections, HEADINGS));
     println!("finished: {}", crate::machine::describe_load());
     Ok(())
-}
-
-fn bench_dir() -> Result<tempfile::TempDir> {
-    match std::env::var_os("DSH_BENCH_DIR") {
-        Some(base) => tempfile::tempdir_in(&base).with_context(|| {
-            format!(
-                "create a directory in DSH_BENCH_DIR={}",
-                base.to_string_lossy()
-            )
-        }),
-        None => tempfile::tempdir().context("create a temporary directory"),
-    }
 }
 
 /// Every figure of the prototype, files in `dir`.

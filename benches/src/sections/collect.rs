@@ -7,26 +7,22 @@
 //! `tokio::process` into a 1 MiB ring buffer: the least memory a program
 //! keeping that tail can use.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use dsh_host::{Host, Manifest};
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, SpawnSpec, SubprocessProvider};
-use tokio::io::AsyncReadExt;
 
-use super::{Bench, host_runtime, producer_argv};
+use super::producer::{producer_argv, tokio_drain};
+use super::{Bench, host_runtime};
 use crate::child::{self, ChildReport, ChildTask};
+use crate::composition::LocalComposition;
 use crate::figure::{Figure, Section, Target, Value};
-use crate::locate::{local_manifest, plugin_search};
 use crate::memory;
 use crate::stats::Spread;
 
 const MIB: u64 = 1024 * 1024;
 /// The tail kept in memory.
 const TAIL: usize = 1024 * 1024;
-/// The peer's read size.
-const PEER_READ: usize = 64 * 1024;
 /// Output run through once before the baseline, so code and buffers of the
 /// path are resident before the measured run.
 const WARM_UP_MIB: u64 = 4;
@@ -175,15 +171,10 @@ fn paired(ours: &[f64], theirs: &[f64]) -> Option<Spread> {
 /// In a fresh child: `bytes` through collect mode via the host.
 pub fn child_collect(bytes: u64) -> Result<ChildReport> {
     let mib = whole_mib(bytes)?;
-    let manifest_path = local_manifest()?;
-    let search = plugin_search()?;
+    let composition = LocalComposition::locate()?;
     let runtime = host_runtime()?;
     runtime.block_on(async {
-        let manifest = Manifest::from_path(&manifest_path)
-            .with_context(|| format!("read the manifest {}", manifest_path.display()))?;
-        let host = Host::from_manifest(&manifest, &search)
-            .await
-            .with_context(|| format!("start {}", manifest_path.display()))?;
+        let host = composition.start().await?;
         let subprocess = host.subprocess().context("the host's subprocess service")?;
         collect(subprocess.as_ref(), WARM_UP_MIB).await?;
         let baseline = memory::resident()?.now;
@@ -254,48 +245,20 @@ pub fn child_collect_peer(bytes: u64) -> Result<ChildReport> {
     })
 }
 
+/// The peer's run: the producer's output kept as a 1 MiB ring buffer.
 async fn tokio_tail(mib: u64) -> Result<u64> {
-    let argv = producer_argv(mib);
-    let command = argv.join(" ");
-    let mut child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .with_context(|| format!("tokio::process: spawn {command}"))?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .context("tokio::process: piped stdout")?;
     let mut ring = vec![0u8; TAIL];
-    let mut buf = vec![0u8; PEER_READ];
-    let mut total = 0u64;
-    loop {
-        let read = stdout
-            .read(&mut buf)
-            .await
-            .with_context(|| format!("tokio::process: read stdout of {command}"))?;
-        if read == 0 {
-            break;
-        }
+    let mut at = 0usize;
+    let total = tokio_drain(mib, |chunk| {
         // Copy into the ring at the running offset, wrapping once at most
         // (a read is never larger than the ring).
-        let at = (total % TAIL as u64) as usize;
-        let first = read.min(TAIL - at);
-        ring[at..at + first].copy_from_slice(&buf[..first]);
-        ring[..read - first].copy_from_slice(&buf[first..read]);
-        total += read as u64;
-    }
+        let first = chunk.len().min(TAIL - at);
+        ring[at..at + first].copy_from_slice(&chunk[..first]);
+        ring[..chunk.len() - first].copy_from_slice(&chunk[first..]);
+        at = (at + chunk.len()) % TAIL;
+    })
+    .await?;
     std::hint::black_box(&ring);
-    let status = child
-        .wait()
-        .await
-        .with_context(|| format!("tokio::process: wait for {command}"))?;
-    ensure!(
-        status.success(),
-        "{command} exited unsuccessfully: {status}"
-    );
     Ok(total)
 }
 

@@ -18,6 +18,7 @@ use futures::StreamExt;
 
 use super::Bench;
 use crate::figure::{Figure, Section, Target};
+use crate::locate::{BENCH_DIR_ENV, bench_dir};
 use crate::machine::filesystem_type;
 use crate::measure::{Contender, Plan, interleave, time_each, time_each_async};
 
@@ -25,9 +26,6 @@ const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
 /// The peer's read size for a streamed read (fs-local's chunk size).
 const STREAM_READ: usize = 64 * KIB;
-/// Where the files live: `$DSH_BENCH_DIR` or the system's temporary
-/// directory.
-const DIR_ENV: &str = "DSH_BENCH_DIR";
 
 /// The two providers measured: through the host and in-process.
 struct Providers {
@@ -37,11 +35,7 @@ struct Providers {
 
 /// Measures the section with the host's `fs` service.
 pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
-    let dir = match std::env::var_os(DIR_ENV) {
-        Some(base) => tempfile::tempdir_in(&base)
-            .with_context(|| format!("create a directory in {DIR_ENV}={}", base.to_string_lossy())),
-        None => tempfile::tempdir().context("create a temporary directory"),
-    }?;
+    let dir = bench_dir()?;
     let root = dir
         .path()
         .canonicalize()
@@ -117,7 +111,7 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
         title: "fs — dsh-fs-local loaded through the host vs std::fs".into(),
         figures,
         notes: vec![
-            format!("files in {} ({filesystem}; set {DIR_ENV} to measure elsewhere, e.g. /dev/shm)", root.display()),
+            format!("files in {} ({filesystem}; set {BENCH_DIR_ENV} to measure elsewhere, e.g. /dev/shm)", root.display()),
             "write: every contender gets an owned Vec prepared outside the timed region; fs-local stages in a 0700 sibling directory and renames (atomic, no fsync)".into(),
             "std atomic: the same protocol in plain std — mkdir 0700, create_new + write, lstat target, rename, fstat, rmdir".into(),
             format!("read_bytes: the stream drained chunk by chunk vs std File::read into one reused {} KiB buffer", STREAM_READ / KIB),

@@ -13,12 +13,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use dsh_host::{Host, Manifest};
+use dsh_host::Host;
 
 use super::{Bench, host_runtime};
 use crate::child::{self, ChildReport, ChildTask};
+use crate::composition::LocalComposition;
 use crate::figure::{Figure, Section, Target, Value};
-use crate::locate::{LOCAL_PLUGINS, local_manifest, plugin_library, plugin_search};
+use crate::locate::{LOCAL_PLUGINS, plugin_library};
 use crate::measure::{Contender, Plan, interleave};
 
 /// The target for a start: manifest → ready within 20 ms.
@@ -48,8 +49,7 @@ pub fn measure(bench: &Bench) -> Result<Section> {
     ];
     let [cold, dlopen] = interleave(cold_plan, &mut contenders)?;
 
-    let manifest_path = local_manifest()?;
-    let search = plugin_search()?;
+    let composition = LocalComposition::locate()?;
     let warm_plan = Plan {
         rounds: bench.pick(15, 5),
         iterations: bench.pick(10, 3),
@@ -58,7 +58,7 @@ pub fn measure(bench: &Bench) -> Result<Section> {
         Contender::new("warm host start", |n| {
             let mut total = Duration::ZERO;
             for _ in 0..n {
-                let (host, elapsed) = bench.runtime.block_on(start(&manifest_path, &search))?;
+                let (host, elapsed) = bench.runtime.block_on(start(&composition))?;
                 total += elapsed;
                 bench
                     .runtime
@@ -112,17 +112,11 @@ pub fn measure(bench: &Bench) -> Result<Section> {
     })
 }
 
-/// Starts the local composition; returns it with the time manifest → ready.
-async fn start(
-    manifest_path: &std::path::Path,
-    search: &dsh_host::SearchPath,
-) -> Result<(Host, Duration)> {
+/// Starts the local composition; returns it with the time manifest →
+/// both services ready.
+async fn start(composition: &LocalComposition) -> Result<(Host, Duration)> {
     let started = Instant::now();
-    let manifest = Manifest::from_path(manifest_path)
-        .with_context(|| format!("read the manifest {}", manifest_path.display()))?;
-    let host = Host::from_manifest(&manifest, search)
-        .await
-        .with_context(|| format!("start {}", manifest_path.display()))?;
+    let host = composition.start().await?;
     host.fs().context("the started host's fs service")?;
     host.subprocess()
         .context("the started host's subprocess service")?;
@@ -140,11 +134,10 @@ fn plugin_style_runtime(id: &str) -> Result<tokio::runtime::Runtime> {
 
 /// In a fresh child: one cold start of the local composition.
 pub fn child_host_start() -> Result<ChildReport> {
-    let manifest_path = local_manifest()?;
-    let search = plugin_search()?;
+    let composition = LocalComposition::locate()?;
     let runtime = host_runtime()?;
     runtime.block_on(async {
-        let (host, elapsed) = start(&manifest_path, &search).await?;
+        let (host, elapsed) = start(&composition).await?;
         host.dispose()
             .await
             .context("dispose the local composition")?;

@@ -6,6 +6,7 @@
 pub mod collect;
 pub mod fs;
 pub mod host_start;
+pub mod producer;
 pub mod subprocess;
 
 use anyhow::{Context, Result};
@@ -43,18 +44,4 @@ pub fn host_runtime() -> Result<Runtime> {
         .enable_all()
         .build()
         .context("build the host-side tokio runtime")
-}
-
-/// The output producer of the bulk subprocess figures: `dd` writing
-/// `mib` MiB of zeros in 1 MiB writes. Large writes keep the producer's own
-/// cost low, so the consumer's cost (ours or the peer's) dominates the
-/// figure — the strict setting for a ratio.
-pub fn producer_argv(mib: u64) -> Vec<String> {
-    vec![
-        "dd".into(),
-        "if=/dev/zero".into(),
-        "bs=1M".into(),
-        format!("count={mib}"),
-        "status=none".into(),
-    ]
 }

@@ -10,15 +10,11 @@ use dsh_host::Host;
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SubprocessProvider};
 use dsh_subprocess_local::{Config, LocalSubprocess};
 use futures::StreamExt;
-use tokio::io::AsyncReadExt;
 
-use super::{Bench, producer_argv};
+use super::Bench;
+use super::producer::{PEER_READ, producer_argv, tokio_drain};
 use crate::figure::{Figure, Section, Target};
 use crate::measure::{Contender, Plan, interleave, time_each_async};
-
-/// The read size of the peer: one reused 64 KiB buffer (the default pipe
-/// capacity), the cheapest way to drain a pipe with tokio.
-const PEER_READ: usize = 64 * 1024;
 
 /// Measures the section with the host's `subprocess` service.
 pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
@@ -177,43 +173,9 @@ async fn pipe_through(provider: &dyn SubprocessProvider, mib: u64) -> Result<()>
 }
 
 async fn tokio_pipe_through(mib: u64) -> Result<()> {
-    let argv = producer_argv(mib);
-    let command = argv.join(" ");
-    let mut child = tokio::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("tokio::process: spawn {command}"))?;
-    let mut stdout = child
-        .stdout
-        .take()
-        .context("tokio::process: piped stdout")?;
-    let mut buf = vec![0u8; PEER_READ];
-    let mut total = 0u64;
-    loop {
-        let read = stdout
-            .read(&mut buf)
-            .await
-            .with_context(|| format!("tokio::process: read stdout of {command}"))?;
-        if read == 0 {
-            break;
-        }
-        total += read as u64;
-    }
-    let status = child
-        .wait()
-        .await
-        .with_context(|| format!("tokio::process: wait for {command}"))?;
-    ensure!(
-        status.success(),
-        "{command} exited unsuccessfully: {status}"
-    );
-    ensure!(
-        total == mib << 20,
-        "{command}: read {total} bytes, expected {}",
-        mib << 20
-    );
+    tokio_drain(mib, |chunk| {
+        std::hint::black_box(chunk);
+    })
+    .await?;
     Ok(())
 }
