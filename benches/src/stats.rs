@@ -32,6 +32,16 @@ impl Spread {
     }
 }
 
+/// The spread of `ours[i] / theirs[i]` (values measured in the same round
+/// paired); `None` unless both have the same, non-zero length.
+pub fn paired_ratio(ours: &[f64], theirs: &[f64]) -> Option<Spread> {
+    if ours.len() != theirs.len() {
+        return None;
+    }
+    let ratios: Vec<f64> = ours.iter().zip(theirs).map(|(a, b)| a / b).collect();
+    Spread::of(&ratios)
+}
+
 /// The `q`-quantile (0 ≤ q ≤ 1) of sorted, non-empty `sorted`, linearly
 /// interpolated between neighbouring ranks.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -75,16 +85,7 @@ impl Samples {
     /// This contender's time over `peer`'s, round by round; `None` unless
     /// both have the same, non-zero number of rounds.
     pub fn ratio_to(&self, peer: &Samples) -> Option<Spread> {
-        if self.len() != peer.len() {
-            return None;
-        }
-        let ratios: Vec<f64> = self
-            .per_op
-            .iter()
-            .zip(&peer.per_op)
-            .map(|(ours, theirs)| ours.as_secs_f64() / theirs.as_secs_f64())
-            .collect();
-        Spread::of(&ratios)
+        paired_ratio(&self.seconds(), &peer.seconds())
     }
 
     fn seconds(&self) -> Vec<f64> {
@@ -137,6 +138,13 @@ mod tests {
         let spread = ours.ratio_to(&peer).expect("same rounds");
         assert!((spread.median - 2.0).abs() < 1e-9, "{spread:?}");
         assert!((spread.p25 - 2.0).abs() < 1e-9 && (spread.p75 - 2.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn paired_ratios_of_plain_values() {
+        let spread = paired_ratio(&[2.0, 4.0, 9.0], &[1.0, 2.0, 3.0]).expect("paired");
+        assert_eq!(spread.median, 2.0);
+        assert_eq!(paired_ratio(&[1.0], &[1.0, 2.0]), None);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::child::{self, ChildReport, ChildTask};
 use crate::composition::LocalComposition;
 use crate::figure::{Figure, Section, Target, Value};
 use crate::memory;
-use crate::stats::Spread;
+use crate::stats::{Spread, paired_ratio};
 
 const MIB: u64 = 1024 * 1024;
 /// The tail kept in memory.
@@ -97,7 +97,7 @@ pub fn measure(bench: &Bench) -> Result<Section> {
             ours: bytes(median(&peak(&large_runs.ours))),
             in_process: None,
             peer: Some(bytes(median(&peak(&large_runs.peer)))),
-            ratio: paired(&peak(&large_runs.ours), &peak(&large_runs.peer)),
+            ratio: paired_ratio(&peak(&large_runs.ours), &peak(&large_runs.peer)),
             in_process_ratio: None,
             target: Target::AtMost(Value::Bytes(RSS_TARGET)),
         },
@@ -119,7 +119,7 @@ pub fn measure(bench: &Bench) -> Result<Section> {
             ours: bytes(median(&peak(&large_runs.ours))),
             in_process: None,
             peer: Some(bytes(median(&peak(&small_runs.ours)))),
-            ratio: paired(&peak(&large_runs.ours), &peak(&small_runs.ours)),
+            ratio: paired_ratio(&peak(&large_runs.ours), &peak(&small_runs.ours)),
             in_process_ratio: None,
             target: Target::RatioAtMost(FLAT_TARGET),
         },
@@ -135,7 +135,7 @@ pub fn measure(bench: &Bench) -> Result<Section> {
             peer: Some(Value::Time(Duration::from_nanos(
                 median(&elapsed(&large_runs.peer)) as u64,
             ))),
-            ratio: paired(&elapsed(&large_runs.ours), &elapsed(&large_runs.peer)),
+            ratio: paired_ratio(&elapsed(&large_runs.ours), &elapsed(&large_runs.peer)),
             in_process_ratio: None,
             target: Target::None,
         },
@@ -157,15 +157,6 @@ pub fn measure(bench: &Bench) -> Result<Section> {
 
 fn values(reports: &[ChildReport], value: impl Fn(&ChildReport) -> f64) -> Vec<f64> {
     reports.iter().map(value).collect()
-}
-
-/// The spread of `ours[i] / theirs[i]`.
-fn paired(ours: &[f64], theirs: &[f64]) -> Option<Spread> {
-    if ours.len() != theirs.len() {
-        return None;
-    }
-    let ratios: Vec<f64> = ours.iter().zip(theirs).map(|(a, b)| a / b).collect();
-    Spread::of(&ratios)
 }
 
 /// In a fresh child: `bytes` through collect mode via the host.
@@ -284,12 +275,5 @@ mod tests {
                 format!("collect: {bad} bytes is not a positive whole number of MiB")
             );
         }
-    }
-
-    #[test]
-    fn paired_ratios_need_equal_lengths() {
-        let spread = paired(&[2.0, 4.0], &[1.0, 2.0]).expect("paired");
-        assert_eq!(spread.median, 2.0);
-        assert_eq!(paired(&[1.0], &[1.0, 2.0]), None);
     }
 }
