@@ -5,7 +5,11 @@
 //
 //   node fs.mjs latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms}
 //   node fs.mjs throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
-//   node fs.mjs stream     <sandboxId> <file>                     -> {bytes}   (the bench measures peak RSS)
+//   node fs.mjs stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
+//
+// `stream` reads the file as a stream and reports this process's peak RSS (VmHWM of
+// /proc/self/status: the kernel's high-water mark of this program's own memory).
+import { readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 
 // The SDK is installed in sdk-peers/js (scripts/install-sdk-peers.sh), not beside this file.
@@ -73,5 +77,6 @@ if (mode === 'latency') {
   const stream = await sbx.files.read(path, { format: 'stream' })
   let bytes = 0
   for await (const chunk of stream) bytes += chunk.length
-  console.log(JSON.stringify({ bytes }))
+  const hwm = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'))
+  console.log(JSON.stringify({ bytes, vm_hwm_kib: Number(hwm[1]) }))
 }

@@ -7,7 +7,10 @@ stdout; the bench computes medians and ratios.
 
   python fs.py latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms}
   python fs.py throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
-  python fs.py stream     <sandboxId> <file>                     -> {bytes}  (the bench measures peak RSS)
+  python fs.py stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
+
+`stream` reads the file as a stream and reports this process's peak RSS (VmHWM of
+/proc/self/status: the kernel's high-water mark of this program's own memory).
 """
 
 import json
@@ -23,13 +26,23 @@ def timed(f):
     return (time.perf_counter() - start) * 1000.0, result
 
 
+def vm_hwm_kib():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def main(argv):
     if len(argv) < 3 or argv[0] not in ("latency", "throughput", "stream"):
         print("usage: fs.py latency|throughput|stream <sandboxId> <path> [count]", file=sys.stderr)
         return 2
     mode, sandbox_id, path = argv[0], argv[1], argv[2]
     count = int(argv[3]) if len(argv) > 3 else 0
-    sbx = Sandbox.connect(sandbox_id)
+    # The timeout is explicit: without one this SDK sends an empty connect
+    # body, which e2b-local refuses (it requires `timeout`).
+    sbx = Sandbox.connect(sandbox_id, timeout=3600)
 
     if mode == "latency":
         size = sbx.files.get_info(path).size
@@ -56,6 +69,8 @@ def main(argv):
             if len(content) != size:
                 raise RuntimeError(f"read {len(content)} bytes, expected {size}")
             read.append(ms)
+        # This SDK reads bytearray but writes only bytes (and str, IO).
+        content = bytes(content)
         target = path + ".py-write"
         for _ in range(count):
             write.append(timed(lambda: sbx.files.write(target, content))[0])
@@ -65,7 +80,7 @@ def main(argv):
         total = 0
         for chunk in sbx.files.read(path, format="stream"):
             total += len(chunk)
-        print(json.dumps({"bytes": total}))
+        print(json.dumps({"bytes": total, "vm_hwm_kib": vm_hwm_kib()}))
     return 0
 
 

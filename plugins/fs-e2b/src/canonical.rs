@@ -16,25 +16,46 @@ use dsh_plugin_api::{ErrorKind, Result};
 use crate::errors::Op;
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
 
-/// A bash function: `canonical PATH` sets `$canonical` to PATH's canonical
-/// form, or prints realpath's complaint (or the loop) on stderr and returns
-/// 1. Builtins only besides the one `realpath`.
+/// A bash function: `canonical PATH` sets `$canonical` to the canonical
+/// form of the absolute PATH, or prints why it cannot (realpath's complaint,
+/// or the loop) on stderr and returns 1.
+///
+/// Fast path, builtins only: PATH is walked component by component; when no
+/// component on the way is a symlink, the physical path is the lexical one
+/// (`.` dropped, `..` taking back the previous component, missing
+/// components kept as spelled). At the first symlink the whole path goes to
+/// `realpath -m` (one process), whose answer is then checked for a
+/// component it left unresolved — a symlink loop.
 macro_rules! canonical_function {
     () => {
         r#"
 canonical() {
-  canonical=$(realpath -m -- "$1" && printf x) || return 1
-  canonical=${canonical%$'\nx'}
-  local rest=${canonical#/} prefix=
+  local rest=$1 lexical= part
   while [[ -n $rest ]]; do
-    prefix=$prefix/${rest%%/*}
-    if [[ -L $prefix ]]; then
-      printf 'realpath: %s: Too many levels of symbolic links\n' "$1" >&2
-      return 1
-    fi
-    [[ -e $prefix ]] || break
+    part=${rest%%/*}
     if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=; fi
+    case $part in
+      '' | .) continue ;;
+      ..) lexical=${lexical%/*}; continue ;;
+    esac
+    lexical=$lexical/$part
+    if [[ -L $lexical ]]; then
+      canonical=$(realpath -m -- "$1" && printf x) || return 1
+      canonical=${canonical%$'\nx'}
+      rest=${canonical#/} lexical=
+      while [[ -n $rest ]]; do
+        lexical=$lexical/${rest%%/*}
+        if [[ -L $lexical ]]; then
+          printf 'realpath: %s: Too many levels of symbolic links\n' "$1" >&2
+          return 1
+        fi
+        [[ -e $lexical ]] || break
+        if [[ $rest == */* ]]; then rest=${rest#*/}; else rest=; fi
+      done
+      return 0
+    fi
   done
+  canonical=${lexical:-/}
 }
 "#
     };

@@ -2,15 +2,17 @@
 //! target, so publishing it is one same-filesystem rename (envd `Move`).
 //!
 //! One internal command (as root, see [`World::control`]) prepares a
-//! write: it resolves the target's canonical path (`realpath -m`, so a
-//! write through a symlink replaces the link's target and keeps the link),
-//! refuses a directory, records the mode and owner of a file it will
-//! replace, creates the staging directory `<parent>/.dsh-stage-<random>`
+//! write: it resolves the target's canonical path (so a write through a
+//! symlink replaces the link's target and keeps the link), refuses a
+//! directory, creates the staging directory `<parent>/.dsh-stage-<random>`
 //! with mode 0700 *at creation* (before any content exists), and, when a
-//! file is replaced, creates the staged file with that file's mode, so the
-//! upload (which truncates it in place) keeps it. Missing parents are
-//! created with envd's `MakeDir` (owned by the envd user, as the SDKs
-//! create them) and the command runs again.
+//! regular file is replaced, creates the staged file as an attribute-only
+//! copy of it (its mode, owner and group), so the upload — which truncates
+//! the staged file in place — keeps them. Meanwhile, in parallel, envd's
+//! `Stat` says who owns the file being replaced: the upload is made as that
+//! user, because envd hands an uploaded file to the uploading user. Missing
+//! parents are created with envd's `MakeDir` (owned by the envd user, as
+//! the SDKs create them) and the command runs again.
 //!
 //! A [`Staged`] owns its directory: [`Staged::discard`] removes it, and
 //! dropping it unpublished (an error, or a dropped operation) removes it
@@ -22,13 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dsh_plugin_api::fs::Version;
+use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
 use e2b_client::UploadOptions;
 use tokio::runtime::Handle;
 
 use crate::canonical::canonical_function;
 use crate::errors::Op;
+use crate::meta::{kind_of, mode_of};
 use crate::version::{WRITE_TOKEN_KEY, new_write_token, version_of};
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
 
@@ -44,10 +47,11 @@ const SECOND_CLEANUP_AFTER: Duration = Duration::from_secs(1);
 const UPLOAD_PIECE: usize = 1 << 20;
 
 /// The preparing command. Arguments: `$1` the absolute path to write, `$2`
-/// the staging directory's random suffix. Prints `target\0stage\0info\0`
-/// where `info` is `<octal mode>:<owner>` of the file being replaced (empty
-/// for a new file); on the refusals below prints the path concerned and
-/// exits with the code named in [`Refusal`].
+/// the staging directory's random suffix. Prints `target\0stage\0copied\0`,
+/// `copied` being `copied` when the staged file was made from the file
+/// being replaced (empty otherwise); on the refusals below prints the path
+/// concerned and exits with the code named in [`Refusal`]. Forks at most
+/// `mkdir` and `cp` (plus `realpath` for a path through a symlink).
 const PREPARE: &str = concat!(
     canonical_function!(),
     r#"
@@ -57,21 +61,21 @@ name=${target##*/}
 parent=${target%/*}
 [[ -n $parent ]] || parent=/
 if [[ -z $name || -d $target ]]; then printf '%s\0' "$target"; exit 91; fi
-info=
-if [[ -e $target ]]; then
-  info=$(stat -c '%a:%U' -- "$target") || exit 92
-fi
 stage=${parent%/}/.dsh-stage-$2
 if ! mkdir -m 0700 -- "$stage"; then
   if [[ ! -e $parent ]]; then printf '%s\0' "$parent"; exit 95; fi
   if [[ ! -d $parent ]]; then printf '%s\0' "$parent"; exit 93; fi
   exit 94
 fi
-if [[ -n $info ]] && ! install -m "${info%%:*}" /dev/null "$stage/$name"; then
-  rm -rf -- "$stage"
-  exit 96
+copied=
+if [[ -f $target ]]; then
+  if ! cp --attributes-only --preserve=mode,ownership -- "$target" "$stage/$name"; then
+    rm -rf -- "$stage"
+    exit 96
+  fi
+  copied=copied
 fi
-printf '%s\0%s\0%s\0' "$target" "$stage" "$info"
+printf '%s\0%s\0%s\0' "$target" "$stage" "$copied"
 "#
 );
 
@@ -85,7 +89,8 @@ impl Refusal {
     const MISSING_PARENT: i32 = 95;
 }
 
-/// The file a write replaces, as the preparing command saw it.
+/// The regular file a write replaces, as envd's `Stat` saw it while the
+/// write was prepared.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Existing {
     /// Permission bits (`0o7777` mask).
@@ -281,13 +286,63 @@ async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str) {
     }
 }
 
-/// Runs [`PREPARE`], creating missing parents once.
+/// Runs [`PREPARE`], creating missing parents once, alongside the `Stat`
+/// that finds the replaced file's owner.
 async fn prepare_now<T: EnvdTransport>(
     world: Arc<World<T>>,
     handle: Handle,
     op: Op<'_>,
     path: &str,
 ) -> Result<Staged<T>> {
+    let (prepared, existing) = futures::future::join(
+        run_prepare(&world, op, path),
+        existing_file(&world, op, path),
+    )
+    .await;
+    let prepared = prepared?;
+    Ok(Staged {
+        // The copy has the replaced file's mode; without the `Stat`'s
+        // answer it is unknown, and any mode asked for is then set.
+        mode: existing
+            .as_ref()
+            .filter(|_| prepared.copied)
+            .map(|existing| existing.mode),
+        file: format!("{}/{}", prepared.dir, prepared.name),
+        target: prepared.target,
+        dir: prepared.dir,
+        existing,
+        world,
+        handle,
+        armed: true,
+    })
+}
+
+/// The regular file `path` leads to, as envd describes it; `None` when
+/// there is none, or when envd cannot say (the preparing command then
+/// reports what is wrong with the path).
+async fn existing_file<T: EnvdTransport>(
+    world: &World<T>,
+    op: Op<'_>,
+    path: &str,
+) -> Option<Existing> {
+    let entry = world.stat(path).await.ok()?;
+    let followed = world.follow(op, path, entry).await.ok()??;
+    (kind_of(&followed.entry) == FileKind::File).then(|| {
+        let owner = &followed.entry.owner;
+        let named = !owner.is_empty() && !owner.bytes().all(|byte| byte.is_ascii_digit());
+        Existing {
+            mode: mode_of(&followed.entry),
+            owner: named.then(|| owner.clone()),
+        }
+    })
+}
+
+/// Runs [`PREPARE`] until it answers, creating missing parents once.
+async fn run_prepare<T: EnvdTransport>(
+    world: &World<T>,
+    op: Op<'_>,
+    path: &str,
+) -> Result<Prepared> {
     let mut created_parent = false;
     loop {
         let suffix = format!("{:032x}", rand::random::<u128>());
@@ -301,19 +356,7 @@ async fn prepare_now<T: EnvdTransport>(
                 .unwrap_or_default()
         };
         match output.status.exit_code {
-            0 if output.status.exited => {
-                let prepared = parse(op, &fields)?;
-                return Ok(Staged {
-                    world,
-                    handle,
-                    mode: prepared.existing.as_ref().map(|existing| existing.mode),
-                    file: format!("{}/{}", prepared.dir, prepared.name),
-                    target: prepared.target,
-                    dir: prepared.dir,
-                    existing: prepared.existing,
-                    armed: true,
-                });
-            }
+            0 if output.status.exited => return parse(op, &fields),
             Refusal::DIRECTORY => {
                 return Err(op.error(
                     ErrorKind::IsADirectory,
@@ -327,12 +370,9 @@ async fn prepare_now<T: EnvdTransport>(
                 ));
             }
             Refusal::MISSING_PARENT if !created_parent => {
-                let parent = named();
-                let made = world.fs.make_dir(&parent).await;
-                match made {
-                    Ok(_) => {}
+                match world.fs.make_dir(&named()).await {
                     // Made meanwhile by someone else: fine.
-                    Err(e2b_client::Error::AlreadyExists { .. }) => {}
+                    Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => {}
                     Err(err) => return Err(op.remote(&err)),
                 }
                 created_parent = true;
@@ -357,7 +397,8 @@ struct Prepared {
     target: String,
     name: String,
     dir: String,
-    existing: Option<Existing>,
+    /// Whether the staged file was made as a copy of the replaced file.
+    copied: bool,
 }
 
 fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
@@ -367,7 +408,7 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
             format_args!("the staging command printed an unexpected answer: {why}"),
         )
     };
-    let [target, dir, info] = fields else {
+    let [target, dir, copied] = fields else {
         return Err(bad("not three NUL-terminated fields"));
     };
     let text = |field: &[u8], what: &str| {
@@ -386,30 +427,16 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
     let Some((_, name)) = crate::paths::split_canonical(&target) else {
         return Err(bad("the resolved path has no final name"));
     };
-    let existing = if info.is_empty() {
-        None
-    } else {
-        let info = text(info, "file information")?;
-        let (mode, owner) = info
-            .split_once(':')
-            .ok_or_else(|| bad("the mode and owner are not separated by ':'"))?;
-        let mode = u32::from_str_radix(mode, 8)
-            .ok()
-            .filter(|mode| mode & !0o7777 == 0)
-            .ok_or_else(|| bad("the mode is not octal permission bits"))?;
-        let named = !owner.is_empty()
-            && owner != "UNKNOWN"
-            && !owner.bytes().all(|byte| byte.is_ascii_digit());
-        Some(Existing {
-            mode,
-            owner: named.then(|| owner.to_owned()),
-        })
+    let copied = match *copied {
+        b"copied" => true,
+        b"" => false,
+        _ => return Err(bad("the copy flag is neither `copied` nor empty")),
     };
     Ok(Prepared {
         name: name.to_owned(),
         target,
         dir,
-        existing,
+        copied,
     })
 }
 
@@ -423,37 +450,21 @@ mod tests {
 
     #[test]
     fn prepared_answers_parse() {
-        let fields: Vec<&[u8]> = vec![b"/w/new\nline", b"/w/.dsh-stage-ab", b"2755:user"];
+        let fields: Vec<&[u8]> = vec![b"/w/new\nline", b"/w/.dsh-stage-ab", b"copied"];
         let prepared = parse(op(), &fields).unwrap();
         assert_eq!(prepared.target, "/w/new\nline");
         assert_eq!(prepared.name, "new\nline");
         assert_eq!(prepared.dir, "/w/.dsh-stage-ab");
-        assert_eq!(
-            prepared.existing,
-            Some(Existing {
-                mode: 0o2755,
-                owner: Some("user".into())
-            })
-        );
+        assert!(prepared.copied);
         let fields: Vec<&[u8]> = vec![b"/f", b"/.dsh-stage-ab", b""];
-        assert_eq!(parse(op(), &fields).unwrap().existing, None);
-        for owner in ["UNKNOWN", "1001", ""] {
-            let info = format!("644:{owner}");
-            let fields: Vec<&[u8]> = vec![b"/f", b"/s", info.as_bytes()];
-            assert_eq!(
-                parse(op(), &fields).unwrap().existing.unwrap().owner,
-                None,
-                "{owner}"
-            );
-        }
+        assert!(!parse(op(), &fields).unwrap().copied);
     }
 
     #[test]
     fn malformed_answers_are_io_errors() {
         for fields in [
             vec![&b"/f"[..], b"/s"],
-            vec![&b"/f"[..], b"/s", b"999:user"],
-            vec![&b"/f"[..], b"/s", b"644"],
+            vec![&b"/f"[..], b"/s", b"maybe"],
             vec![&b"/"[..], b"/s", b""],
         ] {
             assert_eq!(

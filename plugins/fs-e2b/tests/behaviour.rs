@@ -83,6 +83,43 @@ async fn newline_and_multibyte_names_round_trip_through_every_operation() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn canonical_paths_agree_with_gnu_realpath_m() {
+    let env = Env::start().await;
+    let fs = env.direct();
+    env.sh(
+        r#"cd -- "$1" && mkdir -p real/sub && : > real/file && ln -s real/sub link \
+           && ln -s /etc abs && ln -s missing/target dangling && ln -s ../.. real/sub/up"#,
+        &[CWD],
+    )
+    .await;
+    let paths = [
+        "/",
+        "/..",
+        "//home///user/",
+        "real/./sub/../sub/",
+        "real/file/..",
+        "real/file/below/../x",
+        "missing/a/../b/.",
+        "link/../file",
+        "link/deeper/..",
+        "abs/hostname",
+        "dangling/x/..",
+        "real/sub/up/workspace/real",
+        "../workspace/./link",
+    ];
+    for path in paths {
+        let absolute = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("{CWD}/{path}")
+        };
+        let expected = env.sh(r#"realpath -m -- "$1""#, &[&absolute]).await;
+        let resolved = fs.resolve(path, None).await.unwrap();
+        assert_eq!(resolved.path, expected.trim_end_matches('\n'), "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn special_mode_bits_and_owners_survive_writes_and_edits() {
     let env = Env::start().await;
     let fs = env.direct();

@@ -1,9 +1,10 @@
 //! Peak RSS of a process that streams one file: each client runs in its own
-//! child process (ours: this bench binary again, with [`FLAG`]) and the
-//! kernel's account of its high-water mark (`wait4`'s `ru_maxrss`) is the
-//! figure.
+//! child process (ours: this bench binary again, with [`FLAG`]) and reports
+//! its `VmHWM` from `/proc/self/status` — the kernel's high-water mark of
+//! that program's own memory. (`wait4`'s `ru_maxrss` cannot be used: Linux
+//! carries a process's maximum across `fork` and `exec`, so every child
+//! would report at least this bench's own peak.)
 
-use std::io::Read;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
@@ -40,44 +41,41 @@ pub fn peak_rss(client: Client, server: &LocalServer, sandbox_id: &str, path: &s
         Client::Js => Peer::js().command(&env, "stream", &[sandbox_id, path]),
         Client::Python => Peer::python().command(&env, "stream", &[sandbox_id, path]),
     };
-    let mut child = command
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("start the {client:?} streaming child"))?;
-    let mut stdout = child.stdout.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut out = String::new();
-        stdout.read_to_string(&mut out).map(|_| out)
-    });
-    let pid = libc::pid_t::try_from(child.id()).context("child pid")?;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child; `status` and `usage` are valid
-    // out-pointers for the call's duration.
-    let waited = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    if waited != pid {
-        bail!(
-            "wait4 for the {client:?} child: {}",
-            std::io::Error::last_os_error()
-        );
+    let output = command
+        .output()
+        .with_context(|| format!("run the {client:?} streaming child"))?;
+    if !output.status.success() {
+        bail!("the {client:?} streaming child failed: {}", output.status);
     }
-    let out = reader.join().expect("stdout reader")?;
-    if !libc::WIFEXITED(status) || libc::WEXITSTATUS(status) != 0 {
-        bail!("the {client:?} streaming child failed (wait status {status}); stdout {out:?}");
-    }
-    let bytes: serde_json::Value = serde_json::from_str(out.trim())
-        .with_context(|| format!("the {client:?} child printed {out:?}"))?;
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).with_context(|| {
+        format!(
+            "the {client:?} child printed {:?}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })?;
     anyhow::ensure!(
-        bytes["bytes"].as_u64().is_some(),
-        "the {client:?} child read nothing: {out}"
+        report["bytes"].as_u64().is_some_and(|bytes| bytes > 0),
+        "the {client:?} child read nothing: {report}"
     );
-    // Linux reports ru_maxrss in KiB.
-    Ok(u64::try_from(usage.ru_maxrss).unwrap_or(0) * 1024)
+    let kib = report["vm_hwm_kib"]
+        .as_u64()
+        .with_context(|| format!("the {client:?} child reported no peak RSS: {report}"))?;
+    Ok(kib * 1024)
+}
+
+/// The `VmHWM` of this process, in KiB.
+fn vm_hwm_kib() -> Result<u64> {
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kib| kib.trim().parse().ok())
+        .context("no VmHWM in /proc/self/status")
 }
 
 /// Our RSS child: `FLAG <sandbox id> <path>`, the server from the `E2B_*`
-/// variables; prints `{"bytes": n}`.
+/// variables; prints `{"bytes": n, "vm_hwm_kib": k}`.
 pub fn main(args: &[String]) -> Result<()> {
     let [sandbox_id, path] = args else {
         bail!("usage: {FLAG} <sandbox id> <path>");
@@ -88,6 +86,6 @@ pub fn main(args: &[String]) -> Result<()> {
         .enable_all()
         .build()?;
     let bytes = runtime.block_on(ours::stream(&endpoints, sandbox_id, path))?;
-    println!("{{\"bytes\": {bytes}}}");
+    println!("{{\"bytes\": {bytes}, \"vm_hwm_kib\": {}}}", vm_hwm_kib()?);
     Ok(())
 }
