@@ -68,7 +68,7 @@ fn dsh_command(env: &Env, manifest: &PathBuf, subcommand: &str, args: &[&str]) -
         }
     }
     command
-        .envs(env.server.env())
+        .envs(env.server().env())
         .env_remove("RUST_LOG")
         .arg("--config")
         .arg(manifest)

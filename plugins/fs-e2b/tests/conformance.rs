@@ -10,42 +10,7 @@ mod support;
 
 use std::sync::Arc;
 
-use dsh_conformance::{KitOptions, Outcome, Seam, World, cases, run};
-use dsh_plugin_api::fs::FsProvider;
-use support::Env;
-
-async fn run_fs_half(env: &Env, fs: Arc<dyn FsProvider>) {
-    let world = World {
-        fs: Some(fs),
-        subprocess: Some(Arc::new(env.commands())),
-    };
-    let options = KitOptions {
-        filter: Some("fs.".to_owned()),
-        ..KitOptions::default()
-    };
-    let report = run(&world, &options, |case| eprintln!("{case}")).await;
-    let expected: Vec<&str> = cases()
-        .iter()
-        .filter(|case| case.seam == Seam::Fs)
-        .map(|case| case.name)
-        .collect();
-    let ran: Vec<&str> = report.cases.iter().map(|case| case.name).collect();
-    assert_eq!(ran, expected, "exactly the kit's fs cases run");
-    let not_passed: Vec<String> = report
-        .cases
-        .iter()
-        .filter(|case| !matches!(case.outcome, Outcome::Passed))
-        .map(ToString::to_string)
-        .collect();
-    assert!(
-        not_passed.is_empty(),
-        "{} of {} fs cases did not pass:\n{}",
-        not_passed.len(),
-        report.cases.len(),
-        not_passed.join("\n")
-    );
-    assert!(report.cleanup_errors.is_empty(), "{report}");
-}
+use support::{Env, run_fs_half};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fs_case_passes_through_the_owner() {

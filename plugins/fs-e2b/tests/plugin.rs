@@ -130,7 +130,7 @@ async fn the_built_library_serves_fs_across_the_abi() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shipped_composition_works_and_leaves_no_sandbox() {
     let env = Env::start().await;
-    let server = &env.server;
+    let server = env.server();
     let manifest = format!(
         "plugins:
   - id: e2b

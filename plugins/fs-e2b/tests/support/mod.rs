@@ -11,9 +11,11 @@ pub mod commands;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_conformance::{KitOptions, Outcome, Seam, World, cases, run};
 use dsh_e2b_gateway::{ControlPlaneLiveness, EnvdGateway, Liveness, OwnerTransport, Presence};
 use dsh_fs_e2b::{FsE2b, FsE2bPlugin};
 use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::{Result, async_trait};
 use e2b_client::{
     Api, Command, ConnectionOptions, NewSandbox, ProcessEvent, Sandbox, SandboxTransport,
@@ -28,13 +30,15 @@ pub const CWD: &str = "/home/user/workspace";
 /// The owner's private runtime root (root-owned, mode 0700).
 pub const RUNTIME_ROOT: &str = "/home/user/workspace/.dsh-e2b";
 
-/// One e2b-local server with one sandbox, set up as the `e2b` owner sets
-/// one up. Dropping it kills the sandbox and stops the server.
+/// One sandbox, set up as the `e2b` owner sets one up: on its own
+/// e2b-local server (dropping the `Env` kills the sandbox and stops the
+/// server), or on E2B's real service ([`Env::cloud`]; [`Env::kill`] ends
+/// it, its short lifetime otherwise).
 pub struct Env {
     pub sandbox: Sandbox,
     pub info: SandboxInfo,
     // Last: stopped after the sandbox handle is gone.
-    pub server: LocalServer,
+    local: Option<LocalServer>,
 }
 
 impl Env {
@@ -51,12 +55,20 @@ impl Env {
                 .resolve_with(|_| None)
                 .expect("the harness URLs and key are valid"),
         );
-        let sandbox = Sandbox::create(
-            &api,
-            &NewSandbox::new("base").timeout(Duration::from_secs(900)),
-        )
-        .await
-        .expect("create a sandbox");
+        Env::on(&api, Some(server), Duration::from_secs(900)).await
+    }
+
+    /// A sandbox of E2B's real service (`E2B_API_KEY` and the other
+    /// `E2B_*` variables as the SDKs read them), living at most `lifetime`.
+    pub async fn cloud(lifetime: Duration) -> Env {
+        let api = Api::from_env().expect("E2B_API_KEY and the E2B_* variables are usable");
+        Env::on(&api, None, lifetime).await
+    }
+
+    async fn on(api: &Api, local: Option<LocalServer>, lifetime: Duration) -> Env {
+        let sandbox = Sandbox::create(api, &NewSandbox::new("base").timeout(lifetime))
+            .await
+            .expect("create a sandbox");
         let info = SandboxInfo {
             sandbox_id: sandbox.id().to_owned(),
             template_id: sandbox.info().template_id.clone(),
@@ -67,7 +79,7 @@ impl Env {
         let env = Env {
             sandbox,
             info,
-            server,
+            local,
         };
         let setup = env
             .run_as(
@@ -78,6 +90,18 @@ impl Env {
             .await;
         assert_eq!(setup.code, 0, "set up the sandbox: {}", setup.stderr_text());
         env
+    }
+
+    /// The e2b-local server of this sandbox.
+    pub fn server(&self) -> &LocalServer {
+        self.local
+            .as_ref()
+            .expect("this test runs on e2b-local, not on E2B's service")
+    }
+
+    /// Kills the sandbox (a cloud one: a local one goes with its server).
+    pub async fn kill(&self) {
+        self.sandbox.kill().await.expect("kill the sandbox");
     }
 
     /// The provider directly on the sandbox's transport.
@@ -180,4 +204,40 @@ impl E2bOwner for TestOwner {
     async fn alive(&self) -> Result<bool> {
         Ok(self.liveness.presence().await == Presence::Running)
     }
+}
+
+/// Runs the fs half of the conformance kit on `fs` in `env`'s sandbox (the
+/// fixture command provider making what `fs` cannot) and asserts that
+/// exactly the kit's fs cases ran and all passed.
+pub async fn run_fs_half(env: &Env, fs: Arc<dyn FsProvider>) {
+    let world = World {
+        fs: Some(fs),
+        subprocess: Some(Arc::new(env.commands())),
+    };
+    let options = KitOptions {
+        filter: Some("fs.".to_owned()),
+        ..KitOptions::default()
+    };
+    let report = run(&world, &options, |case| eprintln!("{case}")).await;
+    let expected: Vec<&str> = cases()
+        .iter()
+        .filter(|case| case.seam == Seam::Fs)
+        .map(|case| case.name)
+        .collect();
+    let ran: Vec<&str> = report.cases.iter().map(|case| case.name).collect();
+    assert_eq!(ran, expected, "exactly the kit's fs cases run");
+    let not_passed: Vec<String> = report
+        .cases
+        .iter()
+        .filter(|case| !matches!(case.outcome, Outcome::Passed))
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        not_passed.is_empty(),
+        "{} of {} fs cases did not pass:\n{}",
+        not_passed.len(),
+        report.cases.len(),
+        not_passed.join("\n")
+    );
+    assert!(report.cleanup_errors.is_empty(), "{report}");
 }
