@@ -131,6 +131,8 @@ fn start(
     payload[..4].copy_from_slice(&(pid as u32).to_le_bytes());
     payload[4..].copy_from_slice(&starttime.to_le_bytes());
     out.frame(tag::STARTED, &payload);
+    // `spawn` resolves on this frame: it goes out at once.
+    out.flush();
 
     let [out_spill, err_spill] = match spills {
         Some([a, b]) => [Some(a), Some(b)],
@@ -339,6 +341,9 @@ fn supervise(mut child: Child, mut out: Frames) -> ! {
                 out.exited(raw, child.pid);
             }
         }
+        // What this round produced leaves in one write: fewer, larger
+        // envd events.
+        out.flush();
     }
     mirror(status.expect("the loop ends after the reap"))
 }
@@ -440,29 +445,49 @@ fn mirror(raw: c_int) -> ! {
     sys::exit_now(128 + signal)
 }
 
-/// The frame stream on the helper's stdout.
+/// The frame stream on the helper's stdout. Small frames are queued and
+/// leave together ([`Frames::flush`]); output frames flush the queue ahead
+/// of themselves, so the order is always the order of events. If nobody can
+/// read frames any more there is nothing left to supervise for: the helper
+/// exits (and the parent-death signal ends the command).
 pub struct Frames {
     fd: c_int,
+    queued: Vec<u8>,
 }
 
 impl Frames {
     pub fn new() -> Frames {
-        Frames { fd: 1 }
+        Frames {
+            fd: 1,
+            queued: Vec::new(),
+        }
     }
 
-    /// Writes one frame with `payload`. If nobody can read frames any more
-    /// there is nothing left to supervise for: the helper exits (and the
-    /// parent-death signal ends the command).
+    /// Queues one frame with `payload`.
     pub fn frame(&mut self, tag: u8, payload: &[u8]) {
-        let mut frame = Vec::with_capacity(wire::HEADER + payload.len());
-        frame.resize(wire::HEADER, 0);
-        wire::frame_header(&mut frame, tag, payload.len());
-        frame.extend_from_slice(payload);
-        self.raw(&frame);
+        let at = self.queued.len();
+        self.queued.resize(at + wire::HEADER, 0);
+        wire::frame_header(&mut self.queued[at..], tag, payload.len());
+        self.queued.extend_from_slice(payload);
     }
 
-    /// Writes bytes that already are a whole frame.
+    /// Writes bytes that already are a whole frame, after what is queued.
     pub fn raw(&mut self, bytes: &[u8]) {
+        self.flush();
+        self.write(bytes);
+    }
+
+    /// Writes what is queued.
+    pub fn flush(&mut self) {
+        if !self.queued.is_empty() {
+            let queued = std::mem::take(&mut self.queued);
+            self.write(&queued);
+            self.queued = queued;
+            self.queued.clear();
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
         if sys::write_all_fd(self.fd, bytes).is_err() {
             sys::exit_now(125);
         }
@@ -475,6 +500,7 @@ impl Frames {
         payload.extend_from_slice(&errno.to_le_bytes());
         payload.extend_from_slice(detail.as_bytes());
         self.frame(tag::FAILED, &payload);
+        self.flush();
         sys::exit_now(127)
     }
 

@@ -43,8 +43,7 @@ async fn the_built_library_serves_subprocess_in_the_injected_owners_sandbox() {
             services: vec![Service::E2b(world.owner.clone())],
         })
         .await
-        .err()
-        .expect("unknown config field");
+        .expect_err("unknown config field");
     assert_eq!(err.kind(), ErrorKind::Config);
 
     let instance = library
