@@ -23,6 +23,7 @@ use connectrpc::{ConnectError, ErrorCode};
 use e2b_client::{Context, EntryInfo, Error, FileType, Result};
 use envd_proto::filesystem as pb;
 use envd_proto::filesystem::FilesystemClient;
+use http::HeaderValue;
 
 use crate::world::EnvdTransport;
 
@@ -33,20 +34,30 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// The unary filesystem calls of one sandbox's envd, as its default user.
 pub(crate) struct FsRpc<T> {
     client: FilesystemClient<T>,
+    /// `Authorization` naming the user calls act as, for envd versions
+    /// without a default user of their own (below 0.4.0); `None` lets envd
+    /// use its default user.
+    user: Option<HeaderValue>,
 }
 
 impl<T: EnvdTransport> FsRpc<T> {
     /// Calls through `transport`, which takes path-only request URIs (as
-    /// `Envd`'s transports do), in binary protobuf.
-    pub(crate) fn new(transport: T) -> FsRpc<T> {
+    /// `Envd`'s transports do), in binary protobuf, as `user` when given
+    /// (else envd's default user).
+    pub(crate) fn new(transport: T, user: Option<&str>) -> FsRpc<T> {
         let config = ClientConfig::new(http::Uri::from_static("/")).proto();
         FsRpc {
             client: FilesystemClient::new(transport, config),
+            user: user.and_then(basic_auth),
         }
     }
 
-    fn options() -> CallOptions {
-        CallOptions::default().with_timeout(CALL_TIMEOUT)
+    fn options(&self) -> CallOptions {
+        let options = CallOptions::default().with_timeout(CALL_TIMEOUT);
+        match &self.user {
+            Some(user) => options.with_headers([(http::header::AUTHORIZATION, user.clone())]),
+            None => options,
+        }
     }
 
     /// `Stat`: `lstat`-based metadata of `path`.
@@ -58,7 +69,7 @@ impl<T: EnvdTransport> FsRpc<T> {
         };
         let response = self
             .client
-            .stat_with_options(request, Self::options())
+            .stat_with_options(request, self.options())
             .await
             .map(UnaryResponse::into_owned)
             .map_err(|err| classify(context.clone(), &err))?;
@@ -75,7 +86,7 @@ impl<T: EnvdTransport> FsRpc<T> {
         };
         let response = self
             .client
-            .list_dir_with_options(request, Self::options())
+            .list_dir_with_options(request, self.options())
             .await
             .map(UnaryResponse::into_owned)
             .map_err(|err| classify(context.clone(), &err))?;
@@ -95,7 +106,7 @@ impl<T: EnvdTransport> FsRpc<T> {
         };
         let response = self
             .client
-            .make_dir_with_options(request, Self::options())
+            .make_dir_with_options(request, self.options())
             .await
             .map(UnaryResponse::into_owned)
             .map_err(|err| classify(context.clone(), &err))?;
@@ -113,7 +124,7 @@ impl<T: EnvdTransport> FsRpc<T> {
         };
         let response = self
             .client
-            .move_with_options(request, Self::options())
+            .move_with_options(request, self.options())
             .await
             .map(UnaryResponse::into_owned)
             .map_err(|err| classify(context.clone(), &err))?;
@@ -128,12 +139,23 @@ impl<T: EnvdTransport> FsRpc<T> {
             ..Default::default()
         };
         self.client
-            .remove_with_options(request, Self::options())
+            .remove_with_options(request, self.options())
             .await
             .map(UnaryResponse::into_owned)
             .map_err(|err| classify(context.clone(), &err))?;
         Ok(())
     }
+}
+
+/// `Basic base64("<user>:")` (envd's user selection, empty password);
+/// `None` for a name that cannot be one (a `:` or a control character).
+fn basic_auth(user: &str) -> Option<HeaderValue> {
+    use base64::Engine;
+    if user.is_empty() || user.contains(':') || user.chars().any(char::is_control) {
+        return None;
+    }
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:"));
+    HeaderValue::from_str(&format!("Basic {encoded}")).ok()
 }
 
 /// The entry a response must carry.
@@ -248,6 +270,14 @@ mod tests {
             ..Default::default()
         };
         assert!(convert(negative).unwrap_err().contains("negative size"));
+    }
+
+    #[test]
+    fn users_are_named_as_envd_reads_them() {
+        assert_eq!(basic_auth("user").unwrap(), "Basic dXNlcjo=");
+        assert_eq!(basic_auth("root").unwrap(), "Basic cm9vdDo=");
+        assert!(basic_auth("a:b").is_none());
+        assert!(basic_auth("").is_none());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_e2b_gateway::ControlShell;
+use dsh_e2b_gateway::{ControlShell, envd_options};
 use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::{
     DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
@@ -79,7 +79,9 @@ impl<T: EnvdTransport> FsE2b<T> {
     /// relative paths join `info.cwd` (absolute, no NUL, else
     /// `InvalidInput`), and internal commands keep their `HOME` under
     /// `info.runtime_root`, which must be a root-owned directory (the `e2b`
-    /// owner makes it so before handing the sandbox out).
+    /// owner makes it so before handing the sandbox out). Filesystem calls
+    /// act as envd's default user, or as `user` for an `info.envd_version`
+    /// below 0.4.0 (which has none), as `envd` itself is configured.
     pub fn new(envd: Envd<T>, info: &SandboxInfo) -> Result<FsE2b<T>> {
         if let Some(problem) = paths::cwd_problem(&info.cwd) {
             return Err(Error::invalid_input(format!(
@@ -95,7 +97,10 @@ impl<T: EnvdTransport> FsE2b<T> {
         }
         Ok(FsE2b {
             world: Arc::new(World {
-                fs: FsRpc::new(envd.transport().clone()),
+                fs: FsRpc::new(
+                    envd.transport().clone(),
+                    envd_options(info).default_user.as_deref(),
+                ),
                 envd,
                 shell: ControlShell::for_sandbox(info),
                 sandbox_id: Arc::from(info.sandbox_id.as_str()),
