@@ -302,7 +302,7 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
     }
 
     async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<dyn Process>> {
-        crate::supervise::spawn(&self.world, spec).await
+        crate::start::spawn(&self.world, spec).await
     }
 
     async fn spawn_terminal(&self, spec: TerminalSpec) -> Result<Arc<dyn Terminal>> {

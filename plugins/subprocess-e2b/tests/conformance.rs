@@ -1,7 +1,7 @@
 //! The conformance kit's subprocess half — commands and terminals — on the
-//! E2B composition (this provider over the owner's sandbox on e2b-local),
-//! with exactly the cases the local composition runs: every one of them
-//! runs and passes on both.
+//! E2B composition (this provider over the owner's sandbox on e2b-local):
+//! it runs exactly the cases the local composition runs (none skipped), and
+//! every one of them passes.
 
 mod support;
 
@@ -22,11 +22,12 @@ fn print_case(case: &dsh_conformance::CaseReport) {
     println!("{case}");
 }
 
-fn passed(report: &Report) -> Vec<&'static str> {
+/// The cases that ran (passed or failed; not skipped).
+fn ran(report: &Report) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = report
         .cases
         .iter()
-        .filter(|case| case.outcome == Outcome::Passed)
+        .filter(|case| !matches!(case.outcome, Outcome::Skipped(_)))
         .map(|case| case.name)
         .collect();
     names.sort_unstable();
@@ -92,11 +93,11 @@ async fn the_subprocess_half_passes_with_the_cases_the_local_composition_runs() 
             .all(|case| matches!(case.seam, Seam::Subprocess | Seam::Terminal)),
         "only the subprocess half ran"
     );
-    assert!(not_passed(&local_report).is_empty(), "{local_report}");
+    // Whether the local provider passes them is its own kit test's business.
     assert_eq!(
-        passed(&report),
-        passed(&local_report),
-        "the E2B composition passes exactly the cases the local one runs"
+        ran(&report),
+        ran(&local_report),
+        "the E2B composition runs exactly the cases the local one runs"
     );
     assert_eq!(left, 0, "process groups or terminals the kit left owned");
 }

@@ -1,0 +1,390 @@
+//! Starting one command: `spawn` validates and prepares everything, then
+//! hands the start to a task on the provider's runtime and awaits its
+//! answer. The task owns the whole transaction, so dropping `spawn`'s
+//! future cannot leave a half-started command: a start whose caller is gone
+//! is killed (by its envd tag when its pid never reached us), and a handle
+//! nobody claims is rolled back (see `Delivery`). Once the handle is out,
+//! the same task becomes the command's supervisor (`crate::supervise`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_plugin_api::subprocess::{OutputMode, OutputStream, Process, SpawnSpec, StdinMode};
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use e2b_client::{Command, ProcessEvent, ProcessStream, Selector};
+use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::control::Controller;
+use crate::delivery::Delivery;
+use crate::errors::{self, StartContext};
+use crate::frames::{Decoder, Frame};
+use crate::group::Group;
+use crate::output::OutputState;
+use crate::pipe;
+use crate::process::E2bProcess;
+use crate::provider::World;
+use crate::stdin::StdinWriter;
+use crate::supervise::{Diagnostics, Sink, Supervisor};
+use crate::transport::EnvdTransport;
+use crate::wire::{self, Relay, RunRequest, Spill};
+
+/// Starts `spec` in `world` (see the module docs).
+pub async fn spawn<T: EnvdTransport>(
+    world: &Arc<World<T>>,
+    spec: SpawnSpec,
+) -> Result<Arc<dyn Process>> {
+    const OP: &str = "spawn";
+    spec.validate()?;
+    world.check_open(OP)?;
+    let ready = world.ready(OP).await?;
+    let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
+    let env = ready.setup.ambient.for_command(&spec.env, &cwd);
+    let search = crate::env::search_dirs(&env.path);
+    let seq = world.next_seq();
+    let spill = spec.spill.map(|spill| Spill {
+        dir: world.spill_dir().to_owned(),
+        stdout: format!("{seq}.stdout"),
+        stderr: format!("{seq}.stderr"),
+        limit: spill.limit,
+    });
+    let relay = |mode: OutputMode| match mode {
+        OutputMode::Null => Relay::Count,
+        _ => Relay::Data,
+    };
+    let request = RunRequest {
+        identity: ready.setup.identity.clone(),
+        argv: spec.argv.clone(),
+        env: env.entries,
+        cwd: cwd.clone(),
+        search: search.clone(),
+        stdout: relay(spec.stdout),
+        stderr: relay(spec.stderr),
+        spill: spill.clone(),
+    };
+    let encoded = wire::base64_encode(&request.encode());
+    if encoded.len() > wire::MAX_REQUEST_ENV {
+        return Err(Error::invalid_input(format!(
+            "spawn: {}: argv and environment take {} bytes once encoded; at most {} can be passed into the sandbox",
+            spec.argv[0],
+            encoded.len(),
+            wire::MAX_REQUEST_ENV
+        ))
+        .with_subject(spec.argv[0].clone()));
+    }
+    let tag = format!("dsh-subprocess-e2b-{}-{seq}", world.instance());
+    let command = ready
+        .control
+        .helper_command(&["run"])
+        .env(wire::REQUEST_ENV, encoded)
+        .stdin(spec.stdin == StdinMode::Pipe)
+        .tag(tag.clone());
+    let spill_paths = spill.map(|spill| {
+        [
+            (format!("{}/{}", spill.dir, spill.stdout), spill.limit),
+            (format!("{}/{}", spill.dir, spill.stderr), spill.limit),
+        ]
+    });
+    let plan = Plan {
+        command,
+        tag,
+        program: spec.argv[0].clone(),
+        cwd,
+        search,
+        modes: [spec.stdout, spec.stderr],
+        stdin: spec.stdin,
+        spill: spill_paths,
+        timeout: spec.timeout,
+        drain_grace: spec.drain_grace,
+    };
+    let (answer, outcome) = oneshot::channel();
+    world.check_open(OP)?;
+    world.tracker().spawn(start(
+        Arc::clone(world),
+        ready.control.clone(),
+        plan,
+        answer,
+    ));
+    // Claimed in the same poll it arrives in (see `Delivery`).
+    match outcome.await {
+        Ok(answer) => answer.map(Delivery::claim),
+        Err(_) => Err(Error::io(
+            "spawn: the start task ended without an answer (the provider's runtime is shutting down)",
+        )),
+    }
+}
+
+/// Everything the start task needs.
+struct Plan {
+    command: Command,
+    tag: String,
+    program: String,
+    cwd: String,
+    search: Vec<String>,
+    modes: [OutputMode; 2],
+    stdin: StdinMode,
+    spill: Option<[(String, u64); 2]>,
+    timeout: Option<Duration>,
+    drain_grace: Duration,
+}
+
+impl Plan {
+    fn context(&self) -> StartContext<'_> {
+        StartContext {
+            operation: "spawn",
+            program: &self.program,
+            cwd: &self.cwd,
+            search: &self.search,
+        }
+    }
+}
+
+/// The start transaction, then supervision (see the module docs).
+async fn start<T: EnvdTransport>(
+    world: Arc<World<T>>,
+    control: Controller<T>,
+    plan: Plan,
+    answer: oneshot::Sender<Started>,
+) {
+    if answer.is_closed() {
+        // The caller gave up before anything started.
+        return;
+    }
+    let mut stream = match control
+        .envd()
+        .start(&plan.command, &control.shell().options())
+        .await
+    {
+        Ok(stream) => stream,
+        Err(err) => {
+            let error = control.classify("spawn", &err).await.into_error();
+            if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
+                // The helper may run without its pid having reached us.
+                let _ = control
+                    .rpc()
+                    .send_signal(Selector::Tag(plan.tag.clone()), e2b_client::Signal::Kill)
+                    .await;
+            }
+            let _ = answer.send(Err(error.with_subject(plan.program.clone())));
+            return;
+        }
+    };
+    let helper = stream.pid();
+    let mut decoder = Decoder::default();
+    let mut backlog = VecDeque::new();
+    let mut diagnostics = Diagnostics::default();
+    let started = first_frame(
+        &control,
+        &plan,
+        &mut stream,
+        &mut decoder,
+        &mut backlog,
+        &mut diagnostics,
+    )
+    .await;
+    let (pid, starttime) = match started {
+        Ok(started) => started,
+        Err(err) => {
+            // The helper may have started the command: its death kills it
+            // (a helper that reported a failed start is exiting anyway).
+            let _ = control
+                .rpc()
+                .send_signal(Selector::Pid(helper), e2b_client::Signal::Kill)
+                .await;
+            let _ = answer.send(Err(err));
+            return;
+        }
+    };
+    let answer = Answer(Some(answer));
+    if pid <= 1 {
+        let _ = control
+            .rpc()
+            .send_signal(Selector::Pid(helper), e2b_client::Signal::Kill)
+            .await;
+        answer.send(Err(Error::new(
+            ErrorKind::Remote,
+            format!(
+                "spawn: {}: the sandbox helper reported process group {pid}, which is never signalled",
+                plan.program
+            ),
+        )));
+        return;
+    }
+
+    let group = Arc::new(Group::new(pid, helper, control.clone()));
+    let outputs = [0, 1].map(|i| {
+        Arc::new(OutputState::new(
+            plan.modes[i],
+            plan.spill.as_ref().map(|spill| spill[i].clone()),
+        ))
+    });
+    let (status_tx, status_rx) = watch::channel(None);
+    let mut pipes = [None, None];
+    let mut sinks = [Sink::Keep, Sink::Keep];
+    for (i, mode) in plan.modes.iter().enumerate() {
+        match mode {
+            OutputMode::Pipe => {
+                let (tx, rx) = pipe::channel();
+                sinks[i] = Sink::Channel(tx);
+                pipes[i] = Some(rx);
+            }
+            OutputMode::Inherit => {
+                let (tx, rx) = mpsc::channel(pipe::PIPE_CHUNKS);
+                sinks[i] = Sink::Channel(tx);
+                let stream = if i == 0 {
+                    OutputStream::Stdout
+                } else {
+                    OutputStream::Stderr
+                };
+                world
+                    .tracker()
+                    .spawn(crate::inherit::forward_to_host(rx, stream, pid));
+            }
+            OutputMode::Collect { .. } | OutputMode::Null => {}
+        }
+    }
+    let stdin = (plan.stdin == StdinMode::Pipe)
+        .then(|| StdinWriter::new(control.rpc().clone(), helper, pid));
+    let handle: Arc<dyn Process> = Arc::new(E2bProcess::new(
+        group.clone(),
+        outputs.clone(),
+        stdin,
+        pipes,
+        status_rx,
+    ));
+    if let Err(err) = world
+        .registry()
+        .adopt("spawn", group.clone(), group.membership())
+    {
+        rollback(&group).await;
+        answer.send(Err(err));
+        return;
+    }
+    let undo = {
+        let group = Arc::clone(&group);
+        let runtime = tokio::runtime::Handle::current();
+        let tracker = world.tracker().clone();
+        move || {
+            runtime.spawn(tracker.track_future(async move { rollback(&group).await }));
+        }
+    };
+    if !answer.send(Ok(Delivery::new(handle, undo))) {
+        // The caller gave up while the command started; the unclaimed
+        // delivery rolled it back.
+        return;
+    }
+    let supervisor = Supervisor {
+        world,
+        control,
+        group,
+        helper,
+        starttime,
+        pid,
+        modes: plan.modes,
+        sinks,
+        outputs,
+        open: [true, true],
+        exit: None,
+        timed_out: false,
+        status: status_tx,
+        backlog,
+        held: None,
+        decoder,
+        lost: false,
+        wanted_detach: [false, false],
+        sent_detach: [false, false],
+        diagnostics,
+    };
+    supervisor.run(stream, plan.timeout, plan.drain_grace).await;
+}
+
+/// What the start task answers the caller.
+type Started = Result<Delivery<Arc<dyn Process>>>;
+
+/// The caller's answer channel; `send` says whether it was received.
+struct Answer(Option<oneshot::Sender<Started>>);
+
+impl Answer {
+    fn send(mut self, result: Started) -> bool {
+        self.0.take().is_some_and(|tx| tx.send(result).is_ok())
+    }
+}
+
+/// Reads until the helper says the command started (its pid and the
+/// helper's start time) or could not start (the error for the caller);
+/// anything else is an error too.
+async fn first_frame<T: EnvdTransport>(
+    control: &Controller<T>,
+    plan: &Plan,
+    stream: &mut ProcessStream,
+    decoder: &mut Decoder,
+    backlog: &mut VecDeque<Frame>,
+    diagnostics: &mut Diagnostics,
+) -> Result<(u32, u64)> {
+    let mut frames = Vec::new();
+    loop {
+        match stream.next().await {
+            Some(Ok(ProcessEvent::Stdout(bytes))) => {
+                decoder.push(&bytes, &mut frames).map_err(|err| {
+                    Error::new(
+                        ErrorKind::Remote,
+                        format!(
+                            "spawn: {}: unreadable answer from the sandbox helper: {err}",
+                            plan.program
+                        ),
+                    )
+                })?;
+                let mut drained = frames.drain(..);
+                while let Some(frame) = drained.next() {
+                    match frame {
+                        Frame::Started { pid, starttime } => {
+                            backlog.extend(drained);
+                            return Ok((pid, starttime));
+                        }
+                        Frame::Failed {
+                            stage,
+                            errno,
+                            detail,
+                        } => {
+                            return Err(errors::start_failure(
+                                plan.context(),
+                                stage,
+                                errno,
+                                &detail,
+                            ));
+                        }
+                        other => tracing::warn!(
+                            ?other,
+                            "the sandbox helper sent a frame before its start"
+                        ),
+                    }
+                }
+            }
+            Some(Ok(ProcessEvent::Stderr(bytes))) => diagnostics.push(&bytes),
+            Some(Ok(ProcessEvent::Pty(_))) => {}
+            Some(Ok(ProcessEvent::End(end))) => {
+                return Err(Error::io(format!(
+                    "spawn: {}: the sandbox helper ended ({}) before starting it{}",
+                    plan.program,
+                    end.status,
+                    diagnostics.suffix()
+                )));
+            }
+            Some(Err(err)) => return Err(control.classify("spawn", &err).await.into_error()),
+            None => {
+                return Err(Error::io(format!(
+                    "spawn: {}: the sandbox helper's stream ended before it started the command",
+                    plan.program
+                )));
+            }
+        }
+    }
+}
+
+/// Undoes a start nobody will own: SIGKILL to the group at once.
+async fn rollback<T: EnvdTransport>(group: &Group<T>) {
+    if let Err(err) = group.terminate(Duration::ZERO).await {
+        tracing::warn!(pid = group.pid(), %err, "rolling back a start left its group busy");
+    }
+}
