@@ -6,8 +6,9 @@
 //! (the conformance kit runs the same cases on both):
 //!
 //! - **identity** — POSIX resolution against the caller's cwd or the
-//!   sandbox cwd; canonical paths from GNU `realpath -m` in the sandbox,
-//!   NUL-framed so newline and multibyte names survive; percent-encoded
+//!   sandbox cwd; canonical paths with GNU `realpath -m` semantics computed
+//!   in the sandbox (NUL-framed, so newline and multibyte names survive;
+//!   symlink loops reported); percent-encoded
 //!   `file:` URIs; containment decided on canonical paths;
 //! - **metadata** — `stat` / `lstat` / `list` from envd's `Stat` and
 //!   `ListDir` (file type and full mode, special bits included, read from

@@ -30,9 +30,10 @@ use crate::{edit, paths, uri, write};
 /// uploads; renames, removals and directory creation are envd's `Move`,
 /// `Remove` and `MakeDir`. What envd cannot say is asked of the sandbox
 /// with small internal commands (root, no login shell, a fresh `HOME`):
-/// canonical paths (`realpath -m`), symlink texts (`readlink`, `find`),
-/// staging (`mkdir -m 0700`, `install -m`) and restoring set-user-ID /
-/// set-group-ID bits (`chmod`). The sandbox therefore needs GNU coreutils,
+/// canonical paths (bash builtins, `realpath -m` for a path through a
+/// symlink), symlink texts (`readlink`, `find`), staging (`mkdir -m 0700`,
+/// `cp --attributes-only`) and restoring set-user-ID / set-group-ID bits
+/// (`chmod`). The sandbox therefore needs GNU coreutils,
 /// findutils and bash, which E2B's base image has.
 ///
 /// **Runtime.** Every method runs on the tokio runtime that polls it (the
@@ -51,7 +52,7 @@ use crate::{edit, paths, uri, write};
 /// **Atomicity and versions.** `write` and `edit` replace the target's
 /// inode by a rename, atomic for every reader. Versions hash envd's
 /// metadata plus a random token each write stores as an extended attribute
-/// (see [`crate::version`]); mutations of one canonical target are
+/// (see [`crate::WRITE_TOKEN_KEY`]); mutations of one canonical target are
 /// serialised across every provider of the same sandbox in this process.
 /// Guards are exact for mutations made through this process and
 /// best-effort against others (envd's rename always replaces, so a file

@@ -25,7 +25,12 @@ use e2b_client::{EntryInfo, FileType};
 use sha2::{Digest, Sha256};
 
 /// The metadata key under which each write stores its random token (envd
-/// keeps it as the extended attribute `user.e2b.dsh-write`).
+/// keeps it as the extended attribute `user.e2b.dsh-write`). Versions hash
+/// envd's metadata of an entry — type, mode string and bits, size, owner,
+/// group, mtime to the nanosecond, resolved symlink target and these
+/// `user.e2b.*` attributes — so two writes of the same size within one
+/// timestamp tick still differ; a same-size rewrite made in the sandbox
+/// within one tick (envd reports neither inode nor ctime) does not.
 pub const WRITE_TOKEN_KEY: &str = "dsh-write";
 
 /// How many bytes of the digest a version keeps (128 bits: collisions are
