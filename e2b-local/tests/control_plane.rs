@@ -155,6 +155,7 @@ async fn bad_bodies_on_lifecycle_routes_are_400() {
         ("connect", "", "request body is empty"),
         ("connect", r#"{"timeout":"x"}"#, "invalid type"),
         ("connect", r#"{"timeout":1,"x":1}"#, "unknown field `x`"),
+        ("connect", r#"{}"#, "missing field `timeout`"),
         ("timeout", r#"{}"#, "missing field `timeout`"),
         ("timeout", r#"{"timeout":1.5}"#, "invalid type"),
         ("pause", r#"{"bogus":true}"#, "unknown field `bogus`"),
@@ -440,4 +441,31 @@ async fn the_deprecated_resume_endpoint_resumes_and_sets_auto_pause() {
         )
         .await;
     assert!(error_of(&bad, StatusCode::BAD_REQUEST).contains("invalid type"));
+}
+
+/// v2 connect may leave `timeout` out (PyPI `e2b` 2.63's `Sandbox.connect(id)` does): the sandbox
+/// then lives 300 s from now, as the v2 schema's default says.
+#[tokio::test(flavor = "multi_thread")]
+async fn v2_connect_without_timeout_defaults_to_300_seconds() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let created = api
+        .create(json!({"templateID": "base", "timeout": 10}))
+        .await;
+    let id = created["sandboxID"].as_str().unwrap();
+    let connected = api
+        .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
+        .await;
+    assert_eq!(connected.status, StatusCode::OK, "{:?}", connected.body);
+    let info = api.info(id).await.json();
+    let parse = |field: &str| {
+        let text = info[field].as_str().unwrap().to_owned();
+        text.parse::<jiff::Timestamp>()
+            .unwrap_or_else(|e| panic!("{field} {text}: {e}"))
+    };
+    let lifetime = parse("endAt").duration_since(parse("startedAt")).as_secs();
+    assert!(
+        (299..=302).contains(&lifetime),
+        "endAt is {lifetime}s after start"
+    );
 }

@@ -40,8 +40,8 @@ pub fn router(state: ApiState) -> Router {
             "/sandboxes/{id}",
             get(sandboxes::info).delete(sandboxes::kill),
         )
-        .route("/sandboxes/{id}/connect", post(sandboxes::connect))
-        .route("/v2/sandboxes/{id}/connect", post(sandboxes::connect))
+        .route("/sandboxes/{id}/connect", post(sandboxes::connect_v1))
+        .route("/v2/sandboxes/{id}/connect", post(sandboxes::connect_v2))
         .route("/sandboxes/{id}/resume", post(sandboxes::resume))
         .route("/sandboxes/{id}/pause", post(sandboxes::pause))
         .route("/sandboxes/{id}/timeout", post(sandboxes::set_timeout))

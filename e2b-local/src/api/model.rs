@@ -13,6 +13,9 @@ pub const MAX_TIMEOUT_SECS: u32 = 30 * 24 * 3600;
 /// Lifetime when a create request omits `timeout` (the API's own default).
 pub const DEFAULT_TIMEOUT_SECS: u32 = 15;
 
+/// Lifetime when a v2 connect request omits `timeout` (the v2 schema's default).
+pub const CONNECT_V2_DEFAULT_TIMEOUT_SECS: u32 = 300;
+
 /// `POST /sandboxes` (v1, JS 2.29.1) and `POST /v2/sandboxes` (Python 2.63) bodies.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -104,7 +107,9 @@ pub fn check_timeout(op: &str, timeout: u32) -> Result<(), ApiError> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectSandbox {
-    pub timeout: u32,
+    /// Required by v1; optional in v2, where it defaults to [`CONNECT_V2_DEFAULT_TIMEOUT_SECS`]
+    /// (PyPI `e2b` 2.63 leaves it out of `Sandbox.connect(id)`).
+    pub timeout: Option<u32>,
     /// v2: whether to restore memory; e2b-local always keeps the frozen world whole.
     pub memory: Option<bool>,
 }

@@ -14,8 +14,9 @@ use super::error::ApiError;
 use super::json_body::{parse, parse_optional, read_body};
 use super::list_query::{PageCursor, parse_list_query};
 use super::model::{
-    ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody, NewSandbox, PauseSandbox, Refresh,
-    ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout, StateName, check_timeout,
+    CONNECT_V2_DEFAULT_TIMEOUT_SECS, ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody,
+    NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout,
+    StateName, check_timeout,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox};
 use crate::timefmt::{rfc3339, unix_seconds};
@@ -50,18 +51,43 @@ async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<R
     Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
 }
 
-/// `POST /sandboxes/{id}/connect` and `/v2/…/connect`: 200 if running, 201 if resumed.
-pub async fn connect(
+/// `POST /sandboxes/{id}/connect`: `timeout` is required.
+pub async fn connect_v1(
+    state: State<ApiState>,
+    id: Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    connect(state, id, body, None).await
+}
+
+/// `POST /v2/sandboxes/{id}/connect`: `timeout` defaults to 300 s.
+pub async fn connect_v2(
+    state: State<ApiState>,
+    id: Path<String>,
+    body: Body,
+) -> ApiResult<Response> {
+    connect(state, id, body, Some(CONNECT_V2_DEFAULT_TIMEOUT_SECS)).await
+}
+
+/// Connect (v1 and v2): 200 if running, 201 if resumed.
+async fn connect(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     body: Body,
+    default_timeout: Option<u32>,
 ) -> ApiResult<Response> {
     let op = "connect sandbox";
     let request: ConnectSandbox = parse(op, &read_body(op, body).await?)?;
-    check_timeout(op, request.timeout)?;
+    let timeout = request.timeout.or(default_timeout).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("{op} {id}: missing field `timeout`"),
+        )
+    })?;
+    check_timeout(op, timeout)?;
     let (sandbox, how) = state
         .registry
-        .connect(&id, Duration::from_secs(request.timeout.into()))
+        .connect(&id, Duration::from_secs(timeout.into()))
         .await?;
     let status = match how {
         Connected::WasRunning => StatusCode::OK,
