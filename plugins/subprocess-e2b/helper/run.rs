@@ -18,8 +18,13 @@ use super::launch::{Failure, Prepared};
 use super::sys::{self, PollFd};
 use super::wire::{self, RunRequest, Spill, Stage, tag};
 
-/// Largest read from a command's pipe.
-const CHUNK: usize = 64 * 1024;
+/// Largest read from a command's pipe: one output frame is then exactly
+/// 32 KiB, what envd reads from the helper at a time. Frames that fill the
+/// pipe to envd evenly never leave a few-byte tail behind (a 64 KiB frame
+/// plus its header overflows a 64 KiB pipe by 5 bytes, which envd then
+/// forwards as a tiny event of its own — thousands of them for a large
+/// output, and HTTP/2 peers on the way count tiny frames against a budget).
+const CHUNK: usize = 32 * 1024 - wire::HEADER;
 /// How much a detach still reads from a stream before closing it (what a
 /// grown pipe can hold; a writer that never pauses is cut off there).
 const DETACH_DRAIN: usize = 1024 * 1024;
