@@ -80,6 +80,42 @@ pub fn detach(pid: i32, starttime: u64, streams: &str) -> Result<bool, String> {
     result
 }
 
+/// Waits for session leader `sid` (a terminal's program, which its parent
+/// reaps only once the terminal closed) to exit, and returns its wait
+/// status, read from its zombie. `Ok(None)`: it is gone already, or is not
+/// that session's leader any more (its pid was reused), or it was reaped
+/// before the status could be read.
+pub fn wait_exit(sid: i32) -> Result<Option<i32>, String> {
+    if sid <= 1 {
+        return Err(format!("refusing pid {sid}"));
+    }
+    let pidfd = match sys::pidfd(sid) {
+        Ok(fd) => fd,
+        Err(err) if err.raw_os_error() == Some(sys::ESRCH) => return Ok(None),
+        Err(err) => return Err(format!("pidfd of {sid}: {err}")),
+    };
+    let leader = procfs::stat_of(sid).map_err(|err| format!("/proc/{sid}/stat: {err}"));
+    let result = match leader {
+        Ok(Some(stat)) if stat.sid == sid => {
+            let mut fds = [sys::PollFd {
+                fd: pidfd,
+                events: sys::POLLIN,
+                revents: 0,
+            }];
+            match sys::poll_fds(&mut fds, -1) {
+                Ok(_) => procfs::stat_of(sid)
+                    .map(|stat| stat.filter(|s| !s.is_live()).and_then(|s| s.exit_code))
+                    .map_err(|err| format!("/proc/{sid}/stat: {err}")),
+                Err(err) => Err(format!("poll: {err}")),
+            }
+        }
+        Ok(_) => Ok(None),
+        Err(err) => Err(err),
+    };
+    sys::close_fd(pidfd);
+    result
+}
+
 /// Finds `request.name` as the sandbox user would run it: `Ok(path)` or
 /// `Err((errno, message))`.
 pub fn resolve(request: &ResolveRequest) -> Result<String, (i32, String)> {
@@ -159,6 +195,30 @@ mod tests {
         let me = std::process::id() as i32;
         assert_eq!(detach(me, 1, "stdout"), Ok(false));
         assert!(detach(me, 1, "sideways").is_err());
+    }
+
+    #[test]
+    fn wait_exit_reads_a_childs_status_from_its_zombie() {
+        // A child of this test (so it stays a zombie until reaped), in a
+        // session of its own.
+        use std::os::unix::process::CommandExt;
+        let mut child = std::process::Command::new("sh");
+        child.args(["-c", "sleep 0.2; exit 3"]);
+        // SAFETY: setsid is async-signal-safe.
+        unsafe {
+            child.pre_exec(|| {
+                sys::new_session()?;
+                Ok(())
+            });
+        }
+        let mut child = child.spawn().expect("spawn");
+        let raw = wait_exit(child.id() as i32)
+            .expect("wait")
+            .expect("a status");
+        assert_eq!((raw >> 8) & 0xff, 3);
+        child.wait().expect("reap");
+        assert_eq!(wait_exit(child.id() as i32), Ok(None), "gone");
+        assert!(wait_exit(1).is_err());
     }
 
     #[test]

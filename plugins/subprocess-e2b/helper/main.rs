@@ -16,6 +16,7 @@
 //! dsh-e2b-run terminate PGID GRACE_MS SETTLE_MS   → empty | busy …
 //! dsh-e2b-run teardown SID GRACE_MS SETTLE_MS     → empty | busy …
 //! dsh-e2b-run members group|session ID           → empty | busy …
+//! dsh-e2b-run wait-exit SID                       → exited <wait status> | gone
 //! dsh-e2b-run foreground SID                      → ok <pgid> | error …
 //! dsh-e2b-run signal-foreground SID SIGNAL        → ok <pgid> | error …
 //! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
@@ -102,6 +103,12 @@ fn cli(args: &[String]) -> i32 {
         ["members", kind @ ("group" | "session"), id] => number(id, "id")
             .and_then(|id| ladder::members(*kind == "session", id))
             .map(|outcome| outcome.line()),
+        ["wait-exit", sid] => number(sid, "session").and_then(|sid| {
+            Ok(match ctl::wait_exit(sid)? {
+                Some(raw) => format!("exited {raw}"),
+                None => "gone".to_owned(),
+            })
+        }),
         ["foreground", sid] => number(sid, "session").map(|sid| match ctl::foreground(sid) {
             Ok(pgid) => format!("ok {pgid}"),
             Err(message) => format!("error 0 {message}"),

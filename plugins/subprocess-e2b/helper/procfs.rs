@@ -16,6 +16,9 @@ pub struct Stat {
     pub tpgid: i32,
     /// Start time after boot, in clock ticks.
     pub starttime: u64,
+    /// The wait status a zombie will report (Linux 3.5+; `None` when the
+    /// kernel does not say).
+    pub exit_code: Option<i32>,
 }
 
 impl Stat {
@@ -46,6 +49,7 @@ pub fn parse_stat(line: &[u8]) -> Option<Stat> {
         sid: field(6)?.parse().ok()?,
         tpgid: field(8)?.parse().ok()?,
         starttime: field(22)?.parse().ok()?,
+        exit_code: field(52).and_then(|code| code.parse().ok()),
     })
 }
 
@@ -112,6 +116,7 @@ mod tests {
                 sid: 4239,
                 tpgid: 4241,
                 starttime: 987654,
+                exit_code: None,
             })
         );
         assert!(
@@ -119,6 +124,11 @@ mod tests {
                 .unwrap()
                 .is_live()
         );
+        let mut long = b"9 (z) Z 1 9 9 0 -1 0".to_vec();
+        for field in 10..=52 {
+            long.extend_from_slice(format!(" {}", if field == 52 { 256 } else { 5 }).as_bytes());
+        }
+        assert_eq!(parse_stat(&long).unwrap().exit_code, Some(256));
         assert_eq!(parse_stat(b"garbage"), None);
         assert_eq!(parse_stat(b"12 (x) S 1 12"), None);
     }

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, Liveness, Presence};
 use dsh_plugin_api::{Error, ErrorKind};
-use e2b_client::{Command, Envd};
+use e2b_client::{Command, Envd, ProcessEvent};
+use futures::StreamExt;
 
 use crate::errors;
 use crate::process_rpc::ProcessRpc;
@@ -198,6 +199,39 @@ impl<T: EnvdTransport> Controller<T> {
             )
             .await?;
         parse_ladder(operation, &line).map_err(ControlError::Failed)
+    }
+
+    /// Waits, without a bound, for session leader `sid` (a terminal's
+    /// program) to exit and returns its raw wait status; `Ok(None)` when it
+    /// is gone or was reaped before the status could be read. Dropping the
+    /// future abandons the wait (the watcher ends with the program).
+    pub async fn wait_exit(&self, sid: u32) -> Result<Option<i32>, ControlError> {
+        const OP: &str = "wait for the terminal's program";
+        let command = self.helper_command(&["wait-exit", &sid.to_string()]);
+        let mut stream = match self.envd.start(&command, &self.shell.options()).await {
+            Ok(stream) => stream,
+            Err(err) => return Err(self.classify(OP, &err).await),
+        };
+        let mut line = Vec::new();
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(ProcessEvent::Stdout(bytes)) => {
+                    let room = 256usize.saturating_sub(line.len());
+                    line.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                }
+                Ok(_) => {}
+                Err(err) => return Err(self.classify(OP, &err).await),
+            }
+        }
+        let line = String::from_utf8_lossy(&line);
+        match line.trim_end() {
+            "gone" => Ok(None),
+            other => other
+                .strip_prefix("exited ")
+                .and_then(|raw| raw.parse().ok())
+                .map(Some)
+                .ok_or_else(|| ControlError::Failed(unexpected(OP, other))),
+        }
     }
 
     /// Whether session `sid` has live members (nothing is signalled).

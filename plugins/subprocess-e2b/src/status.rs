@@ -71,6 +71,24 @@ pub fn from_envd(end: &e2b_client::ExitStatus, timed_out: bool) -> Option<ExitSt
     })
 }
 
+/// The seam's status for a raw `waitpid` status of a process that ended.
+pub fn from_wait_status(raw: i32) -> ExitStatus {
+    let signal = raw & 0x7f;
+    if signal == 0 {
+        ExitStatus {
+            code: Some((raw >> 8) & 0xff),
+            signal: None,
+            timed_out: false,
+        }
+    } else {
+        ExitStatus {
+            code: None,
+            signal: Some(Signal(signal)),
+            timed_out: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -96,6 +114,13 @@ mod tests {
         assert_eq!(signal_of_status("signal: signal 40"), Some(40));
         assert_eq!(signal_of_status("exit status 1"), None);
         assert_eq!(signal_of_status("signal: bogus"), None);
+    }
+
+    #[test]
+    fn wait_statuses_become_statuses() {
+        assert_eq!(from_wait_status(3 << 8).code, Some(3));
+        assert_eq!(from_wait_status(9).signal, Some(Signal::KILL));
+        assert_eq!(from_wait_status(11 | 0x80).signal, Some(Signal(11)));
     }
 
     #[test]

@@ -25,6 +25,7 @@ use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions};
 use futures::StreamExt;
+use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::boundary::{BoundaryScan, Scan};
@@ -197,7 +198,23 @@ async fn start<T: EnvdTransport>(
     if !first.is_empty() {
         let _ = output_tx.send(Ok(first.to_vec()));
     }
-    pump(&world, &core, stream, output_tx, status_tx).await;
+    // envd reports the program's end only once the terminal closed; a job
+    // it left running may hold the terminal long after. The watcher reads
+    // the exit from the program's zombie as soon as it happens.
+    let watcher = {
+        let control = control.clone();
+        Box::pin(async move {
+            match control.wait_exit(pid).await {
+                Ok(Some(raw)) => Some(crate::status::from_wait_status(raw)),
+                Ok(None) => None,
+                Err(err) => {
+                    tracing::debug!(pid, err = %err.into_error(), "watching the terminal's program failed; envd's end event will tell");
+                    None
+                }
+            }
+        }) as BoxFuture<'static, Option<ExitStatus>>
+    };
+    pump(&world, &core, stream, output_tx, status_tx, watcher).await;
 }
 
 /// Reads until the helper's marker: the program's first bytes, or the
@@ -278,9 +295,11 @@ async fn pump<T: EnvdTransport>(
     mut stream: ProcessStream,
     output: mpsc::UnboundedSender<Result<Vec<u8>>>,
     status: watch::Sender<Option<Result<ExitStatus>>>,
+    watcher: BoxFuture<'static, Option<ExitStatus>>,
 ) {
     let disconnect = world.disconnect_token();
     let mut output = Some(output);
+    let mut watcher = Some(watcher);
     let publish = |result: Result<ExitStatus>| {
         if status.borrow().is_none() {
             status.send_replace(Some(result));
@@ -295,6 +314,13 @@ async fn pump<T: EnvdTransport>(
                     core.pid
                 ))));
                 return;
+            }
+            exited = async { watcher.as_mut().expect("guarded").await }, if watcher.is_some() => {
+                watcher = None;
+                if let Some(exited) = exited {
+                    publish(Ok(exited));
+                }
+                continue;
             }
             event = stream.next() => event,
         };

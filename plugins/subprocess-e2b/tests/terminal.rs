@@ -62,6 +62,50 @@ async fn the_output_is_the_programs_own_from_its_first_byte() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_returns_when_the_program_exits_even_if_a_job_holds_the_terminal() {
+    let world = World::start().await;
+    let provider = world.provider();
+    let terminal = provider
+        // The job ignores the hangup the program's exit brings, and keeps
+        // the terminal open.
+        .spawn_terminal(spec(&[
+            "sh",
+            "-c",
+            "trap '' HUP; sleep 60 & echo started; exit 4",
+        ]))
+        .await
+        .expect("terminal");
+    let sid = terminal.pid();
+    let status = within(Duration::from_secs(5), "wait", terminal.wait())
+        .await
+        .expect("status");
+    assert_eq!(status.code, Some(4));
+    assert!(
+        !world.session_members(sid).await.is_empty(),
+        "the job still runs in the session"
+    );
+    assert_eq!(provider.owned(), 1, "the session is still owned");
+    within(LIMIT, "terminate", terminal.terminate())
+        .await
+        .expect("terminate");
+    assert!(world.session_members(sid).await.is_empty());
+    let output = within(
+        LIMIT,
+        "the output ends",
+        collect_bytes(terminal.take_output().expect("output")),
+    )
+    .await
+    .expect("output");
+    assert_eq!(output, b"started\r\n");
+    assert_eq!(
+        terminal.wait().await.expect("wait").code,
+        Some(4),
+        "the status stays"
+    );
+    provider.dispose().await.expect("dispose");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_and_missing_things_fail_the_start() {
     let world = World::start().await;
     let provider = world.provider();
