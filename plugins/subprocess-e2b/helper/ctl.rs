@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::launch::{EISDIR, ENOEXEC, Prepared};
 use super::procfs;
 use super::sys;
-use super::wire::{RemoveRequest, ResolveRequest};
+use super::wire::{Launch, RemoveRequest, ResolveRequest};
 
 /// The foreground process group of session `sid`'s terminal, checking that
 /// `sid` still leads that session and that the group belongs to it.
@@ -126,13 +126,13 @@ pub fn resolve(request: &ResolveRequest) -> Result<String, (i32, String)> {
             format!("become the sandbox user: {err}"),
         )
     })?;
-    let prepared = Prepared::new(
-        &request.identity,
-        std::slice::from_ref(&request.name),
-        &[],
-        "/",
-        &request.search,
-    )
+    let prepared = Prepared::new(&Launch {
+        identity: request.identity.clone(),
+        argv: vec![request.name.clone()],
+        env: Vec::new(),
+        cwd: "/".to_owned(),
+        search: request.search.clone(),
+    })
     .map_err(|message| (sys::EINVAL, message))?;
     match prepared.find() {
         Ok(path) => Ok(path.to_string_lossy().into_owned()),

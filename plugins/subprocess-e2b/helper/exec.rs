@@ -17,13 +17,7 @@ use super::wire::{self, BOUNDARY_FAILED, BOUNDARY_STARTED, ExecRequest, Stage};
 
 /// Runs `request`; never returns.
 pub fn main(request: &ExecRequest) -> ! {
-    let prepared = match Prepared::new(
-        &request.identity,
-        &request.argv,
-        &request.env,
-        &request.cwd,
-        &request.search,
-    ) {
+    let prepared = match Prepared::new(&request.launch) {
         Ok(prepared) => prepared,
         Err(message) => fail(
             &request.boundary,
@@ -36,7 +30,7 @@ pub fn main(request: &ExecRequest) -> ! {
     };
     if let Err(failure) = prepared.become_user() {
         let detail = if failure.stage == Stage::Cwd {
-            request.cwd.as_str()
+            request.launch.cwd.as_str()
         } else {
             ""
         };
@@ -44,7 +38,7 @@ pub fn main(request: &ExecRequest) -> ! {
     }
     let program = match prepared.find() {
         Ok(program) => program,
-        Err(failure) => fail(&request.boundary, failure, &request.argv[0]),
+        Err(failure) => fail(&request.boundary, failure, &request.launch.argv[0]),
     };
     sys::reset_signals();
     let mut marker = request.boundary.clone().into_bytes();

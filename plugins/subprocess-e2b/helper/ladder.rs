@@ -85,20 +85,26 @@ pub fn terminate_group(
         Err(err) => failures.push(format!("SIGKILL: {err}")),
         Ok(()) => {}
     }
-    match settle(Instant::now() + settle_for, &mut || {
+    let killed = settle(Instant::now() + settle_for, &mut || {
         procfs::group_members(pgid)
-    }) {
-        Ok(live) if live.is_empty() => Ok(Outcome::Empty),
-        Ok(live) => Ok(Outcome::Busy {
+    });
+    Ok(verdict(killed, failures))
+}
+
+/// What the last probe after SIGKILL says, with what failed before.
+fn verdict(last: io::Result<Vec<Stat>>, mut failures: Vec<String>) -> Outcome {
+    match last {
+        Ok(live) if live.is_empty() => Outcome::Empty,
+        Ok(live) => Outcome::Busy {
             live: live.iter().map(|stat| stat.pid).collect(),
             failures,
-        }),
+        },
         Err(err) => {
             failures.push(format!("probe: {err}"));
-            Ok(Outcome::Busy {
+            Outcome::Busy {
                 live: Vec::new(),
                 failures,
-            })
+            }
         }
     }
 }
@@ -146,20 +152,7 @@ pub fn teardown_session(
         }
         Ok(live)
     });
-    match killed {
-        Ok(live) if live.is_empty() => Ok(Outcome::Empty),
-        Ok(live) => Ok(Outcome::Busy {
-            live: live.iter().map(|stat| stat.pid).collect(),
-            failures,
-        }),
-        Err(err) => {
-            failures.push(format!("probe: {err}"));
-            Ok(Outcome::Busy {
-                live: Vec::new(),
-                failures,
-            })
-        }
-    }
+    Ok(verdict(killed, failures))
 }
 
 /// Whether group (`session == false`) or session `id` has live members,

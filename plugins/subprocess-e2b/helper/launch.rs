@@ -7,7 +7,7 @@ use std::ffi::{CString, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 
 use super::sys;
-use super::wire::{Identity, Stage};
+use super::wire::{Identity, Launch, Stage};
 
 /// `EISDIR`: the program is a directory.
 pub const EISDIR: c_int = 21;
@@ -35,13 +35,14 @@ impl Prepared {
     /// Converts the request's strings (which the host validated: no NUL)
     /// and lists the candidates for `argv[0]`: itself when absolute, else
     /// `<dir>/<argv[0]>` for every absolute `dir` of `search`.
-    pub fn new(
-        identity: &Identity,
-        argv: &[String],
-        env: &[String],
-        cwd: &str,
-        search: &[String],
-    ) -> Result<Prepared, String> {
+    pub fn new(launch: &Launch) -> Result<Prepared, String> {
+        let Launch {
+            identity,
+            argv,
+            env,
+            cwd,
+            search,
+        } = launch;
         let c = |text: &str, what: &str| {
             CString::new(text).map_err(|_| format!("{what} contains a NUL byte"))
         };
@@ -149,20 +150,22 @@ fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {
 mod tests {
     use super::*;
 
-    fn prepared(argv0: &str, search: &[&str]) -> Prepared {
-        let search: Vec<String> = search.iter().map(|s| (*s).to_owned()).collect();
-        Prepared::new(
-            &Identity {
+    fn launch(argv0: &str, search: &[&str]) -> Launch {
+        Launch {
+            identity: Identity {
                 uid: 0,
                 gid: 0,
                 groups: vec![],
             },
-            &[argv0.to_owned()],
-            &[],
-            "/",
-            &search,
-        )
-        .expect("prepared")
+            argv: vec![argv0.to_owned()],
+            env: vec![],
+            cwd: "/".to_owned(),
+            search: search.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    fn prepared(argv0: &str, search: &[&str]) -> Prepared {
+        Prepared::new(&launch(argv0, search)).expect("prepared")
     }
 
     #[test]
@@ -197,19 +200,7 @@ mod tests {
 
     #[test]
     fn nul_bytes_are_refused() {
-        let err = Prepared::new(
-            &Identity {
-                uid: 0,
-                gid: 0,
-                groups: vec![],
-            },
-            &["a\0b".to_owned()],
-            &[],
-            "/",
-            &[],
-        )
-        .err()
-        .expect("refused");
+        let err = Prepared::new(&launch("a\0b", &[])).err().expect("refused");
         assert!(err.contains("NUL"), "{err}");
     }
 }

@@ -32,13 +32,7 @@ const DETACH_DRAIN: usize = 1024 * 1024;
 /// Runs `request`; never returns.
 pub fn main(request: &RunRequest) -> ! {
     let mut out = Frames::new();
-    let prepared = match Prepared::new(
-        &request.identity,
-        &request.argv,
-        &request.env,
-        &request.cwd,
-        &request.search,
-    ) {
+    let prepared = match Prepared::new(&request.launch) {
         Ok(prepared) => prepared,
         Err(message) => out.fail(Stage::Request, sys::EINVAL, &message),
     };
@@ -123,8 +117,8 @@ fn start(
         let stage = Stage::from_u8(report[0]).unwrap_or(Stage::Exec);
         let errno = i32::from_le_bytes([report[1], report[2], report[3], report[4]]);
         let detail = match stage {
-            Stage::Cwd => request.cwd.clone(),
-            _ => request.argv[0].clone(),
+            Stage::Cwd => request.launch.cwd.clone(),
+            _ => request.launch.argv[0].clone(),
         };
         return Err((Failure { stage, errno }, detail));
     }
@@ -230,7 +224,7 @@ fn child(prepared: &Prepared, helper: sys::Pid, out: c_int, err: c_int, report: 
 /// user: the files are theirs, mode 0600, and nothing in a directory they
 /// control can redirect a root write.
 fn open_spills(request: &RunRequest, spill: &Spill) -> Result<[SpillFile; 2], (Failure, String)> {
-    let id = &request.identity;
+    let id = &request.launch.identity;
     let (old_uid, old_gid) = sys::set_fs_identity(id.uid, id.gid);
     let result = (|| -> Result<[SpillFile; 2], (Failure, String)> {
         let dir = cstring(&spill.dir)?;

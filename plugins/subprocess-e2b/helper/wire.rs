@@ -140,16 +140,22 @@ pub struct Spill {
     pub limit: u64,
 }
 
-/// `run`: supervise one command.
+/// What to start, as whom, and where: the part `run` and `exec` share.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunRequest {
+pub struct Launch {
     pub identity: Identity,
     pub argv: Vec<String>,
-    /// `NAME=VALUE` entries, exactly the command's environment.
+    /// `NAME=VALUE` entries, exactly the program's environment.
     pub env: Vec<String>,
     pub cwd: String,
     /// Absolute directories searched for a bare `argv[0]`.
     pub search: Vec<String>,
+}
+
+/// `run`: supervise one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    pub launch: Launch,
     pub stdout: Relay,
     pub stderr: Relay,
     pub spill: Option<Spill>,
@@ -158,11 +164,7 @@ pub struct RunRequest {
 /// `exec`: become the program of a terminal.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExecRequest {
-    pub identity: Identity,
-    pub argv: Vec<String>,
-    pub env: Vec<String>,
-    pub cwd: String,
-    pub search: Vec<String>,
+    pub launch: Launch,
     /// The random boundary printed (with a status byte) right before the
     /// program starts, so the host can tell the helper's bytes from the
     /// program's.
@@ -352,15 +354,35 @@ fn relay_of(byte: u8) -> Result<Relay, DecodeError> {
     }
 }
 
-impl RunRequest {
-    pub fn encode(&self) -> Vec<u8> {
-        let mut w = Writer::default();
-        w.u32(VERSION);
+impl Launch {
+    fn write(&self, w: &mut Writer) {
         w.identity(&self.identity);
         w.strs(&self.argv);
         w.strs(&self.env);
         w.str(&self.cwd);
         w.strs(&self.search);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Launch, DecodeError> {
+        let launch = Launch {
+            identity: r.identity()?,
+            argv: r.strs("argv")?,
+            env: r.strs("env")?,
+            cwd: r.str("cwd")?,
+            search: r.strs("search path")?,
+        };
+        if launch.argv.is_empty() {
+            return Err(DecodeError("argv is empty".to_owned()));
+        }
+        Ok(launch)
+    }
+}
+
+impl RunRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        self.launch.write(&mut w);
         w.u8(relay_byte(self.stdout));
         w.u8(relay_byte(self.stderr));
         match &self.spill {
@@ -380,11 +402,7 @@ impl RunRequest {
         let mut r = Reader::new(bytes);
         check_version(&mut r)?;
         let request = RunRequest {
-            identity: r.identity()?,
-            argv: r.strs("argv")?,
-            env: r.strs("env")?,
-            cwd: r.str("cwd")?,
-            search: r.strs("search path")?,
+            launch: Launch::read(&mut r)?,
             stdout: relay_of(r.u8("stdout relay")?)?,
             stderr: relay_of(r.u8("stderr relay")?)?,
             spill: match r.u8("spill flag")? {
@@ -399,9 +417,6 @@ impl RunRequest {
             },
         };
         r.finish("the run request")?;
-        if request.argv.is_empty() {
-            return Err(DecodeError("argv is empty".to_owned()));
-        }
         Ok(request)
     }
 }
@@ -410,11 +425,7 @@ impl ExecRequest {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u32(VERSION);
-        w.identity(&self.identity);
-        w.strs(&self.argv);
-        w.strs(&self.env);
-        w.str(&self.cwd);
-        w.strs(&self.search);
+        self.launch.write(&mut w);
         w.str(&self.boundary);
         w.into_bytes()
     }
@@ -423,17 +434,10 @@ impl ExecRequest {
         let mut r = Reader::new(bytes);
         check_version(&mut r)?;
         let request = ExecRequest {
-            identity: r.identity()?,
-            argv: r.strs("argv")?,
-            env: r.strs("env")?,
-            cwd: r.str("cwd")?,
-            search: r.strs("search path")?,
+            launch: Launch::read(&mut r)?,
             boundary: r.str("boundary")?,
         };
         r.finish("the exec request")?;
-        if request.argv.is_empty() {
-            return Err(DecodeError("argv is empty".to_owned()));
-        }
         Ok(request)
     }
 }
@@ -618,11 +622,13 @@ mod tests {
     #[test]
     fn requests_round_trip() {
         let run = RunRequest {
-            identity: identity(),
-            argv: vec!["sh".into(), "-c".into(), "echo é".into()],
-            env: vec!["A=b=c".into(), "EMPTY=".into()],
-            cwd: "/home/user/work space".into(),
-            search: vec!["/usr/bin".into(), "/bin".into()],
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["sh".into(), "-c".into(), "echo é".into()],
+                env: vec!["A=b=c".into(), "EMPTY=".into()],
+                cwd: "/home/user/work space".into(),
+                search: vec!["/usr/bin".into(), "/bin".into()],
+            },
             stdout: Relay::Data,
             stderr: Relay::Count,
             spill: Some(Spill {
@@ -634,11 +640,13 @@ mod tests {
         };
         assert_eq!(RunRequest::decode(&run.encode()).unwrap(), run);
         let exec = ExecRequest {
-            identity: identity(),
-            argv: vec!["bash".into()],
-            env: vec![],
-            cwd: "/".into(),
-            search: vec![],
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["bash".into()],
+                env: vec![],
+                cwd: "/".into(),
+                search: vec![],
+            },
             boundary: "0123abcd".into(),
         };
         assert_eq!(ExecRequest::decode(&exec.encode()).unwrap(), exec);
@@ -658,11 +666,13 @@ mod tests {
     #[test]
     fn corrupt_requests_are_errors() {
         let run = RunRequest {
-            identity: identity(),
-            argv: vec!["true".into()],
-            env: vec![],
-            cwd: "/".into(),
-            search: vec![],
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["true".into()],
+                env: vec![],
+                cwd: "/".into(),
+                search: vec![],
+            },
             stdout: Relay::Data,
             stderr: Relay::Data,
             spill: None,
@@ -679,7 +689,7 @@ mod tests {
         let err = RunRequest::decode(&future).unwrap_err();
         assert!(err.0.contains("wire version 99"), "{err}");
         let mut empty_argv = run.clone();
-        empty_argv.argv.clear();
+        empty_argv.launch.argv.clear();
         assert!(RunRequest::decode(&empty_argv.encode()).is_err());
         // A huge count must not allocate.
         let mut w = Writer::default();

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, Liveness, Presence};
 use dsh_plugin_api::{Error, ErrorKind};
-use e2b_client::{Command, Envd, ProcessEvent};
+use e2b_client::{Command, Envd, ProcessEvent, ProcessStream, Selector, Signal};
 use futures::StreamExt;
 
 use crate::errors;
@@ -104,6 +104,37 @@ impl<T: EnvdTransport> Controller<T> {
     /// environment (no login shell, a fresh `HOME`).
     pub fn helper_command(&self, args: &[&str]) -> Command {
         self.shell.exec(&self.helper, args.iter().copied())
+    }
+
+    /// Starts the helper `command` (tagged `tag`) as root, with no bound on
+    /// its life, and returns its stream once envd reported it started. A
+    /// start that fails in a way that may still have started the helper
+    /// (anything but a refusal) kills it by its tag: its death SIGKILLs a
+    /// command it had started.
+    pub async fn start_helper(
+        &self,
+        operation: &str,
+        command: &Command,
+        tag: &str,
+    ) -> Result<ProcessStream, Error> {
+        match self.envd.start(command, &self.shell.options()).await {
+            Ok(stream) => Ok(stream),
+            Err(err) => {
+                if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
+                    let _ = self
+                        .rpc
+                        .send_signal(Selector::Tag(tag.to_owned()), Signal::Kill)
+                        .await;
+                }
+                Err(self.classify(operation, &err).await.into_error())
+            }
+        }
+    }
+
+    /// SIGKILL to the helper envd started as `pid` (best effort: a helper
+    /// that is gone already is fine); its death SIGKILLs its command.
+    pub async fn kill_helper(&self, pid: u32) {
+        let _ = self.rpc.send_signal(Selector::Pid(pid), Signal::Kill).await;
     }
 
     /// Whether `err` means the sandbox is gone: envd's edge said so, or a

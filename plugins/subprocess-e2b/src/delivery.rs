@@ -9,6 +9,23 @@
 //! in the same poll in which it arrives, so no cancellation point lies
 //! between arrival and ownership.
 
+use std::future::Future;
+
+use tokio_util::task::TaskTracker;
+
+/// An undo that runs `work` as a task of `tracker` on the current runtime
+/// (captured now, so the undo may run on any thread).
+pub fn deferred<F>(tracker: &TaskTracker, work: F) -> impl FnOnce() + Send + 'static
+where
+    F: Future<Output = ()> + Send + 'static,
+{
+    let runtime = tokio::runtime::Handle::current();
+    let tracker = tracker.clone();
+    move || {
+        runtime.spawn(tracker.track_future(work));
+    }
+}
+
 /// A handle on its way to the caller.
 pub struct Delivery<H> {
     handle: Option<H>,

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, Process, SpawnSpec, StdinMode};
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use e2b_client::{Command, ProcessEvent, ProcessStream, Selector};
+use e2b_client::{Command, ProcessEvent, ProcessStream};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::control::Controller;
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, deferred};
 use crate::errors::{self, StartContext};
 use crate::frames::{Decoder, Frame};
 use crate::group::Group;
@@ -28,7 +28,7 @@ use crate::provider::World;
 use crate::stdin::StdinWriter;
 use crate::supervise::{Diagnostics, Sink, Supervisor};
 use crate::transport::EnvdTransport;
-use crate::wire::{self, Relay, RunRequest, Spill};
+use crate::wire::{self, Launch, Relay, RunRequest, Spill};
 
 /// Starts `spec` in `world` (see the module docs).
 pub async fn spawn<T: EnvdTransport>(
@@ -54,11 +54,13 @@ pub async fn spawn<T: EnvdTransport>(
         _ => Relay::Data,
     };
     let request = RunRequest {
-        identity: ready.setup.identity.clone(),
-        argv: spec.argv.clone(),
-        env: env.entries,
-        cwd: cwd.clone(),
-        search: search.clone(),
+        launch: Launch {
+            identity: ready.setup.identity.clone(),
+            argv: spec.argv.clone(),
+            env: env.entries,
+            cwd: cwd.clone(),
+            search: search.clone(),
+        },
         stdout: relay(spec.stdout),
         stderr: relay(spec.stderr),
         spill: spill.clone(),
@@ -152,21 +154,12 @@ async fn start<T: EnvdTransport>(
         return;
     }
     let mut stream = match control
-        .envd()
-        .start(&plan.command, &control.shell().options())
+        .start_helper("spawn", &plan.command, &plan.tag)
         .await
     {
         Ok(stream) => stream,
         Err(err) => {
-            let error = control.classify("spawn", &err).await.into_error();
-            if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
-                // The helper may run without its pid having reached us.
-                let _ = control
-                    .rpc()
-                    .send_signal(Selector::Tag(plan.tag.clone()), e2b_client::Signal::Kill)
-                    .await;
-            }
-            let _ = answer.send(Err(error.with_subject(plan.program.clone())));
+            let _ = answer.send(Err(err.with_subject(plan.program.clone())));
             return;
         }
     };
@@ -188,20 +181,14 @@ async fn start<T: EnvdTransport>(
         Err(err) => {
             // The helper may have started the command: its death kills it
             // (a helper that reported a failed start is exiting anyway).
-            let _ = control
-                .rpc()
-                .send_signal(Selector::Pid(helper), e2b_client::Signal::Kill)
-                .await;
+            control.kill_helper(helper).await;
             let _ = answer.send(Err(err));
             return;
         }
     };
     let answer = Answer(Some(answer));
     if pid <= 1 {
-        let _ = control
-            .rpc()
-            .send_signal(Selector::Pid(helper), e2b_client::Signal::Kill)
-            .await;
+        control.kill_helper(helper).await;
         answer.send(Err(Error::new(
             ErrorKind::Remote,
             format!(
@@ -263,11 +250,7 @@ async fn start<T: EnvdTransport>(
     }
     let undo = {
         let group = Arc::clone(&group);
-        let runtime = tokio::runtime::Handle::current();
-        let tracker = world.tracker().clone();
-        move || {
-            runtime.spawn(tracker.track_future(async move { rollback(&group).await }));
-        }
+        deferred(world.tracker(), async move { rollback(&group).await })
     };
     if !answer.send(Ok(Delivery::new(handle, undo))) {
         // The caller gave up while the command started; the unclaimed

@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::boundary::{BoundaryScan, Scan};
 use crate::control::{ControlError, Controller, Ladder};
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, deferred};
 use crate::errors::{self, StartContext};
 use crate::gate::Gate;
 use crate::group::KILL_SETTLE;
@@ -38,7 +38,7 @@ use crate::process_rpc::Input;
 use crate::provider::World;
 use crate::registry::{Membership, Owned};
 use crate::transport::EnvdTransport;
-use crate::wire::{self, ExecRequest};
+use crate::wire::{self, ExecRequest, Launch};
 
 const OP: &str = "spawn_terminal";
 
@@ -57,11 +57,13 @@ pub async fn spawn<T: EnvdTransport>(
     let search = crate::env::search_dirs(&env.path);
     let boundary = format!("{:032x}", rand::random::<u128>());
     let request = ExecRequest {
-        identity: ready.setup.identity.clone(),
-        argv: spec.argv.clone(),
-        env: env.entries,
-        cwd: cwd.clone(),
-        search: search.clone(),
+        launch: Launch {
+            identity: ready.setup.identity.clone(),
+            argv: spec.argv.clone(),
+            env: env.entries,
+            cwd: cwd.clone(),
+            search: search.clone(),
+        },
         boundary: boundary.clone(),
     };
     let encoded = wire::base64_encode(&request.encode());
@@ -88,7 +90,7 @@ pub async fn spawn<T: EnvdTransport>(
             rows: u32::from(spec.rows),
         })
         .tag(tag.clone());
-    let launch = Launch {
+    let plan = Plan {
         command,
         tag,
         boundary,
@@ -101,7 +103,7 @@ pub async fn spawn<T: EnvdTransport>(
     world.tracker().spawn(start(
         Arc::clone(world),
         ready.control.clone(),
-        launch,
+        plan,
         answer,
     ));
     // Claimed in the same poll it arrives in (see `Delivery`).
@@ -113,7 +115,7 @@ pub async fn spawn<T: EnvdTransport>(
     }
 }
 
-struct Launch {
+struct Plan {
     command: e2b_client::Command,
     tag: String,
     boundary: String,
@@ -126,38 +128,32 @@ struct Launch {
 async fn start<T: EnvdTransport>(
     world: Arc<World<T>>,
     control: Controller<T>,
-    launch: Launch,
+    plan: Plan,
     answer: oneshot::Sender<Result<Delivery<Arc<dyn Terminal>>>>,
 ) {
     if answer.is_closed() {
         return;
     }
     let envd = control.envd().clone();
-    let mut stream = match envd
-        .start(&launch.command, &control.shell().options())
-        .await
-    {
+    let mut stream = match envd.start(&plan.command, &control.shell().options()).await {
         Ok(stream) => stream,
         Err(err) => {
             let error = control.classify(OP, &err).await.into_error();
             if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
                 let _ = control
                     .rpc()
-                    .send_signal(Selector::Tag(launch.tag.clone()), e2b_client::Signal::Kill)
+                    .send_signal(Selector::Tag(plan.tag.clone()), e2b_client::Signal::Kill)
                     .await;
             }
-            let _ = answer.send(Err(error.with_subject(launch.program.clone())));
+            let _ = answer.send(Err(error.with_subject(plan.program.clone())));
             return;
         }
     };
     let pid = stream.pid();
-    let first = match find_boundary(&control, &launch, &mut stream).await {
+    let first = match find_boundary(&control, &plan, &mut stream).await {
         Ok(first) => first,
         Err(err) => {
-            let _ = control
-                .rpc()
-                .send_signal(Selector::Pid(pid), e2b_client::Signal::Kill)
-                .await;
+            control.kill_helper(pid).await;
             let _ = answer.send(Err(err));
             return;
         }
@@ -185,11 +181,7 @@ async fn start<T: EnvdTransport>(
     }
     let undo = {
         let core = Arc::clone(&core);
-        let runtime = tokio::runtime::Handle::current();
-        let tracker = world.tracker().clone();
-        move || {
-            runtime.spawn(tracker.track_future(async move { rollback(&core).await }));
-        }
+        deferred(world.tracker(), async move { rollback(&core).await })
     };
     if answer.send(Ok(Delivery::new(terminal, undo))).is_err() {
         // Nobody listens: the unclaimed delivery tore the session down.
@@ -221,16 +213,16 @@ async fn start<T: EnvdTransport>(
 /// reason it could not start.
 async fn find_boundary<T: EnvdTransport>(
     control: &Controller<T>,
-    launch: &Launch,
+    plan: &Plan,
     stream: &mut ProcessStream,
 ) -> Result<Bytes> {
-    let mut scan = BoundaryScan::new(&launch.boundary);
+    let mut scan = BoundaryScan::new(&plan.boundary);
     let garbled = |seen: &str| {
         Error::new(
             ErrorKind::Remote,
             format!(
                 "{OP}: {}: the sandbox helper wrote {seen:?} instead of its start marker",
-                launch.program
+                plan.program
             ),
         )
     };
@@ -248,9 +240,9 @@ async fn find_boundary<T: EnvdTransport>(
                         return Err(errors::start_failure(
                             StartContext {
                                 operation: OP,
-                                program: &launch.program,
-                                cwd: &launch.cwd,
-                                search: &launch.search,
+                                program: &plan.program,
+                                cwd: &plan.cwd,
+                                search: &plan.search,
                             },
                             stage,
                             errno,
@@ -264,7 +256,7 @@ async fn find_boundary<T: EnvdTransport>(
             Some(Ok(ProcessEvent::End(end))) => {
                 return Err(Error::io(format!(
                     "{OP}: {}: the sandbox helper ended ({}) before starting it; it wrote {:?}",
-                    launch.program,
+                    plan.program,
                     end.status,
                     scan.seen()
                 )));
@@ -273,7 +265,7 @@ async fn find_boundary<T: EnvdTransport>(
             None => {
                 return Err(Error::io(format!(
                     "{OP}: {}: the terminal's stream ended before the program started",
-                    launch.program
+                    plan.program
                 )));
             }
         }

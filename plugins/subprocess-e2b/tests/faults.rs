@@ -9,6 +9,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +22,7 @@ use e2b_client::{ClientTransport, Envd};
 use futures::{FutureExt, StreamExt};
 use http::{Request, Response};
 use http_body::{Body, Frame};
-use support::{World, sh, within};
+use support::{World, give_up_after, sh, survivors, within};
 use tokio::sync::watch;
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -213,19 +214,9 @@ async fn a_spawn_given_up_at_any_point_leaves_nothing_running() {
     let mut markers = Vec::new();
     for (attempt, delay) in [0u64, 1, 2, 4, 8, 16, 32].into_iter().enumerate() {
         let marker = format!("43.{attempt}{}", std::process::id());
-        let mut future = provider.spawn(SpawnSpec::new(["sleep", &marker])).boxed();
-        let resolved = if delay == 0 {
-            match futures::poll!(&mut future) {
-                Poll::Ready(result) => Some(result),
-                Poll::Pending => None,
-            }
-        } else {
-            tokio::time::timeout(Duration::from_millis(delay), &mut future)
-                .await
-                .ok()
-        };
-        drop(future);
-        if let Some(started) = resolved {
+        let future = provider.spawn(SpawnSpec::new(["sleep", &marker])).boxed();
+        if let Some(started) = give_up_after(future, delay).await {
+            // It started before the caller gave up: it is the caller's.
             started
                 .expect("start")
                 .terminate(Duration::from_millis(100))
@@ -234,24 +225,10 @@ async fn a_spawn_given_up_at_any_point_leaves_nothing_running() {
         }
         markers.push(marker);
     }
-    let mut survivors = String::new();
-    for _ in 0..30 {
-        let table = world.root("ps -e -o stat= -o args=", &[]).await;
-        survivors = String::from_utf8_lossy(&table.stdout)
-            .lines()
-            .filter(|line| {
-                !line.starts_with('Z') && markers.iter().any(|m| line.contains(m.as_str()))
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if survivors.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = survivors(&world, &markers).await;
     assert!(
-        survivors.is_empty(),
-        "given-up spawns left commands running:\n{survivors}"
+        left.is_empty(),
+        "given-up spawns left commands running:\n{left}"
     );
     assert_eq!(provider.owned(), 0);
     provider.dispose().await.expect("dispose");

@@ -11,7 +11,7 @@ use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{Signal, SubprocessProvider, TerminalSpec};
 use futures::{FutureExt, StreamExt};
-use support::{CWD, World, within};
+use support::{CWD, World, give_up_after, survivors, within};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -239,20 +239,9 @@ async fn a_terminal_start_nobody_waits_for_is_rolled_back() {
     let mut markers = Vec::new();
     for (attempt, delay) in [0u64, 1, 3, 8, 20].into_iter().enumerate() {
         let marker = format!("41.{attempt}{}", std::process::id());
-        let mut future = provider.spawn_terminal(spec(&["sleep", &marker])).boxed();
-        let resolved = if delay == 0 {
-            match futures::poll!(&mut future) {
-                std::task::Poll::Ready(result) => Some(result),
-                std::task::Poll::Pending => None,
-            }
-        } else {
-            tokio::time::timeout(Duration::from_millis(delay), &mut future)
-                .await
-                .ok()
-        };
-        drop(future);
-        if let Some(started) = resolved {
-            // It started before the drop: it is the caller's to stop.
+        let future = provider.spawn_terminal(spec(&["sleep", &marker])).boxed();
+        if let Some(started) = give_up_after(future, delay).await {
+            // It started before the caller gave up: it is the caller's.
             started
                 .expect("start")
                 .terminate()
@@ -261,24 +250,10 @@ async fn a_terminal_start_nobody_waits_for_is_rolled_back() {
         }
         markers.push(marker);
     }
-    let mut survivors = String::new();
-    for _ in 0..30 {
-        let table = world.root("ps -e -o stat= -o args=", &[]).await;
-        survivors = String::from_utf8_lossy(&table.stdout)
-            .lines()
-            .filter(|line| {
-                !line.starts_with('Z') && markers.iter().any(|m| line.contains(m.as_str()))
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
-        if survivors.is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let left = survivors(&world, &markers).await;
     assert!(
-        survivors.is_empty(),
-        "dropped starts left terminals running:\n{survivors}"
+        left.is_empty(),
+        "dropped starts left terminals running:\n{left}"
     );
     within(LIMIT, "dispose", provider.dispose())
         .await

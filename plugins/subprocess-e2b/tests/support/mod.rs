@@ -180,6 +180,46 @@ impl World {
     }
 }
 
+/// Polls `future` once (`delay` 0) or for `delay` ms, then drops it; what
+/// it resolved with, if it did.
+pub async fn give_up_after<F: std::future::Future + Unpin>(
+    mut future: F,
+    delay: u64,
+) -> Option<F::Output> {
+    if delay == 0 {
+        match futures::poll!(&mut future) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        }
+    } else {
+        tokio::time::timeout(Duration::from_millis(delay), &mut future)
+            .await
+            .ok()
+    }
+}
+
+/// Lines of the sandbox's process table (stat and args) of live processes
+/// whose arguments contain one of `markers`, after giving a rollback up to
+/// 3 s to finish.
+pub async fn survivors(world: &World, markers: &[String]) -> String {
+    let mut found = String::new();
+    for _ in 0..30 {
+        let table = world.root("ps -e -o stat= -o args=", &[]).await;
+        found = String::from_utf8_lossy(&table.stdout)
+            .lines()
+            .filter(|line| {
+                !line.starts_with('Z') && markers.iter().any(|m| line.contains(m.as_str()))
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if found.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    found
+}
+
 /// `sh -c script` with both outputs piped.
 pub fn sh(script: &str) -> SpawnSpec {
     SpawnSpec::new(["sh", "-c", script])
