@@ -316,3 +316,75 @@ async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
         "without autoResume it stays paused"
     );
 }
+
+/// Splits a Connect stream body into its envelopes' (flags, payload).
+fn envelopes(mut body: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    while body.len() >= 5 {
+        let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+        assert!(body.len() >= 5 + len, "truncated envelope");
+        out.push((body[0], &body[5..5 + len]));
+        body = &body[5 + len..];
+    }
+    assert!(body.is_empty(), "trailing bytes after the last envelope");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_reader_of_many_tiny_events_keeps_its_stream() {
+    use base64::Engine;
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    // Every `echo` is its own tiny write, so envd forwards each as its own event: while the
+    // reader stalls, tens of thousands of tiny HTTP/2 DATA frames queue between the front and
+    // the sandbox's daemon. h2 counts such frames against a small-frame budget and closes the
+    // whole connection when it runs out (seen as broken streams under CPU load).
+    let lines = 200_000;
+    let script = format!("for i in $(seq 1 {lines}); do echo $i; done");
+    let body = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}});
+    let request = Request::post(format!("{}/process.Process/Start", server.sandbox_url()))
+        .header("content-type", "application/connect+json")
+        .header("e2b-sandbox-id", &id)
+        .body(Full::new(Bytes::from(common::envelope(
+            body.to_string().as_bytes(),
+        ))))
+        .unwrap();
+    let response = client.request(request).await.expect("Start");
+    assert_eq!(response.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let received = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the stream survives the stall")
+        .to_bytes();
+    let mut stdout = Vec::new();
+    let mut ended = false;
+    let envelopes = envelopes(&received);
+    let (last_flags, last) = envelopes.last().expect("envelopes");
+    assert_eq!(*last_flags, 2, "end-stream last");
+    assert_eq!(*last, b"{}", "end-stream without error");
+    for (flags, payload) in &envelopes[..envelopes.len() - 1] {
+        assert_eq!(*flags, 0);
+        let message: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        let event = &message["event"];
+        if let Some(data) = event["data"]["stdout"].as_str() {
+            stdout.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+            );
+        }
+        ended |= event.get("end").is_some();
+    }
+    assert!(ended, "end event");
+    let expected: String = (1..=lines).map(|i| format!("{i}\n")).collect();
+    assert!(
+        stdout == expected.as_bytes(),
+        "{} of {} bytes",
+        stdout.len(),
+        expected.len()
+    );
+}

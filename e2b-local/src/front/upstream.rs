@@ -13,6 +13,12 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::UnixStream;
 
+/// Per-stream HTTP/2 receive window on the link to envd (see [`Upstream::new`]).
+const STREAM_WINDOW: u32 = 256 * 1024;
+/// Connection-wide HTTP/2 receive window on the link to envd; h2's small-frame budget is
+/// half of it.
+const CONNECTION_WINDOW: u32 = 64 * 1024 * 1024;
+
 /// Connects every request to the same Unix socket, whatever the URI says.
 #[derive(Clone)]
 pub struct UnixConnector {
@@ -57,9 +63,19 @@ impl Upstream {
         // connection, and a daemon that answers before reading a request body to its end
         // resets just that stream (NO_ERROR) instead of closing a connection the front may
         // still be writing to — which over HTTP/1.1 surfaced as a spurious 502.
+        //
+        // Fixed windows, not adaptive ones: h2 closes a connection whose unread small DATA
+        // frames exceed a budget of half the connection window, and envd sends a command's
+        // every tiny write as its own frame. An adaptive window starts at 64 KiB (budget
+        // 25.6 KiB, about a hundred tiny frames), which a reader stalled for a moment
+        // exhausted, killing every stream of the sandbox. A 256 KiB stream window bounds one
+        // stalled stream's unread frames (at most ~5 MiB of framing overhead even for
+        // 13-byte events) far below the 32 MiB budget of a 64 MiB connection window, and
+        // still streams at memory speed over the Unix socket.
         let client = Client::builder(TokioExecutor::new())
             .http2_only(true)
-            .http2_adaptive_window(true)
+            .http2_initial_stream_window_size(STREAM_WINDOW)
+            .http2_initial_connection_window_size(CONNECTION_WINDOW)
             .pool_idle_timeout(Duration::from_secs(60))
             .build(UnixConnector {
                 path: socket.clone(),
