@@ -76,6 +76,20 @@ async fn until_foreground(terminal: &dyn Terminal, want: impl Fn(u32) -> bool) -
     }
 }
 
+/// Waits until the foreground job leaves the shell and has exec'd `program`. Between bash's
+/// `tcsetpgrp` and the `exec` the forked child still runs bash's own SIGINT handling, so an
+/// interrupt sent in that window is lost and the job runs its full course.
+async fn until_job_runs(terminal: &dyn Terminal, shell: u32, program: &str) -> u32 {
+    let job = until_foreground(terminal, |pgid| pgid != shell).await;
+    let exec_done = support::eventually(Duration::from_secs(10), || {
+        std::fs::read_to_string(format!("/proc/{job}/comm"))
+            .is_ok_and(|comm| comm.trim() == program)
+    })
+    .await;
+    assert!(exec_done, "job {job} never became {program}");
+    job
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn output_is_exactly_what_the_program_writes() {
     let p = provider();
@@ -210,7 +224,7 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     );
 
     terminal.write(b"sleep 30\n".to_vec()).await.expect("write");
-    let job = until_foreground(terminal.as_ref(), |pgid| pgid != shell).await;
+    let job = until_job_runs(terminal.as_ref(), shell, "sleep").await;
     assert!(alive(job as i32), "the job runs in its own group");
 
     terminal.write(vec![0x03]).await.expect("Ctrl-C");
@@ -222,7 +236,7 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
 
     // signal() reaches the foreground job the same way.
     terminal.write(b"sleep 31\n".to_vec()).await.expect("write");
-    let job = until_foreground(terminal.as_ref(), |pgid| pgid != shell).await;
+    let job = until_job_runs(terminal.as_ref(), shell, "sleep").await;
     terminal.signal(Signal::INT).await.expect("signal");
     until_foreground(terminal.as_ref(), |pgid| pgid == shell).await;
     assert!(support::eventually(Duration::from_secs(5), || !alive(job as i32)).await);
