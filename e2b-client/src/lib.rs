@@ -4,9 +4,9 @@
 //!
 //! # Shape
 //!
-//! - [`HttpStack`]: the one HTTP client (connectrpc's hyper-based
-//!   `HttpClient`): rustls with ALPN (HTTP/2 over TLS), HTTP/1.1 or h2c for
-//!   plain `http://`.
+//! - [`HttpStack`]: the one HTTP client (hyper_util's pooled client with
+//!   fixed HTTP/2 windows): rustls with ALPN (HTTP/2 over TLS), HTTP/1.1 or
+//!   h2c for plain `http://`.
 //! - [`Api`]: create, connect, kill, pause, timeout, info, list, metrics.
 //! - [`SandboxTransport`]: a `connectrpc` transport for one sandbox's envd.
 //!   It takes path-only requests, puts them on the sandbox's envd URL and

@@ -1079,3 +1079,63 @@ async fn unknown_sandboxes_and_templates_are_reported() {
         .unwrap_err();
     assert!(matches!(err, Error::Authentication { .. }), "{err:?}");
 }
+
+/// envd sends every small write of a command as its own event, so its own
+/// tiny HTTP/2 DATA frame. A caller that stops reading a chatty process
+/// lets those frames queue in the client's receive buffer; h2 closes the
+/// whole connection (GOAWAY `ENHANCE_YOUR_CALM`) once their framing
+/// overhead exceeds a budget of half the connection window. The stack's
+/// windows keep a fully stalled stream inside that budget: the stalled
+/// stream delivers everything, and a second stream opened on the same
+/// connection before the stall survives it too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_reader_of_many_tiny_events_keeps_the_connection() {
+    let world = World::start();
+    let api = world.api_with(WireFormat::Proto, PlainHttp::H2cPriorKnowledge);
+    let sandbox = world.sandbox(&api).await;
+    let envd = sandbox.envd();
+    // ~2.7 MB of output: enough to fill a 2 MiB stream window even when
+    // envd, falling behind, reads several lines per event.
+    let lines = 400_000;
+    let chatty = envd
+        .start(
+            &Command::shell(format!("for i in $(seq 1 {lines}); do echo $i; done")),
+            &StreamOptions::default(),
+        )
+        .await
+        .expect("start the chatty process");
+    // Open before the stall, on the same h2c connection: if the connection
+    // were closed, this stream would break with it.
+    let mut bystander = envd
+        .start(
+            &Command::shell("sleep 4; echo still here"),
+            &StreamOptions::default(),
+        )
+        .await
+        .expect("start the bystander");
+
+    // Not reading: the chatty process fills the stream's receive window
+    // with tiny frames meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let out = drain(chatty).await;
+    let expected: String = (1..=lines).map(|i| format!("{i}\n")).collect();
+    assert!(
+        out.stdout == expected.as_bytes(),
+        "stdout: {} of {} bytes, in order: {}",
+        out.stdout.len(),
+        expected.len(),
+        expected.as_bytes().starts_with(&out.stdout)
+    );
+    let status = out.status.expect("the end event arrives");
+    assert_eq!((status.exit_code, status.exited), (0, true));
+
+    read_until(&mut bystander, "still here").await;
+    let status = drain(bystander).await.status.expect("the bystander ends");
+    assert_eq!((status.exit_code, status.exited), (0, true));
+    let info = envd
+        .stat("/home/user", &CallOptions::default())
+        .await
+        .expect("a call after the stall succeeds");
+    assert_eq!(info.file_type, FileType::Directory);
+}
