@@ -21,7 +21,7 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 
 use crate::errors::OwnedOp;
-use crate::utf8::{Decoded, Decoder, check_not_binary, invalid};
+use dsh_provider_kit::utf8::{Decoded, Decoder, check_not_binary, invalid};
 
 /// Largest chunk a read stream yields, in bytes.
 pub const CHUNK_LEN: usize = 256 * 1024;
@@ -115,7 +115,7 @@ pub(crate) async fn text_stream(op: OwnedOp, pieces: Pieces) -> Result<TextStrea
             None => break,
         }
     }
-    check_not_binary(op.op(), &first)?;
+    check_not_binary(&op.op(), &first)?;
     let state = TextState {
         op,
         chunks,
@@ -168,7 +168,7 @@ impl TextState {
                         return self
                             .decoder
                             .finish()
-                            .map(|offset| Err(invalid(self.op.op(), offset)));
+                            .map(|offset| Err(invalid(&self.op.op(), offset)));
                     }
                 },
             };
@@ -176,7 +176,7 @@ impl TextState {
                 Decoded::Text(text) => return Some(Ok(text)),
                 Decoded::Pending => continue,
                 Decoded::Invalid { text, offset } => {
-                    let err = invalid(self.op.op(), offset);
+                    let err = invalid(&self.op.op(), offset);
                     if text.is_empty() {
                         self.done = true;
                         return Some(Err(err));

@@ -4,14 +4,14 @@ use std::sync::Arc;
 
 use dsh_plugin_api::fs::{Edit, EditOutcome, FileKind, WriteGuard};
 use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::literal;
+use dsh_provider_kit::utf8::into_text;
 use futures::StreamExt;
 
 use crate::errors::Op;
-use crate::literal;
 use crate::locks;
 use crate::meta::{kind_of, mode_of, other_kind_name};
 use crate::staging::Staged;
-use crate::utf8::into_text;
 use crate::version::version_of;
 use crate::world::{EnvdTransport, World};
 use crate::write::check_guard;
@@ -105,5 +105,5 @@ async fn read_all<T: EnvdTransport>(
     while let Some(piece) = pieces.next().await {
         content.extend_from_slice(&piece?);
     }
-    into_text(op, content)
+    into_text(&op, content)
 }

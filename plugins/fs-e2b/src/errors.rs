@@ -49,6 +49,12 @@ impl<'a> Op<'a> {
     }
 }
 
+impl dsh_provider_kit::ErrorContext for Op<'_> {
+    fn error(&self, kind: ErrorKind, detail: impl Display) -> Error {
+        Op::error(self, kind, detail)
+    }
+}
+
 /// [`Op`] with an owned subject.
 #[derive(Debug, Clone)]
 pub(crate) struct OwnedOp {

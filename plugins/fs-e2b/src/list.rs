@@ -11,8 +11,8 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::errors::Op;
 use crate::meta::{kind_of, project};
-use crate::paths::child;
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
+use dsh_provider_kit::paths::child;
 
 /// How many symlink targets are looked up at once.
 const LOOKUPS_IN_FLIGHT: usize = 16;

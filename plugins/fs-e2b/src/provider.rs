@@ -11,6 +11,7 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_provider_kit::{paths, uri};
 use e2b_client::Envd;
 use tokio_util::task::TaskTracker;
 
@@ -18,7 +19,7 @@ use crate::errors::Op;
 use crate::fs_rpc::FsRpc;
 use crate::meta::project;
 use crate::world::{EnvdTransport, World};
-use crate::{edit, paths, uri, write};
+use crate::{edit, write};
 
 /// The files of one E2B sandbox, as one execution world rooted at the
 /// sandbox's cwd, reached through envd with transport `T` (the `e2b`
@@ -155,7 +156,7 @@ impl<T: EnvdTransport> FsProvider for FsE2b<T> {
             .canonical(Op::new("resolve", &absolute), &absolute)
             .await?;
         Ok(Resolved {
-            uri: uri::file_uri(&canonical),
+            uri: uri::file_uri(canonical.as_bytes()),
             path: canonical,
         })
     }

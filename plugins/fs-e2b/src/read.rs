@@ -17,9 +17,9 @@ use crate::chunks::{Pieces, byte_stream, text_stream};
 use crate::errors::Op;
 use crate::lookup::Followed;
 use crate::meta::{kind_of, other_kind_name};
-use crate::utf8::into_text;
 use crate::version::version_of;
 use crate::world::{EnvdTransport, World};
+use dsh_provider_kit::utf8::into_text;
 
 impl<T: EnvdTransport> World<T> {
     /// The regular file `path` leads to. A directory is `IsADirectory`;
@@ -75,7 +75,7 @@ impl<T: EnvdTransport> World<T> {
         while let Some(piece) = pieces.next().await {
             content.extend_from_slice(&piece?);
         }
-        let text = into_text(op, content)?;
+        let text = into_text(&op, content)?;
         Ok(TextFile { text, version })
     }
 

@@ -424,7 +424,7 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
     };
     let target = text(target, "resolved path")?;
     let dir = text(dir, "staging directory")?;
-    let Some((_, name)) = crate::paths::split_canonical(&target) else {
+    let Some((_, name)) = dsh_provider_kit::paths::split_canonical(&target) else {
         return Err(bad("the resolved path has no final name"));
     };
     let copied = match *copied {

@@ -8,8 +8,8 @@ use dsh_plugin_api::{ErrorKind, Result};
 use crate::errors::Op;
 use crate::locks;
 use crate::meta::kind_of;
-use crate::paths::{child, entry, is_within};
 use crate::world::{EnvdTransport, World};
+use dsh_provider_kit::paths::{child, entry, is_within};
 
 impl<T: EnvdTransport> World<T> {
     /// `mkdir`: creates `path` and its missing parents (mode 0755, owned by
@@ -28,7 +28,7 @@ impl<T: EnvdTransport> World<T> {
     /// there. Holds the entry's lock, so it does not interleave with a
     /// write or edit of the same file through this process.
     pub(crate) async fn remove(&self, op: Op<'_>, path: &str) -> Result<bool> {
-        let (parent, name) = entry(op, path)?;
+        let (parent, name) = entry(&op, path)?;
         let target = child(&self.canonical(op, &parent).await?, &name);
         let _lock = locks::lock(&self.sandbox_id, &target).await;
         if self.stat_if_exists(op, &target).await?.is_none() {
@@ -46,8 +46,8 @@ impl<T: EnvdTransport> World<T> {
     /// rename(2) does. Refused before anything changes: a missing source
     /// (`NotFound`) and a directory moved into itself (`InvalidInput`).
     pub(crate) async fn rename(&self, op: Op<'_>, from: &str, to: &str) -> Result<()> {
-        let (from_parent, from_name) = entry(op, from)?;
-        let (to_parent, to_name) = entry(Op::new(op.name, to), to)?;
+        let (from_parent, from_name) = entry(&op, from)?;
+        let (to_parent, to_name) = entry(&Op::new(op.name, to), to)?;
         let parents = self.canonicalize(op, &[&from_parent, &to_parent]).await?;
         let source = child(&parents[0], &from_name);
         let dest = child(&parents[1], &to_name);

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use dsh_plugin_api::fs::{FileKind, Version, WriteGuard};
 use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::guard;
 use e2b_client::EntryInfo;
 
 use crate::errors::Op;
@@ -69,9 +70,10 @@ async fn stage<T: EnvdTransport>(
     Ok(lock)
 }
 
-/// Checks `guard` against the target's state (`None`: absent). A directory
-/// is `IsADirectory`; a symlink means the target changed since it was
-/// canonicalised (which followed every link), so it is `Conflict`.
+/// Checks `guard` against the target's state (`None`: absent; see
+/// [`guard::check`]). A directory is `IsADirectory`; a symlink means the
+/// target changed since it was canonicalised (which followed every link),
+/// so it is `Conflict`.
 pub(crate) fn check_guard(op: Op<'_>, state: Option<&EntryInfo>, guard: &WriteGuard) -> Result<()> {
     if let Some(entry) = state {
         match kind_of(entry) {
@@ -87,30 +89,7 @@ pub(crate) fn check_guard(op: Op<'_>, state: Option<&EntryInfo>, guard: &WriteGu
             FileKind::File | FileKind::Other => {}
         }
     }
-    match (guard, state) {
-        (WriteGuard::Overwrite, _) | (WriteGuard::CreateNew, None) => Ok(()),
-        (WriteGuard::CreateNew, Some(_)) => Err(op.error(
-            ErrorKind::AlreadyExists,
-            "the file already exists (guard: create new)",
-        )),
-        (WriteGuard::IfVersion(expected), None) => Err(op.error(
-            ErrorKind::NotFound,
-            format_args!("the file no longer exists (guard: version {expected})"),
-        )),
-        (WriteGuard::IfVersion(expected), Some(entry)) => {
-            let found = version_of(entry);
-            if &found == expected {
-                Ok(())
-            } else {
-                Err(op.error(
-                    ErrorKind::Conflict,
-                    format_args!(
-                        "stale version: the file changed since version {expected} (now {found})"
-                    ),
-                ))
-            }
-        }
-    }
+    guard::check(&op, state.map(version_of).as_ref(), guard)
 }
 
 #[cfg(test)]

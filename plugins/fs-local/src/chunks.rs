@@ -19,7 +19,7 @@ use futures::Stream;
 
 use crate::errors::OwnedOp;
 use crate::read::read_into_spare;
-use crate::utf8::{check_not_binary, incomplete_suffix_len, invalid};
+use dsh_provider_kit::utf8::{Decoded, Decoder, check_not_binary, invalid};
 
 /// Largest chunk a stream yields, in bytes.
 pub const CHUNK_LEN: usize = 64 * 1024;
@@ -112,15 +112,14 @@ impl Produce for Bytes {
     }
 }
 
-/// UTF-8 text chunks, decoded across the byte chunks' boundaries: a
-/// sequence split by a chunk boundary is carried (at most 3 bytes) into the
-/// next buffer, ahead of the bytes that complete it.
+/// UTF-8 text chunks, decoded across the byte chunks' boundaries by the
+/// kit's [`Decoder`]: a sequence split by a chunk boundary is carried (at
+/// most 3 bytes) into the next buffer, ahead of the bytes that complete it.
 pub(crate) struct Text {
     source: Source,
     /// The first chunk, read at open for the binary check.
     first: Option<Vec<u8>>,
-    /// The start of a multi-byte sequence cut by the last chunk boundary.
-    carry: Vec<u8>,
+    decoder: Decoder,
     /// An error to yield after the valid text before it.
     queued: Option<Error>,
     done: bool,
@@ -132,24 +131,24 @@ impl Text {
     pub(crate) fn open(mut source: Source) -> Result<Text> {
         let mut first = Vec::new();
         source.read_at_least(&mut first, BINARY_SAMPLE_LEN, CHUNK_LEN)?;
-        check_not_binary(source.op.op(), &first)?;
+        check_not_binary(&source.op.op(), &first)?;
         Ok(Text {
             source,
             first: Some(first),
-            carry: Vec::with_capacity(3),
+            decoder: Decoder::default(),
             queued: None,
             done: false,
         })
     }
 
-    /// The next buffer: the carried bytes followed by one read.
+    /// The next buffer (the carried bytes followed by one read), and how
+    /// many bytes the read added (0: end of file).
     fn next_buffer(&mut self) -> Result<(Vec<u8>, usize)> {
         if let Some(first) = self.first.take() {
             let read = first.len();
             return Ok((first, read));
         }
-        let mut buf = Vec::with_capacity(self.carry.len() + CHUNK_LEN);
-        buf.append(&mut self.carry);
+        let mut buf = self.decoder.next_buffer(CHUNK_LEN);
         let read = self.source.read_some(&mut buf, CHUNK_LEN)?;
         Ok((buf, read))
     }
@@ -171,44 +170,30 @@ impl Produce for Text {
             return None;
         }
         loop {
-            let (mut buf, read) = match self.next_buffer() {
+            let (buf, read) = match self.next_buffer() {
                 Ok(next) => next,
                 Err(err) => return self.fail(err),
             };
-            // File offset of `buf[0]`.
-            let start = self.source.offset - buf.len() as u64;
             if read == 0 {
                 self.done = true;
-                return if buf.is_empty() {
-                    None
-                } else {
-                    // A sequence was cut by the end of the file.
-                    Some(Err(invalid(self.source.op.op(), start)))
-                };
+                // A sequence cut short by the end of the file.
+                return self
+                    .decoder
+                    .finish()
+                    .map(|offset| Err(invalid(&self.source.op.op(), offset)));
             }
-            let keep = incomplete_suffix_len(&buf);
-            let split = buf.len() - keep;
-            self.carry.extend_from_slice(&buf[split..]);
-            buf.truncate(split);
-            if buf.is_empty() {
-                continue;
-            }
-            return match String::from_utf8(buf) {
-                Ok(text) => Some(Ok(text)),
-                Err(err) => {
-                    let valid = err.utf8_error().valid_up_to();
-                    let error = invalid(self.source.op.op(), start + valid as u64);
-                    let mut prefix = err.into_bytes();
-                    prefix.truncate(valid);
-                    match String::from_utf8(prefix) {
-                        Ok(prefix) if !prefix.is_empty() => {
-                            self.queued = Some(error);
-                            Some(Ok(prefix))
-                        }
-                        _ => self.fail(error),
+            match self.decoder.push(buf) {
+                Decoded::Text(text) => return Some(Ok(text)),
+                Decoded::Pending => continue,
+                Decoded::Invalid { text, offset } => {
+                    let err = invalid(&self.source.op.op(), offset);
+                    if text.is_empty() {
+                        return self.fail(err);
                     }
+                    self.queued = Some(err);
+                    return Some(Ok(text));
                 }
-            };
+            }
         }
     }
 }

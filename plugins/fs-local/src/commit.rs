@@ -8,6 +8,7 @@ use std::path::Path;
 
 use dsh_plugin_api::fs::{Version, WriteGuard};
 use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::guard;
 use rustix::fs::{CWD, RenameFlags};
 use rustix::io::Errno;
 
@@ -38,32 +39,10 @@ pub(crate) fn current(op: Op<'_>, target: &Path) -> Result<Option<Metadata>> {
     }
 }
 
-/// Checks `guard` against the target's state (`None`: absent).
+/// Checks `guard` against the target's state (`None`: absent), as the kit's
+/// [`guard::check`] decides.
 pub(crate) fn check_guard(op: Op<'_>, state: Option<&Metadata>, guard: &WriteGuard) -> Result<()> {
-    match (guard, state) {
-        (WriteGuard::Overwrite, _) | (WriteGuard::CreateNew, None) => Ok(()),
-        (WriteGuard::CreateNew, Some(_)) => Err(op.error(
-            ErrorKind::AlreadyExists,
-            "the file already exists (guard: create new)",
-        )),
-        (WriteGuard::IfVersion(expected), None) => Err(op.error(
-            ErrorKind::NotFound,
-            format_args!("the file no longer exists (guard: version {expected})"),
-        )),
-        (WriteGuard::IfVersion(expected), Some(meta)) => {
-            let found = version_of(meta);
-            if &found == expected {
-                Ok(())
-            } else {
-                Err(op.error(
-                    ErrorKind::Conflict,
-                    format_args!(
-                        "stale version: the file changed since version {expected} (now {found})"
-                    ),
-                ))
-            }
-        }
-    }
+    guard::check(&op, state.map(version_of).as_ref(), guard)
 }
 
 /// Publishes `staged` as `target` if `guard` holds right now, and returns
@@ -160,12 +139,7 @@ fn rename_into_place(op: Op<'_>, staged: &Staged, target: &Path, no_replace: boo
             RenameFlags::NOREPLACE,
         ) {
             Ok(()) => return Ok(()),
-            Err(Errno::EXIST) => {
-                return Err(op.error(
-                    ErrorKind::AlreadyExists,
-                    "the file already exists (guard: create new)",
-                ));
-            }
+            Err(Errno::EXIST) => return Err(guard::already_exists(&op)),
             // The filesystem lacks RENAME_NOREPLACE: absence was checked
             // under the lock just now, which covers this provider's own
             // mutations.

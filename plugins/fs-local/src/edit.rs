@@ -4,10 +4,10 @@ use std::path::Path;
 
 use dsh_plugin_api::fs::{Edit, EditOutcome, WriteGuard};
 use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::literal;
 
 use crate::commit::{self, check_guard};
 use crate::errors::Op;
-use crate::literal;
 use crate::locks;
 use crate::paths;
 use crate::read::{open_regular, read_text_content};

@@ -23,7 +23,6 @@ mod commit;
 mod edit;
 mod errors;
 mod list;
-mod literal;
 mod locks;
 mod meta;
 mod paths;
@@ -32,8 +31,6 @@ mod provider;
 mod read;
 mod staging;
 mod tree;
-mod uri;
-mod utf8;
 mod version;
 mod write;
 

@@ -1,5 +1,5 @@
-//! Path input checks, joining to a cwd, and canonical identity with
-//! `realpath -m` semantics.
+//! Joining to a cwd (after the kit's input checks), and canonical identity
+//! with `realpath -m` semantics.
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -7,7 +7,8 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::paths::check;
 
 use crate::errors::{Op, subject};
 
@@ -15,35 +16,9 @@ use crate::errors::{Op, subject};
 /// loop (Linux's own limit for a path walk).
 const MAX_SYMLINK_FOLLOWS: usize = 40;
 
-/// Checks a caller-supplied path string: not empty, no NUL byte.
-pub(crate) fn check(op: &'static str, path: &str) -> Result<()> {
-    if path.is_empty() {
-        return Err(Error::invalid_input(format!("{op}: the path is empty")));
-    }
-    if let Some(at) = path.bytes().position(|byte| byte == 0) {
-        return Err(Error::invalid_input(format!(
-            "{op}: the path contains a NUL byte at offset {at}"
-        ))
-        .with_subject(path.replace('\0', "\\0")));
-    }
-    Ok(())
-}
-
-/// What is wrong with `dir` as a cwd (absolute, no NUL byte), if anything:
-/// a phrase completing "the cwd \"…\" …".
-pub(crate) fn cwd_problem(dir: &str) -> Option<&'static str> {
-    if dir.contains('\0') {
-        Some("contains a NUL byte")
-    } else if !dir.starts_with('/') {
-        Some("is not an absolute path")
-    } else {
-        None
-    }
-}
-
-/// `path` made absolute against `base` (an absolute directory), after
-/// [`check`]. Nothing is resolved: `..` and symlinks are left for the kernel
-/// or for [`canonicalize`].
+/// `path` made absolute against `base` (an absolute directory), after the
+/// kit's [`check`]. Nothing is resolved: `..` and symlinks are left for the
+/// kernel or for [`canonicalize`].
 pub(crate) fn absolute(op: &'static str, base: &Path, path: &str) -> Result<PathBuf> {
     check(op, path)?;
     Ok(base.join(path))
@@ -193,17 +168,6 @@ pub(crate) fn name_string(name: &OsStr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn empty_and_nul_paths_are_invalid_input() {
-        let err = check("stat", "").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidInput);
-        assert_eq!(err.message(), "stat: the path is empty");
-        let err = check("stat", "a\0b").unwrap_err();
-        assert_eq!(err.kind(), ErrorKind::InvalidInput);
-        assert!(err.message().contains("NUL byte at offset 1"), "{err}");
-        assert_eq!(err.subject(), Some("a\\0b"));
-    }
 
     #[test]
     fn relative_paths_join_the_base() {

@@ -52,7 +52,7 @@ impl FsLocalPlugin {
 
 /// Why `cwd` cannot be the world's cwd, if it cannot.
 fn check_cwd(cwd: &str) -> std::result::Result<(), String> {
-    if let Some(problem) = crate::paths::cwd_problem(cwd) {
+    if let Some(problem) = dsh_provider_kit::paths::cwd_problem(cwd) {
         return Err(problem.into());
     }
     match std::fs::metadata(Path::new(cwd)) {

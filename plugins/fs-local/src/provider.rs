@@ -1,5 +1,6 @@
 //! [`FsLocal`]: the `fs` seam on the host filesystem.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use dsh_plugin_api::fs::{
@@ -8,9 +9,11 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_provider_kit::paths::cwd_problem;
+use dsh_provider_kit::uri::file_uri;
 
 use crate::errors::Op;
-use crate::{edit, list, meta, paths, read, tree, uri, write};
+use crate::{edit, list, meta, paths, read, tree, write};
 
 /// The files of the host, as one execution world rooted at a cwd.
 ///
@@ -48,7 +51,7 @@ impl FsLocal {
     /// exist yet; it is used as spelled.
     pub fn new(cwd: impl Into<String>) -> Result<FsLocal> {
         let cwd = cwd.into();
-        if let Some(problem) = paths::cwd_problem(&cwd) {
+        if let Some(problem) = cwd_problem(&cwd) {
             return Err(Error::invalid_input(format!("cwd: {cwd:?} {problem}")));
         }
         Ok(FsLocal {
@@ -84,7 +87,7 @@ impl FsProvider for FsLocal {
         let base = match cwd {
             None => self.cwd.as_path(),
             Some(cwd) => {
-                if let Some(problem) = paths::cwd_problem(cwd) {
+                if let Some(problem) = cwd_problem(cwd) {
                     return Err(Error::new(
                         ErrorKind::InvalidInput,
                         format!("resolve: the cwd {cwd:?} {problem}"),
@@ -97,7 +100,7 @@ impl FsProvider for FsLocal {
         let absolute = paths::absolute("resolve", base, path)?;
         let op = Op::new("resolve", &absolute);
         let canonical = paths::canonicalize(op, &absolute)?;
-        let uri = uri::file_uri(&canonical);
+        let uri = file_uri(canonical.as_os_str().as_bytes());
         Ok(Resolved {
             path: paths::into_string(op, canonical)?,
             uri,

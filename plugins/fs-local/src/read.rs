@@ -14,8 +14,8 @@ use rustix::io::Errno;
 use crate::blocking::{self, INLINE_LIMIT};
 use crate::chunks::{self, Bytes, Source, Text};
 use crate::errors::Op;
-use crate::utf8::into_text;
 use crate::version::version_of;
+use dsh_provider_kit::utf8::into_text;
 
 /// Opens `path` for reading and checks it is a regular file.
 ///
@@ -126,11 +126,11 @@ pub(crate) fn read_into_spare(
 /// [`blocking::run`] when large.
 pub(crate) async fn read_text_content(op: Op<'_>, file: File, size: u64) -> Result<String> {
     if size <= INLINE_LIMIT {
-        into_text(op, read_all(op, &file, size)?)
+        into_text(&op, read_all(op, &file, size)?)
     } else {
         let owned = op.to_owned();
         blocking::run(op, move || {
-            into_text(owned.op(), read_all(owned.op(), &file, size)?)
+            into_text(&owned.op(), read_all(owned.op(), &file, size)?)
         })
         .await?
     }

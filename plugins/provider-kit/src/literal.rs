@@ -1,23 +1,24 @@
-//! Literal text edits with line-ending-insensitive matching.
+//! Literal text edits with line-ending-insensitive matching — the contract
+//! of [`dsh_plugin_api::fs::Edit`].
 //!
-//! Matching runs on an LF-normalised view of the text (every CRLF seen as
-//! LF, on both sides), but replacements are spliced into the *original*
-//! text: bytes outside the matched ranges are kept exactly, including any
-//! minority line endings, and the inserted text takes the file's dominant
-//! line ending.
+//! Matching runs on a view of the text with every CRLF seen as LF (on both
+//! sides), but replacements are spliced into the *original* text: bytes
+//! outside the matched ranges are kept exactly, minority line endings and
+//! lone CRs included, and inserted text takes the file's dominant line
+//! ending. A match that starts at a CRLF's LF takes the CR with it; one that
+//! ends just before a CRLF's LF leaves the CR (it belongs to the LF).
+//!
+//! Edits apply in order, each to the previous one's result; each must match
+//! exactly once unless it asks to replace all. Nothing is applied when any
+//! edit fails.
 
 use dsh_plugin_api::fs::Edit;
 
-/// The line ending new text is stored with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum LineEnding {
-    Lf,
-    CrLf,
-}
-
-/// Why a list of edits could not be applied (nothing is stored then).
+/// Why a list of edits could not be applied (nothing is stored then). Its
+/// `Display` is the detail of an `InvalidInput` error (`Empty`, `EmptyOld`)
+/// or a no-match error, naming the edit as "edit N of M".
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum EditFailure {
+pub enum EditFailure {
     /// No edits were given.
     Empty,
     /// Edit `index` (0-based) has an empty `old` text.
@@ -61,15 +62,18 @@ impl std::fmt::Display for EditFailure {
     }
 }
 
+impl std::error::Error for EditFailure {}
+
 /// The edited text and how many replacements were made in total.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Applied {
+pub struct Applied {
     pub text: String,
     pub replacements: usize,
 }
 
-/// Checks the edit list itself (not against any text).
-pub(crate) fn validate(edits: &[Edit]) -> Result<(), EditFailure> {
+/// Checks the edit list itself, before any file is touched: not empty, no
+/// edit with an empty `old` text.
+pub fn validate(edits: &[Edit]) -> Result<(), EditFailure> {
     if edits.is_empty() {
         return Err(EditFailure::Empty);
     }
@@ -80,12 +84,11 @@ pub(crate) fn validate(edits: &[Edit]) -> Result<(), EditFailure> {
     }
 }
 
-/// The dominant line ending of `text`: CRLF when CRLF pairs outnumber lone
-/// LFs, LF otherwise (including text without line breaks).
-pub(crate) fn dominant_ending(text: &str) -> LineEnding {
+/// Whether CRLF is the dominant line ending of `text`: CRLF pairs outnumber
+/// lone LFs (ties, and text without line breaks, are LF).
+pub fn crlf_dominant(text: &str) -> bool {
     let bytes = text.as_bytes();
-    let mut crlf = 0_usize;
-    let mut lf = 0_usize;
+    let (mut crlf, mut lf) = (0_usize, 0_usize);
     for at in memchr::memchr_iter(b'\n', bytes) {
         if at > 0 && bytes[at - 1] == b'\r' {
             crlf += 1;
@@ -93,29 +96,27 @@ pub(crate) fn dominant_ending(text: &str) -> LineEnding {
             lf += 1;
         }
     }
-    if crlf > lf {
-        LineEnding::CrLf
-    } else {
-        LineEnding::Lf
-    }
+    crlf > lf
 }
 
-/// Applies `edits` in order to `original`.
-pub(crate) fn apply(original: &str, edits: &[Edit]) -> Result<Applied, EditFailure> {
+/// Applies `edits` in order (each sees the previous one's result) to
+/// `original`, after [`validate`]. The dominant line ending is that of
+/// `original`.
+pub fn apply(original: &str, edits: &[Edit]) -> Result<Applied, EditFailure> {
     validate(edits)?;
-    let ending = dominant_ending(original);
+    let crlf = crlf_dominant(original);
     let total = edits.len();
     let mut text = original.to_owned();
     let mut replacements = 0;
     for (index, edit) in edits.iter().enumerate() {
-        let view = Normalized::new(&text);
-        let old = normalize(&edit.old);
-        let matches: Vec<usize> = view
+        let view = LfView::of(&text);
+        let old = edit.old.replace("\r\n", "\n");
+        let starts: Vec<usize> = view
             .text
             .match_indices(old.as_str())
             .map(|(at, _)| at)
             .collect();
-        match matches.len() {
+        match starts.len() {
             0 => return Err(EditFailure::NoMatch { index, total }),
             1 => {}
             count if !edit.replace_all => {
@@ -127,73 +128,57 @@ pub(crate) fn apply(original: &str, edits: &[Edit]) -> Result<Applied, EditFailu
             }
             _ => {}
         }
-        let new = with_ending(&normalize(&edit.new), ending);
-        let mut out = String::with_capacity(text.len() + matches.len() * new.len());
+        let new = edit.new.replace("\r\n", "\n");
+        let new = if crlf { new.replace('\n', "\r\n") } else { new };
+        let mut out = String::with_capacity(text.len() + starts.len() * new.len());
         let mut copied = 0;
-        for &at in &matches {
-            let (start, end) = view.original_range(at, at + old.len());
-            out.push_str(&text[copied..start]);
+        for &start in &starts {
+            let (from, to) = (view.original(start), view.original(start + old.len()));
+            out.push_str(&text[copied..from]);
             out.push_str(&new);
-            copied = end;
+            copied = to;
         }
         out.push_str(&text[copied..]);
-        replacements += matches.len();
+        replacements += starts.len();
         text = out;
     }
     Ok(Applied { text, replacements })
 }
 
-/// `text` with every CRLF replaced by LF (lone CRs are kept).
-fn normalize(text: &str) -> String {
-    if text.contains("\r\n") {
-        text.replace("\r\n", "\n")
-    } else {
-        text.to_owned()
-    }
-}
-
-/// LF-only `text` with its line endings set to `ending`.
-fn with_ending(text: &str, ending: LineEnding) -> String {
-    match ending {
-        LineEnding::Lf => text.to_owned(),
-        LineEnding::CrLf => text.replace('\n', "\r\n"),
-    }
-}
-
-/// An LF-normalised view of a text and the way back to original offsets.
-struct Normalized {
+/// A text with its CRLFs seen as LFs, and the way back to original offsets.
+struct LfView {
     text: String,
-    /// Sorted offsets (in `text`) of each LF whose CR was removed.
-    removed_cr_before: Vec<usize>,
+    /// Ascending offsets, in `text`, of the LFs whose CR was dropped.
+    dropped_cr_at: Vec<usize>,
 }
 
-impl Normalized {
-    fn new(original: &str) -> Normalized {
-        let bytes = original.as_bytes();
-        let mut text = String::with_capacity(original.len());
-        let mut removed_cr_before = Vec::new();
-        let mut copied = 0;
-        for at in memchr::memchr_iter(b'\n', bytes) {
-            if at > 0 && bytes[at - 1] == b'\r' {
-                // Copy up to (not including) the CR; the LF follows later.
-                text.push_str(&original[copied..at - 1]);
-                removed_cr_before.push(text.len());
-                copied = at;
-            }
+impl LfView {
+    fn of(original: &str) -> LfView {
+        if !original.contains("\r\n") {
+            return LfView {
+                text: original.to_owned(),
+                dropped_cr_at: Vec::new(),
+            };
         }
-        text.push_str(&original[copied..]);
-        Normalized {
+        let mut text = String::with_capacity(original.len());
+        let mut dropped_cr_at = Vec::new();
+        for (index, piece) in original.split("\r\n").enumerate() {
+            if index > 0 {
+                dropped_cr_at.push(text.len());
+                text.push('\n');
+            }
+            text.push_str(piece);
+        }
+        LfView {
             text,
-            removed_cr_before,
+            dropped_cr_at,
         }
     }
 
-    /// The original byte range of the normalised range `start..end`. A
-    /// range starting at a CRLF's LF includes its CR; a range ending just
-    /// before a CRLF's LF excludes the CR (it belongs to the LF).
-    fn original_range(&self, start: usize, end: usize) -> (usize, usize) {
-        let before = |offset: usize| self.removed_cr_before.partition_point(|&at| at < offset);
-        (start + before(start), end + before(end))
+    /// The original offset of view offset `at`: shifted by the CRs dropped
+    /// strictly before it (so an offset at a CRLF's LF lands on its CR).
+    fn original(&self, at: usize) -> usize {
+        at + self.dropped_cr_at.partition_point(|&lf| lf < at)
     }
 }
 
@@ -224,14 +209,17 @@ mod tests {
     }
 
     #[test]
-    fn edits_apply_in_order_on_the_previous_result() {
+    fn edits_apply_in_order_and_count() {
         let applied = apply("one", &[edit("one", "two"), edit("two", "three")]).unwrap();
         assert_eq!(applied.text, "three");
         assert_eq!(applied.replacements, 2);
+        let applied = apply("x.x.x", &[all("x", "yy")]).unwrap();
+        assert_eq!(applied.text, "yy.yy.yy");
+        assert_eq!(applied.replacements, 3);
     }
 
     #[test]
-    fn zero_and_several_matches_fail_naming_the_edit_and_count() {
+    fn zero_and_several_matches_name_the_edit_and_count() {
         let failure = apply("a a a", &[edit("a", "b"), edit("zzz", "y")]).unwrap_err();
         assert_eq!(
             failure,
@@ -253,18 +241,15 @@ mod tests {
     }
 
     #[test]
-    fn replace_all_counts_every_occurrence() {
-        let applied = apply("x.x.x", &[all("x", "yy")]).unwrap();
-        assert_eq!(applied.text, "yy.yy.yy");
-        assert_eq!(applied.replacements, 3);
-    }
-
-    #[test]
     fn empty_lists_and_empty_old_text_are_refused() {
         assert_eq!(apply("a", &[]).unwrap_err(), EditFailure::Empty);
         assert_eq!(
             apply("a", &[edit("a", "b"), edit("", "c")]).unwrap_err(),
             EditFailure::EmptyOld { index: 1, total: 2 }
+        );
+        assert_eq!(
+            validate(&[]).unwrap_err().to_string(),
+            "no edits were given"
         );
     }
 
@@ -286,34 +271,35 @@ mod tests {
     }
 
     #[test]
-    fn a_match_starting_or_ending_at_a_line_break_takes_the_whole_crlf() {
-        let applied = apply("a\r\nb\r\nc", &[edit("\nb\n", "\nB\n")]).unwrap();
-        assert_eq!(applied.text, "a\r\nB\r\nc");
-        let applied = apply("a\r\nb\r\nc", &[edit("b", "B")]).unwrap();
-        assert_eq!(applied.text, "a\r\nB\r\nc");
-        let applied = apply("a\r\nb", &[edit("a\n", "")]).unwrap();
-        assert_eq!(applied.text, "b");
+    fn matches_at_line_breaks_take_or_leave_the_cr_with_its_lf() {
+        assert_eq!(
+            apply("a\r\nb\r\nc", &[edit("\nb\n", "\nB\n")])
+                .unwrap()
+                .text,
+            "a\r\nB\r\nc"
+        );
+        assert_eq!(
+            apply("a\r\nb\r\nc", &[edit("b", "B")]).unwrap().text,
+            "a\r\nB\r\nc"
+        );
+        assert_eq!(apply("a\r\nb", &[edit("a\n", "")]).unwrap().text, "b");
     }
 
     #[test]
-    fn untouched_minority_line_endings_are_kept_exactly() {
-        // Dominant LF, one CRLF line that the edit does not touch.
-        let original = "one\ntwo\r\nthree\nfour\n";
-        let applied = apply(original, &[edit("four", "4\n5")]).unwrap();
+    fn minority_endings_and_lone_crs_are_kept() {
+        let applied = apply("one\ntwo\r\nthree\nfour\n", &[edit("four", "4\n5")]).unwrap();
         assert_eq!(applied.text, "one\ntwo\r\nthree\n4\n5\n");
-    }
-
-    #[test]
-    fn lone_carriage_returns_are_literal() {
-        let applied = apply("a\rb\r\nc\r\n", &[edit("a\rb", "x")]).unwrap();
-        assert_eq!(applied.text, "x\r\nc\r\n");
+        assert_eq!(
+            apply("a\rb\r\nc\r\n", &[edit("a\rb", "x")]).unwrap().text,
+            "x\r\nc\r\n"
+        );
     }
 
     #[test]
     fn dominance_is_a_majority_and_ties_go_to_lf() {
-        assert_eq!(dominant_ending("a\r\nb\r\nc\n"), LineEnding::CrLf);
-        assert_eq!(dominant_ending("a\r\nb\n"), LineEnding::Lf);
-        assert_eq!(dominant_ending("no breaks"), LineEnding::Lf);
+        assert!(crlf_dominant("a\r\nb\r\nc\n"));
+        assert!(!crlf_dominant("a\r\nb\n"));
+        assert!(!crlf_dominant("no breaks"));
     }
 
     #[test]

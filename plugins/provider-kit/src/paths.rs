@@ -1,14 +1,19 @@
-//! Path strings as the caller gives them: input checks, joining to a cwd,
-//! and splitting an entry into its parent and final name. Nothing here
-//! touches the sandbox; canonical identity is [`crate::canonical`]'s.
+//! Path strings as a caller gives them to a seam: the input checks every
+//! provider applies, and POSIX joining and splitting of path strings.
+//!
+//! Nothing here resolves anything: `.`, `..` and symbolic links are left to
+//! the provider's world (its kernel, or its canonicalisation), because only
+//! the world knows what a component names.
 
 use dsh_plugin_api::{Error, ErrorKind, Result};
 
-use crate::errors::Op;
+use crate::ErrorContext;
 
 /// Checks a caller-supplied path string: not empty, no NUL byte (neither
-/// can name anything in a POSIX world, and NUL cannot cross envd).
-pub(crate) fn check(op: &'static str, path: &str) -> Result<()> {
+/// can name anything in a POSIX world). The error is `InvalidInput` naming
+/// `op`; the NUL case names the offset and carries the path (with `\0`
+/// shown as `\\0`) as its subject.
+pub fn check(op: &'static str, path: &str) -> Result<()> {
     if path.is_empty() {
         return Err(Error::invalid_input(format!("{op}: the path is empty")));
     }
@@ -23,7 +28,7 @@ pub(crate) fn check(op: &'static str, path: &str) -> Result<()> {
 
 /// What is wrong with `dir` as a cwd (absolute, no NUL byte), if anything:
 /// a phrase completing "the cwd \"…\" …".
-pub(crate) fn cwd_problem(dir: &str) -> Option<&'static str> {
+pub fn cwd_problem(dir: &str) -> Option<&'static str> {
     if dir.contains('\0') {
         Some("contains a NUL byte")
     } else if !dir.starts_with('/') {
@@ -34,16 +39,15 @@ pub(crate) fn cwd_problem(dir: &str) -> Option<&'static str> {
 }
 
 /// `path` made absolute against `base` (an absolute directory), after
-/// [`check`]. Nothing is resolved: `.`, `..` and symlinks are left for the
-/// sandbox's kernel (every envd call resolves them physically) or for
-/// [`crate::canonical`].
-pub(crate) fn absolute(op: &'static str, base: &str, path: &str) -> Result<String> {
+/// [`check`]. Nothing is resolved.
+pub fn absolute(op: &'static str, base: &str, path: &str) -> Result<String> {
     check(op, path)?;
     Ok(join(base, path))
 }
 
-/// `rel` joined to `base`; an absolute `rel` replaces `base`.
-pub(crate) fn join(base: &str, rel: &str) -> String {
+/// `rel` joined to `base`; an absolute `rel` replaces `base` (as
+/// [`std::path::Path::join`] does).
+pub fn join(base: &str, rel: &str) -> String {
     if rel.starts_with('/') {
         rel.to_owned()
     } else if base.ends_with('/') {
@@ -55,7 +59,7 @@ pub(crate) fn join(base: &str, rel: &str) -> String {
 
 /// `dir` (without trailing slashes, except for `/` itself) joined with the
 /// entry `name`: how a listing names its entries.
-pub(crate) fn child(dir: &str, name: &str) -> String {
+pub fn child(dir: &str, name: &str) -> String {
     let trimmed = dir.trim_end_matches('/');
     format!("{trimmed}/{name}")
 }
@@ -64,9 +68,9 @@ pub(crate) fn child(dir: &str, name: &str) -> String {
 /// component is kept literally (a symlink there is the entry itself, as
 /// `remove` and `rename` need), the parent as spelled (to be canonicalised).
 /// `.` components and repeated or trailing slashes are ignored; a final
-/// `..` or the root names no single directory entry and is refused, as `rm`
-/// refuses them.
-pub(crate) fn entry(op: Op<'_>, path: &str) -> Result<(String, String)> {
+/// `..` or the root names no single directory entry and is refused
+/// (`InvalidInput`), as `rm` refuses them.
+pub fn entry(op: &impl ErrorContext, path: &str) -> Result<(String, String)> {
     let mut components: Vec<&str> = path
         .split('/')
         .filter(|part| !part.is_empty() && *part != ".")
@@ -83,7 +87,7 @@ pub(crate) fn entry(op: Op<'_>, path: &str) -> Result<(String, String)> {
 
 /// The parent directory and final name of a canonical path; `/` has none
 /// (it is a directory, never a file).
-pub(crate) fn split_canonical(path: &str) -> Option<(&str, &str)> {
+pub fn split_canonical(path: &str) -> Option<(&str, &str)> {
     let (parent, name) = path.rsplit_once('/')?;
     if name.is_empty() {
         return None;
@@ -93,7 +97,7 @@ pub(crate) fn split_canonical(path: &str) -> Option<(&str, &str)> {
 
 /// Whether the canonical path `inner` is `outer` or lies below it,
 /// component-wise (`/a/bc` is not inside `/a/b`).
-pub(crate) fn is_within(outer: &str, inner: &str) -> bool {
+pub fn is_within(outer: &str, inner: &str) -> bool {
     if outer == "/" {
         return inner.starts_with('/');
     }
@@ -106,6 +110,12 @@ pub(crate) fn is_within(outer: &str, inner: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TestOp;
+
+    const REMOVE: TestOp = TestOp {
+        name: "remove",
+        subject: "/x",
+    };
 
     #[test]
     fn empty_and_nul_paths_are_invalid_input() {
@@ -124,6 +134,10 @@ mod tests {
         assert_eq!(absolute("stat", "/w/", "a").unwrap(), "/w/a");
         assert_eq!(absolute("stat", "/w", "/x").unwrap(), "/x");
         assert_eq!(absolute("stat", "/", "x").unwrap(), "/x");
+        assert_eq!(
+            absolute("stat", "/w", "").unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
         assert_eq!(cwd_problem("rel"), Some("is not an absolute path"));
         assert_eq!(cwd_problem("/a\0"), Some("contains a NUL byte"));
         assert_eq!(cwd_problem("/a"), None);
@@ -131,25 +145,22 @@ mod tests {
 
     #[test]
     fn entries_split_off_their_final_name() {
-        let op = Op::new("remove", "/x");
         assert_eq!(
-            entry(op, "/a/b/./c/").unwrap(),
+            entry(&REMOVE, "/a/b/./c/").unwrap(),
             ("/a/b".to_owned(), "c".to_owned())
         );
         assert_eq!(
-            entry(op, "/a/../b").unwrap(),
+            entry(&REMOVE, "/a/../b").unwrap(),
             ("/a/..".to_owned(), "b".to_owned())
         );
         assert_eq!(
-            entry(op, "/top").unwrap(),
+            entry(&REMOVE, "/top").unwrap(),
             ("/".to_owned(), "top".to_owned())
         );
         for refused in ["/", "//", "/a/..", "/."] {
-            assert_eq!(
-                entry(op, refused).unwrap_err().kind(),
-                ErrorKind::InvalidInput,
-                "{refused}"
-            );
+            let err = entry(&REMOVE, refused).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidInput, "{refused}");
+            assert!(err.message().starts_with("remove: "), "{err}");
         }
     }
 

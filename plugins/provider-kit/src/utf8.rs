@@ -1,14 +1,16 @@
-//! Strict UTF-8 classification of file content: the binary sample, whole
-//! decoding, and incremental decoding across chunk boundaries.
+//! Strict UTF-8 classification of file content, as `read_text` and
+//! `read_text_stream` promise it: the binary sample first, then decoding
+//! that reports the first invalid sequence by its byte offset and never
+//! replaces it, whole or incrementally across chunk boundaries.
 
 use dsh_plugin_api::fs::BINARY_SAMPLE_LEN;
 use dsh_plugin_api::{Error, ErrorKind, Result};
 
-use crate::errors::Op;
+use crate::ErrorContext;
 
 /// Fails with `Binary` when a NUL byte occurs in the first
-/// [`BINARY_SAMPLE_LEN`] bytes of `content`.
-pub(crate) fn check_not_binary(op: Op<'_>, content: &[u8]) -> Result<()> {
+/// [`BINARY_SAMPLE_LEN`] bytes of `content`, naming its offset.
+pub fn check_not_binary(op: &impl ErrorContext, content: &[u8]) -> Result<()> {
     let sample = &content[..content.len().min(BINARY_SAMPLE_LEN)];
     match memchr::memchr(0, sample) {
         Some(at) => Err(op.error(
@@ -21,13 +23,14 @@ pub(crate) fn check_not_binary(op: Op<'_>, content: &[u8]) -> Result<()> {
 
 /// `content` as text without copying: `Binary` first (NUL in the sample),
 /// then `InvalidUtf8` naming the offset of the first invalid sequence.
-pub(crate) fn into_text(op: Op<'_>, content: Vec<u8>) -> Result<String> {
+pub fn into_text(op: &impl ErrorContext, content: Vec<u8>) -> Result<String> {
     check_not_binary(op, &content)?;
     String::from_utf8(content).map_err(|err| invalid(op, err.utf8_error().valid_up_to() as u64))
 }
 
-/// The `InvalidUtf8` error for an invalid sequence at byte `offset`.
-pub(crate) fn invalid(op: Op<'_>, offset: u64) -> Error {
+/// The `InvalidUtf8` error for an invalid (or cut-short) sequence at byte
+/// `offset` of the content.
+pub fn invalid(op: &impl ErrorContext, offset: u64) -> Error {
     op.error(
         ErrorKind::InvalidUtf8,
         format_args!("content is not valid UTF-8 (invalid sequence at byte offset {offset})"),
@@ -35,21 +38,32 @@ pub(crate) fn invalid(op: Op<'_>, offset: u64) -> Error {
 }
 
 /// Decodes a byte stream chunk by chunk, carrying a sequence cut by a chunk
-/// boundary (at most 3 bytes) into the next chunk.
+/// boundary (at most 3 bytes) into the next chunk, and counting offsets from
+/// the stream's start. Bytes that can never become valid are reported at
+/// once, never held back.
+///
+/// Chunks are either handed over as they come ([`Decoder::push`], which
+/// copies a chunk that follows a cut sequence), or read into a buffer the
+/// decoder lends ([`Decoder::next_buffer`]), which already holds the cut
+/// sequence, so nothing is copied.
 #[derive(Debug, Default)]
-pub(crate) struct Decoder {
+pub struct Decoder {
     /// The start of a multi-byte sequence cut by the last chunk boundary.
     carry: Vec<u8>,
-    /// Bytes consumed before `carry`.
+    /// How many carried bytes [`Decoder::next_buffer`] lent out at the front
+    /// of a buffer not pushed yet.
+    lent: usize,
+    /// Bytes consumed before `carry` (or before the lent bytes).
     offset: u64,
 }
 
 /// What one chunk decoded to.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Decoded {
+pub enum Decoded {
     /// Text (never empty); more may follow.
     Text(String),
-    /// Nothing complete yet (the chunk only extended a cut sequence).
+    /// Nothing complete yet (the chunk only extended a cut sequence, or was
+    /// empty).
     Pending,
     /// The valid text before an invalid sequence (possibly empty), and the
     /// sequence's absolute byte offset. Decoding ends here.
@@ -57,8 +71,21 @@ pub(crate) enum Decoded {
 }
 
 impl Decoder {
-    /// Decodes the next chunk.
-    pub(crate) fn push(&mut self, chunk: Vec<u8>) -> Decoded {
+    /// A buffer to read the next chunk into: the carried start of a cut
+    /// sequence (if any), with room for `capacity` more bytes. Append the
+    /// chunk's bytes and hand the buffer to [`Decoder::push`]; at the end of
+    /// the stream, [`Decoder::finish`] still counts the lent bytes, so an
+    /// unfilled buffer may simply be dropped.
+    pub fn next_buffer(&mut self, capacity: usize) -> Vec<u8> {
+        let mut buffer = std::mem::take(&mut self.carry);
+        self.lent = buffer.len();
+        buffer.reserve(capacity);
+        buffer
+    }
+
+    /// Decodes the next chunk (or a buffer from [`Decoder::next_buffer`]).
+    pub fn push(&mut self, chunk: Vec<u8>) -> Decoded {
+        self.lent = 0;
         let mut bytes = if self.carry.is_empty() {
             chunk
         } else {
@@ -93,29 +120,44 @@ impl Decoder {
 
     /// At the end of the stream: the offset of a sequence the end cut
     /// short, if one is pending.
-    pub(crate) fn finish(&self) -> Option<u64> {
-        (!self.carry.is_empty()).then_some(self.offset)
+    pub fn finish(&self) -> Option<u64> {
+        (!self.carry.is_empty() || self.lent > 0).then_some(self.offset)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TestOp;
 
-    fn op() -> Op<'static> {
-        Op::new("read_text", "/w/f")
-    }
+    const READ_TEXT: TestOp = TestOp {
+        name: "read_text",
+        subject: "/w/f",
+    };
 
     #[test]
     fn binary_wins_over_invalid_utf8_and_names_the_offset() {
-        let err = into_text(op(), vec![b'a', 0xFF, 0, b'b']).unwrap_err();
+        let err = into_text(&READ_TEXT, vec![b'a', 0xFF, 0, b'b']).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Binary);
         assert!(err.message().contains("offset 2"), "{err}");
+        assert_eq!(err.subject(), Some("/w/f"));
+    }
+
+    #[test]
+    fn a_nul_after_the_sample_is_text() {
         let mut late = vec![b'a'; BINARY_SAMPLE_LEN];
         late.push(0);
-        assert_eq!(into_text(op(), late).unwrap().len(), BINARY_SAMPLE_LEN + 1);
-        let err = into_text(op(), b"ok \xC3\x28".to_vec()).unwrap_err();
+        assert_eq!(
+            into_text(&READ_TEXT, late).unwrap().len(),
+            BINARY_SAMPLE_LEN + 1
+        );
+    }
+
+    #[test]
+    fn invalid_sequences_are_reported_never_replaced() {
+        let err = into_text(&READ_TEXT, b"ok \xC3\x28".to_vec()).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidUtf8);
+        assert!(err.message().starts_with("read_text: "), "{err}");
         assert!(err.message().contains("byte offset 3"), "{err}");
     }
 
@@ -168,5 +210,54 @@ mod tests {
         let mut decoder = Decoder::default();
         assert_eq!(decoder.push(b"ok\xe2".to_vec()), Decoded::Text("ok".into()));
         assert_eq!(decoder.finish(), Some(2));
+    }
+
+    #[test]
+    fn lent_buffers_start_with_the_cut_sequence() {
+        let mut decoder = Decoder::default();
+        assert_eq!(
+            decoder.push(b"a\xe6\x97".to_vec()),
+            Decoded::Text("a".into())
+        );
+        let mut buffer = decoder.next_buffer(8);
+        assert_eq!(buffer, b"\xe6\x97");
+        assert_eq!(decoder.finish(), Some(1), "lent bytes are still pending");
+        buffer.extend_from_slice(b"\xa5b\xff");
+        assert_eq!(
+            decoder.push(buffer),
+            Decoded::Invalid {
+                text: "日b".into(),
+                offset: 5
+            }
+        );
+        // An unfilled buffer dropped at the end of the stream.
+        let mut decoder = Decoder::default();
+        assert_eq!(decoder.push(b"ok\xe2".to_vec()), Decoded::Text("ok".into()));
+        drop(decoder.next_buffer(8));
+        assert_eq!(decoder.finish(), Some(2));
+        let mut decoder = Decoder::default();
+        assert_eq!(decoder.push(b"x".to_vec()), Decoded::Text("x".into()));
+        assert!(decoder.next_buffer(4).is_empty());
+        assert_eq!(decoder.finish(), None);
+    }
+
+    #[test]
+    fn never_valid_bytes_are_not_held_back() {
+        let mut decoder = Decoder::default();
+        assert_eq!(
+            decoder.push(vec![b'a', 0xFF]),
+            Decoded::Invalid {
+                text: "a".into(),
+                offset: 1
+            }
+        );
+        let mut decoder = Decoder::default();
+        assert_eq!(
+            decoder.push(vec![0x80, 0x80, 0x80]),
+            Decoded::Invalid {
+                text: String::new(),
+                offset: 0
+            }
+        );
     }
 }

@@ -1,15 +1,13 @@
-//! `file:` URIs for canonical paths (RFC 8089 over RFC 3986).
-
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+//! `file:` URIs for canonical paths (RFC 8089 over RFC 3986), as
+//! `ResolvedPath::uri` carries them.
 
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC};
 
-/// Bytes kept literally in a URI path: RFC 3986 `pchar` (unreserved,
-/// sub-delims, `:` and `@`) plus the `/` separator. Everything else — `%`,
-/// `#`, `?`, space, controls such as newline, and every non-ASCII byte — is
-/// percent-encoded, so any path round-trips through a URI decoder.
-const PATH_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
+/// Bytes encoded in a URI path: everything except RFC 3986 `pchar`
+/// (unreserved, sub-delims, `:` and `@`) and the `/` separator. So `%`,
+/// `#`, `?`, space, controls such as newline and every non-ASCII byte are
+/// percent-encoded, and any path round-trips through a URI decoder.
+const ENCODED: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'.')
     .remove(b'_')
@@ -29,14 +27,12 @@ const PATH_ENCODE: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'@')
     .remove(b'/');
 
-/// `file://` + the percent-encoded absolute path (empty authority).
-pub(crate) fn file_uri(path: &Path) -> String {
-    let bytes = path.as_os_str().as_bytes();
-    let mut uri = String::with_capacity(7 + bytes.len());
+/// `file://` + the percent-encoded absolute path (empty authority). Takes
+/// the path's bytes, so a path that is not UTF-8 is encoded losslessly too.
+pub fn file_uri(path: &[u8]) -> String {
+    let mut uri = String::with_capacity(7 + path.len());
     uri.push_str("file://");
-    for part in percent_encoding::percent_encode(bytes, PATH_ENCODE) {
-        uri.push_str(part);
-    }
+    uri.extend(percent_encoding::percent_encode(path, ENCODED));
     uri
 }
 
@@ -52,20 +48,23 @@ mod tests {
     #[test]
     fn plain_paths_stay_readable() {
         assert_eq!(
-            file_uri(Path::new("/home/user/a-b_c.rs")),
+            file_uri(b"/home/user/a-b_c.rs"),
             "file:///home/user/a-b_c.rs"
         );
-        assert_eq!(file_uri(Path::new("/")), "file:///");
+        assert_eq!(file_uri(b"/"), "file:///");
     }
 
     #[test]
     fn special_characters_are_encoded_and_round_trip() {
         let path = "/w/new\nline/ü ñ 日本/100% #1?.txt";
-        let uri = file_uri(Path::new(path));
+        let uri = file_uri(path.as_bytes());
         assert_eq!(
             uri,
             "file:///w/new%0Aline/%C3%BC%20%C3%B1%20%E6%97%A5%E6%9C%AC/100%25%20%231%3F.txt"
         );
         assert_eq!(decode(&uri), path.as_bytes());
+        let raw = b"/w/\xff";
+        assert_eq!(file_uri(raw), "file:///w/%FF");
+        assert_eq!(decode(&file_uri(raw)), raw);
     }
 }
