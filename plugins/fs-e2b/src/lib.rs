@@ -36,7 +36,6 @@ mod canonical;
 mod chunks;
 mod edit;
 mod errors;
-mod fs_rpc;
 mod list;
 mod locks;
 mod lookup;

@@ -27,8 +27,8 @@ impl<T: EnvdTransport> World<T> {
     /// entry removed while listing is skipped.
     pub(crate) async fn list(&self, op: Op<'_>, dir: &str) -> Result<Vec<DirEntry>> {
         let mut entries = self
-            .fs
-            .list_dir(dir, 1)
+            .envd
+            .list_dir(dir, 1, &self.fs_options)
             .await
             .map_err(|err| op.remote(&err))?;
         entries.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));

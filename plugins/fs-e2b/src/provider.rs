@@ -12,11 +12,10 @@ use dsh_plugin_api::fs::{
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
 use dsh_provider_kit::{paths, uri};
-use e2b_client::Envd;
+use e2b_client::{CallOptions, Envd};
 use tokio_util::task::TaskTracker;
 
 use crate::errors::Op;
-use crate::fs_rpc::FsRpc;
 use crate::meta::project;
 use crate::world::{EnvdTransport, World};
 use crate::{edit, write};
@@ -76,6 +75,16 @@ impl<T: EnvdTransport> std::fmt::Debug for FsE2b<T> {
     }
 }
 
+/// The options of the provider's filesystem calls for the sandbox `info`
+/// describes: envd's default user, or `user` for an envd below 0.4.0 (which
+/// has none), independent of the default the given `Envd` was built with.
+fn fs_options(info: &SandboxInfo) -> CallOptions {
+    match envd_options(info).default_user {
+        Some(user) => CallOptions::default().user(user),
+        None => CallOptions::default(),
+    }
+}
+
 impl<T: EnvdTransport> FsE2b<T> {
     /// The files of the sandbox `info` describes, reached through `envd`:
     /// relative paths join `info.cwd` (absolute, no NUL, else
@@ -99,10 +108,7 @@ impl<T: EnvdTransport> FsE2b<T> {
         }
         Ok(FsE2b {
             world: Arc::new(World {
-                fs: FsRpc::new(
-                    envd.transport().clone(),
-                    envd_options(info).default_user.as_deref(),
-                ),
+                fs_options: fs_options(info),
                 envd,
                 shell: ControlShell::for_sandbox(info),
                 sandbox_id: Arc::from(info.sandbox_id.as_str()),

@@ -232,7 +232,11 @@ impl<T: EnvdTransport> Staged<T> {
         let owned = op.to_owned();
         let work = async move {
             let _lock = lock;
-            let moved = self.world.fs.rename(&self.file, &self.target).await;
+            let moved = self
+                .world
+                .envd
+                .rename(&self.file, &self.target, &self.world.fs_options)
+                .await;
             // Empty after a successful rename; holding the content after a
             // failed one.
             self.remove_dir().await;
@@ -281,7 +285,7 @@ impl<T: EnvdTransport> Drop for Staged<T> {
 /// not returned: the operation's outcome is already decided, and a leftover
 /// directory is recognisable by its [`STAGING_PREFIX`].
 async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str) {
-    if let Err(err) = world.fs.remove(dir).await {
+    if let Err(err) = world.envd.remove(dir, &world.fs_options).await {
         tracing::warn!(dir, %err, "could not remove a staging directory");
     }
 }
@@ -370,7 +374,7 @@ async fn run_prepare<T: EnvdTransport>(
                 ));
             }
             Refusal::MISSING_PARENT if !created_parent => {
-                match world.fs.make_dir(&named()).await {
+                match world.envd.make_dir(&named(), &world.fs_options).await {
                     // Made meanwhile by someone else: fine.
                     Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => {}
                     Err(err) => return Err(op.remote(&err)),

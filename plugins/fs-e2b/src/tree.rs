@@ -17,7 +17,7 @@ impl<T: EnvdTransport> World<T> {
     /// non-directory at `path` is `AlreadyExists`, one among its parents
     /// `NotADirectory`.
     pub(crate) async fn mkdir(&self, op: Op<'_>, path: &str) -> Result<()> {
-        match self.fs.make_dir(path).await {
+        match self.envd.make_dir(path, &self.fs_options).await {
             Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => Ok(()),
             Err(err) => Err(op.remote(&err)),
         }
@@ -34,8 +34,8 @@ impl<T: EnvdTransport> World<T> {
         if self.stat_if_exists(op, &target).await?.is_none() {
             return Ok(false);
         }
-        self.fs
-            .remove(&target)
+        self.envd
+            .remove(&target, &self.fs_options)
             .await
             .map_err(|err| op.remote(&err))?;
         Ok(true)
@@ -61,8 +61,8 @@ impl<T: EnvdTransport> World<T> {
                 format_args!("cannot move directory {source} into itself ({dest})"),
             ));
         }
-        self.fs
-            .rename(&source, &dest)
+        self.envd
+            .rename(&source, &dest, &self.fs_options)
             .await
             .map_err(|err| op.remote(&err))?;
         Ok(())

@@ -8,13 +8,12 @@ use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlOutput, ControlShell, GUARD_FAILED_EXIT};
 use dsh_plugin_api::{ErrorKind, Result};
-use e2b_client::{ClientTransport, Command, EntryInfo, Envd};
+use e2b_client::{CallOptions, ClientTransport, Command, EntryInfo, Envd};
 use http_body::Body;
 use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
 
 use crate::errors::Op;
-use crate::fs_rpc::FsRpc;
 
 /// What the provider needs of an envd transport: any `connectrpc`
 /// transport whose response body `Envd` can read — the owner's
@@ -40,11 +39,12 @@ pub(crate) const CONTROL_OUTPUT_LIMIT: usize = 16 << 20;
 /// One sandbox, as the provider's operations reach it. Shared (`Arc`)
 /// between the provider and the detached tasks of its operations.
 pub(crate) struct World<T> {
-    /// Streams, transfers and commands.
+    /// Every envd call: filesystem RPCs, streams, transfers and commands.
     pub envd: Envd<T>,
-    /// The unary filesystem calls (see [`crate::fs_rpc`] for why not
-    /// `envd`'s).
-    pub fs: FsRpc<T>,
+    /// The options of filesystem calls: they act as envd's default user, or
+    /// as `user` for an envd without one (below 0.4.0), whatever default
+    /// `envd` itself was built with.
+    pub fs_options: CallOptions,
     pub shell: ControlShell,
     /// Identifies the sandbox in the process-wide lock table.
     pub sandbox_id: Arc<str>,
@@ -56,7 +56,7 @@ pub(crate) struct World<T> {
 impl<T: EnvdTransport> World<T> {
     /// `Stat` of `path` (`lstat` semantics), as the envd default user.
     pub(crate) async fn stat(&self, path: &str) -> e2b_client::Result<EntryInfo> {
-        self.fs.stat(path).await
+        self.envd.stat(path, &self.fs_options).await
     }
 
     /// `Stat` of `path`, `None` when it does not exist; other failures are

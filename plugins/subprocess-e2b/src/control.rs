@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, Liveness, Presence};
 use dsh_plugin_api::{Error, ErrorKind};
-use e2b_client::{Command, Envd, ProcessEvent, ProcessStream, Selector, Signal};
+use e2b_client::{CallOptions, Command, Envd, ProcessEvent, ProcessStream, Selector, Signal};
 use futures::StreamExt;
 
 use crate::errors;
-use crate::process_rpc::ProcessRpc;
 use crate::transport::EnvdTransport;
 use crate::wire;
 
@@ -53,7 +52,6 @@ pub enum Ladder {
 /// Runs helper subcommands for one provider; cheap to clone.
 pub struct Controller<T> {
     envd: Envd<T>,
-    rpc: ProcessRpc<T>,
     shell: ControlShell,
     liveness: Arc<dyn Liveness>,
     helper: Arc<str>,
@@ -63,7 +61,6 @@ impl<T: Clone> Clone for Controller<T> {
     fn clone(&self) -> Self {
         Controller {
             envd: self.envd.clone(),
-            rpc: self.rpc.clone(),
             shell: self.shell.clone(),
             liveness: Arc::clone(&self.liveness),
             helper: Arc::clone(&self.helper),
@@ -79,7 +76,6 @@ impl<T: EnvdTransport> Controller<T> {
         helper: &str,
     ) -> Controller<T> {
         Controller {
-            rpc: ProcessRpc::new(envd.transport().clone()),
             envd,
             shell,
             liveness,
@@ -91,9 +87,12 @@ impl<T: EnvdTransport> Controller<T> {
         &self.envd
     }
 
-    /// envd's unary process calls.
-    pub fn rpc(&self) -> &ProcessRpc<T> {
-        &self.rpc
+    /// SIGKILL, through envd, to the process `target` selects (not its
+    /// group), bounded by envd's request timeout.
+    pub async fn kill(&self, target: Selector) -> Result<(), e2b_client::Error> {
+        self.envd
+            .send_signal(target, Signal::Kill, &CallOptions::default())
+            .await
     }
 
     pub fn shell(&self) -> &ControlShell {
@@ -121,10 +120,7 @@ impl<T: EnvdTransport> Controller<T> {
             Ok(stream) => Ok(stream),
             Err(err) => {
                 if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
-                    let _ = self
-                        .rpc
-                        .send_signal(Selector::Tag(tag.to_owned()), Signal::Kill)
-                        .await;
+                    let _ = self.kill(Selector::Tag(tag.to_owned())).await;
                 }
                 Err(self.classify(operation, &err).await.into_error())
             }
@@ -134,7 +130,7 @@ impl<T: EnvdTransport> Controller<T> {
     /// SIGKILL to the helper envd started as `pid` (best effort: a helper
     /// that is gone already is fine); its death SIGKILLs its command.
     pub async fn kill_helper(&self, pid: u32) {
-        let _ = self.rpc.send_signal(Selector::Pid(pid), Signal::Kill).await;
+        let _ = self.kill(Selector::Pid(pid)).await;
     }
 
     /// Whether `err` means the sandbox is gone: envd's edge said so, or a

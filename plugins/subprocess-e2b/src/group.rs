@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use e2b_client::{Selector, Signal};
+use e2b_client::Selector;
 
 use crate::control::{ControlError, Controller, Ladder};
 use crate::registry::{Membership, Owned};
@@ -97,11 +97,7 @@ impl<T: EnvdTransport> Group<T> {
             }
             Ok(Ladder::Busy(what)) => Err(self.busy(&format!("still alive after SIGKILL: {what}"))),
             Err(ControlError::Failed(err)) => {
-                let fallback = self
-                    .control
-                    .rpc()
-                    .send_signal(Selector::Pid(self.helper), Signal::Kill)
-                    .await;
+                let fallback = self.control.kill(Selector::Pid(self.helper)).await;
                 match fallback {
                     Err(kill_err) if self.control.is_gone(&kill_err).await => {
                         self.prove_empty();

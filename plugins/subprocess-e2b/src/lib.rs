@@ -56,7 +56,6 @@ mod output;
 mod pipe;
 mod plugin;
 mod process;
-mod process_rpc;
 mod provider;
 mod registry;
 mod resolve;

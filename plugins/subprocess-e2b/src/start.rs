@@ -232,7 +232,7 @@ async fn start<T: EnvdTransport>(
         }
     }
     let stdin = (plan.stdin == StdinMode::Pipe)
-        .then(|| StdinWriter::new(control.rpc().clone(), helper, pid));
+        .then(|| StdinWriter::new(control.envd().clone(), helper, pid));
     let handle: Arc<dyn Process> = Arc::new(E2bProcess::new(
         group.clone(),
         outputs.clone(),

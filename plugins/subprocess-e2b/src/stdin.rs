@@ -7,17 +7,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use dsh_plugin_api::stream::ByteWriter;
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use e2b_client::ErrorCode;
+use e2b_client::{CallOptions, Envd, ErrorCode};
 
 use crate::errors;
-use crate::process_rpc::{Input, ProcessRpc};
 use crate::transport::EnvdTransport;
 
 /// Largest single `SendInput`.
 const PIECE: usize = 1 << 20;
 
 pub struct StdinWriter<T: EnvdTransport> {
-    rpc: ProcessRpc<T>,
+    envd: Envd<T>,
     /// envd's pid of the supervising helper.
     helper: u32,
     /// The command's pid, for messages.
@@ -29,9 +28,9 @@ pub struct StdinWriter<T: EnvdTransport> {
 
 impl<T: EnvdTransport> StdinWriter<T> {
     /// Must be created on the provider's runtime.
-    pub fn new(rpc: ProcessRpc<T>, helper: u32, pid: u32) -> StdinWriter<T> {
+    pub fn new(envd: Envd<T>, helper: u32, pid: u32) -> StdinWriter<T> {
         StdinWriter {
-            rpc,
+            envd,
             helper,
             pid,
             closed: false,
@@ -62,7 +61,8 @@ impl<T: EnvdTransport> ByteWriter for StdinWriter<T> {
             let piece = chunk.slice(at..end);
             // Unbounded: a command that does not read may keep the write
             // waiting as long as it likes.
-            if let Err(err) = self.rpc.send_input(self.helper, Input::Stdin(piece)).await {
+            let unbounded = CallOptions::default().no_timeout();
+            if let Err(err) = self.envd.send_stdin(self.helper, piece, &unbounded).await {
                 return Err(match &err {
                     // envd: "stdin not enabled or closed", or the write
                     // failed (EPIPE: nobody reads the pipe any more).
@@ -95,7 +95,11 @@ impl<T: EnvdTransport> ByteWriter for StdinWriter<T> {
         if std::mem::replace(&mut self.closed, true) {
             return Ok(());
         }
-        match self.rpc.close_stdin(self.helper).await {
+        match self
+            .envd
+            .close_stdin(self.helper, &CallOptions::default())
+            .await
+        {
             Ok(()) => Ok(()),
             Err(err) if err.is_not_found() || err.is_sandbox_gone() => Ok(()),
             Err(err) => Err(errors::client(
@@ -110,10 +114,10 @@ impl<T: EnvdTransport> Drop for StdinWriter<T> {
     /// Closes the pipe without waiting, on the provider's runtime.
     fn drop(&mut self) {
         if !self.closed {
-            let rpc = self.rpc.clone();
+            let envd = self.envd.clone();
             let helper = self.helper;
             self.runtime.spawn(async move {
-                let _ = rpc.close_stdin(helper).await;
+                let _ = envd.close_stdin(helper, &CallOptions::default()).await;
             });
         }
     }

@@ -23,7 +23,9 @@ use bytes::Bytes;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use e2b_client::{ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions};
+use e2b_client::{
+    CallOptions, ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions,
+};
 use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -34,7 +36,6 @@ use crate::delivery::{Delivery, deferred};
 use crate::errors::{self, StartContext};
 use crate::gate::Gate;
 use crate::group::KILL_SETTLE;
-use crate::process_rpc::Input;
 use crate::provider::World;
 use crate::registry::{Membership, Owned};
 use crate::transport::EnvdTransport;
@@ -140,10 +141,7 @@ async fn start<T: EnvdTransport>(
         Err(err) => {
             let error = control.classify(OP, &err).await.into_error();
             if !matches!(err, e2b_client::Error::InvalidArgument { .. }) {
-                let _ = control
-                    .rpc()
-                    .send_signal(Selector::Tag(plan.tag.clone()), e2b_client::Signal::Kill)
-                    .await;
+                let _ = control.kill(Selector::Tag(plan.tag.clone())).await;
             }
             let _ = answer.send(Err(error.with_subject(plan.program.clone())));
             return;
@@ -465,11 +463,7 @@ impl<T: EnvdTransport> TerminalCore<T> {
             }
             Ok(Ladder::Busy(what)) => Err(busy(format!("still alive after SIGKILL: {what}"))),
             Err(ControlError::Failed(err)) => {
-                let fallback = self
-                    .control
-                    .rpc()
-                    .send_signal(Selector::Pid(self.pid), e2b_client::Signal::Kill)
-                    .await;
+                let fallback = self.control.kill(Selector::Pid(self.pid)).await;
                 match fallback {
                     Err(kill_err) if self.control.is_gone(&kill_err).await => {
                         self.proven();
@@ -531,9 +525,14 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
         core.gate
             .run("write", async {
                 let _writing = core.writing.lock().await;
+                // Unbounded: a full input queue keeps the write waiting.
                 core.control
-                    .rpc()
-                    .send_input(core.pid, Input::Pty(Bytes::from(data)))
+                    .envd()
+                    .send_pty_input(
+                        core.pid,
+                        Bytes::from(data),
+                        &CallOptions::default().no_timeout(),
+                    )
                     .await
                     .map_err(|err| match &err {
                         e2b_client::Error::NotFound { .. }
@@ -562,13 +561,14 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
         core.gate
             .run("resize", async {
                 core.control
-                    .rpc()
-                    .resize(
+                    .envd()
+                    .resize_pty(
                         core.pid,
                         PtySize {
                             cols: u32::from(cols),
                             rows: u32::from(rows),
                         },
+                        &CallOptions::default(),
                     )
                     .await
                     .map_err(|err| errors::client(&format!("resize terminal {}", core.pid), &err))
