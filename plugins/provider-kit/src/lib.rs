@@ -4,13 +4,16 @@
 //! how a path string is checked, how a literal edit matches across line
 //! endings, when a write guard holds, how content is decoded as strict
 //! UTF-8, how a canonical path becomes a `file:` URI, how mutations of one
-//! target are serialised. Those contract-level pieces live here, once, each
+//! target are serialised; how a terminal refuses and joins operations once
+//! terminated, how collected output keeps its tail, how several failures of
+//! one disposal become one error. Those contract-level pieces live here, once, each
 //! in its own module, so that a provider (ours or a third party's) gets them
 //! right by calling them rather than by re-deriving them from the seam docs.
 //!
 //! The crate depends only on `dsh-plugin-api` and light crates. Nothing in
 //! it touches a filesystem or a process: providers bring the world, the kit
-//! brings the rules.
+//! brings the rules. Async pieces need only tokio's `sync` primitives and
+//! run on any runtime.
 //!
 //! Errors are built in the provider's own context through [`ErrorContext`],
 //! so they name the provider's operation and subject like every other error
@@ -20,10 +23,14 @@ use std::fmt::Display;
 
 use dsh_plugin_api::{Error, ErrorKind};
 
+pub mod failures;
+pub mod gate;
 pub mod guard;
 pub mod literal;
 pub mod locks;
 pub mod paths;
+pub mod status;
+pub mod tail;
 pub mod uri;
 pub mod utf8;
 

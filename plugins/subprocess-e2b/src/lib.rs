@@ -48,7 +48,6 @@ mod delivery;
 pub mod env;
 mod errors;
 pub mod frames;
-mod gate;
 mod group;
 mod inherit;
 mod liveness;
@@ -64,7 +63,6 @@ mod start;
 mod status;
 mod stdin;
 mod supervise;
-mod tail;
 mod terminal;
 mod transport;
 // Shared with the helper, which uses the other half of it.

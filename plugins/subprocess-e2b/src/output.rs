@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use dsh_plugin_api::subprocess::{OutputMode, OutputSnapshot, SpillInfo};
 
-use crate::tail::Tail;
+use dsh_provider_kit::tail::Tail;
 
 #[derive(Debug)]
 struct Account {
@@ -49,7 +49,7 @@ impl OutputState {
         let mut account = self.account();
         account.total += bytes.len() as u64;
         if let Some(tail) = account.tail.as_mut() {
-            tail.append(bytes);
+            tail.push(bytes);
         }
     }
 

@@ -4,9 +4,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dsh_plugin_api::Result;
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{ExitStatus, OutputSnapshot, OutputStream, Process};
-use dsh_plugin_api::{Error, Result};
+use dsh_provider_kit::status::wait_published;
 use tokio::sync::watch;
 
 use crate::group::Group;
@@ -83,14 +84,8 @@ impl<T: EnvdTransport> Process for E2bProcess<T> {
     /// sandbox or a lost connection to envd without the exit observed is an
     /// error (`Unavailable`, `Io`). Dropping the future stops waiting only.
     async fn wait(&self) -> Result<ExitStatus> {
-        let mut status = self.status.clone();
-        let published = status.wait_for(Option::is_some).await.map_err(|_| {
-            Error::io(format!(
-                "wait: process {}: its supervisor stopped without a status",
-                self.pid()
-            ))
-        })?;
-        published.clone().expect("waited for a published status")
+        let subject = format!("process {}", self.pid());
+        wait_published(&self.status, &subject, "supervisor").await
     }
 
     async fn read_output(

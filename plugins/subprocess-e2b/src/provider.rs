@@ -9,6 +9,7 @@ use dsh_e2b_gateway::{ControlShell, Liveness};
 use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::failures::aggregate;
 use e2b_client::Envd;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -165,26 +166,6 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
             failures.push(err);
         }
         aggregate("dispose", failures)
-    }
-}
-
-/// One error for several: the first one's kind, every message.
-pub fn aggregate(operation: &str, failures: Vec<Error>) -> Result<()> {
-    match failures.as_slice() {
-        [] => Ok(()),
-        [only] => Err(only.clone()),
-        [first, ..] => Err(Error::new(
-            first.kind(),
-            format!(
-                "{operation}: {} failures: {}",
-                failures.len(),
-                failures
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        )),
     }
 }
 

@@ -23,6 +23,8 @@ use bytes::Bytes;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::gate::Gate;
+use dsh_provider_kit::status::wait_published;
 use e2b_client::{
     CallOptions, ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions,
 };
@@ -34,7 +36,6 @@ use crate::boundary::{BoundaryScan, Scan};
 use crate::control::{ControlError, Controller, Ladder};
 use crate::delivery::{Delivery, deferred};
 use crate::errors::{self, StartContext};
-use crate::gate::Gate;
 use crate::group::KILL_SETTLE;
 use crate::provider::World;
 use crate::registry::{Membership, Owned};
@@ -621,13 +622,7 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
     /// Waits for the program to exit (envd reports it once the terminal
     /// closed). Idempotent.
     async fn wait(&self) -> Result<ExitStatus> {
-        let mut status = self.core.status.clone();
-        let published = status.wait_for(Option::is_some).await.map_err(|_| {
-            Error::io(format!(
-                "wait: terminal {}: its pump stopped without a status",
-                self.core.pid
-            ))
-        })?;
-        published.clone().expect("waited for a published status")
+        let subject = format!("terminal {}", self.core.pid);
+        wait_published(&self.core.status, &subject, "pump").await
     }
 }

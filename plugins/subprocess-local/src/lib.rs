@@ -47,7 +47,6 @@ mod command;
 pub mod config;
 pub mod env;
 mod fdio;
-mod gate;
 mod group;
 mod launch;
 mod leader;
@@ -65,7 +64,6 @@ mod resolve;
 mod session;
 mod spill;
 mod stdin;
-mod tail;
 mod terminal;
 
 pub use config::Config;

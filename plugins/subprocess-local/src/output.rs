@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dsh_plugin_api::subprocess::{OutputMode, OutputSnapshot};
 
 use crate::spill::SpillFile;
-use crate::tail::Tail;
+use dsh_provider_kit::tail::Tail;
 
 #[derive(Debug)]
 pub struct OutputState {

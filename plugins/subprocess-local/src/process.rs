@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{ExitStatus, OutputSnapshot, OutputStream, Process};
 use dsh_plugin_api::{Error, Result};
+use dsh_provider_kit::status::wait_published;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -100,14 +101,8 @@ impl Process for LocalProcess {
             }
             return final_status(outcome, false);
         }
-        let mut status = self.status.clone();
-        let published = status.wait_for(Option::is_some).await.map_err(|_| {
-            Error::io(format!(
-                "wait: process {}: the supervisor stopped without a status",
-                self.pid()
-            ))
-        })?;
-        published.clone().expect("waited for Some")
+        let subject = format!("process {}", self.pid());
+        wait_published(&self.status, &subject, "supervisor").await
     }
 
     async fn read_output(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::failures::aggregate;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -126,22 +127,7 @@ impl LocalSubprocess {
         if let Err(err) = world.spills.remove() {
             failures.push(err);
         }
-        match failures.as_slice() {
-            [] => Ok(()),
-            [only] => Err(only.clone()),
-            [first, ..] => Err(Error::new(
-                first.kind(),
-                format!(
-                    "dispose: {} failures: {}",
-                    failures.len(),
-                    failures
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-            )),
-        }
+        aggregate("dispose", failures)
     }
 }
 

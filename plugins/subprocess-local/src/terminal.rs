@@ -15,12 +15,12 @@ use async_trait::async_trait;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::gate::Gate;
 use tokio::io::Interest;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::fdio::{CHUNK, NonBlocking};
-use crate::gate::Gate;
 use crate::launch::FdAction;
 use crate::leader::Leader;
 use crate::provider::World;

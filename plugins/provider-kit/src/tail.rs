@@ -1,9 +1,11 @@
-//! The bounded tail of one output stream (collect mode).
+//! The bounded tail of one collected output stream, as
+//! `OutputMode::Collect { limit }` promises it: the last `limit` bytes,
+//! addressed by absolute stream offset, in at most `limit` bytes of memory
+//! whatever the stream's size.
 
 /// The last `limit` bytes of a stream, addressed by absolute stream offset.
 ///
-/// Storage grows with the output up to `limit` bytes and never beyond, so a
-/// stream of any size costs at most `limit` bytes of host memory.
+/// Storage grows with the output up to `limit` bytes and never beyond.
 #[derive(Debug)]
 pub struct Tail {
     limit: usize,
@@ -16,6 +18,7 @@ pub struct Tail {
 }
 
 impl Tail {
+    /// An empty tail keeping at most `limit` bytes.
     pub fn new(limit: usize) -> Tail {
         Tail {
             limit,
@@ -25,7 +28,7 @@ impl Tail {
         }
     }
 
-    /// Bytes ever pushed.
+    /// Bytes ever pushed (the stream's length so far).
     pub fn total(&self) -> u64 {
         self.total
     }
@@ -92,8 +95,8 @@ mod tests {
 
     #[test]
     fn matches_the_model_for_every_chunking() {
-        for limit in [0, 1, 3, 7, 16] {
-            for chunk in [1, 2, 5, 16, 40] {
+        for limit in [0, 1, 3, 4, 7, 9, 16, 32] {
+            for chunk in [1, 2, 3, 5, 8, 16, 40, 50] {
                 let mut tail = Tail::new(limit);
                 let mut pushed = Vec::new();
                 for round in 0..20u8 {
@@ -121,11 +124,12 @@ mod tests {
     }
 
     #[test]
-    fn offsets_are_clamped() {
+    fn offsets_are_clamped_into_the_kept_range() {
         let mut tail = Tail::new(4);
         tail.push(b"abcdefgh");
         assert_eq!(tail.read(0, 10), (4, b"efgh".to_vec()));
         assert_eq!(tail.read(100, 10), (8, Vec::new()));
         assert_eq!(tail.read(6, 10), (6, b"gh".to_vec()));
+        assert_eq!(tail.read(5, 1), (5, b"f".to_vec()));
     }
 }

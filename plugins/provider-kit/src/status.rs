@@ -1,0 +1,81 @@
+//! A process's final status, published once by whatever observes its end
+//! (a supervisor task, a terminal's pump) and awaited by any number of
+//! `wait` calls — the contract of `Process::wait` and `Terminal::wait`:
+//! idempotent, the same status for every caller, and dropping a wait stops
+//! only that wait.
+
+use dsh_plugin_api::subprocess::ExitStatus;
+use dsh_plugin_api::{Error, Result};
+use tokio::sync::watch;
+
+/// What the observer publishes: `None` until the end is known, then the
+/// status (or why it cannot be known).
+pub type Published = Option<Result<ExitStatus>>;
+
+/// Waits until a status is published on `status` and returns it. When the
+/// publisher (named `publisher`, of `subject`) is dropped without
+/// publishing, fails with `Io`: `"wait: <subject>: its <publisher> stopped
+/// without a status"`. Cancel-safe: dropping the future stops waiting
+/// only.
+pub async fn wait_published(
+    status: &watch::Receiver<Published>,
+    subject: &str,
+    publisher: &str,
+) -> Result<ExitStatus> {
+    let mut status = status.clone();
+    let published = status.wait_for(Option::is_some).await.map_err(|_| {
+        Error::io(format!(
+            "wait: {subject}: its {publisher} stopped without a status"
+        ))
+    })?;
+    published.clone().expect("waited for a published status")
+}
+
+#[cfg(test)]
+mod tests {
+    use dsh_plugin_api::ErrorKind;
+
+    use super::*;
+
+    fn exited(code: i32) -> ExitStatus {
+        ExitStatus {
+            code: Some(code),
+            signal: None,
+            timed_out: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn every_waiter_gets_the_published_status() {
+        let (publish, status) = watch::channel(None);
+        let first = tokio::spawn({
+            let status = status.clone();
+            async move { wait_published(&status, "process 7", "supervisor").await }
+        });
+        tokio::task::yield_now().await;
+        publish.send_replace(Some(Ok(exited(3))));
+        assert_eq!(first.await.unwrap().unwrap(), exited(3));
+        drop(publish);
+        // Published before the publisher went away: still the status.
+        assert_eq!(
+            wait_published(&status, "process 7", "supervisor")
+                .await
+                .unwrap(),
+            exited(3)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_publisher_gone_without_a_status_is_an_io_error() {
+        let (publish, status) = watch::channel::<Published>(None);
+        drop(publish);
+        let err = wait_published(&status, "terminal 4", "pump")
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Io);
+        assert_eq!(
+            err.message(),
+            "wait: terminal 4: its pump stopped without a status"
+        );
+    }
+}
