@@ -29,6 +29,7 @@ pub mod guard;
 pub mod literal;
 pub mod locks;
 pub mod paths;
+pub mod registry;
 pub mod status;
 pub mod tail;
 pub mod uri;

@@ -104,7 +104,7 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
                 instance,
                 ready: tokio::sync::OnceCell::new(),
                 prepared: AtomicBool::new(false),
-                registry: Registry::default(),
+                registry: Registry::new("the subprocess provider"),
                 tracker: TaskTracker::new(),
                 disconnect: CancellationToken::new(),
                 seq: AtomicU64::new(0),
@@ -171,12 +171,7 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
 
 impl<T: EnvdTransport> World<T> {
     pub fn check_open(&self, operation: &str) -> Result<()> {
-        if self.registry.is_closed() {
-            return Err(Error::closed(format!(
-                "{operation}: the subprocess provider is disposed"
-            )));
-        }
-        Ok(())
+        self.registry.check_open(operation)
     }
 
     /// The prepared sandbox (installing the helper and probing on first

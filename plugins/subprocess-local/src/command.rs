@@ -171,7 +171,7 @@ fn assemble(
 
     world
         .registry()
-        .insert("spawn", Owned::Group(group.clone()), group.ticket())?;
+        .adopt("spawn", Owned::Group(group.clone()), group.membership())?;
     let (status_tx, status_rx) = watch::channel(None);
     let direct = (pumps.is_empty() && spec.timeout.is_none()).then(|| world.abandon_token());
     world.tracker().spawn(process::supervise(Supervision {

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::leader::Leader;
 use crate::proc_table;
-use crate::registry::TicketSlot;
+use crate::registry::Membership;
 
 /// How long after SIGKILL the probe keeps looking before giving up with
 /// `Busy`. SIGKILL takes effect at once except for processes stuck in
@@ -39,7 +39,7 @@ pub struct Group {
     ladder: tokio::sync::Mutex<()>,
     /// The provider's registration, released once the group is proven
     /// empty.
-    ticket: TicketSlot,
+    membership: Membership,
 }
 
 impl Group {
@@ -48,12 +48,12 @@ impl Group {
             leader,
             quiescent: AtomicBool::new(false),
             ladder: tokio::sync::Mutex::new(()),
-            ticket: TicketSlot::default(),
+            membership: Membership::default(),
         }
     }
 
-    pub fn ticket(&self) -> &TicketSlot {
-        &self.ticket
+    pub fn membership(&self) -> &Membership {
+        &self.membership
     }
 
     pub fn leader(&self) -> &Leader {
@@ -139,7 +139,7 @@ impl Group {
 
     fn proven(&self) -> Result<()> {
         self.quiescent.store(true, Ordering::Release);
-        self.ticket.release();
+        self.membership.leave();
         Ok(())
     }
 

@@ -61,7 +61,7 @@ impl LocalSubprocess {
                 env,
                 spills: SpillDir::new(spill_parent),
                 kill_grace,
-                registry: Registry::default(),
+                registry: Registry::new("the subprocess provider"),
                 tracker: TaskTracker::new(),
                 disconnect: CancellationToken::new(),
                 abandon: CancellationToken::new(),
@@ -133,12 +133,7 @@ impl LocalSubprocess {
 
 impl World {
     pub fn check_open(&self, operation: &str) -> Result<()> {
-        if self.registry.is_closed() {
-            return Err(Error::closed(format!(
-                "{operation}: the subprocess provider is disposed"
-            )));
-        }
-        Ok(())
+        self.registry.check_open(operation)
     }
 
     /// The directory a command runs in: `requested` (relative paths join the

@@ -24,7 +24,7 @@ use crate::fdio::{CHUNK, NonBlocking};
 use crate::launch::FdAction;
 use crate::leader::Leader;
 use crate::provider::World;
-use crate::registry::{Owned, TicketSlot};
+use crate::registry::{Membership, Owned};
 use crate::{prepare, proc_table, pty, session};
 
 /// The shared core of one terminal, also held by the provider's registry.
@@ -36,7 +36,7 @@ pub struct TerminalCore {
     /// Keeps concurrent writes from interleaving.
     writing: tokio::sync::Mutex<()>,
     quiescent: AtomicBool,
-    ticket: TicketSlot,
+    membership: Membership,
     kill_grace: Duration,
     abandon: CancellationToken,
 }
@@ -70,7 +70,7 @@ impl TerminalCore {
 
     fn proven(&self) {
         self.quiescent.store(true, Ordering::Release);
-        self.ticket.release();
+        self.membership.leave();
     }
 
     fn foreground(&self, operation: &str) -> Result<i32> {
@@ -230,14 +230,14 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
         master,
         writing: tokio::sync::Mutex::new(()),
         quiescent: AtomicBool::new(false),
-        ticket: TicketSlot::default(),
+        membership: Membership::default(),
         kill_grace: world.kill_grace(),
         abandon: world.abandon_token(),
     });
     if let Err(err) =
         world
             .registry()
-            .insert(OPERATION, Owned::Terminal(core.clone()), &core.ticket)
+            .adopt(OPERATION, Owned::Terminal(core.clone()), &core.membership)
     {
         prepare::rollback(pid);
         return Err(err);
