@@ -15,9 +15,6 @@ pub const DEBUG_SANDBOX_ID: &str = "debug_sandbox_id";
 /// envd versions below this predate the protocol this client speaks.
 const MIN_ENVD_VERSION: semver::Version = semver::Version::new(0, 1, 0);
 
-/// Below this envd has no default user, so calls must name one.
-const DEFAULT_USER_ENVD_VERSION: semver::Version = semver::Version::new(0, 4, 0);
-
 /// A handle to one sandbox: its identity, an [`Envd`] client for it, and
 /// its lifecycle calls. Cheap to clone. Dropping it does nothing to the
 /// sandbox (kill or pause it explicitly).
@@ -100,9 +97,7 @@ impl Sandbox {
         let mut options = EnvdOptions::new(info.sandbox_id.clone());
         options.wire_format = config.wire_format();
         options.request_timeout = config.request_timeout();
-        if info.envd_version < DEFAULT_USER_ENVD_VERSION {
-            options.default_user = Some("user".to_owned());
-        }
+        options.default_user = EnvdOptions::default_user_for(Some(&info.envd_version));
         Ok(Sandbox {
             api: api.clone(),
             envd: Envd::new(transport, options),

@@ -54,9 +54,15 @@ pub struct EnvdOptions {
     pub request_timeout: Option<Duration>,
     /// The user for calls that act as one when the call names none. `None`
     /// lets envd pick its default user (envd ≥ 0.4.0); set it to `"user"`
-    /// for older envd, as the SDKs do.
+    /// for older envd, as the SDKs do ([`EnvdOptions::default_user_for`]).
     pub default_user: Option<String>,
 }
+
+/// The first envd version with a default user of its own.
+const DEFAULT_USER_ENVD_VERSION: semver::Version = semver::Version::new(0, 4, 0);
+
+/// The user older envd is given, as the SDKs do.
+const LEGACY_DEFAULT_USER: &str = "user";
 
 impl EnvdOptions {
     /// Options for `sandbox_id` with the defaults: protobuf, 60 s request
@@ -67,6 +73,18 @@ impl EnvdOptions {
             wire_format: WireFormat::Proto,
             request_timeout: Some(crate::config::DEFAULT_REQUEST_TIMEOUT),
             default_user: None,
+        }
+    }
+
+    /// The [`EnvdOptions::default_user`] an envd of `version` needs: `None`
+    /// (envd's own) from 0.4.0 on; `"user"` below, since such envd has no
+    /// default user and calls that act as one must name one. An unknown
+    /// version (`None`: absent or unparseable) is treated as old, which
+    /// works with every envd.
+    pub fn default_user_for(version: Option<&semver::Version>) -> Option<String> {
+        match version {
+            Some(version) if *version >= DEFAULT_USER_ENVD_VERSION => None,
+            _ => Some(LEGACY_DEFAULT_USER.to_owned()),
         }
     }
 }
@@ -315,6 +333,17 @@ fn validate_user(context: &Context, user: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn envd_below_0_4_0_gets_the_legacy_default_user() {
+        let user = |version: &str| {
+            EnvdOptions::default_user_for(semver::Version::parse(version).ok().as_ref())
+        };
+        assert_eq!(user("0.6.13"), None);
+        assert_eq!(user("0.4.0"), None);
+        assert_eq!(user("0.3.9").as_deref(), Some("user"));
+        assert_eq!(user("not-semver").as_deref(), Some("user"));
+    }
 
     #[test]
     fn basic_auth_has_an_empty_password() {

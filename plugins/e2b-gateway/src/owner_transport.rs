@@ -17,13 +17,6 @@ use crate::bodies::{RelayedBody, RelayedBodyError, client_body_stream};
 use crate::gone::{edge_answer, is_gone};
 use crate::headers;
 
-/// Below this envd version calls must name a user (no default user), as
-/// `e2b_client::Sandbox` does for a sandbox it reaches directly.
-const DEFAULT_USER_ENVD_VERSION: semver::Version = semver::Version::new(0, 4, 0);
-
-/// The user such old envd versions are given, as the SDKs do.
-const LEGACY_DEFAULT_USER: &str = "user";
-
 /// A [`ClientTransport`] over an injected `e2b` owner: every request goes
 /// to `E2bOwner::envd`, which adds routing and credentials and sends it
 /// through the owner's one connection pool. Cheap to clone.
@@ -89,11 +82,8 @@ pub fn envd_client(owner: Arc<dyn E2bOwner>) -> Envd<OwnerTransport> {
 /// default user, since such envd has none of its own.
 pub fn envd_options(info: &SandboxInfo) -> EnvdOptions {
     let mut options = EnvdOptions::new(info.sandbox_id.clone());
-    let modern = semver::Version::parse(&info.envd_version)
-        .is_ok_and(|version| version >= DEFAULT_USER_ENVD_VERSION);
-    if !modern {
-        options.default_user = Some(LEGACY_DEFAULT_USER.to_owned());
-    }
+    let version = semver::Version::parse(&info.envd_version).ok();
+    options.default_user = EnvdOptions::default_user_for(version.as_ref());
     options
 }
 
