@@ -10,7 +10,7 @@ use dsh_plugin_api::fs::{
     WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_plugin_api::{Error, Result, async_trait};
 use dsh_provider_kit::{paths, uri};
 use e2b_client::{CallOptions, Envd};
 use tokio_util::task::TaskTracker;
@@ -146,13 +146,7 @@ impl<T: EnvdTransport> FsProvider for FsE2b<T> {
         let base = match cwd {
             None => self.cwd.as_str(),
             Some(cwd) => {
-                if let Some(problem) = paths::cwd_problem(cwd) {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("resolve: the cwd {cwd:?} {problem}"),
-                    )
-                    .with_subject(path.replace('\0', "\\0")));
-                }
+                paths::check_cwd("resolve", cwd, path)?;
                 cwd
             }
         };

@@ -8,8 +8,8 @@ use dsh_plugin_api::fs::{
     WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
-use dsh_provider_kit::paths::cwd_problem;
+use dsh_plugin_api::{Error, Result, async_trait};
+use dsh_provider_kit::paths::{check_cwd, cwd_problem};
 use dsh_provider_kit::uri::file_uri;
 
 use crate::errors::Op;
@@ -87,13 +87,7 @@ impl FsProvider for FsLocal {
         let base = match cwd {
             None => self.cwd.as_path(),
             Some(cwd) => {
-                if let Some(problem) = cwd_problem(cwd) {
-                    return Err(Error::new(
-                        ErrorKind::InvalidInput,
-                        format!("resolve: the cwd {cwd:?} {problem}"),
-                    )
-                    .with_subject(path.replace('\0', "\\0")));
-                }
+                check_cwd("resolve", cwd, path)?;
                 Path::new(cwd)
             }
         };

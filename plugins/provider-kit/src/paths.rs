@@ -38,6 +38,19 @@ pub fn cwd_problem(dir: &str) -> Option<&'static str> {
     }
 }
 
+/// Checks the `cwd` a caller gave for resolving `path`: `InvalidInput`
+/// (`"<op>: the cwd \"…\" <problem>"`, see [`cwd_problem`]) with `path` (NUL
+/// shown as `\\0`) as the subject.
+pub fn check_cwd(op: &'static str, cwd: &str, path: &str) -> Result<()> {
+    match cwd_problem(cwd) {
+        Some(problem) => Err(
+            Error::invalid_input(format!("{op}: the cwd {cwd:?} {problem}"))
+                .with_subject(path.replace('\0', "\\0")),
+        ),
+        None => Ok(()),
+    }
+}
+
 /// `path` made absolute against `base` (an absolute directory), after
 /// [`check`]. Nothing is resolved.
 pub fn absolute(op: &'static str, base: &str, path: &str) -> Result<String> {
@@ -141,6 +154,14 @@ mod tests {
         assert_eq!(cwd_problem("rel"), Some("is not an absolute path"));
         assert_eq!(cwd_problem("/a\0"), Some("contains a NUL byte"));
         assert_eq!(cwd_problem("/a"), None);
+        let err = check_cwd("resolve", "rel", "a\0b").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+        assert_eq!(
+            err.message(),
+            "resolve: the cwd \"rel\" is not an absolute path"
+        );
+        assert_eq!(err.subject(), Some("a\\0b"));
+        check_cwd("resolve", "/w", "a").unwrap();
     }
 
     #[test]
