@@ -4,17 +4,14 @@
 //! The ambient environment is learned once per provider (see
 //! `crate::setup`): what envd gives every command — `PATH`, the sandbox's
 //! global variables — with `HOME`, `USER` and `LOGNAME` of the sandbox
-//! user. It is scrubbed: a name is removed when, compared
-//! case-insensitively (ASCII), it starts with `DSH_` or contains `KEY`,
-//! `SECRET` or `TOKEN` (the same rule as `dsh-subprocess-local`; the
-//! over-match — `MONKEY` — is accepted, and a caller restores anything it
-//! needs through the spec's explicit `env`, which always wins). Host
-//! variables never enter the sandbox: only the spec's entries do.
+//! user. It is scrubbed by the kit's rule ([`dsh_provider_kit::env`], the
+//! same for every subprocess provider); a caller restores anything it needs
+//! through the spec's explicit `env`, which always wins. Host variables
+//! never enter the sandbox: only the spec's entries do.
 
 use std::collections::BTreeMap;
 
-/// The search path when neither the spec nor the sandbox sets `PATH`.
-pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+use dsh_provider_kit::env::{DEFAULT_PATH, is_scrubbed};
 
 /// Names the probe itself puts into what it reports (the control shell's
 /// `HOME` and guards, bash's `PWD` and `SHLVL`) or that are the probing
@@ -32,12 +29,6 @@ const PROBE_ARTIFACTS: &[&str] = &[
     "ENV",
     dsh_e2b_gateway::RUNTIME_ROOT_ENV,
 ];
-
-/// Whether an ambient variable named `name` is removed at the boundary.
-pub fn is_scrubbed(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with("DSH_") || ["KEY", "SECRET", "TOKEN"].iter().any(|n| upper.contains(n))
-}
 
 /// The scrubbed ambient environment of the sandbox user.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,7 +68,7 @@ impl Ambient {
             };
             if name.is_empty()
                 || PROBE_ARTIFACTS.contains(&name)
-                || is_scrubbed(name)
+                || is_scrubbed(name.as_bytes())
                 || entries.iter().any(|(seen, _)| seen == name)
             {
                 continue;
@@ -139,23 +130,6 @@ pub fn search_dirs(path: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_scrub_rule_is_case_insensitive() {
-        for name in [
-            "DSH_X",
-            "dsh_y",
-            "E2B_API_KEY",
-            "github_Token",
-            "AWS_SECRET_ACCESS_KEY",
-            "MONKEY",
-        ] {
-            assert!(is_scrubbed(name), "{name}");
-        }
-        for name in ["PATH", "HOME", "DSHELL", "TOKE", "LANG"] {
-            assert!(!is_scrubbed(name), "{name}");
-        }
-    }
 
     #[test]
     fn the_probe_is_scrubbed_and_the_users_identity_set() {

@@ -1,13 +1,9 @@
 //! The environment boundary between the host and the commands it starts.
 //!
 //! The ambient environment is captured once, when the provider is created,
-//! and scrubbed: a name is removed when, compared case-insensitively
-//! (ASCII), it starts with `DSH_` or contains `KEY`, `SECRET` or `TOKEN`.
-//! Case-insensitive matching is deliberate — `github_token` and `Api_Key`
-//! carry credentials as surely as their upper-case spellings — and the
-//! over-match it brings (`MONKEY`, `KEYBOARD_LAYOUT`) is accepted: the
-//! boundary errs towards removing, and a caller restores anything it needs
-//! through the spec's explicit `env`, which always wins.
+//! and scrubbed by the kit's rule ([`dsh_provider_kit::env`]); a caller
+//! restores anything it needs through the spec's explicit `env`, which
+//! always wins.
 //!
 //! Entries whose names or values are not UTF-8 pass through unchanged
 //! unless their name matches the scrub rule.
@@ -17,18 +13,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CStr, CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 
-/// The search path used when neither the spec nor the ambient environment
-/// sets `PATH` (the value `confstr(_CS_PATH)` gives on glibc).
-pub const DEFAULT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// Whether an ambient variable named `name` is removed at the boundary.
-pub fn is_scrubbed(name: &[u8]) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with(b"DSH_")
-        || [&b"KEY"[..], b"SECRET", b"TOKEN"]
-            .iter()
-            .any(|needle| upper.windows(needle.len()).any(|w| w == *needle))
-}
+use dsh_provider_kit::env::{DEFAULT_PATH, is_scrubbed};
 
 /// The scrubbed ambient environment of one provider, ready to hand to
 /// `posix_spawn` (each entry pre-encoded as `NAME=VALUE\0`).
@@ -161,26 +146,6 @@ mod tests {
             .iter()
             .map(|(name, value)| (OsString::from(name), OsString::from(value)))
             .collect()
-    }
-
-    #[test]
-    fn scrub_rule_is_case_insensitive() {
-        for name in [
-            "DSH_PLUGIN_PATH",
-            "dsh_anything",
-            "E2B_API_KEY",
-            "api_key",
-            "GITHUB_TOKEN",
-            "github_Token",
-            "AWS_SECRET_ACCESS_KEY",
-            "client_secret",
-            "MONKEY",
-        ] {
-            assert!(is_scrubbed(name.as_bytes()), "{name}");
-        }
-        for name in ["PATH", "HOME", "DSHELL", "LANG", "TERM", "TOKE"] {
-            assert!(!is_scrubbed(name.as_bytes()), "{name}");
-        }
     }
 
     #[test]
