@@ -1,12 +1,50 @@
-//! A process's final status, published once by whatever observes its end
-//! (a supervisor task, a terminal's pump) and awaited by any number of
+//! A process's final status: how the end a provider observed becomes the
+//! seam's [`ExitStatus`], and how it is published once by whatever observes
+//! it (a supervisor task, a terminal's pump) and awaited by any number of
 //! `wait` calls — the contract of `Process::wait` and `Terminal::wait`:
 //! idempotent, the same status for every caller, and dropping a wait stops
 //! only that wait.
 
-use dsh_plugin_api::subprocess::ExitStatus;
+use dsh_plugin_api::subprocess::{ExitStatus, Signal};
 use dsh_plugin_api::{Error, Result};
 use tokio::sync::watch;
+
+/// How a process ended, as the kernel (or a daemon relaying it) reported
+/// it: an exit code, or the signal that killed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Code(i32),
+    Signal(Signal),
+}
+
+impl Ended {
+    /// The end a raw `waitpid` status of an ended process (exited or killed
+    /// by a signal, not stopped) describes; the core-dump bit is ignored.
+    pub fn from_wait_status(raw: i32) -> Ended {
+        match raw & 0x7f {
+            0 => Ended::Code((raw >> 8) & 0xff),
+            signal => Ended::Signal(Signal(signal)),
+        }
+    }
+
+    /// The seam's status for this end; `timed_out` says whether the spec's
+    /// timeout expired (the provider's own kill is still reported as the
+    /// signal it sent).
+    pub fn status(self, timed_out: bool) -> ExitStatus {
+        match self {
+            Ended::Code(code) => ExitStatus {
+                code: Some(code),
+                signal: None,
+                timed_out,
+            },
+            Ended::Signal(signal) => ExitStatus {
+                code: None,
+                signal: Some(signal),
+                timed_out,
+            },
+        }
+    }
+}
 
 /// What the observer publishes: `None` until the end is known, then the
 /// status (or why it cannot be known).
@@ -43,6 +81,25 @@ mod tests {
             signal: None,
             timed_out: false,
         }
+    }
+
+    #[test]
+    fn ends_become_statuses() {
+        assert_eq!(Ended::from_wait_status(3 << 8), Ended::Code(3));
+        assert_eq!(Ended::from_wait_status(9), Ended::Signal(Signal::KILL));
+        assert_eq!(
+            Ended::from_wait_status(11 | 0x80),
+            Ended::Signal(Signal(11))
+        );
+        assert_eq!(Ended::Code(3).status(false), exited(3));
+        assert_eq!(
+            Ended::Signal(Signal::TERM).status(true),
+            ExitStatus {
+                code: None,
+                signal: Some(Signal::TERM),
+                timed_out: true
+            }
+        );
     }
 
     #[tokio::test]

@@ -5,6 +5,8 @@
 //! (never copied); one frame of output may come out as several pieces.
 
 use bytes::Bytes;
+use dsh_plugin_api::subprocess::Signal;
+use dsh_provider_kit::status::Ended;
 
 use crate::wire::{self, Stage, tag};
 
@@ -30,13 +32,6 @@ impl Stream {
             _ => None,
         }
     }
-}
-
-/// How the direct child ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Code(i32),
-    Signal(i32),
 }
 
 /// One decoded frame (or piece of an output frame).
@@ -244,7 +239,7 @@ fn parse_control(tag: u8, payload: &[u8]) -> Result<Frame, FrameError> {
             let value = r.i32("value").map_err(bad)?;
             let ended = match kind {
                 wire::EXIT_CODE => Ended::Code(value),
-                wire::EXIT_SIGNAL => Ended::Signal(value),
+                wire::EXIT_SIGNAL => Ended::Signal(Signal(value)),
                 other => return Err(FrameError(format!("unknown exit kind {other}"))),
             };
             Frame::Exited {
@@ -316,7 +311,7 @@ mod tests {
                 detached: true,
             },
             Frame::Exited {
-                ended: Ended::Signal(15),
+                ended: Ended::Signal(Signal(15)),
                 core: false,
                 group_empty: true,
             },

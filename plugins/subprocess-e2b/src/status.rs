@@ -4,6 +4,7 @@
 //! process (`"signal: killed"`).
 
 use dsh_plugin_api::subprocess::{ExitStatus, Signal};
+use dsh_provider_kit::status::Ended;
 
 /// Go's `syscall.Signal.String()` names on Linux, by number.
 const GO_NAMES: [&str; 31] = [
@@ -57,36 +58,12 @@ pub fn signal_of_status(status: &str) -> Option<i32> {
 /// The seam's status for envd's end event, or `None` when it says neither
 /// an exit code nor a signal.
 pub fn from_envd(end: &e2b_client::ExitStatus, timed_out: bool) -> Option<ExitStatus> {
-    if end.exited {
-        return Some(ExitStatus {
-            code: Some(end.exit_code),
-            signal: None,
-            timed_out,
-        });
-    }
-    signal_of_status(&end.status).map(|signal| ExitStatus {
-        code: None,
-        signal: Some(Signal(signal)),
-        timed_out,
-    })
-}
-
-/// The seam's status for a raw `waitpid` status of a process that ended.
-pub fn from_wait_status(raw: i32) -> ExitStatus {
-    let signal = raw & 0x7f;
-    if signal == 0 {
-        ExitStatus {
-            code: Some((raw >> 8) & 0xff),
-            signal: None,
-            timed_out: false,
-        }
+    let ended = if end.exited {
+        Ended::Code(end.exit_code)
     } else {
-        ExitStatus {
-            code: None,
-            signal: Some(Signal(signal)),
-            timed_out: false,
-        }
-    }
+        Ended::Signal(Signal(signal_of_status(&end.status)?))
+    };
+    Some(ended.status(timed_out))
 }
 
 #[cfg(test)]
@@ -114,13 +91,6 @@ mod tests {
         assert_eq!(signal_of_status("signal: signal 40"), Some(40));
         assert_eq!(signal_of_status("exit status 1"), None);
         assert_eq!(signal_of_status("signal: bogus"), None);
-    }
-
-    #[test]
-    fn wait_statuses_become_statuses() {
-        assert_eq!(from_wait_status(3 << 8).code, Some(3));
-        assert_eq!(from_wait_status(9).signal, Some(Signal::KILL));
-        assert_eq!(from_wait_status(11 | 0x80).signal, Some(Signal(11)));
     }
 
     #[test]

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, Signal};
+use dsh_plugin_api::subprocess::{ExitStatus, OutputMode};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::status::Ended;
 use e2b_client::{ProcessEvent, ProcessStream, StreamOptions};
 use futures::StreamExt;
 use futures::future::BoxFuture;
@@ -18,7 +19,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::control::{ControlError, Controller};
-use crate::frames::{Decoder, Ended, Frame, Stream};
+use crate::frames::{Decoder, Frame, Stream};
 use crate::group::Group;
 use crate::output::OutputState;
 use crate::pipe;
@@ -287,18 +288,7 @@ impl<T: EnvdTransport> Supervisor<T> {
     }
 
     fn status_of(&self, ended: Ended) -> ExitStatus {
-        match ended {
-            Ended::Code(code) => ExitStatus {
-                code: Some(code),
-                signal: None,
-                timed_out: self.timed_out,
-            },
-            Ended::Signal(signal) => ExitStatus {
-                code: None,
-                signal: Some(Signal(signal)),
-                timed_out: self.timed_out,
-            },
-        }
+        ended.status(self.timed_out)
     }
 
     fn closed(&mut self, stream: Stream) {

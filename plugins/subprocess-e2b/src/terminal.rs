@@ -24,7 +24,7 @@ use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::gate::Gate;
-use dsh_provider_kit::status::wait_published;
+use dsh_provider_kit::status::{Ended, wait_published};
 use e2b_client::{
     CallOptions, ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions,
 };
@@ -196,7 +196,7 @@ async fn start<T: EnvdTransport>(
         let control = control.clone();
         Box::pin(async move {
             match control.wait_exit(pid).await {
-                Ok(Some(raw)) => Some(crate::status::from_wait_status(raw)),
+                Ok(Some(raw)) => Some(Ended::from_wait_status(raw).status(false)),
                 Ok(None) => None,
                 Err(err) => {
                     tracing::debug!(pid, err = %err.into_error(), "watching the terminal's program failed; envd's end event will tell");

@@ -8,40 +8,16 @@
 use std::io;
 use std::sync::Mutex;
 
-use dsh_plugin_api::subprocess::{ExitStatus, Signal};
+use dsh_plugin_api::subprocess::Signal;
+use dsh_provider_kit::status::Ended;
 use rustix::process::{Pid, PidfdFlags, WaitId, WaitIdOptions};
 use tokio::io::Interest;
 use tokio::sync::watch;
 
 use crate::fdio::NonBlocking;
 
-/// How the direct child ended, as the kernel reported it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(Signal),
-}
-
-impl Exit {
-    /// The seam's status for this exit.
-    pub fn status(self, timed_out: bool) -> ExitStatus {
-        match self {
-            Exit::Code(code) => ExitStatus {
-                code: Some(code),
-                signal: None,
-                timed_out,
-            },
-            Exit::Signal(signal) => ExitStatus {
-                code: None,
-                signal: Some(signal),
-                timed_out,
-            },
-        }
-    }
-}
-
 /// The outcome of waiting: the exit, or why it could not be observed.
-pub type Outcome = Result<Exit, String>;
+pub type Outcome = Result<Ended, String>;
 
 /// One direct child, from spawn until it is reaped.
 #[derive(Debug)]
@@ -119,10 +95,10 @@ impl Leader {
     }
 }
 
-fn decode(status: &rustix::process::WaitIdStatus) -> Exit {
+fn decode(status: &rustix::process::WaitIdStatus) -> Ended {
     if let Some(signal) = status.terminating_signal() {
-        Exit::Signal(Signal(signal))
+        Ended::Signal(Signal(signal))
     } else {
-        Exit::Code(status.exit_status().unwrap_or(0))
+        Ended::Code(status.exit_status().unwrap_or(0))
     }
 }
