@@ -33,6 +33,7 @@ pub mod paths;
 pub mod registry;
 pub mod status;
 pub mod tail;
+pub mod terminal;
 pub mod uri;
 pub mod utf8;
 

@@ -25,6 +25,7 @@ use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::gate::Gate;
 use dsh_provider_kit::status::{Ended, wait_published};
+use dsh_provider_kit::terminal::check_resize;
 use e2b_client::{
     CallOptions, ErrorCode, ProcessEvent, ProcessStream, PtySize, Selector, StreamOptions,
 };
@@ -553,11 +554,7 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
 
     /// Changes the window size; the foreground program gets SIGWINCH.
     async fn resize(&self, cols: u16, rows: u16) -> Result<()> {
-        if cols == 0 || rows == 0 {
-            return Err(Error::invalid_input(format!(
-                "resize: terminal size {cols}x{rows} must be at least 1x1"
-            )));
-        }
+        check_resize(cols, rows)?;
         let core = &self.core;
         core.gate
             .run("resize", async {

@@ -16,6 +16,7 @@ use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::gate::Gate;
+use dsh_provider_kit::terminal::check_resize;
 use tokio::io::Interest;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -128,11 +129,7 @@ impl Terminal for LocalTerminal {
     }
 
     async fn resize(&self, cols: u16, rows: u16) -> Result<()> {
-        if cols == 0 || rows == 0 {
-            return Err(Error::invalid_input(format!(
-                "resize: terminal size {cols}x{rows} must be at least 1x1"
-            )));
-        }
+        check_resize(cols, rows)?;
         let core = &self.core;
         core.gate
             .run("resize", async {
