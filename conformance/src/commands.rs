@@ -3,7 +3,7 @@
 
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, SpawnSpec, StdinMode};
-use dsh_plugin_api::{Error, Result};
+use dsh_plugin_api::{Bytes, Error, Result};
 use futures::StreamExt;
 
 use crate::check::{Failure, ensure, show};
@@ -41,7 +41,7 @@ impl Cx {
             match (writer, stdin) {
                 (Some(mut writer), Some(bytes)) => {
                     if !bytes.is_empty() {
-                        writer.write(bytes.to_vec()).await?;
+                        writer.write(Bytes::copy_from_slice(bytes)).await?;
                     }
                     writer.close().await
                 }

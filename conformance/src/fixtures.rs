@@ -7,6 +7,7 @@ use dsh_plugin_api::fs::WriteGuard;
 use crate::check::Failure;
 use crate::commands::drain;
 use crate::context::Cx;
+use dsh_plugin_api::Bytes;
 
 impl Cx {
     /// Creates (or replaces) the file `rel` in the case directory with
@@ -21,8 +22,11 @@ impl Cx {
         if self.fs_writable {
             self.ok(
                 &format!("fixture: write {path}"),
-                self.fs()
-                    .write(&path, content.to_vec(), WriteGuard::Overwrite),
+                self.fs().write(
+                    &path,
+                    Bytes::copy_from_slice(content),
+                    WriteGuard::Overwrite,
+                ),
             )
             .await?;
         } else {

@@ -10,7 +10,7 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, async_trait};
 
 fn unsupported<T>(operation: &str) -> Result<T> {
     Err(Error::new(
@@ -47,7 +47,7 @@ impl FsProvider for NullFs {
     async fn read_bytes(&self, _: &str) -> Result<ReadStream<ByteStream>> {
         unsupported("read_bytes")
     }
-    async fn write(&self, _: &str, _: Vec<u8>, _: WriteGuard) -> Result<Version> {
+    async fn write(&self, _: &str, _: Bytes, _: WriteGuard) -> Result<Version> {
         unsupported("write")
     }
     async fn edit(&self, _: &str, _: Vec<Edit>, _: WriteGuard) -> Result<EditOutcome> {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
-use dsh_plugin_api::{Service, ServiceKind};
+use dsh_plugin_api::{Bytes, Service, ServiceKind};
 use dsh_probe_common::Counters;
 use dsh_probe_common::memory_fs::MemoryFs;
 
@@ -86,7 +86,7 @@ fn main() {
         .await;
 
         let direct: Arc<dyn FsProvider> = Arc::new(MemoryFs::new("/", Arc::new(Counters::default())));
-        direct.write("/one-kib.txt", text.clone().into_bytes(), WriteGuard::Overwrite).await.expect("write");
+        direct.write("/one-kib.txt", Bytes::from(text.clone()), WriteGuard::Overwrite).await.expect("write");
         let in_process = median_per_call(|| {
             let fs = direct.clone();
             async move {
@@ -114,7 +114,7 @@ fn main() {
         else {
             panic!("the fs probe provides fs");
         };
-        plugin_fs.write("/one-kib.txt", text.into_bytes(), WriteGuard::Overwrite).await.expect("write");
+        plugin_fs.write("/one-kib.txt", Bytes::from(text), WriteGuard::Overwrite).await.expect("write");
         let through_ffi = median_per_call(|| {
             let fs = plugin_fs.clone();
             async move {
@@ -161,8 +161,8 @@ fn main() {
         // Streams: 16 MiB in 4 KiB chunks (the probe's chunk size), pulled
         // in-process and through FFI (one poll and one copy per chunk).
         let big = vec![7u8; 16 << 20];
-        direct.write("/big", big.clone(), WriteGuard::Overwrite).await.expect("write big");
-        plugin_fs.write("/big", big, WriteGuard::Overwrite).await.expect("write big");
+        direct.write("/big", Bytes::from(big.clone()), WriteGuard::Overwrite).await.expect("write big");
+        plugin_fs.write("/big", Bytes::from(big), WriteGuard::Overwrite).await.expect("write big");
         let pull = |fs: Arc<dyn FsProvider>| async move {
             let mut best = Duration::MAX;
             for _ in 0..ROUNDS {

@@ -20,6 +20,8 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::stream::{ByteStream, TextStream};
+use crate::text::Text;
+use bytes::Bytes;
 
 /// How many leading bytes are sampled for NUL to classify content as binary.
 pub const BINARY_SAMPLE_LEN: usize = 8192;
@@ -93,7 +95,7 @@ pub struct DirEntry {
 /// A whole UTF-8 file and the version it was read at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextFile {
-    pub text: String,
+    pub text: Text,
     pub version: Version,
 }
 
@@ -196,7 +198,7 @@ pub trait FsProvider: Send + Sync + 'static {
     /// mode, creates missing parents, publishes by same-filesystem rename,
     /// and returns the committed version. `guard` is checked against the
     /// state immediately before the commit.
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version>;
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version>;
 
     /// Applies `edits` in order to the UTF-8 file at `path` and stores the
     /// result atomically, as [`FsProvider::write`] does. Matching is literal

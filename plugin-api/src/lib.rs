@@ -8,7 +8,8 @@
 //! - the seam traits and their types, as plain async Rust ([`fs`],
 //!   [`subprocess`], [`e2b`] for the E2B owner service);
 //! - one error type with an open kind set ([`Error`], [`ErrorKind`]);
-//! - pull-based byte and text streams ([`stream`]);
+//! - pull-based byte and text streams ([`stream`]) whose payloads —
+//!   [`Bytes`] and [`Text`] — cross the plugin boundary without copies;
 //! - the plugin model: [`Plugin`], [`Descriptor`], [`Service`];
 //! - [`export_plugin!`], which turns a [`Plugin`] into a loadable library;
 //! - [`host`], which loads such libraries and creates instances.
@@ -25,17 +26,24 @@ pub mod host;
 pub mod plugin;
 pub mod stream;
 pub mod subprocess;
+pub mod text;
 
 pub use async_trait::async_trait;
+/// The byte payload of the seams (streams, writes, snapshots): re-exported
+/// so plugins need not depend on `bytes` themselves. `Bytes` itself never
+/// crosses the ABI (its glue does), so host and plugins need not agree on a
+/// `bytes` version.
+pub use bytes::Bytes;
 pub use error::{Error, ErrorKind, Result};
 pub use plugin::{CreateContext, Descriptor, Injected, Plugin, Service, ServiceKind};
+pub use text::Text;
 
 /// The plugin API version. A host loads only libraries built against the
 /// same version. Bump it with every change to the ABI layer that an older
 /// host or plugin cannot handle (a changed type layout, a new required
 /// method, a changed meaning); abi_stable's layout check backs it up for
 /// layout changes that were missed.
-pub const API_VERSION: u32 = 1;
+pub const API_VERSION: u32 = 2;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///

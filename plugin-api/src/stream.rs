@@ -12,15 +12,19 @@ use async_trait::async_trait;
 use futures::Stream;
 
 use crate::error::Result;
+use crate::text::Text;
+use bytes::Bytes;
 
 /// A stream of raw byte chunks. Chunks are never empty; the stream ends
-/// after the last chunk or after the first error.
-pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>>> + Send + 'static>>;
+/// after the last chunk or after the first error. Chunks cross the plugin
+/// boundary without being copied.
+pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Bytes>> + Send + 'static>>;
 
 /// A stream of UTF-8 text chunks, decoded correctly across the underlying
 /// byte chunks' boundaries. Chunks are never empty; the stream ends after
-/// the last chunk or after the first error.
-pub type TextStream = Pin<Box<dyn Stream<Item = Result<String>> + Send + 'static>>;
+/// the last chunk or after the first error. Chunks cross the plugin
+/// boundary without being copied.
+pub type TextStream = Pin<Box<dyn Stream<Item = Result<Text>> + Send + 'static>>;
 
 /// The writing end of a byte pipe (e.g. a process's stdin).
 ///
@@ -30,8 +34,9 @@ pub type TextStream = Pin<Box<dyn Stream<Item = Result<String>> + Send + 'static
 /// Dropping the writer closes it, like [`ByteWriter::close`] without waiting.
 #[async_trait]
 pub trait ByteWriter: Send + 'static {
-    /// Writes the whole chunk.
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()>;
+    /// Writes the whole chunk. It crosses the plugin boundary without
+    /// being copied.
+    async fn write(&mut self, chunk: Bytes) -> Result<()>;
 
     /// Signals end of input; the reader sees EOF. Later writes fail with
     /// [`crate::ErrorKind::Closed`]. Closing twice is a no-op.
@@ -39,7 +44,8 @@ pub trait ByteWriter: Send + 'static {
 }
 
 /// A byte stream that yields `bytes` as one chunk (or nothing if empty).
-pub fn byte_stream_once(bytes: Vec<u8>) -> ByteStream {
+pub fn byte_stream_once(bytes: impl Into<Bytes>) -> ByteStream {
+    let bytes = bytes.into();
     if bytes.is_empty() {
         Box::pin(futures::stream::empty())
     } else {
@@ -47,7 +53,8 @@ pub fn byte_stream_once(bytes: Vec<u8>) -> ByteStream {
     }
 }
 
-/// Reads a byte stream to its end, failing on its first error.
+/// Reads a byte stream to its end, failing on its first error. The chunks
+/// are concatenated into one `Vec` (one copy, inherent to concatenating).
 pub async fn collect_bytes(mut stream: ByteStream) -> Result<Vec<u8>> {
     use futures::StreamExt;
     let mut out = Vec::new();

@@ -16,6 +16,7 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::stream::{ByteStream, ByteWriter};
+use bytes::Bytes;
 
 /// A POSIX signal by its Linux number. Named constants cover the signals a
 /// coding agent sends; any number can be carried.
@@ -308,7 +309,7 @@ pub struct OutputSnapshot {
     /// Absolute stream offset of `bytes[0]`.
     pub offset: u64,
     /// Retained bytes from `offset` (collect mode; empty otherwise).
-    pub bytes: Vec<u8>,
+    pub bytes: Bytes,
     /// Whether bytes before the retained tail were dropped.
     pub truncated: bool,
     /// The spill file, when the spec asked for one.
@@ -369,7 +370,7 @@ pub trait Terminal: Send + Sync + 'static {
     fn take_output(&self) -> Option<ByteStream>;
 
     /// Writes input to the terminal.
-    async fn write(&self, data: Vec<u8>) -> Result<()>;
+    async fn write(&self, data: Bytes) -> Result<()>;
 
     /// Changes the window size; the foreground program sees SIGWINCH.
     async fn resize(&self, cols: u16, rows: u16) -> Result<()>;

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::e2b::EnvdRequest;
 use dsh_plugin_api::stream::{ByteStream, byte_stream_once, collect_bytes};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 use support::World;
 
@@ -46,7 +46,7 @@ impl Counted {
         Box::pin(futures::stream::iter(0..count).map(move |index| {
             let _alive = &guard;
             pulled.fetch_add(1, Ordering::SeqCst);
-            Ok(format!("chunk {index};").into_bytes())
+            Ok(Bytes::from(format!("chunk {index};")))
         }))
     }
 }
@@ -199,7 +199,9 @@ async fn concurrent_requests_stream_independently() {
                 .map(|index| format!("{task}:{index},").into_bytes())
                 .collect();
             let expected = chunks.concat();
-            let body: ByteStream = Box::pin(futures::stream::iter(chunks.into_iter().map(Ok)));
+            let body: ByteStream = Box::pin(futures::stream::iter(
+                chunks.into_iter().map(|chunk| Ok(Bytes::from(chunk))),
+            ));
             let response = owner
                 .envd(request(&format!("/t/{task}"), body))
                 .await

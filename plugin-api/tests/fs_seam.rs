@@ -6,9 +6,9 @@ mod support;
 
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{Edit, FileKind, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
+use dsh_plugin_api::{Bytes, ErrorKind, Text};
 use futures::StreamExt;
 use support::World;
 
@@ -31,7 +31,7 @@ async fn every_method_round_trips() {
     let v1 = fs
         .write(
             "notes/a.txt",
-            text.as_bytes().to_vec(),
+            Bytes::copy_from_slice(text.as_bytes()),
             WriteGuard::CreateNew,
         )
         .await
@@ -88,7 +88,7 @@ async fn every_method_round_trips() {
     let streamed = fs.stream_text("notes/a.txt").await.expect("stream_text");
     assert_eq!(streamed.version, v1);
     assert_eq!(streamed.size, text.len() as u64);
-    let chunks: Vec<String> = streamed
+    let chunks: Vec<Text> = streamed
         .chunks
         .map(|chunk| chunk.expect("chunk"))
         .collect()
@@ -105,14 +105,18 @@ async fn every_method_round_trips() {
     let v2 = fs
         .write(
             "notes/a.txt",
-            b"one\ntwo\ntwo\n".to_vec(),
+            Bytes::from_static(b"one\ntwo\ntwo\n"),
             WriteGuard::IfVersion(v1.clone()),
         )
         .await
         .expect("guarded write");
     assert_ne!(v2, v1);
     let stale = fs
-        .write("notes/a.txt", b"x".to_vec(), WriteGuard::IfVersion(v1))
+        .write(
+            "notes/a.txt",
+            Bytes::from_static(b"x"),
+            WriteGuard::IfVersion(v1),
+        )
         .await
         .expect_err("stale version");
     assert_eq!(stale.kind(), ErrorKind::Conflict);
@@ -173,14 +177,14 @@ async fn every_error_kind_crosses_with_its_subject() {
     // Errors of the other methods cross the same way.
     let err = fs.read_text("/probe/e2b").await.expect_err("a directory");
     assert_eq!(err.kind(), ErrorKind::IsADirectory);
-    fs.write("bin", vec![0, 1, 2], WriteGuard::Overwrite)
+    fs.write("bin", Bytes::from(vec![0, 1, 2]), WriteGuard::Overwrite)
         .await
         .expect("write");
     assert_eq!(
         fs.read_text("bin").await.expect_err("binary").kind(),
         ErrorKind::Binary
     );
-    fs.write("bad", vec![b'a', 0xff], WriteGuard::Overwrite)
+    fs.write("bad", Bytes::from(vec![b'a', 0xff]), WriteGuard::Overwrite)
         .await
         .expect("write");
     assert_eq!(
@@ -320,7 +324,7 @@ async fn concurrent_calls_from_many_tasks() {
                 let path = format!("c/{task}/{round}.txt");
                 let content = format!("task {task} round {round}");
                 let version = fs
-                    .write(&path, content.clone().into_bytes(), WriteGuard::CreateNew)
+                    .write(&path, Bytes::from(content.clone()), WriteGuard::CreateNew)
                     .await
                     .expect("write");
                 let file = fs.read_text(&path).await.expect("read");

@@ -8,12 +8,12 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{
     OutputMode, OutputStream, Process, Signal, SpawnSpec, StdinMode, SubprocessProvider,
     TerminalSpec,
 };
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 use support::World;
 
@@ -23,7 +23,7 @@ async fn spawn(subprocess: &Arc<dyn SubprocessProvider>, spec: SpawnSpec) -> Arc
 
 async fn next_text(output: &mut dsh_plugin_api::stream::ByteStream) -> String {
     let chunk = output.next().await.expect("output chunk").expect("ok");
-    String::from_utf8(chunk).expect("UTF-8 output")
+    String::from_utf8(Vec::from(chunk)).expect("UTF-8 output")
 }
 
 async fn counters(subprocess: &Arc<dyn SubprocessProvider>) -> serde_json::Value {
@@ -116,11 +116,20 @@ async fn stdin_writes_flow_through_and_close_ends_them() {
     assert!(process.take_stdin().is_none(), "taken once");
     let stdout = process.take_stdout().expect("stdout");
     let reader = tokio::spawn(collect_bytes(stdout));
-    stdin.write(b"abc".to_vec()).await.expect("write");
-    stdin.write(b"def".to_vec()).await.expect("write");
+    stdin
+        .write(Bytes::from_static(b"abc"))
+        .await
+        .expect("write");
+    stdin
+        .write(Bytes::from_static(b"def"))
+        .await
+        .expect("write");
     stdin.close().await.expect("close");
     stdin.close().await.expect("close twice");
-    let err = stdin.write(b"late".to_vec()).await.expect_err("closed");
+    let err = stdin
+        .write(Bytes::from_static(b"late"))
+        .await
+        .expect_err("closed");
     assert_eq!(err.kind(), ErrorKind::Closed);
     assert_eq!(reader.await.expect("reader").expect("stdout"), b"abcdef");
     assert_eq!(process.wait().await.expect("wait").code, Some(0));
@@ -302,9 +311,15 @@ async fn a_terminal_round_trips_every_method() {
     let mut output = terminal.take_output().expect("output");
     assert!(terminal.take_output().is_none(), "taken once");
     assert_eq!(next_text(&mut output).await, "bash -i\r\n");
-    terminal.write(b"ls\n".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"ls\n"))
+        .await
+        .expect("write");
     assert_eq!(next_text(&mut output).await, "ls\n");
-    terminal.write(vec![0x03]).await.expect("ctrl-c");
+    terminal
+        .write(Bytes::from(vec![0x03]))
+        .await
+        .expect("ctrl-c");
     assert_eq!(next_text(&mut output).await, "\u{3}");
     assert_eq!(next_text(&mut output).await, "^C\r\n");
     terminal.resize(120, 40).await.expect("resize");
@@ -322,7 +337,10 @@ async fn a_terminal_round_trips_every_method() {
     );
     let status = terminal.wait().await.expect("wait");
     assert_eq!(status.signal, Some(Signal::INT));
-    let err = terminal.write(b"late".to_vec()).await.expect_err("exited");
+    let err = terminal
+        .write(Bytes::from_static(b"late"))
+        .await
+        .expect_err("exited");
     assert_eq!(err.kind(), ErrorKind::Closed);
     assert_eq!(err.subject(), Some(pid.to_string().as_str()));
 

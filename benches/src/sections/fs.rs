@@ -21,6 +21,7 @@ use crate::figure::{Figure, Section, Target};
 use crate::locate::{BENCH_DIR_ENV, bench_dir};
 use crate::machine::filesystem_type;
 use crate::measure::{Contender, Plan, interleave, time_each, time_each_async};
+use dsh_plugin_api::Bytes;
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * 1024;
@@ -258,7 +259,7 @@ fn write(
                 let started = Instant::now();
                 for input in inputs {
                     let version = fs
-                        .write(&path, input, WriteGuard::Overwrite)
+                        .write(&path, Bytes::from(input), WriteGuard::Overwrite)
                         .await
                         .with_context(|| format!("write {path}"))?;
                     black_box(version);

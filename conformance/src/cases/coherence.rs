@@ -1,8 +1,8 @@
 //! One world through both seams: what `fs` writes a command sees, what a
 //! command writes `fs` sees, and both agree on cwd, names and metadata.
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FileKind, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::check::{CaseResult, ensure, ensure_bytes, ensure_eq, show};
 use crate::commands::sh_spec;
@@ -61,7 +61,8 @@ async fn fs_write_seen_by_command(cx: &Cx) -> CaseResult {
         let path = cx.path(name);
         cx.ok(
             &format!("write {path:?}"),
-            cx.fs().write(&path, data.clone(), WriteGuard::Overwrite),
+            cx.fs()
+                .write(&path, Bytes::from(data.clone()), WriteGuard::Overwrite),
         )
         .await?;
         let out = cx
@@ -123,7 +124,8 @@ async fn external_change_bumps_version(cx: &Cx) -> CaseResult {
     let before = cx
         .ok(
             &format!("write {path}"),
-            cx.fs().write(&path, b"v1".to_vec(), WriteGuard::Overwrite),
+            cx.fs()
+                .write(&path, Bytes::from_static(b"v1"), WriteGuard::Overwrite),
         )
         .await?;
     cx.sh_ok("append through a command", r#"printf x >> "$1""#, &[&path])
@@ -138,7 +140,7 @@ async fn external_change_bumps_version(cx: &Cx) -> CaseResult {
         ErrorKind::Conflict,
         cx.fs().write(
             &path,
-            b"lost update".to_vec(),
+            Bytes::from_static(b"lost update"),
             WriteGuard::IfVersion(before),
         ),
     )
@@ -242,8 +244,11 @@ async fn names_both_ways(cx: &Cx) -> CaseResult {
         let path = format!("{fs_dir}/{name}");
         cx.ok(
             &format!("write {path:?}"),
-            cx.fs()
-                .write(&path, name.as_bytes().to_vec(), WriteGuard::Overwrite),
+            cx.fs().write(
+                &path,
+                Bytes::copy_from_slice(name.as_bytes()),
+                WriteGuard::Overwrite,
+            ),
         )
         .await?;
     }

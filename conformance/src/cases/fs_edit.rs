@@ -1,8 +1,8 @@
 //! `edit` (DESIGN §5.1): literal replacements on LF-normalised text, the
 //! dominant line ending restored, all-or-nothing, serialised per target.
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{Edit, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::check::{CaseResult, Failure, ensure, ensure_bytes, ensure_eq, fail};
 use crate::context::Cx;
@@ -72,8 +72,11 @@ async fn put(cx: &Cx, name: &str, content: &str) -> Result<String, Failure> {
     let path = cx.path(name);
     cx.ok(
         &format!("write {path}"),
-        cx.fs()
-            .write(&path, content.as_bytes().to_vec(), WriteGuard::Overwrite),
+        cx.fs().write(
+            &path,
+            Bytes::copy_from_slice(content.as_bytes()),
+            WriteGuard::Overwrite,
+        ),
     )
     .await?;
     Ok(path)
@@ -347,7 +350,7 @@ async fn guards_and_errors(cx: &Cx) -> CaseResult {
     cx.ok(
         &format!("write {binary}"),
         cx.fs()
-            .write(&binary, b"a\0b".to_vec(), WriteGuard::Overwrite),
+            .write(&binary, Bytes::from_static(b"a\0b"), WriteGuard::Overwrite),
     )
     .await?;
     refused(
@@ -362,8 +365,11 @@ async fn guards_and_errors(cx: &Cx) -> CaseResult {
     let invalid = cx.path("invalid");
     cx.ok(
         &format!("write {invalid}"),
-        cx.fs()
-            .write(&invalid, b"a \xff b".to_vec(), WriteGuard::Overwrite),
+        cx.fs().write(
+            &invalid,
+            Bytes::from_static(b"a \xff b"),
+            WriteGuard::Overwrite,
+        ),
     )
     .await?;
     refused(

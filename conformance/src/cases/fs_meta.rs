@@ -2,8 +2,8 @@
 
 use std::time::{Duration, SystemTime};
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{DirEntry, FileKind, Metadata, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::check::{CaseResult, ensure, ensure_eq, ensure_names, fail};
 use crate::context::Cx;
@@ -305,19 +305,19 @@ async fn version_changes(cx: &Cx) -> CaseResult {
     let a = cx
         .ok(
             &what,
-            fs.write(&file, b"AAAA".to_vec(), WriteGuard::Overwrite),
+            fs.write(&file, Bytes::from_static(b"AAAA"), WriteGuard::Overwrite),
         )
         .await?;
     let b = cx
         .ok(
             &what,
-            fs.write(&file, b"BBBB".to_vec(), WriteGuard::Overwrite),
+            fs.write(&file, Bytes::from_static(b"BBBB"), WriteGuard::Overwrite),
         )
         .await?;
     let a_again = cx
         .ok(
             &what,
-            fs.write(&file, b"AAAA".to_vec(), WriteGuard::Overwrite),
+            fs.write(&file, Bytes::from_static(b"AAAA"), WriteGuard::Overwrite),
         )
         .await?;
     ensure!(

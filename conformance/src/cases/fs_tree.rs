@@ -1,7 +1,7 @@
 //! `mkdir`, `remove`, `rename` (DESIGN §5.1: as users of the E2B SDK expect).
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FileKind, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::check::{CaseResult, ensure, ensure_bytes, ensure_eq, ensure_names};
 use crate::context::Cx;
@@ -58,7 +58,8 @@ async fn expect_missing(cx: &Cx, path: &str, context: &str) -> CaseResult {
 async fn write(cx: &Cx, path: &str, content: &[u8]) -> CaseResult {
     cx.ok(
         &format!("write {path}"),
-        cx.fs().write(path, content.to_vec(), WriteGuard::Overwrite),
+        cx.fs()
+            .write(path, Bytes::copy_from_slice(content), WriteGuard::Overwrite),
     )
     .await
     .map(drop)

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FileKind, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::FutureExt;
 
 use crate::check::{
@@ -97,7 +97,7 @@ async fn write(
 ) -> Result<dsh_plugin_api::fs::Version, Failure> {
     cx.ok(
         &format!("write {path}"),
-        cx.fs().write(path, content.to_vec(), guard),
+        cx.fs().write(path, Bytes::copy_from_slice(content), guard),
     )
     .await
 }
@@ -235,7 +235,9 @@ async fn cancel_keeps_old(cx: &Cx) -> CaseResult {
     // it, and after short delays, so some drops land mid-transfer.
     for delay_ms in [None, Some(0), Some(1), Some(5), Some(20)] {
         write(cx, &path, &old, WriteGuard::Overwrite).await?;
-        let fut = cx.fs().write(&path, new.clone(), WriteGuard::Overwrite);
+        let fut = cx
+            .fs()
+            .write(&path, Bytes::from(new.clone()), WriteGuard::Overwrite);
         let finished = match delay_ms {
             None => {
                 drop(fut);
@@ -320,7 +322,8 @@ async fn guard_create_new(cx: &Cx) -> CaseResult {
         .err(
             &format!("write {path} with CreateNew over an existing file"),
             ErrorKind::AlreadyExists,
-            cx.fs().write(&path, b"two".to_vec(), WriteGuard::CreateNew),
+            cx.fs()
+                .write(&path, Bytes::from_static(b"two"), WriteGuard::CreateNew),
         )
         .await?;
     ensure_names(&format!("write {path} with CreateNew"), &err, "fresh")?;
@@ -345,8 +348,11 @@ async fn guard_if_version(cx: &Cx) -> CaseResult {
         .err(
             &format!("write {path} guarded by a stale version"),
             ErrorKind::Conflict,
-            cx.fs()
-                .write(&path, b"three".to_vec(), WriteGuard::IfVersion(v1.clone())),
+            cx.fs().write(
+                &path,
+                Bytes::from_static(b"three"),
+                WriteGuard::IfVersion(v1.clone()),
+            ),
         )
         .await?;
     ensure_names(
@@ -365,8 +371,11 @@ async fn guard_if_version(cx: &Cx) -> CaseResult {
     cx.err(
         &format!("write {missing} guarded by a version, file missing"),
         ErrorKind::NotFound,
-        cx.fs()
-            .write(&missing, b"x".to_vec(), WriteGuard::IfVersion(v2)),
+        cx.fs().write(
+            &missing,
+            Bytes::from_static(b"x"),
+            WriteGuard::IfVersion(v2),
+        ),
     )
     .await?;
     cx.err(
@@ -386,8 +395,11 @@ async fn guard_race(cx: &Cx) -> CaseResult {
         .map(|i| format!("writer {i}").into_bytes())
         .collect();
     let attempts = contents.iter().map(|content| {
-        cx.fs()
-            .write(&path, content.clone(), WriteGuard::IfVersion(v0.clone()))
+        cx.fs().write(
+            &path,
+            Bytes::from(content.clone()),
+            WriteGuard::IfVersion(v0.clone()),
+        )
     });
     let results = cx
         .within(
@@ -441,7 +453,8 @@ async fn write_errors(cx: &Cx) -> CaseResult {
         .err(
             &format!("write {dir} (a directory)"),
             ErrorKind::IsADirectory,
-            cx.fs().write(&dir, b"x".to_vec(), WriteGuard::Overwrite),
+            cx.fs()
+                .write(&dir, Bytes::from_static(b"x"), WriteGuard::Overwrite),
         )
         .await?;
     ensure_names(&format!("write {dir}"), &err, "a-directory")?;
@@ -456,7 +469,8 @@ async fn write_errors(cx: &Cx) -> CaseResult {
     cx.err(
         &format!("write {below} (below a regular file)"),
         ErrorKind::NotADirectory,
-        cx.fs().write(&below, b"x".to_vec(), WriteGuard::Overwrite),
+        cx.fs()
+            .write(&below, Bytes::from_static(b"x"), WriteGuard::Overwrite),
     )
     .await?;
     expect_content(cx, &file, b"keep", "after a refused write below it").await?;
@@ -464,7 +478,8 @@ async fn write_errors(cx: &Cx) -> CaseResult {
     cx.err(
         "write of a path with NUL",
         ErrorKind::InvalidInput,
-        cx.fs().write(&nul, b"x".to_vec(), WriteGuard::Overwrite),
+        cx.fs()
+            .write(&nul, Bytes::from_static(b"x"), WriteGuard::Overwrite),
     )
     .await?;
     let entries = cx

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::subprocess::{
     OutputMode, OutputStream, Process, SpawnSpec, SpillSpec, StdinMode,
 };
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::check::{CaseResult, Failure, ensure, ensure_bytes, ensure_eq, fail, show};
 use crate::commands::{drain, sh_spec};
@@ -105,7 +105,8 @@ async fn feed(cx: &Cx, process: &Arc<dyn Process>, chunks: &[&[u8]]) -> CaseResu
         fail!("spawn with StdinMode::Pipe: take_stdin returned None");
     };
     for chunk in chunks {
-        cx.ok("write to stdin", stdin.write(chunk.to_vec())).await?;
+        cx.ok("write to stdin", stdin.write(Bytes::copy_from_slice(chunk)))
+            .await?;
     }
     cx.ok("close stdin", stdin.close()).await
 }
@@ -521,8 +522,10 @@ async fn stdin_pipe_and_close(cx: &Cx) -> CaseResult {
         process.take_stdin().is_none(),
         "take_stdin: a second call returned a writer"
     );
-    cx.ok("write \"a\"", stdin.write(b"a".to_vec())).await?;
-    cx.ok("write \"b\"", stdin.write(b"b".to_vec())).await?;
+    cx.ok("write \"a\"", stdin.write(Bytes::from_static(b"a")))
+        .await?;
+    cx.ok("write \"b\"", stdin.write(Bytes::from_static(b"b")))
+        .await?;
     cx.ok("close stdin", stdin.close()).await?;
     let status = cx.ok("wait for cat after close", process.wait()).await?;
     ensure!(
@@ -533,7 +536,7 @@ async fn stdin_pipe_and_close(cx: &Cx) -> CaseResult {
         .err(
             "write after close",
             ErrorKind::Closed,
-            stdin.write(b"c".to_vec()),
+            stdin.write(Bytes::from_static(b"c")),
         )
         .await?;
     ensure!(
@@ -589,7 +592,12 @@ async fn stdin_backpressure(cx: &Cx) -> CaseResult {
     let chunk = vec![b'x'; CHUNK];
     let mut accepted = 0;
     while accepted < MAX_CHUNKS {
-        match tokio::time::timeout(Duration::from_secs(1), stdin.write(chunk.clone())).await {
+        match tokio::time::timeout(
+            Duration::from_secs(1),
+            stdin.write(Bytes::from(chunk.clone())),
+        )
+        .await
+        {
             Err(_) => break,
             Ok(Ok(())) => accepted += 1,
             Ok(Err(err)) => fail!(

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{Signal, Terminal, TerminalSpec};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 
 use crate::check::{CaseResult, Failure, ensure, ensure_eq, ensure_names, fail, show};
@@ -193,7 +193,7 @@ fn interactive_bash(cx: &Cx) -> TerminalSpec {
 async fn write(cx: &Cx, terminal: &Arc<dyn Terminal>, text: &str) -> CaseResult {
     cx.ok(
         &format!("terminal write {}", show(text.as_bytes())),
-        terminal.write(text.as_bytes().to_vec()),
+        terminal.write(Bytes::copy_from_slice(text.as_bytes())),
     )
     .await
 }
@@ -491,7 +491,7 @@ async fn terminate_session(cx: &Cx) -> CaseResult {
         .err(
             "write after terminate",
             ErrorKind::Closed,
-            terminal.write(b"x".to_vec()),
+            terminal.write(Bytes::from_static(b"x")),
         )
         .await?;
     ensure!(

@@ -17,6 +17,7 @@ use dsh_plugin_api::subprocess::{
     ExitStatus, OutputSnapshot, OutputStream, Process, SpawnSpec, SubprocessProvider, Terminal,
     TerminalSpec,
 };
+use dsh_plugin_api::{Bytes, Text};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_subprocess_local::LocalSubprocess;
 use futures::StreamExt;
@@ -159,7 +160,7 @@ impl FsProvider for BrokenFs {
                 let stream = self.inner.read_bytes(path).await?;
                 let bytes = dsh_plugin_api::stream::collect_bytes(stream.chunks).await?;
                 Ok(TextFile {
-                    text: lossy_text(&bytes)?,
+                    text: Text::from(lossy_text(&bytes)?),
                     version: stream.version,
                 })
             }
@@ -181,9 +182,9 @@ impl FsProvider for BrokenFs {
         let stream = self.inner.read_bytes(path).await?;
         // Decodes every chunk on its own: characters split across chunks
         // and invalid bytes become U+FFFD.
-        let chunks = stream
-            .chunks
-            .map(|chunk| chunk.map(|bytes| String::from_utf8_lossy(&bytes).into_owned()));
+        let chunks = stream.chunks.map(|chunk| {
+            chunk.map(|bytes| Text::from(String::from_utf8_lossy(&bytes).into_owned()))
+        });
         Ok(ReadStream {
             version: stream.version,
             size: stream.size,
@@ -197,9 +198,9 @@ impl FsProvider for BrokenFs {
         Ok(ReadStream { version, ..stream })
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         if self.flaw == FsFlaw::NonAtomicWrite && guard == WriteGuard::Overwrite {
-            return self.write_in_place(path, content).await;
+            return self.write_in_place(path, Vec::from(content)).await;
         }
         let guard = self.real_guard(path, guard).await?;
         let version = self.inner.write(path, content, guard).await?;
@@ -216,7 +217,7 @@ impl FsProvider for BrokenFs {
                 if count == 0 || (count > 1 && !edit.replace_all) {
                     return Err(Error::invalid_input(format!("edit: {count} matches")));
                 }
-                text = text.replace(edit.old.as_str(), &edit.new);
+                text = Text::from(text.replace(edit.old.as_str(), &edit.new));
                 replacements += count;
             }
             // The window in which a concurrent edit's result is lost.
@@ -404,13 +405,14 @@ impl Terminal for BrokenTerminal {
     fn take_output(&self) -> Option<ByteStream> {
         let output = self.inner.take_output()?;
         if self.flaw == SubprocessFlaw::TerminalPromptNoise {
-            let prompt = futures::stream::once(async { Ok(b"user@sandbox:~$ ".to_vec()) });
+            let prompt =
+                futures::stream::once(async { Ok(Bytes::from_static(b"user@sandbox:~$ ")) });
             return Some(Box::pin(prompt.chain(output)));
         }
         Some(output)
     }
 
-    async fn write(&self, data: Vec<u8>) -> Result<()> {
+    async fn write(&self, data: Bytes) -> Result<()> {
         self.inner.write(data).await
     }
 

@@ -15,7 +15,7 @@ use dsh_plugin_api::subprocess::{
     ExitStatus, OutputSnapshot, OutputStream, Process, SpawnSpec, SubprocessProvider, Terminal,
     TerminalSpec,
 };
-use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
 use dsh_subprocess_local::LocalSubprocess;
 
 /// How a [`FaultyFs`] misbehaves.
@@ -93,7 +93,7 @@ impl FsProvider for FaultyFs {
         self.inner.read_bytes(path).await
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         self.gate("write", true).await?;
         self.inner.write(path, content, guard).await
     }

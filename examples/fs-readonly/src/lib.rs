@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use dsh_plugin_api::Bytes;
 use dsh_plugin_api::fs::{
     DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
     WriteGuard,
@@ -97,7 +98,7 @@ impl FsProvider for ReadOnlyFs {
         self.inner.read_bytes(path).await
     }
 
-    async fn write(&self, path: &str, _content: Vec<u8>, _guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, _content: Bytes, _guard: WriteGuard) -> Result<Version> {
         self.refuse("write", path)
     }
 

@@ -9,7 +9,7 @@ use dsh_fs_local::FsLocal;
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::stream::TextStream;
 use dsh_plugin_api::stream::collect_bytes;
-use dsh_plugin_api::{CreateContext, ErrorKind, Injected, Plugin, Service};
+use dsh_plugin_api::{Bytes, CreateContext, ErrorKind, Injected, Plugin, Service};
 use futures::StreamExt;
 
 async fn collect_text(stream: TextStream) -> String {
@@ -83,7 +83,7 @@ async fn every_mutation_is_refused_and_changes_nothing() {
         (
             "write",
             "sub/a.txt",
-            fs.write("sub/a.txt", b"x".to_vec(), WriteGuard::Overwrite)
+            fs.write("sub/a.txt", Bytes::from_static(b"x"), WriteGuard::Overwrite)
                 .await
                 .err(),
         ),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use dsh_conformance::{KitOptions, World, run};
 use dsh_host::{Host, Manifest, ManifestFormat, SearchPath};
-use dsh_plugin_api::{ErrorKind, Service, ServiceKind};
+use dsh_plugin_api::{Bytes, ErrorKind, Service, ServiceKind};
 
 /// Where cargo put the plugin libraries: `target/<profile>/deps` (built as
 /// dependencies of this test) and `target/<profile>` (`cargo build`).
@@ -91,7 +91,7 @@ async fn loaded_by_manifest_it_refuses_mutations() {
     let target = dir.path().join("file.txt");
     let path = target.to_str().expect("UTF-8").to_owned();
     let err = fs
-        .write(&path, b"x".to_vec(), Default::default())
+        .write(&path, Bytes::from_static(b"x"), Default::default())
         .await
         .expect_err("refused");
     assert_eq!(err.kind(), ErrorKind::PermissionDenied);

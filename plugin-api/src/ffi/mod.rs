@@ -10,9 +10,10 @@
 //! [`instance`] (create/dispose of an instance); [`fs`], [`subprocess`],
 //! [`e2b`] (per seam: `#[sabi_trait]` objects, `repr(C)` mirrors with `From`
 //! both ways, the exporting side, the importing proxy); [`stream`] (pull
-//! streams and writers); [`service`]; [`error`]; [`future`]; [`context`]
-//! and [`runtime`]; [`mod@panic`]; [`registry`] (proxy unwrapping); [`log`],
-//! [`log_forward`], [`log_sink`] (the tracing bridge).
+//! streams and writers); [`bytes`] (byte and text payloads); [`service`];
+//! [`error`]; [`future`]; [`context`] and [`runtime`]; [`mod@panic`];
+//! [`registry`] (proxy unwrapping); [`log`], [`log_forward`], [`log_sink`]
+//! (the tracing bridge).
 //!
 //! # Decisions
 //!
@@ -63,12 +64,23 @@
 //!   consumer's waker answers pending / chunk / end / error — the pull of
 //!   DESIGN §4.5 without a boxed future per chunk. Nothing is buffered in
 //!   between (backpressure is the producer's, end to end); dropping the
-//!   consumer drops the producer at once. A chunk is copied once per
-//!   crossing (a buffer can only be freed by the allocator of the binary
-//!   that made it): 16 MiB in 4 KiB chunks moved at 600–860 MiB/s through
-//!   FFI against 480–990 MiB/s in-process (the difference is within the
-//!   noise of this machine; at most ~1.4 µs per chunk). Writers take
-//!   `RVec<u8>` and have `close`.
+//!   consumer drops the producer at once. Writers have `close`.
+//! - **Byte payloads are never copied** ([`bytes`]): stream chunks, writes
+//!   and snapshots cross as [`bytes::FfiBytes`] (`#[repr(C)] { ptr, len,
+//!   owner, release }`) and text as [`bytes::FfiText`] over it. A buffer may
+//!   only be freed by the allocator of the binary that made it, so the
+//!   sender boxes its `Bytes` as the owner and passes its own `release`;
+//!   the receiver wraps the data with `Bytes::from_owner`, and the last
+//!   clone's drop runs the sender's `release`. Any `Bytes` crosses this way
+//!   (a slice, a shared buffer, a chunk received from another plugin), so
+//!   a decorator hands on what it received without a copy. Before API
+//!   version 2 each crossing copied (`RVec::into_vec` copies whenever the
+//!   vector's vtable is another binary's): the prototype measured that copy
+//!   as the whole gap on the bulk paths — 64 MiB whole-file read 1.97×,
+//!   streamed read 1.30×, write 1.85× of in-process, and ≤ 1.03× wrapped
+//!   (`benches/README.md`, "Zero-copy"). What a crossing still costs is one
+//!   small box for the owner (~40 ns at 1 KiB, where the copy cost about
+//!   the same).
 //! - **Panics never cross** ([`mod@panic`]): every `extern` entry, every
 //!   vtable method implemented here, every poll and every drop of plugin
 //!   state runs under `catch_unwind`; a panic becomes `ErrorKind::Panicked` with the
@@ -95,6 +107,7 @@
 
 // abi_stable 0.11's #[sabi_trait] expands impls inside a const.
 #![allow(non_local_definitions)]
+pub mod bytes;
 pub mod context;
 pub mod e2b;
 pub mod error;

@@ -149,16 +149,16 @@ mod tests {
         let counter = pulled.clone();
         let plain = futures::stream::iter(0..3u8).map(move |index| {
             counter.fetch_add(1, Ordering::SeqCst);
-            Ok(vec![index])
+            Ok(bytes::Bytes::from(vec![index]))
         });
-        let object: FfiStream_TO<'static, RBox<()>, abi_stable::std_types::RVec<u8>> =
+        let object: FfiStream_TO<'static, RBox<()>, crate::ffi::bytes::FfiBytes> =
             export_stream(Box::pin(plain), &context, "unit");
         let original = object.obj.sabi_erased_ref().as_ptr() as usize;
         let proxy = import_stream(object);
-        let again: FfiStream_TO<'static, RBox<()>, abi_stable::std_types::RVec<u8>> =
+        let again: FfiStream_TO<'static, RBox<()>, crate::ffi::bytes::FfiBytes> =
             export_stream(proxy, &context, "unit");
         assert_eq!(again.obj.sabi_erased_ref().as_ptr() as usize, original);
-        let chunks: Vec<Vec<u8>> = futures::executor::block_on(
+        let chunks: Vec<bytes::Bytes> = futures::executor::block_on(
             import_stream(again)
                 .map(|chunk| chunk.expect("chunk"))
                 .collect(),

@@ -9,10 +9,9 @@
 //! Polling is used instead of one [`async_ffi::FfiFuture`] per chunk: it is
 //! the same pull, without a boxed future per chunk.
 //!
-//! Chunks are copied once per crossing: a buffer allocated by one binary
-//! can only be freed by that binary's allocator, so the receiving side takes
-//! ownership by copying (the sending side hands its `Vec` over without a
-//! copy).
+//! Chunks are never copied: they cross as [`FfiBytes`] / [`FfiText`],
+//! which the receiving side wraps as `Bytes` / `Text` while the sending
+//! binary keeps owning (and eventually frees) the buffer.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -21,17 +20,21 @@ use std::task::{Context, Poll};
 use abi_stable::StableAbi;
 use abi_stable::sabi_trait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RBox, RString, RVec};
+use abi_stable::std_types::RBox;
 use async_ffi::{ContextExt, FfiContext};
 use futures::Stream;
 
+use bytes::Bytes;
+
 use crate::error::{Error, Result};
+use crate::ffi::bytes::{FfiBytes, FfiText};
 use crate::ffi::context::CallContext;
 use crate::ffi::error::FfiError;
 use crate::ffi::future::{FfiFut, export, import};
 use crate::ffi::panic::{catch, drop_quietly};
 use crate::ffi::registry;
 use crate::stream::ByteWriter;
+use crate::text::Text;
 
 /// One answer of [`FfiStream::poll_next_chunk`].
 #[repr(C, u8)]
@@ -47,7 +50,7 @@ pub enum FfiChunk<T> {
     Error(FfiError),
 }
 
-/// A pull-based stream of chunks (`RVec<u8>` or `RString`).
+/// A pull-based stream of chunks ([`FfiBytes`] or [`FfiText`]).
 #[sabi_trait]
 pub trait FfiStream<T>: Send + Unpin {
     /// Polls for the next chunk with the caller's waker.
@@ -56,35 +59,36 @@ pub trait FfiStream<T>: Send + Unpin {
 }
 
 /// A byte stream as it crosses the ABI.
-pub type FfiByteStream = FfiStream_TO<'static, RBox<()>, RVec<u8>>;
+pub type FfiByteStream = FfiStream_TO<'static, RBox<()>, FfiBytes>;
 /// A text stream as it crosses the ABI.
-pub type FfiTextStream = FfiStream_TO<'static, RBox<()>, RString>;
+pub type FfiTextStream = FfiStream_TO<'static, RBox<()>, FfiText>;
 
-/// The chunk types that cross: each with its plain counterpart.
+/// The chunk types that cross: each with its plain counterpart. Neither
+/// direction copies.
 pub trait ChunkType: StableAbi + Send + Sized + 'static {
-    /// `Vec<u8>` or `String`.
+    /// `Bytes` or `Text`.
     type Plain: Send + 'static;
     fn from_plain(plain: Self::Plain) -> Self;
     fn into_plain(self) -> Self::Plain;
 }
 
-impl ChunkType for RVec<u8> {
-    type Plain = Vec<u8>;
-    fn from_plain(plain: Vec<u8>) -> Self {
-        plain.into()
+impl ChunkType for FfiBytes {
+    type Plain = Bytes;
+    fn from_plain(plain: Bytes) -> Self {
+        FfiBytes::from_bytes(plain)
     }
-    fn into_plain(self) -> Vec<u8> {
-        self.into_vec()
+    fn into_plain(self) -> Bytes {
+        self.into_bytes()
     }
 }
 
-impl ChunkType for RString {
-    type Plain = String;
-    fn from_plain(plain: String) -> Self {
-        plain.into()
+impl ChunkType for FfiText {
+    type Plain = Text;
+    fn from_plain(plain: Text) -> Self {
+        FfiText::from_text(plain)
     }
-    fn into_plain(self) -> String {
-        self.into_string()
+    fn into_plain(self) -> Text {
+        self.into_text()
     }
 }
 
@@ -232,7 +236,7 @@ impl<T: ChunkType> Drop for StreamProxy<T> {
 #[sabi_trait]
 pub trait FfiByteWriter: Send + Unpin {
     /// Writes the whole chunk; resolves once it was handed on.
-    fn write<'a>(&'a mut self, chunk: RVec<u8>) -> FfiFut<'a, ()>;
+    fn write<'a>(&'a mut self, chunk: FfiBytes) -> FfiFut<'a, ()>;
 
     /// Signals end of input. Later writes fail with `Closed`.
     #[sabi(last_prefix_field)]
@@ -298,8 +302,8 @@ impl WriterExport {
 }
 
 impl FfiByteWriter for WriterExport {
-    fn write<'a>(&'a mut self, chunk: RVec<u8>) -> FfiFut<'a, ()> {
-        let chunk = chunk.into_vec();
+    fn write<'a>(&'a mut self, chunk: FfiBytes) -> FfiFut<'a, ()> {
+        let chunk = chunk.into_bytes();
         self.call("write", move |inner| inner.write(chunk))
     }
 
@@ -337,8 +341,8 @@ impl WriterProxy {
 
 #[async_trait::async_trait]
 impl ByteWriter for WriterProxy {
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()> {
-        import(self.object("write")?.write(chunk.into())).await
+    async fn write(&mut self, chunk: Bytes) -> Result<()> {
+        import(self.object("write")?.write(FfiBytes::from_bytes(chunk))).await
     }
 
     async fn close(&mut self) -> Result<()> {

@@ -84,7 +84,7 @@ impl Body for StreamRequestBody {
                 Poll::Pending => Poll::Pending,
                 // Empty chunks would end a chunked HTTP/1.1 body early.
                 Poll::Ready(Some(Ok(chunk))) if chunk.is_empty() => continue,
-                Poll::Ready(Some(Ok(chunk))) => Poll::Ready(Some(Ok(Frame::data(chunk.into())))),
+                Poll::Ready(Some(Ok(chunk))) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
                 Poll::Ready(Some(Err(err))) => {
                     this.done = true;
                     let message = err.to_string();
@@ -124,7 +124,7 @@ pub(crate) fn client_body_stream(body: ClientBody) -> ByteStream {
                 None => return None,
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) if data.is_empty() => continue,
-                    Ok(data) => return Some((Ok(Vec::from(data)), Some(body))),
+                    Ok(data) => return Some((Ok(data), Some(body))),
                     Err(_trailers) => continue,
                 },
                 Some(Err(err)) => {
@@ -166,7 +166,8 @@ impl RelayedBody {
     }
 
     /// A body of `bytes` (the synthetic edge answer).
-    pub(crate) fn full(bytes: Vec<u8>) -> Self {
+    pub(crate) fn full(bytes: impl Into<Bytes>) -> Self {
+        let bytes = bytes.into();
         let len = bytes.len() as u64;
         RelayedBody::new(dsh_plugin_api::stream::byte_stream_once(bytes), Some(len))
     }
@@ -197,7 +198,7 @@ impl Body for RelayedBody {
             return match stream.as_mut().poll_next(cx) {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(Some(Ok(chunk))) if chunk.is_empty() => continue,
-                Poll::Ready(Some(Ok(chunk))) => Poll::Ready(Some(Ok(Frame::data(chunk.into())))),
+                Poll::Ready(Some(Ok(chunk))) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
                 Poll::Ready(Some(Err(err))) => {
                     this.stream = None;
                     Poll::Ready(Some(Err(RelayedBodyError(err))))
@@ -230,7 +231,7 @@ mod tests {
     use super::*;
 
     fn stream(chunks: Vec<Result<Vec<u8>, Error>>) -> ByteStream {
-        futures::stream::iter(chunks).boxed()
+        futures::stream::iter(chunks.into_iter().map(|chunk| chunk.map(Bytes::from))).boxed()
     }
 
     #[tokio::test]
@@ -285,7 +286,7 @@ mod tests {
             None,
         );
         let mut relayed = client_body_stream(failing);
-        assert_eq!(relayed.next().await.unwrap().unwrap(), b"x");
+        assert_eq!(relayed.next().await.unwrap().unwrap(), &b"x"[..]);
         let err = relayed.next().await.unwrap().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Io);
         assert!(err.message().contains("disk on fire"), "{err}");

@@ -192,7 +192,7 @@ where
                         None => return None,
                         Some(Ok(frame)) => match frame.into_data() {
                             Ok(data) if data.is_empty() => continue,
-                            Ok(data) => return Some((Ok(Vec::from(data)), Some(body))),
+                            Ok(data) => return Some((Ok(data), Some(body))),
                             Err(_trailers) => continue,
                         },
                         Some(Err(err)) => break format!("the response body broke off: {err}"),

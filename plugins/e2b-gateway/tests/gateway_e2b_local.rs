@@ -433,7 +433,7 @@ async fn a_failing_request_body_keeps_its_kind() {
     let sandbox = world.sandbox(&api).await;
     let owner = owner_of(&sandbox);
     let body = futures::stream::iter(vec![
-        Ok(vec![1u8; 1024]),
+        Ok(Bytes::from(vec![1u8; 1024])),
         Err(dsh_plugin_api::Error::new(
             ErrorKind::Cancelled,
             "the producer gave up",

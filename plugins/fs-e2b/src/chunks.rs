@@ -6,17 +6,22 @@
 //! boundary, so [`Coalesce`] joins pieces that are *already available* into
 //! chunks of up to [`CHUNK_LEN`] bytes — it never waits for more data to
 //! fill a chunk, so it adds no latency — and holds at most one such chunk.
+//! A piece that is passed on alone is not copied (it is the HTTP stack's own
+//! `Bytes`); joined pieces are copied once, into the chunk. Text chunks are
+//! slices of the byte chunks (no copy).
 //! Nothing is read before the consumer asks for it (backpressure reaches
 //! the sandbox through the connection's flow control), and dropping a
 //! stream aborts its download.
 
+use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use dsh_plugin_api::fs::BINARY_SAMPLE_LEN;
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, Result};
+use dsh_plugin_api::{Error, Result, Text};
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 
@@ -50,9 +55,9 @@ impl Coalesce {
 }
 
 impl Stream for Coalesce {
-    type Item = Result<Vec<u8>>;
+    type Item = Result<Bytes>;
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Vec<u8>>>> {
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes>>> {
         let this = self.get_mut();
         if let Some(err) = this.queued.take() {
             this.done = true;
@@ -61,20 +66,16 @@ impl Stream for Coalesce {
         if this.done {
             return Poll::Ready(None);
         }
-        let mut chunk: Vec<u8> = Vec::new();
+        let mut chunk = Joining::default();
         loop {
             match this.pieces.poll_next_unpin(cx) {
                 Poll::Ready(Some(Ok(piece))) => {
                     if piece.is_empty() {
                         continue;
                     }
-                    if chunk.is_empty() {
-                        chunk = Vec::from(piece);
-                    } else {
-                        chunk.extend_from_slice(&piece);
-                    }
+                    chunk.push(piece);
                     if chunk.len() >= CHUNK_LEN {
-                        return Poll::Ready(Some(Ok(chunk)));
+                        return Poll::Ready(Some(Ok(chunk.take())));
                     }
                 }
                 Poll::Ready(Some(Err(err))) => {
@@ -83,15 +84,54 @@ impl Stream for Coalesce {
                         return Poll::Ready(Some(Err(err)));
                     }
                     this.queued = Some(err);
-                    return Poll::Ready(Some(Ok(chunk)));
+                    return Poll::Ready(Some(Ok(chunk.take())));
                 }
                 Poll::Ready(None) => {
                     this.done = true;
-                    return Poll::Ready((!chunk.is_empty()).then_some(Ok(chunk)));
+                    return Poll::Ready((!chunk.is_empty()).then(|| Ok(chunk.take())));
                 }
                 Poll::Pending if chunk.is_empty() => return Poll::Pending,
-                Poll::Pending => return Poll::Ready(Some(Ok(chunk))),
+                Poll::Pending => return Poll::Ready(Some(Ok(chunk.take()))),
             }
+        }
+    }
+}
+
+/// A chunk being assembled: one piece as it came (no copy), or several
+/// joined into one buffer.
+#[derive(Default)]
+struct Joining {
+    one: Bytes,
+    joined: Vec<u8>,
+}
+
+impl Joining {
+    fn push(&mut self, piece: Bytes) {
+        if self.joined.is_empty() && self.one.is_empty() {
+            self.one = piece;
+            return;
+        }
+        if self.joined.is_empty() {
+            self.joined.reserve(self.one.len() + piece.len());
+            self.joined
+                .extend_from_slice(&std::mem::take(&mut self.one));
+        }
+        self.joined.extend_from_slice(&piece);
+    }
+
+    fn len(&self) -> usize {
+        self.one.len() + self.joined.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn take(&mut self) -> Bytes {
+        if self.joined.is_empty() {
+            std::mem::take(&mut self.one)
+        } else {
+            Bytes::from(std::mem::take(&mut self.joined))
         }
     }
 }
@@ -108,18 +148,36 @@ pub(crate) fn byte_stream(pieces: Pieces) -> ByteStream {
 /// with `InvalidUtf8` after the valid text before it.
 pub(crate) async fn text_stream(op: OwnedOp, pieces: Pieces) -> Result<TextStream> {
     let mut chunks = Coalesce::new(pieces);
-    let mut first = Vec::new();
-    while first.len() < BINARY_SAMPLE_LEN {
+    let mut first = VecDeque::new();
+    let mut read = 0;
+    while read < BINARY_SAMPLE_LEN {
         match chunks.next().await {
-            Some(chunk) => first.extend_from_slice(&chunk?),
+            Some(chunk) => {
+                let chunk = chunk?;
+                read += chunk.len();
+                first.push_back(chunk);
+            }
             None => break,
         }
     }
-    check_not_binary(&op.op(), &first)?;
+    // The sample is copied only when it spans chunks.
+    let sample: Cow<'_, [u8]> = match first.front() {
+        Some(chunk) if chunk.len() >= BINARY_SAMPLE_LEN || first.len() == 1 => {
+            Cow::Borrowed(&chunk[..])
+        }
+        _ => Cow::Owned(
+            first
+                .iter()
+                .flat_map(|chunk| chunk.iter().copied())
+                .take(BINARY_SAMPLE_LEN)
+                .collect(),
+        ),
+    };
+    check_not_binary(&op.op(), &sample)?;
     let state = TextState {
         op,
         chunks,
-        first: (!first.is_empty()).then_some(first),
+        first,
         decoder: Decoder::default(),
         queued: None,
         done: false,
@@ -136,8 +194,8 @@ pub(crate) async fn text_stream(op: OwnedOp, pieces: Pieces) -> Result<TextStrea
 struct TextState {
     op: OwnedOp,
     chunks: Coalesce,
-    /// The sample read for the binary check, decoded first.
-    first: Option<Vec<u8>>,
+    /// The chunks read for the binary check, decoded first.
+    first: VecDeque<Bytes>,
     decoder: Decoder,
     /// An error to yield after the valid text before it.
     queued: Option<Error>,
@@ -145,7 +203,7 @@ struct TextState {
 }
 
 impl TextState {
-    async fn next_text(&mut self) -> Option<Result<String>> {
+    async fn next_text(&mut self) -> Option<Result<Text>> {
         if let Some(err) = self.queued.take() {
             self.done = true;
             return Some(Err(err));
@@ -154,7 +212,7 @@ impl TextState {
             return None;
         }
         loop {
-            let bytes = match self.first.take() {
+            let bytes = match self.first.pop_front() {
                 Some(first) => first,
                 None => match self.chunks.next().await {
                     Some(Ok(chunk)) => chunk,
@@ -207,7 +265,7 @@ mod tests {
     #[tokio::test]
     async fn available_pieces_are_joined_and_errors_follow_their_data() {
         let failure = Error::unavailable("gone");
-        let chunks: Vec<Result<Vec<u8>>> = Coalesce::new(pieces(vec![
+        let chunks: Vec<Result<Bytes>> = Coalesce::new(pieces(vec![
             Ok(b"ab"),
             Ok(b""),
             Ok(b"cd"),
@@ -217,18 +275,18 @@ mod tests {
         .collect()
         .await;
         assert_eq!(chunks.len(), 2);
-        assert_eq!(chunks[0].as_ref().unwrap(), b"abcd");
+        assert_eq!(chunks[0].as_ref().unwrap(), &b"abcd"[..]);
         assert_eq!(chunks[1].as_ref().unwrap_err(), &failure);
     }
 
     #[tokio::test]
     async fn large_inputs_are_cut_near_the_chunk_length() {
         let piece: &'static [u8] = Box::leak(vec![7_u8; 100 * 1024].into_boxed_slice());
-        let chunks: Vec<Vec<u8>> = Coalesce::new(pieces(vec![Ok(piece); 6]))
+        let chunks: Vec<Bytes> = Coalesce::new(pieces(vec![Ok(piece); 6]))
             .map(|chunk| chunk.unwrap())
             .collect()
             .await;
-        assert_eq!(chunks.iter().map(Vec::len).sum::<usize>(), 600 * 1024);
+        assert_eq!(chunks.iter().map(Bytes::len).sum::<usize>(), 600 * 1024);
         assert!(
             chunks
                 .iter()
@@ -258,16 +316,16 @@ mod tests {
         )
         .await
         .unwrap();
-        let text: Vec<String> = stream.map(|chunk| chunk.unwrap()).collect().await;
+        let text: Vec<Text> = stream.map(|chunk| chunk.unwrap()).collect().await;
         assert_eq!(text.concat(), "héllo €!");
 
         let stream = text_stream(op(), pieces(vec![Ok(b"fine "), Ok(b"then \xff more")]))
             .await
             .unwrap();
-        let items: Vec<Result<String>> = stream.collect().await;
+        let items: Vec<Result<Text>> = stream.collect().await;
         let text: String = items
             .iter()
-            .filter_map(|item| item.as_ref().ok().cloned())
+            .filter_map(|item| item.as_ref().ok().map(Text::as_str))
             .collect();
         assert_eq!(text, "fine then ");
         let err = items.last().unwrap().as_ref().unwrap_err();
@@ -277,7 +335,7 @@ mod tests {
         let stream = text_stream(op(), pieces(vec![Ok(b"cut \xe2\x82")]))
             .await
             .unwrap();
-        let items: Vec<Result<String>> = stream.collect().await;
+        let items: Vec<Result<Text>> = stream.collect().await;
         assert_eq!(items[0].as_ref().unwrap(), "cut ");
         assert_eq!(
             items[1].as_ref().unwrap_err().kind(),

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_plugin_api::fs::{Edit, EditOutcome, FileKind, WriteGuard};
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{Bytes, ErrorKind, Result, Text};
 use dsh_provider_kit::literal;
 use dsh_provider_kit::utf8::into_text;
 use futures::StreamExt;
@@ -84,7 +84,7 @@ async fn stage<T: EnvdTransport>(
     let applied = literal::apply(&original, edits)
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);
-    staged.upload(op, applied.text.into_bytes()).await?;
+    staged.upload(op, Bytes::from(applied.text)).await?;
     let now = world.stat_if_exists(op, &target).await?;
     check_guard(op, now.as_ref(), &WriteGuard::IfVersion(read_version))?;
     if let Some(now) = &now {
@@ -105,5 +105,6 @@ async fn read_all<T: EnvdTransport>(
     while let Some(piece) = pieces.next().await {
         content.extend_from_slice(&piece?);
     }
-    into_text(&op, content)
+    // No copy: the text is the uniquely owned `Vec` read above.
+    into_text(&op, content).map(Text::into_string)
 }

@@ -10,7 +10,7 @@ use dsh_plugin_api::fs::{
     WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, Result, async_trait};
 use dsh_provider_kit::{paths, uri};
 use e2b_client::{CallOptions, Envd};
 use tokio_util::task::TaskTracker;
@@ -209,7 +209,7 @@ impl<T: EnvdTransport> FsProvider for FsE2b<T> {
             .await
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         let path = self.absolute("write", path)?;
         write::write(&self.world, Op::new("write", &path), &path, content, guard).await
     }

@@ -162,8 +162,8 @@ impl<T: EnvdTransport> Staged<T> {
     /// token (see [`crate::version`]), as the replaced file's owner.
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
-    pub(crate) async fn upload(&self, op: Op<'_>, content: Vec<u8>) -> Result<()> {
-        let content = Bytes::from(content);
+    /// The content is sent in pieces that are slices of it (no copy).
+    pub(crate) async fn upload(&self, op: Op<'_>, content: Bytes) -> Result<()> {
         let mut options = UploadOptions::default()
             .content_length(content.len() as u64)
             .metadata(WRITE_TOKEN_KEY, new_write_token());

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_plugin_api::fs::{FileKind, Version, WriteGuard};
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{Bytes, ErrorKind, Result};
 use dsh_provider_kit::guard;
 use e2b_client::EntryInfo;
 
@@ -28,7 +28,7 @@ pub(crate) async fn write<T: EnvdTransport>(
     world: &Arc<World<T>>,
     op: Op<'_>,
     path: &str,
-    content: Vec<u8>,
+    content: Bytes,
     guard: WriteGuard,
 ) -> Result<Version> {
     let mut staged = Staged::prepare(world, op, path).await?;
@@ -47,7 +47,7 @@ async fn stage<T: EnvdTransport>(
     world: &World<T>,
     op: Op<'_>,
     staged: &mut Staged<T>,
-    content: Vec<u8>,
+    content: Bytes,
     guard: &WriteGuard,
 ) -> Result<TargetLock> {
     staged.upload(op, content).await?;

@@ -12,10 +12,10 @@ mod support;
 use std::time::Duration;
 
 use dsh_fs_e2b::{FsE2b, STAGING_PREFIX, WRITE_TOKEN_KEY};
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
+use dsh_plugin_api::{Bytes, ErrorKind};
 use support::{CWD, Env};
 
 fn edit(old: &str, new: &str) -> Vec<Edit> {
@@ -39,7 +39,7 @@ async fn newline_and_multibyte_names_round_trip_through_every_operation() {
     let dir = format!("{CWD}/names");
     let name = "new\nline é名😀 %#?.txt";
     let path = format!("{dir}/{name}");
-    fs.write(&path, b"content".to_vec(), WriteGuard::CreateNew)
+    fs.write(&path, Bytes::from_static(b"content"), WriteGuard::CreateNew)
         .await
         .unwrap();
     // The sandbox sees exactly that name.
@@ -129,7 +129,7 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
     };
     for mode in ["4755", "2755", "1644", "6711", "600"] {
         let path = format!("{CWD}/mode-{mode}");
-        fs.write(&path, b"one\n".to_vec(), WriteGuard::Overwrite)
+        fs.write(&path, Bytes::from_static(b"one\n"), WriteGuard::Overwrite)
             .await
             .unwrap();
         env.sh(r#"chmod "$1" -- "$2""#, &[mode, &path]).await;
@@ -145,7 +145,7 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
         let version = fs
             .write(
                 &path,
-                b"two\n".to_vec(),
+                Bytes::from_static(b"two\n"),
                 WriteGuard::IfVersion(stat.version),
             )
             .await
@@ -169,12 +169,12 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
         )
         .await;
     assert_eq!(made.code, 0, "{}", made.stderr_text());
-    fs.write(&rooted, b"new".to_vec(), WriteGuard::Overwrite)
+    fs.write(&rooted, Bytes::from_static(b"new"), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_eq!(mode_and_owner(rooted.clone()).await, "640 root:root\n");
     let fresh = format!("{CWD}/fresh/deeper/file");
-    fs.write(&fresh, b"x".to_vec(), WriteGuard::CreateNew)
+    fs.write(&fresh, Bytes::from_static(b"x"), WriteGuard::CreateNew)
         .await
         .unwrap();
     assert_eq!(mode_and_owner(fresh).await, "644 user:user\n");
@@ -191,7 +191,7 @@ async fn the_staging_directory_is_private_while_content_uploads() {
     let fs = env.direct();
     let path = format!("{CWD}/big");
     let content = vec![b'z'; 256 << 20];
-    let write = fs.write(&path, content, WriteGuard::Overwrite);
+    let write = fs.write(&path, Bytes::from(content), WriteGuard::Overwrite);
     let watch = async {
         // Polls the directory until a staging directory shows up, and
         // reports its mode, owner and type as the sandbox sees them.
@@ -235,12 +235,12 @@ async fn every_write_stores_a_fresh_token_that_the_version_covers() {
     let fs = env.direct();
     let path = format!("{CWD}/tokened");
     let first = fs
-        .write(&path, b"same".to_vec(), WriteGuard::Overwrite)
+        .write(&path, Bytes::from_static(b"same"), WriteGuard::Overwrite)
         .await
         .unwrap();
     let first_token = write_token(&env, &path).await;
     let second = fs
-        .write(&path, b"same".to_vec(), WriteGuard::Overwrite)
+        .write(&path, Bytes::from_static(b"same"), WriteGuard::Overwrite)
         .await
         .unwrap();
     let second_token = write_token(&env, &path).await;
@@ -254,7 +254,11 @@ async fn every_write_stores_a_fresh_token_that_the_version_covers() {
     // A change made in the sandbox that moves the size is seen.
     env.sh(r#"printf 'longer content' > "$1""#, &[&path]).await;
     let err = fs
-        .write(&path, b"x".to_vec(), WriteGuard::IfVersion(second))
+        .write(
+            &path,
+            Bytes::from_static(b"x"),
+            WriteGuard::IfVersion(second),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
@@ -304,7 +308,7 @@ async fn symlink_loops_and_dangling_links_are_reported() {
     let lstat = fs.lstat(&a).await.unwrap();
     assert_eq!(lstat.symlink_target.as_deref(), Some("loop-b"));
     let err = fs
-        .write(&a, b"x".to_vec(), WriteGuard::Overwrite)
+        .write(&a, Bytes::from_static(b"x"), WriteGuard::Overwrite)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Io, "{err}");
@@ -322,7 +326,7 @@ async fn bad_input_is_refused_before_anything_changes() {
     assert_eq!(kind(fs.stat("").await.map(drop)), ErrorKind::InvalidInput);
     assert_eq!(
         kind(
-            fs.write("a\0b", Vec::new(), WriteGuard::Overwrite)
+            fs.write("a\0b", Bytes::from(Vec::new()), WriteGuard::Overwrite)
                 .await
                 .map(drop)
         ),
@@ -345,7 +349,7 @@ async fn bad_input_is_refused_before_anything_changes() {
     assert!(err.message().contains("into itself"), "{err}");
     assert_eq!(fs.stat(&tree).await.unwrap().kind, FileKind::Directory);
     let file = format!("{CWD}/file");
-    fs.write(&file, b"keep".to_vec(), WriteGuard::Overwrite)
+    fs.write(&file, Bytes::from_static(b"keep"), WriteGuard::Overwrite)
         .await
         .unwrap();
     let err = fs

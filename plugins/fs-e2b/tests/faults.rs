@@ -13,9 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dsh_fs_e2b::STAGING_PREFIX;
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 use support::{CWD, Env};
 
@@ -73,7 +73,7 @@ async fn killed_mid_read(env: &Env, fs: Arc<dyn FsProvider>) {
             "write",
             promptly(
                 "write",
-                fs.write(&path, b"x".to_vec(), WriteGuard::Overwrite),
+                fs.write(&path, Bytes::from_static(b"x"), WriteGuard::Overwrite),
             )
             .await
             .map(drop),
@@ -103,7 +103,7 @@ async fn a_read_of_a_killed_sandbox_fails_promptly_directly() {
 async fn killed_mid_write(env: &Env, fs: Arc<dyn FsProvider>) {
     let path = format!("{CWD}/huge-write");
     let content = vec![b'w'; 1 << 30];
-    let write = fs.write(&path, content, WriteGuard::Overwrite);
+    let write = fs.write(&path, Bytes::from(content), WriteGuard::Overwrite);
     let kill = async {
         // Let the upload get going, then pull the plug.
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -139,13 +139,21 @@ async fn a_write_dropped_before_its_commit_keeps_the_old_file_and_no_staging() {
     let env = Env::start().await;
     let fs = env.through_owner();
     let path = format!("{CWD}/kept");
-    fs.write(&path, b"old content".to_vec(), WriteGuard::Overwrite)
-        .await
-        .unwrap();
+    fs.write(
+        &path,
+        Bytes::from_static(b"old content"),
+        WriteGuard::Overwrite,
+    )
+    .await
+    .unwrap();
     let before = fs.stat(&path).await.unwrap();
     // Dropped while preparing, while uploading, and everywhere between.
     for delay_ms in [0, 2, 5, 10, 20, 50, 100] {
-        let write = fs.write(&path, vec![b'n'; 128 << 20], WriteGuard::Overwrite);
+        let write = fs.write(
+            &path,
+            Bytes::from(vec![b'n'; 128 << 20]),
+            WriteGuard::Overwrite,
+        );
         let finished = tokio::select! {
             biased;
             _ = write => true,

@@ -16,7 +16,7 @@ use dsh_host::{Host, ManifestFormat};
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
 use dsh_plugin_api::stream::collect_bytes;
-use dsh_plugin_api::{CreateContext, ErrorKind, Injected, Plugin, Service, ServiceKind};
+use dsh_plugin_api::{Bytes, CreateContext, ErrorKind, Injected, Plugin, Service, ServiceKind};
 use e2b_client::{Api, ConnectionOptions};
 use serde_json::json;
 use support::{CWD, Env};
@@ -33,7 +33,11 @@ fn context(config: serde_json::Value, services: Vec<Service>) -> CreateContext {
 async fn exercise(fs: &dyn FsProvider, dir: &str) {
     let path = format!("{dir}/through/a.txt");
     let version = fs
-        .write(&path, b"one\r\ntwo\r\n".to_vec(), WriteGuard::CreateNew)
+        .write(
+            &path,
+            Bytes::from_static(b"one\r\ntwo\r\n"),
+            WriteGuard::CreateNew,
+        )
         .await
         .unwrap();
     let read = fs.read_text(&path).await.unwrap();

@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use dsh_fs_local::FsLocal;
+use dsh_plugin_api::Bytes;
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
 use futures::StreamExt;
 
@@ -150,7 +151,7 @@ fn main() {
             rt.block_on(async {
                 for _ in 0..n {
                     fs_local
-                        .write(&name, content.clone(), WriteGuard::Overwrite)
+                        .write(&name, Bytes::from(content.clone()), WriteGuard::Overwrite)
                         .await
                         .unwrap();
                 }

@@ -14,6 +14,7 @@ use crate::blocking::INLINE_LIMIT;
 use crate::locks;
 use crate::provider::FsLocal;
 use crate::staging::STAGING_PREFIX;
+use dsh_plugin_api::Bytes;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -69,7 +70,7 @@ async fn a_write_dropped_before_its_commit_leaves_the_old_file_and_no_staging() 
 
     let mut write = Box::pin(fx.fs.write(
         "keep.txt",
-        b"replacement".to_vec(),
+        Bytes::from_static(b"replacement"),
         WriteGuard::Overwrite,
     ));
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
@@ -94,7 +95,11 @@ async fn a_write_dropped_before_its_commit_leaves_the_old_file_and_no_staging() 
 
     // Nothing is left held: the next write goes through.
     fx.fs
-        .write("keep.txt", b"next".to_vec(), WriteGuard::Overwrite)
+        .write(
+            "keep.txt",
+            Bytes::from_static(b"next"),
+            WriteGuard::Overwrite,
+        )
         .await
         .unwrap();
     assert_eq!(std::fs::read(&target).unwrap(), b"next");
@@ -126,7 +131,10 @@ async fn large_write_dropped_before_commit(hold_lock: bool) {
     let content = vec![7_u8; 64 * 1024 * 1024];
     assert!(content.len() as u64 > INLINE_LIMIT);
 
-    let mut write = Box::pin(fx.fs.write("big.bin", content, WriteGuard::Overwrite));
+    let mut write = Box::pin(
+        fx.fs
+            .write("big.bin", Bytes::from(content), WriteGuard::Overwrite),
+    );
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
     if hold_lock {
         let staged = staging_dirs(&fx.root);
@@ -148,10 +156,11 @@ async fn a_new_file_write_dropped_before_its_commit_creates_nothing() {
     let fx = fixture();
     let target = fx.root.join("sub/new.txt");
     let lock = locks::lock(&target).await;
-    let mut write = Box::pin(
-        fx.fs
-            .write("sub/new.txt", b"x".to_vec(), WriteGuard::CreateNew),
-    );
+    let mut write = Box::pin(fx.fs.write(
+        "sub/new.txt",
+        Bytes::from_static(b"x"),
+        WriteGuard::CreateNew,
+    ));
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
     drop(write);
     drop(lock);

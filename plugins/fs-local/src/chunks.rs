@@ -2,7 +2,7 @@
 //!
 //! A producer reads [`CHUNK_LEN`]-byte chunks with one `read(2)` each into
 //! fresh, uninitialised buffers that are handed to the consumer without a
-//! copy. Each chunk is read when the consumer polls for it, on the polling
+//! copy (as [`Bytes`], or as [`Text`] over the same buffer). Each chunk is read when the consumer polls for it, on the polling
 //! thread: a page-cache read of one chunk takes a few microseconds, while a
 //! hand-off through the blocking pool costs about as much again per chunk
 //! (measured: 2x slower for a 64 MiB stream). So the stream holds at most
@@ -14,7 +14,7 @@ use std::fs::File;
 use std::pin::Pin;
 
 use dsh_plugin_api::fs::BINARY_SAMPLE_LEN;
-use dsh_plugin_api::{Error, Result};
+use dsh_plugin_api::{Bytes, Error, Result, Text};
 use futures::Stream;
 
 use crate::errors::OwnedOp;
@@ -76,24 +76,24 @@ impl Source {
 }
 
 /// Raw byte chunks.
-pub(crate) struct Bytes {
+pub(crate) struct ByteChunks {
     source: Source,
     done: bool,
 }
 
-impl Bytes {
-    pub(crate) fn new(source: Source) -> Bytes {
-        Bytes {
+impl ByteChunks {
+    pub(crate) fn new(source: Source) -> ByteChunks {
+        ByteChunks {
             source,
             done: false,
         }
     }
 }
 
-impl Produce for Bytes {
-    type Item = Vec<u8>;
+impl Produce for ByteChunks {
+    type Item = Bytes;
 
-    fn next_item(&mut self) -> Option<Result<Vec<u8>>> {
+    fn next_item(&mut self) -> Option<Result<Bytes>> {
         if self.done {
             return None;
         }
@@ -103,7 +103,8 @@ impl Produce for Bytes {
                 self.done = true;
                 None
             }
-            Ok(_) => Some(Ok(chunk)),
+            // No copy: the buffer becomes the chunk.
+            Ok(_) => Some(Ok(Bytes::from(chunk))),
             Err(err) => {
                 self.done = true;
                 Some(Err(err))
@@ -115,7 +116,7 @@ impl Produce for Bytes {
 /// UTF-8 text chunks, decoded across the byte chunks' boundaries by the
 /// kit's [`Decoder`]: a sequence split by a chunk boundary is carried (at
 /// most 3 bytes) into the next buffer, ahead of the bytes that complete it.
-pub(crate) struct Text {
+pub(crate) struct TextChunks {
     source: Source,
     /// The first chunk, read at open for the binary check.
     first: Option<Vec<u8>>,
@@ -125,14 +126,14 @@ pub(crate) struct Text {
     done: bool,
 }
 
-impl Text {
+impl TextChunks {
     /// Reads the first chunk (at least [`BINARY_SAMPLE_LEN`] bytes unless
     /// the file is shorter) and fails with `Binary` if it is binary.
-    pub(crate) fn open(mut source: Source) -> Result<Text> {
+    pub(crate) fn open(mut source: Source) -> Result<TextChunks> {
         let mut first = Vec::new();
         source.read_at_least(&mut first, BINARY_SAMPLE_LEN, CHUNK_LEN)?;
         check_not_binary(&source.op.op(), &first)?;
-        Ok(Text {
+        Ok(TextChunks {
             source,
             first: Some(first),
             decoder: Decoder::default(),
@@ -153,16 +154,16 @@ impl Text {
         Ok((buf, read))
     }
 
-    fn fail(&mut self, err: Error) -> Option<Result<String>> {
+    fn fail(&mut self, err: Error) -> Option<Result<Text>> {
         self.done = true;
         Some(Err(err))
     }
 }
 
-impl Produce for Text {
-    type Item = String;
+impl Produce for TextChunks {
+    type Item = Text;
 
-    fn next_item(&mut self) -> Option<Result<String>> {
+    fn next_item(&mut self) -> Option<Result<Text>> {
         if let Some(err) = self.queued.take() {
             return self.fail(err);
         }

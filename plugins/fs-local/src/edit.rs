@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use dsh_plugin_api::fs::{Edit, EditOutcome, WriteGuard};
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{Bytes, ErrorKind, Result};
 use dsh_provider_kit::literal;
 
 use crate::commit::{self, check_guard};
@@ -45,7 +45,7 @@ pub(crate) async fn edit(
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);
     let staged = Staged::create(op, &parent, &name)?
-        .fill(op, applied.text.into_bytes())
+        .fill(op, Bytes::from(applied.text))
         .await?;
     let version = commit::commit(
         op,

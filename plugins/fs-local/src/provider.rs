@@ -8,7 +8,7 @@ use dsh_plugin_api::fs::{
     WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, Result, async_trait};
 use dsh_provider_kit::paths::{check_cwd, cwd_problem};
 use dsh_provider_kit::uri::file_uri;
 
@@ -140,7 +140,7 @@ impl FsProvider for FsLocal {
         read::read_bytes(Op::new("read_bytes", &path), &path).await
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         let path = self.absolute("write", path)?;
         write::write(Op::new("write", &path), &path, content, guard).await
     }

@@ -7,12 +7,12 @@ use std::path::Path;
 
 use dsh_plugin_api::fs::{ReadStream, TextFile};
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{ErrorKind, Result, Text};
 use rustix::fs::OFlags;
 use rustix::io::Errno;
 
 use crate::blocking::{self, INLINE_LIMIT};
-use crate::chunks::{self, Bytes, Source, Text};
+use crate::chunks::{self, ByteChunks, Source, TextChunks};
 use crate::errors::Op;
 use crate::version::version_of;
 use dsh_provider_kit::utf8::into_text;
@@ -124,7 +124,7 @@ pub(crate) fn read_into_spare(
 
 /// Reads and decodes an open file: inline when small, through
 /// [`blocking::run`] when large.
-pub(crate) async fn read_text_content(op: Op<'_>, file: File, size: u64) -> Result<String> {
+pub(crate) async fn read_text_content(op: Op<'_>, file: File, size: u64) -> Result<Text> {
     if size <= INLINE_LIMIT {
         into_text(&op, read_all(op, &file, size)?)
     } else {
@@ -151,7 +151,7 @@ pub(crate) async fn stream_text(op: Op<'_>, path: &Path) -> Result<ReadStream<Te
     let (file, meta) = open_regular(op, path)?;
     let version = version_of(&meta);
     let size = meta.len();
-    let producer = Text::open(Source::new(file, op.to_owned()))?;
+    let producer = TextChunks::open(Source::new(file, op.to_owned()))?;
     Ok(ReadStream {
         version,
         size,
@@ -164,7 +164,7 @@ pub(crate) async fn read_bytes(op: Op<'_>, path: &Path) -> Result<ReadStream<Byt
     let (file, meta) = open_regular(op, path)?;
     let version = version_of(&meta);
     let size = meta.len();
-    let producer = Bytes::new(Source::new(file, op.to_owned()));
+    let producer = ByteChunks::new(Source::new(file, op.to_owned()));
     Ok(ReadStream {
         version,
         size,

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{Bytes, ErrorKind, Result};
 
 use crate::blocking::{self, INLINE_LIMIT};
 use crate::errors::Op;
@@ -46,7 +46,7 @@ impl Staged {
 
     /// Writes `content` into the staged file — inline when small, through
     /// [`blocking::run`] when large.
-    pub(crate) async fn fill(self, op: Op<'_>, content: Vec<u8>) -> Result<Staged> {
+    pub(crate) async fn fill(self, op: Op<'_>, content: Bytes) -> Result<Staged> {
         let Staged { dir, file } = self;
         let file = if content.len() as u64 <= INLINE_LIMIT {
             (&file).write_all(&content).map(|()| file)

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use dsh_plugin_api::fs::{Version, WriteGuard};
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::{Bytes, ErrorKind, Result};
 
 use crate::blocking::INLINE_LIMIT;
 use crate::commit::{self, check_guard};
@@ -32,7 +32,7 @@ use crate::tree::ensure_dir;
 pub(crate) async fn write(
     op: Op<'_>,
     path: &Path,
-    content: Vec<u8>,
+    content: Bytes,
     guard: WriteGuard,
 ) -> Result<Version> {
     let target = paths::canonicalize(op, path)?;

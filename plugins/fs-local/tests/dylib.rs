@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use dsh_plugin_api::fs::{Edit, WriteGuard};
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
+use dsh_plugin_api::{Bytes, Text};
 use dsh_plugin_api::{ErrorKind, Service, ServiceKind};
 use futures::StreamExt;
 use serde_json::json;
@@ -49,7 +50,7 @@ async fn the_built_library_loads_and_serves_fs() {
     let version = fs
         .write(
             "sub/a.txt",
-            b"one\r\ntwo\r\n".to_vec(),
+            Bytes::from_static(b"one\r\ntwo\r\n"),
             WriteGuard::CreateNew,
         )
         .await
@@ -76,14 +77,18 @@ async fn the_built_library_loads_and_serves_fs() {
     );
 
     let stream = fs.stream_text("sub/a.txt").await.unwrap();
-    let text: Vec<String> = stream.chunks.map(|chunk| chunk.unwrap()).collect().await;
+    let text: Vec<Text> = stream.chunks.map(|chunk| chunk.unwrap()).collect().await;
     assert_eq!(text.concat(), "one\r\n2\r\nthree\r\n");
     let resolved = fs.resolve("sub/../sub/a.txt", None).await.unwrap();
     assert_eq!(resolved.path, root.join("sub/a.txt").to_str().unwrap());
 
     // Error kinds, messages and subjects survive the boundary.
     let err = fs
-        .write("sub/a.txt", b"x".to_vec(), WriteGuard::IfVersion(version))
+        .write(
+            "sub/a.txt",
+            Bytes::from_static(b"x"),
+            WriteGuard::IfVersion(version),
+        )
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Conflict);

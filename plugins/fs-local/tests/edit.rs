@@ -6,8 +6,8 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::sync::Arc;
 
 use common::{World, assert_names, expect_err, staging_dirs};
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 fn edit(old: &str, new: &str) -> Edit {
     Edit {
@@ -306,7 +306,11 @@ async fn writes_and_edits_of_one_target_serialise() {
             if i % 3 == 0 {
                 world
                     .fs
-                    .write("mixed", b"counter: 0".to_vec(), WriteGuard::Overwrite)
+                    .write(
+                        "mixed",
+                        Bytes::from_static(b"counter: 0"),
+                        WriteGuard::Overwrite,
+                    )
                     .await
                     .map(|_| ())
             } else {

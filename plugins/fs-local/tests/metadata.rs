@@ -6,8 +6,8 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::time::{Duration, SystemTime};
 
 use common::{World, assert_names, expect_err};
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FileKind, FsProvider, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 #[tokio::test]
 async fn stat_reports_kind_size_mode_and_mtime() {
@@ -106,7 +106,7 @@ async fn versions_change_on_content_and_metadata_changes_only() {
 
     let written = world
         .fs
-        .write("v.txt", b"two".to_vec(), WriteGuard::Overwrite)
+        .write("v.txt", Bytes::from_static(b"two"), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_ne!(

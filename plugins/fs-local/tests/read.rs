@@ -6,8 +6,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use common::{World, as_unprivileged, assert_names, block_on, expect_err};
 use dsh_fs_local::CHUNK_LEN;
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{BINARY_SAMPLE_LEN, FsProvider};
+use dsh_plugin_api::{Bytes, ErrorKind, Text};
 use futures::StreamExt;
 
 #[tokio::test]
@@ -207,7 +207,7 @@ async fn multibyte_text_decodes_across_every_chunk_boundary_split() {
             text.push_str(&"b€".repeat(CHUNK_LEN));
             world.put("split.txt", &text);
             let stream = world.fs.stream_text("split.txt").await.unwrap();
-            let chunks: Vec<String> = stream
+            let chunks: Vec<Text> = stream
                 .chunks
                 .map(|chunk| chunk.expect("valid chunk"))
                 .collect()
@@ -227,7 +227,7 @@ async fn byte_streams_are_exact_bounded_and_never_empty() {
         .collect();
     world.put("data.bin", &content);
     let stream = world.fs.read_bytes("data.bin").await.unwrap();
-    let chunks: Vec<Vec<u8>> = stream.chunks.map(|chunk| chunk.unwrap()).collect().await;
+    let chunks: Vec<Bytes> = stream.chunks.map(|chunk| chunk.unwrap()).collect().await;
     assert!(
         chunks
             .iter()

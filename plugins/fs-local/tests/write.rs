@@ -6,22 +6,26 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::sync::Arc;
 
 use common::{World, as_unprivileged, assert_names, block_on, expect_err, staging_dirs, umask};
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{FsProvider, Version, WriteGuard};
+use dsh_plugin_api::{Bytes, ErrorKind};
 
 #[tokio::test]
 async fn write_creates_replaces_and_returns_the_committed_version() {
     let world = World::new();
     let created = world
         .fs
-        .write("a.txt", b"first".to_vec(), WriteGuard::Overwrite)
+        .write("a.txt", Bytes::from_static(b"first"), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_eq!(world.get("a.txt"), b"first");
     assert_eq!(created, world.fs.stat("a.txt").await.unwrap().version);
     let replaced = world
         .fs
-        .write("a.txt", b"second".to_vec(), WriteGuard::Overwrite)
+        .write(
+            "a.txt",
+            Bytes::from_static(b"second"),
+            WriteGuard::Overwrite,
+        )
         .await
         .unwrap();
     assert_eq!(world.get("a.txt"), b"second");
@@ -38,7 +42,7 @@ async fn write_publishes_a_new_inode_so_open_readers_keep_the_old_content() {
     let before = reader.metadata().unwrap().ino();
     world
         .fs
-        .write("swap", b"new".to_vec(), WriteGuard::Overwrite)
+        .write("swap", Bytes::from_static(b"new"), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_ne!(std::fs::metadata(&path).unwrap().ino(), before);
@@ -52,7 +56,11 @@ async fn write_creates_missing_parents() {
     let world = World::new();
     world
         .fs
-        .write("deep/er/still/f.txt", b"x".to_vec(), WriteGuard::CreateNew)
+        .write(
+            "deep/er/still/f.txt",
+            Bytes::from_static(b"x"),
+            WriteGuard::CreateNew,
+        )
         .await
         .unwrap();
     assert_eq!(world.get("deep/er/still/f.txt"), b"x");
@@ -63,21 +71,21 @@ async fn binary_empty_and_large_contents_round_trip() {
     let world = World::new();
     world
         .fs
-        .write("empty", Vec::new(), WriteGuard::Overwrite)
+        .write("empty", Bytes::from(Vec::new()), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_eq!(world.get("empty"), b"");
     let binary: Vec<u8> = (0..=255).collect();
     world
         .fs
-        .write("bin", binary.clone(), WriteGuard::Overwrite)
+        .write("bin", Bytes::from(binary.clone()), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_eq!(world.get("bin"), binary);
     let large: Vec<u8> = (0..5_000_000_u32).map(|i| (i % 253) as u8).collect();
     world
         .fs
-        .write("large", large.clone(), WriteGuard::Overwrite)
+        .write("large", Bytes::from(large.clone()), WriteGuard::Overwrite)
         .await
         .unwrap();
     assert_eq!(world.get("large"), large);
@@ -91,7 +99,11 @@ async fn create_new_refuses_an_existing_file_and_changes_nothing() {
     let err = expect_err(
         world
             .fs
-            .write("exists", b"clobber".to_vec(), WriteGuard::CreateNew)
+            .write(
+                "exists",
+                Bytes::from_static(b"clobber"),
+                WriteGuard::CreateNew,
+            )
             .await,
         ErrorKind::AlreadyExists,
     );
@@ -109,7 +121,11 @@ async fn a_stale_version_write_is_a_conflict_and_changes_nothing() {
     let err = expect_err(
         world
             .fs
-            .write("doc", b"mine".to_vec(), WriteGuard::IfVersion(seen.clone()))
+            .write(
+                "doc",
+                Bytes::from_static(b"mine"),
+                WriteGuard::IfVersion(seen.clone()),
+            )
             .await,
         ErrorKind::Conflict,
     );
@@ -122,7 +138,7 @@ async fn a_stale_version_write_is_a_conflict_and_changes_nothing() {
         .fs
         .write(
             "doc",
-            b"mine".to_vec(),
+            Bytes::from_static(b"mine"),
             WriteGuard::IfVersion(current.clone()),
         )
         .await
@@ -132,13 +148,21 @@ async fn a_stale_version_write_is_a_conflict_and_changes_nothing() {
     expect_err(
         world
             .fs
-            .write("doc", b"again".to_vec(), WriteGuard::IfVersion(current))
+            .write(
+                "doc",
+                Bytes::from_static(b"again"),
+                WriteGuard::IfVersion(current),
+            )
             .await,
         ErrorKind::Conflict,
     );
     world
         .fs
-        .write("doc", b"again".to_vec(), WriteGuard::IfVersion(next))
+        .write(
+            "doc",
+            Bytes::from_static(b"again"),
+            WriteGuard::IfVersion(next),
+        )
         .await
         .unwrap();
 }
@@ -151,7 +175,7 @@ async fn an_expected_version_of_a_missing_file_is_not_found() {
             .fs
             .write(
                 "gone",
-                b"x".to_vec(),
+                Bytes::from_static(b"x"),
                 WriteGuard::IfVersion(Version("v".into())),
             )
             .await,
@@ -175,7 +199,7 @@ async fn concurrent_guarded_writes_of_one_version_let_exactly_one_win() {
                 .fs
                 .write(
                     "race",
-                    format!("writer {i}").into_bytes(),
+                    Bytes::from(format!("writer {i}")),
                     WriteGuard::IfVersion(base),
                 )
                 .await
@@ -196,7 +220,7 @@ async fn concurrent_guarded_writes_of_one_version_let_exactly_one_win() {
             tokio::spawn(async move {
                 world
                     .fs
-                    .write("fresh", vec![b'0' + i], WriteGuard::CreateNew)
+                    .write("fresh", Bytes::from(vec![b'0' + i]), WriteGuard::CreateNew)
                     .await
             })
         })
@@ -220,7 +244,7 @@ async fn an_existing_files_mode_is_preserved_and_new_files_honour_the_umask() {
         .fs
         .write(
             "script.sh",
-            b"#!/bin/sh\necho\n".to_vec(),
+            Bytes::from_static(b"#!/bin/sh\necho\n"),
             WriteGuard::Overwrite,
         )
         .await
@@ -229,7 +253,7 @@ async fn an_existing_files_mode_is_preserved_and_new_files_honour_the_umask() {
 
     world
         .fs
-        .write("new.txt", b"x".to_vec(), WriteGuard::CreateNew)
+        .write("new.txt", Bytes::from_static(b"x"), WriteGuard::CreateNew)
         .await
         .unwrap();
     let mode = std::fs::metadata(world.path("new.txt")).unwrap().mode() & 0o7777;
@@ -247,7 +271,7 @@ async fn owner_and_group_are_preserved_when_the_process_may_set_them() {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o4755)).unwrap();
     world
         .fs
-        .write("owned", b"y".to_vec(), WriteGuard::Overwrite)
+        .write("owned", Bytes::from_static(b"y"), WriteGuard::Overwrite)
         .await
         .unwrap();
     let meta = std::fs::metadata(&path).unwrap();
@@ -267,11 +291,11 @@ fn set_id_bits_are_dropped_when_the_owner_cannot_be_kept() {
     let path = world.put("shared/tool", "root's");
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o6755)).unwrap();
     as_unprivileged(|| {
-        block_on(
-            world
-                .fs
-                .write("shared/tool", b"nobody's".to_vec(), WriteGuard::Overwrite),
-        )
+        block_on(world.fs.write(
+            "shared/tool",
+            Bytes::from_static(b"nobody's"),
+            WriteGuard::Overwrite,
+        ))
     })
     .unwrap();
     let meta = std::fs::metadata(&path).unwrap();
@@ -292,7 +316,11 @@ async fn writing_through_a_symlink_replaces_the_target_and_keeps_the_link() {
     symlink("real.txt", world.path("link.txt")).unwrap();
     world
         .fs
-        .write("link.txt", b"new".to_vec(), WriteGuard::Overwrite)
+        .write(
+            "link.txt",
+            Bytes::from_static(b"new"),
+            WriteGuard::Overwrite,
+        )
         .await
         .unwrap();
     assert!(
@@ -306,7 +334,7 @@ async fn writing_through_a_symlink_replaces_the_target_and_keeps_the_link() {
     symlink("sub/made.txt", world.path("dangling")).unwrap();
     world
         .fs
-        .write("dangling", b"m".to_vec(), WriteGuard::CreateNew)
+        .write("dangling", Bytes::from_static(b"m"), WriteGuard::CreateNew)
         .await
         .unwrap();
     assert_eq!(world.get("sub/made.txt"), b"m");
@@ -319,7 +347,7 @@ async fn writing_a_directory_or_under_a_file_fails_and_stages_nothing() {
     let err = expect_err(
         world
             .fs
-            .write("dir", b"x".to_vec(), WriteGuard::Overwrite)
+            .write("dir", Bytes::from_static(b"x"), WriteGuard::Overwrite)
             .await,
         ErrorKind::IsADirectory,
     );
@@ -328,7 +356,11 @@ async fn writing_a_directory_or_under_a_file_fails_and_stages_nothing() {
     let err = expect_err(
         world
             .fs
-            .write("file/child", b"x".to_vec(), WriteGuard::Overwrite)
+            .write(
+                "file/child",
+                Bytes::from_static(b"x"),
+                WriteGuard::Overwrite,
+            )
             .await,
         ErrorKind::NotADirectory,
     );
@@ -336,21 +368,21 @@ async fn writing_a_directory_or_under_a_file_fails_and_stages_nothing() {
     expect_err(
         world
             .fs
-            .write("/", b"x".to_vec(), WriteGuard::Overwrite)
+            .write("/", Bytes::from_static(b"x"), WriteGuard::Overwrite)
             .await,
         ErrorKind::IsADirectory,
     );
     expect_err(
         world
             .fs
-            .write("", b"x".to_vec(), WriteGuard::Overwrite)
+            .write("", Bytes::from_static(b"x"), WriteGuard::Overwrite)
             .await,
         ErrorKind::InvalidInput,
     );
     expect_err(
         world
             .fs
-            .write("a\0", b"x".to_vec(), WriteGuard::Overwrite)
+            .write("a\0", Bytes::from_static(b"x"), WriteGuard::Overwrite)
             .await,
         ErrorKind::InvalidInput,
     );
@@ -369,7 +401,7 @@ fn a_write_the_world_refuses_is_permission_denied_and_leaves_nothing() {
         block_on(
             world
                 .fs
-                .write("locked/f", b"x".to_vec(), WriteGuard::Overwrite),
+                .write("locked/f", Bytes::from_static(b"x"), WriteGuard::Overwrite),
         )
     });
     let err = expect_err(result, ErrorKind::PermissionDenied);
@@ -385,7 +417,11 @@ async fn newline_and_multibyte_names_can_be_written() {
     for name in ["new\nline", "日本語.txt", "ü ñ"] {
         world
             .fs
-            .write(name, name.as_bytes().to_vec(), WriteGuard::CreateNew)
+            .write(
+                name,
+                Bytes::copy_from_slice(name.as_bytes()),
+                WriteGuard::CreateNew,
+            )
             .await
             .unwrap();
         assert_eq!(world.get(name), name.as_bytes());

@@ -4,7 +4,7 @@
 //! replaces it, whole or incrementally across chunk boundaries.
 
 use dsh_plugin_api::fs::BINARY_SAMPLE_LEN;
-use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, Text};
 
 use crate::ErrorContext;
 
@@ -23,9 +23,24 @@ pub fn check_not_binary(op: &impl ErrorContext, content: &[u8]) -> Result<()> {
 
 /// `content` as text without copying: `Binary` first (NUL in the sample),
 /// then `InvalidUtf8` naming the offset of the first invalid sequence.
-pub fn into_text(op: &impl ErrorContext, content: Vec<u8>) -> Result<String> {
+/// (`Text::into_string` turns the result into a `String` without a copy
+/// when `content` was a `Vec`.)
+pub fn into_text(op: &impl ErrorContext, content: impl Into<Bytes>) -> Result<Text> {
+    let content = content.into();
     check_not_binary(op, &content)?;
-    String::from_utf8(content).map_err(|err| invalid(op, err.utf8_error().valid_up_to() as u64))
+    match std::str::from_utf8(&content) {
+        // SAFETY: validated just above.
+        Ok(_) => Ok(unsafe { Text::from_utf8_unchecked(content) }),
+        Err(err) => Err(invalid(op, err.valid_up_to() as u64)),
+    }
+}
+
+/// The first `len` bytes of `bytes`, validated by the caller, as text.
+fn validated(bytes: &Bytes, len: usize) -> Text {
+    debug_assert!(std::str::from_utf8(&bytes[..len]).is_ok());
+    // SAFETY: every caller passes a prefix `std::str::from_utf8` accepted
+    // (`valid_up_to`, or the whole of a valid buffer).
+    unsafe { Text::from_utf8_unchecked(bytes.slice(..len)) }
 }
 
 /// The `InvalidUtf8` error for an invalid (or cut-short) sequence at byte
@@ -45,7 +60,8 @@ pub fn invalid(op: &impl ErrorContext, offset: u64) -> Error {
 /// Chunks are either handed over as they come ([`Decoder::push`], which
 /// copies a chunk that follows a cut sequence), or read into a buffer the
 /// decoder lends ([`Decoder::next_buffer`]), which already holds the cut
-/// sequence, so nothing is copied.
+/// sequence, so nothing is copied. The text handed out shares the chunk's
+/// buffer (a [`Text`] over a slice of it): decoding never copies otherwise.
 #[derive(Debug, Default)]
 pub struct Decoder {
     /// The start of a multi-byte sequence cut by the last chunk boundary.
@@ -61,13 +77,13 @@ pub struct Decoder {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decoded {
     /// Text (never empty); more may follow.
-    Text(String),
+    Text(Text),
     /// Nothing complete yet (the chunk only extended a cut sequence, or was
     /// empty).
     Pending,
     /// The valid text before an invalid sequence (possibly empty), and the
     /// sequence's absolute byte offset. Decoding ends here.
-    Invalid { text: String, offset: u64 },
+    Invalid { text: Text, offset: u64 },
 }
 
 impl Decoder {
@@ -84,38 +100,39 @@ impl Decoder {
     }
 
     /// Decodes the next chunk (or a buffer from [`Decoder::next_buffer`]).
-    pub fn push(&mut self, chunk: Vec<u8>) -> Decoded {
+    /// The text handed out is a slice of the chunk, not a copy.
+    pub fn push(&mut self, chunk: impl Into<Bytes>) -> Decoded {
+        let chunk = chunk.into();
         self.lent = 0;
-        let mut bytes = if self.carry.is_empty() {
+        let bytes = if self.carry.is_empty() {
             chunk
         } else {
             let mut joined = std::mem::take(&mut self.carry);
             joined.extend_from_slice(&chunk);
-            joined
+            Bytes::from(joined)
         };
         let start = self.offset;
-        match std::str::from_utf8(&bytes) {
-            Ok(_) => {}
+        let complete = match std::str::from_utf8(&bytes) {
+            Ok(_) => bytes.len(),
             // An incomplete sequence at the very end: keep it for the next
             // chunk.
             Err(err) if err.error_len().is_none() => {
-                self.carry = bytes.split_off(err.valid_up_to());
+                self.carry = bytes[err.valid_up_to()..].to_vec();
+                err.valid_up_to()
             }
             Err(err) => {
                 let valid = err.valid_up_to();
-                bytes.truncate(valid);
-                let text = String::from_utf8(bytes).expect("validated prefix");
                 return Decoded::Invalid {
-                    text,
+                    text: validated(&bytes, valid),
                     offset: start + valid as u64,
                 };
             }
-        }
-        self.offset = start + bytes.len() as u64;
-        if bytes.is_empty() {
+        };
+        self.offset = start + complete as u64;
+        if complete == 0 {
             return Decoded::Pending;
         }
-        Decoded::Text(String::from_utf8(bytes).expect("validated text"))
+        Decoded::Text(validated(&bytes, complete))
     }
 
     /// At the end of the stream: the offset of a sequence the end cut
@@ -202,7 +219,7 @@ mod tests {
         assert_eq!(
             decoder.push(b"y".to_vec()),
             Decoded::Invalid {
-                text: String::new(),
+                text: Text::new(),
                 offset: 1
             }
         );
@@ -242,6 +259,22 @@ mod tests {
     }
 
     #[test]
+    fn decoded_text_shares_the_chunk_buffer() {
+        let chunk = Bytes::from_static(b"abc\xe6\x97");
+        let mut decoder = Decoder::default();
+        match decoder.push(chunk.clone()) {
+            Decoded::Text(text) => {
+                assert_eq!(text, "abc");
+                assert_eq!(text.as_ptr(), chunk.as_ptr(), "no copy");
+            }
+            other => panic!("expected text, got {other:?}"),
+        }
+        let whole = Bytes::from_static(b"no carry");
+        let text = into_text(&READ_TEXT, whole.clone()).unwrap();
+        assert_eq!(text.as_ptr(), whole.as_ptr());
+    }
+
+    #[test]
     fn never_valid_bytes_are_not_held_back() {
         let mut decoder = Decoder::default();
         assert_eq!(
@@ -255,7 +288,7 @@ mod tests {
         assert_eq!(
             decoder.push(vec![0x80, 0x80, 0x80]),
             Decoded::Invalid {
-                text: String::new(),
+                text: Text::new(),
                 offset: 0
             }
         );

@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use dsh_plugin_api::subprocess::{OutputMode, OutputSnapshot, SpillInfo};
 
+use dsh_plugin_api::Bytes;
 use dsh_provider_kit::tail::Tail;
 
 #[derive(Debug)]
@@ -81,7 +82,7 @@ impl OutputState {
         OutputSnapshot {
             total: account.total,
             offset,
-            bytes,
+            bytes: Bytes::from(bytes),
             truncated: start > 0,
             spill: self.spill.as_ref().map(|(path, limit)| {
                 // The helper copies every byte it relays or counts, up to
@@ -107,12 +108,7 @@ mod tests {
         collect.record(b"abcdef");
         let snap = collect.snapshot(0, 100);
         assert_eq!(
-            (
-                snap.total,
-                snap.offset,
-                snap.bytes.as_slice(),
-                snap.truncated
-            ),
+            (snap.total, snap.offset, &snap.bytes[..], snap.truncated),
             (6, 2, &b"cdef"[..], true)
         );
         let null = OutputState::new(OutputMode::Null, None);

@@ -50,11 +50,10 @@ impl<T: EnvdTransport> ByteWriter for StdinWriter<T> {
     /// that closed its stdin or exited makes it fail with `Closed`; a gone
     /// sandbox with `Unavailable`. Dropping the future aborts the request
     /// (part of the chunk may have been written).
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()> {
+    async fn write(&mut self, chunk: Bytes) -> Result<()> {
         if self.closed {
             return Err(self.closed_error("stdin was closed"));
         }
-        let chunk = Bytes::from(chunk);
         let mut at = 0;
         while at < chunk.len() {
             let end = (at + PIECE).min(chunk.len());

@@ -188,7 +188,7 @@ async fn start<T: EnvdTransport>(
         return;
     }
     if !first.is_empty() {
-        let _ = output_tx.send(Ok(first.to_vec()));
+        let _ = output_tx.send(Ok(first));
     }
     // envd reports the program's end only once the terminal closed; a job
     // it left running may hold the terminal long after. The watcher reads
@@ -285,7 +285,7 @@ async fn pump<T: EnvdTransport>(
     world: &World<T>,
     core: &TerminalCore<T>,
     mut stream: ProcessStream,
-    output: mpsc::UnboundedSender<Result<Vec<u8>>>,
+    output: mpsc::UnboundedSender<Result<Bytes>>,
     status: watch::Sender<Option<Result<ExitStatus>>>,
     watcher: BoxFuture<'static, Option<ExitStatus>>,
 ) {
@@ -319,7 +319,7 @@ async fn pump<T: EnvdTransport>(
         match event {
             Some(Ok(ProcessEvent::Pty(bytes) | ProcessEvent::Stdout(bytes))) => {
                 if let Some(tx) = &output
-                    && tx.send(Ok(bytes.to_vec())).is_err()
+                    && tx.send(Ok(bytes)).is_err()
                 {
                     // The stream was dropped: keep draining so the program
                     // never waits on output nobody reads.
@@ -497,7 +497,7 @@ impl<T: EnvdTransport> Owned for TerminalCore<T> {
 /// A terminal started by `E2bSubprocess::spawn_terminal`.
 pub struct E2bTerminal<T: EnvdTransport> {
     core: Arc<TerminalCore<T>>,
-    output: Mutex<Option<mpsc::UnboundedReceiver<Result<Vec<u8>>>>>,
+    output: Mutex<Option<mpsc::UnboundedReceiver<Result<Bytes>>>>,
 }
 
 #[async_trait]
@@ -522,7 +522,7 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
 
     /// Writes all of `data` as typed input (one envd call, waiting while
     /// the terminal's input queue is full); `terminate` cancels the wait.
-    async fn write(&self, data: Vec<u8>) -> Result<()> {
+    async fn write(&self, data: Bytes) -> Result<()> {
         let core = &self.core;
         core.gate
             .run("write", async {
@@ -530,11 +530,7 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
                 // Unbounded: a full input queue keeps the write waiting.
                 core.control
                     .envd()
-                    .send_pty_input(
-                        core.pid,
-                        Bytes::from(data),
-                        &CallOptions::default().no_timeout(),
-                    )
+                    .send_pty_input(core.pid, data, &CallOptions::default().no_timeout())
                     .await
                     .map_err(|err| match &err {
                         e2b_client::Error::NotFound { .. }

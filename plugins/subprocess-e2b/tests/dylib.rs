@@ -13,7 +13,7 @@ use std::time::Duration;
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, SpawnSpec, StdinMode, TerminalSpec};
-use dsh_plugin_api::{ErrorKind, Service, ServiceKind};
+use dsh_plugin_api::{Bytes, ErrorKind, Service, ServiceKind};
 use serde_json::json;
 
 /// The cdylib cargo built for this test run.
@@ -65,10 +65,13 @@ async fn the_built_library_serves_subprocess_in_the_injected_owners_sandbox() {
     assert!(process.pid() > 1);
     let mut stdin = process.take_stdin().expect("stdin");
     stdin
-        .write(b"\x00\xff\xe2\x82".to_vec())
+        .write(Bytes::from_static(b"\x00\xff\xe2\x82"))
         .await
         .expect("write");
-    stdin.write(b"\xac".to_vec()).await.expect("write");
+    stdin
+        .write(Bytes::from_static(b"\xac"))
+        .await
+        .expect("write");
     stdin.close().await.expect("close");
     let out = collect_bytes(process.take_stdout().expect("stdout"))
         .await
@@ -86,10 +89,7 @@ async fn the_built_library_serves_subprocess_in_the_injected_owners_sandbox() {
         .read_output(OutputStream::Stdout, 0, 100)
         .await
         .expect("read_output");
-    assert_eq!(
-        (snapshot.total, snapshot.bytes.as_slice()),
-        (10, &b"6789"[..])
-    );
+    assert_eq!((snapshot.total, &snapshot.bytes[..]), (10, &b"6789"[..]));
 
     let err = subprocess
         .spawn(SpawnSpec::new(["dsh-no-such-program"]))

@@ -141,8 +141,14 @@ async fn a_dropped_connection_reports_the_gap_and_still_yields_the_status() {
         .expect("terminal");
     let mut stdout = piped.take_stdout().expect("stdout");
     let mut screen = terminal.take_output().expect("output");
-    assert_eq!(stdout.next().await.expect("one").expect("bytes"), b"one\n");
-    assert_eq!(screen.next().await.expect("up").expect("bytes"), b"up\r\n");
+    assert_eq!(
+        stdout.next().await.expect("one").expect("bytes"),
+        &b"one\n"[..]
+    );
+    assert_eq!(
+        screen.next().await.expect("up").expect("bytes"),
+        &b"up\r\n"[..]
+    );
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     flaky.break_all();

@@ -7,11 +7,11 @@ mod support;
 
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{
     OutputMode, OutputStream, Signal, SpawnSpec, SpillSpec, StdinMode, SubprocessProvider,
 };
+use dsh_plugin_api::{Bytes, ErrorKind};
 use support::{CWD, RUNTIME_ROOT, World, kept, sh, sh_collect, stdout_of, within};
 
 const LIMIT: Duration = Duration::from_secs(30);
@@ -262,7 +262,10 @@ async fn split_utf8_and_binary_round_trip_in_every_mode() {
         let data = all_bytes.clone();
         async move {
             for chunk in data.chunks(7919) {
-                stdin.write(chunk.to_vec()).await.expect("write");
+                stdin
+                    .write(Bytes::copy_from_slice(chunk))
+                    .await
+                    .expect("write");
             }
             stdin.close().await.expect("close");
         }
@@ -379,7 +382,7 @@ async fn terminate_kills_a_term_ignoring_tree_and_proves_it_in_the_sandbox() {
         .await
         .expect("ready")
         .expect("bytes");
-    assert_eq!(first, b"ready\n");
+    assert_eq!(first, &b"ready\n"[..]);
     assert!(world.group_members(pid).await.len() >= 3);
     within(
         LIMIT,
@@ -520,7 +523,7 @@ async fn a_killed_sandbox_settles_every_handle_within_seconds() {
             .await
             .expect("up")
             .expect("bytes"),
-        b"up\n"
+        &b"up\n"[..]
     );
     world.kill_sandbox().await;
     let settle = Duration::from_secs(10);

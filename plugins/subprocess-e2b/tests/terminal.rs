@@ -7,9 +7,9 @@ mod support;
 
 use std::time::Duration;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{Signal, SubprocessProvider, TerminalSpec};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::{FutureExt, StreamExt};
 use support::{CWD, World, give_up_after, survivors, within};
 
@@ -43,7 +43,10 @@ async fn the_output_is_the_programs_own_from_its_first_byte() {
         seen, b"first> ",
         "nothing precedes the program's first prompt"
     );
-    terminal.write(b"abc\r".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"abc\r"))
+        .await
+        .expect("write");
     let rest = within(LIMIT, "the rest", collect_bytes(output))
         .await
         .expect("output");
@@ -189,7 +192,7 @@ async fn terminate_cancels_a_blocked_write_and_closes_the_gate() {
     );
     let writer = tokio::spawn({
         let terminal = terminal.clone();
-        async move { terminal.write(vec![b'x'; 4 << 20]).await }
+        async move { terminal.write(Bytes::from(vec![b'x'; 4 << 20])).await }
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
@@ -209,7 +212,7 @@ async fn terminate_cancels_a_blocked_write_and_closes_the_gate() {
         "session {sid} survived"
     );
     for err in [
-        terminal.write(b"x".to_vec()).await.unwrap_err(),
+        terminal.write(Bytes::from_static(b"x")).await.unwrap_err(),
         terminal.resize(100, 40).await.unwrap_err(),
         terminal.foreground_pgid().await.unwrap_err(),
         terminal.signal(Signal::INT).await.unwrap_err(),

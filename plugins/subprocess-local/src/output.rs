@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use dsh_plugin_api::subprocess::{OutputMode, OutputSnapshot};
 
 use crate::spill::SpillFile;
+use dsh_plugin_api::Bytes;
 use dsh_provider_kit::tail::Tail;
 
 #[derive(Debug)]
@@ -62,7 +63,7 @@ impl OutputState {
         OutputSnapshot {
             total,
             offset,
-            bytes,
+            bytes: Bytes::from(bytes),
             truncated: start > 0,
             spill: self
                 .spill

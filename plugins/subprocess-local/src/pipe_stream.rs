@@ -10,8 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use dsh_plugin_api::Error;
 use dsh_plugin_api::subprocess::OutputStream;
+use dsh_plugin_api::{Bytes, Error};
 use futures::Stream;
 
 use crate::fdio::{CHUNK, Growth, NonBlocking};
@@ -52,7 +52,7 @@ impl PipeStream {
 }
 
 impl Stream for PipeStream {
-    type Item = dsh_plugin_api::Result<Vec<u8>>;
+    type Item = dsh_plugin_api::Result<Bytes>;
 
     /// Reads the next chunk (never empty). Ends at end of file; after an
     /// error the stream ends too. Dropping the stream closes the pipe, so a
@@ -78,7 +78,8 @@ impl Stream for PipeStream {
                 if n < SHRINK_BELOW {
                     chunk.shrink_to_fit();
                 }
-                Poll::Ready(Some(Ok(chunk)))
+                // No copy: the buffer becomes the chunk.
+                Poll::Ready(Some(Ok(Bytes::from(chunk))))
             }
             Poll::Ready(Err(err)) => {
                 this.pipe = None;

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use dsh_plugin_api::stream::ByteWriter;
-use dsh_plugin_api::{Error, Result};
+use dsh_plugin_api::{Bytes, Error, Result};
 
 use crate::fdio::NonBlocking;
 
@@ -26,7 +26,7 @@ impl ByteWriter for StdinWriter {
     /// reading makes this wait (backpressure). A child that closed its
     /// stdin or exited makes it fail with `Closed`. Runs on whatever task
     /// polls it; the pipe is registered with the plugin's reactor.
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()> {
+    async fn write(&mut self, chunk: Bytes) -> Result<()> {
         let Some(pipe) = self.pipe.as_ref() else {
             return Err(Error::closed(format!(
                 "write stdin of process {}: stdin was closed",

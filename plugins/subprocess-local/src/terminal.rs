@@ -14,7 +14,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
-use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
 use dsh_provider_kit::gate::Gate;
 use dsh_provider_kit::terminal::check_resize;
 use tokio::io::Interest;
@@ -91,7 +91,7 @@ impl TerminalCore {
 /// A terminal started by `LocalSubprocess::spawn_terminal`.
 pub struct LocalTerminal {
     core: Arc<TerminalCore>,
-    output: Mutex<Option<mpsc::UnboundedReceiver<Vec<u8>>>>,
+    output: Mutex<Option<mpsc::UnboundedReceiver<Bytes>>>,
 }
 
 #[async_trait]
@@ -109,7 +109,7 @@ impl Terminal for LocalTerminal {
 
     /// Writes all of `data` to the terminal's input. Waits while the
     /// terminal's input queue is full; `terminate` cancels the wait.
-    async fn write(&self, data: Vec<u8>) -> Result<()> {
+    async fn write(&self, data: Bytes) -> Result<()> {
         let core = &self.core;
         core.gate
             .run("write", async {
@@ -254,7 +254,7 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
 /// leaves the registry.
 async fn supervise(
     core: Arc<TerminalCore>,
-    output: mpsc::UnboundedSender<Vec<u8>>,
+    output: mpsc::UnboundedSender<Bytes>,
     disconnect: CancellationToken,
 ) {
     let read = async {
@@ -276,7 +276,7 @@ async fn supervise(
     tokio::join!(read, reap);
 }
 
-async fn pump(core: &TerminalCore, output: mpsc::UnboundedSender<Vec<u8>>) {
+async fn pump(core: &TerminalCore, output: mpsc::UnboundedSender<Bytes>) {
     let mut buf = vec![0u8; CHUNK];
     let mut consumer = Some(output);
     loop {
@@ -284,7 +284,7 @@ async fn pump(core: &TerminalCore, output: mpsc::UnboundedSender<Vec<u8>>) {
             Ok(0) => return,
             Ok(n) => {
                 if let Some(tx) = &consumer
-                    && tx.send(buf[..n].to_vec()).is_err()
+                    && tx.send(Bytes::copy_from_slice(&buf[..n])).is_err()
                 {
                     // The stream was dropped: keep draining so the
                     // program never blocks on output nobody reads.

@@ -11,7 +11,7 @@ use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{
     OutputMode, OutputStream, Signal, SpawnSpec, StdinMode, TerminalSpec,
 };
-use dsh_plugin_api::{ErrorKind, Service, ServiceKind};
+use dsh_plugin_api::{Bytes, ErrorKind, Service, ServiceKind};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -58,10 +58,13 @@ async fn the_built_library_loads_and_serves_subprocess() {
     assert!(process.pid() > 1);
     let mut stdin = process.take_stdin().expect("stdin");
     stdin
-        .write(b"\x00\xff\xe2\x82".to_vec())
+        .write(Bytes::from_static(b"\x00\xff\xe2\x82"))
         .await
         .expect("write");
-    stdin.write(b"\xac".to_vec()).await.expect("write");
+    stdin
+        .write(Bytes::from_static(b"\xac"))
+        .await
+        .expect("write");
     stdin.close().await.expect("close");
     let out = collect_bytes(process.take_stdout().expect("stdout"))
         .await
@@ -85,7 +88,7 @@ async fn the_built_library_loads_and_serves_subprocess() {
         (snapshot.total, snapshot.offset, snapshot.truncated),
         (10, 6, true)
     );
-    assert_eq!(snapshot.bytes, b"6789");
+    assert_eq!(snapshot.bytes, &b"6789"[..]);
 
     // Terminate across the boundary (once the trap is installed).
     let process = subprocess
@@ -98,7 +101,7 @@ async fn the_built_library_loads_and_serves_subprocess() {
         .expect("spawn");
     let mut stdout = process.take_stdout().expect("stdout");
     let ready = stdout.next().await.expect("a line").expect("chunk");
-    assert_eq!(ready, b"ready\n");
+    assert_eq!(ready, &b"ready\n"[..]);
     process
         .terminate(Duration::from_millis(200))
         .await
@@ -116,7 +119,10 @@ async fn the_built_library_loads_and_serves_subprocess() {
         .await
         .expect("spawn_terminal");
     let mut output = terminal.take_output().expect("output");
-    terminal.write(b"ping\n".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"ping\n"))
+        .await
+        .expect("write");
     let mut seen = Vec::new();
     while !String::from_utf8_lossy(&seen).contains("ping\r\nping\r\n") {
         let chunk = tokio::time::timeout(Duration::from_secs(10), output.next())

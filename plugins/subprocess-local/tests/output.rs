@@ -30,13 +30,13 @@ async fn collect_keeps_a_bounded_tail_with_offset_reads() {
         .await
         .expect("read");
     assert_eq!((all.total, all.offset, all.truncated), (16, 8, true));
-    assert_eq!(all.bytes, b"89abcdef");
+    assert_eq!(all.bytes, &b"89abcdef"[..]);
     assert_eq!(all.spill, None);
     let window = process
         .read_output(OutputStream::Stdout, 10, 3)
         .await
         .expect("read");
-    assert_eq!((window.offset, window.bytes.as_slice()), (10, &b"abc"[..]));
+    assert_eq!((window.offset, &window.bytes[..]), (10, &b"abc"[..]));
     let past = process
         .read_output(OutputStream::Stdout, 99, 3)
         .await
@@ -48,7 +48,7 @@ async fn collect_keeps_a_bounded_tail_with_offset_reads() {
         .await
         .expect("read");
     assert_eq!((err.total, err.offset, err.truncated), (4, 0, false));
-    assert_eq!(err.bytes, b"oops");
+    assert_eq!(err.bytes, &b"oops"[..]);
     p.dispose().await.expect("dispose");
 }
 

@@ -5,9 +5,9 @@ mod support;
 
 use std::ffi::OsString;
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{OutputMode, Signal, SpawnSpec, StdinMode, SubprocessProvider};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use dsh_subprocess_local::{Config, Environment, LocalSubprocess};
 use futures::StreamExt;
 use support::{provider, sh, stdout_of};
@@ -271,11 +271,17 @@ async fn stdin_pipe_round_trips_binary_and_closes() {
 
     let payload: Vec<u8> = (0..=255u8).cycle().take(3 * 65536 + 17).collect();
     for chunk in payload.chunks(10_000) {
-        stdin.write(chunk.to_vec()).await.expect("write");
+        stdin
+            .write(Bytes::copy_from_slice(chunk))
+            .await
+            .expect("write");
     }
     stdin.close().await.expect("close");
     stdin.close().await.expect("close twice is a no-op");
-    let err = stdin.write(b"late".to_vec()).await.expect_err("closed");
+    let err = stdin
+        .write(Bytes::from_static(b"late"))
+        .await
+        .expect_err("closed");
     assert_eq!(err.kind(), ErrorKind::Closed);
     assert_eq!(reader.await.expect("join").expect("read"), payload);
     assert!(process.wait().await.expect("wait").success());
@@ -301,7 +307,7 @@ async fn writing_to_a_child_that_closed_stdin_fails_closed() {
     let mut stdin = process.take_stdin().expect("stdin");
     let mut result = Ok(());
     for _ in 0..50 {
-        result = stdin.write(vec![b'x'; 4096]).await;
+        result = stdin.write(Bytes::from(vec![b'x'; 4096])).await;
         if result.is_err() {
             break;
         }
@@ -329,15 +335,25 @@ async fn split_utf8_and_binary_output_round_trip_exactly() {
     let mut stdin = process.take_stdin().expect("stdin");
     let mut stdout = process.take_stdout().expect("stdout");
     let first = stdout.next().await.expect("a chunk").expect("chunk");
-    assert_eq!(first, b"\xe2\x82", "the split is visible to the reader");
-    stdin.write(b"go\n".to_vec()).await.expect("write");
+    assert_eq!(
+        first,
+        &b"\xe2\x82"[..],
+        "the split is visible to the reader"
+    );
+    stdin
+        .write(Bytes::from_static(b"go\n"))
+        .await
+        .expect("write");
     let mut rest = Vec::new();
     while let Some(chunk) = stdout.next().await {
         let chunk = chunk.expect("chunk");
         assert!(!chunk.is_empty(), "chunks are never empty");
         rest.extend_from_slice(&chunk);
     }
-    assert_eq!([first, rest].concat(), b"\xe2\x82\xac ok\x00\xff\n");
+    assert_eq!(
+        [first, Bytes::from(rest)].concat(),
+        b"\xe2\x82\xac ok\x00\xff\n"
+    );
     assert!(process.wait().await.expect("wait").success());
     p.dispose().await.expect("dispose");
 }

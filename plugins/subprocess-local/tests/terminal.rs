@@ -6,9 +6,9 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{Signal, SubprocessProvider, Terminal, TerminalSpec};
+use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 use support::{alive, provider, session_members};
 
@@ -175,10 +175,13 @@ async fn typed_input_echoes() {
         .await
         .expect("spawn_terminal");
     let screen = Screen::attach(terminal.as_ref());
-    terminal.write(b"hello\n".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"hello\n"))
+        .await
+        .expect("write");
     // The line discipline echoes the input, then cat writes it back.
     screen.expect("hello\r\nhello\r\n", 0).await;
-    terminal.write(vec![0x04]).await.expect("EOF");
+    terminal.write(Bytes::from(vec![0x04])).await.expect("EOF");
     assert!(terminal.wait().await.expect("wait").success());
     p.dispose().await.expect("dispose");
 }
@@ -223,11 +226,17 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
         "the shell is in the foreground"
     );
 
-    terminal.write(b"sleep 30\n".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"sleep 30\n"))
+        .await
+        .expect("write");
     let job = until_job_runs(terminal.as_ref(), shell, "sleep").await;
     assert!(alive(job as i32), "the job runs in its own group");
 
-    terminal.write(vec![0x03]).await.expect("Ctrl-C");
+    terminal
+        .write(Bytes::from(vec![0x03]))
+        .await
+        .expect("Ctrl-C");
     until_foreground(terminal.as_ref(), |pgid| pgid == shell).await;
     assert!(
         support::eventually(Duration::from_secs(5), || !alive(job as i32)).await,
@@ -235,14 +244,17 @@ async fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     );
 
     // signal() reaches the foreground job the same way.
-    terminal.write(b"sleep 31\n".to_vec()).await.expect("write");
+    terminal
+        .write(Bytes::from_static(b"sleep 31\n"))
+        .await
+        .expect("write");
     let job = until_job_runs(terminal.as_ref(), shell, "sleep").await;
     terminal.signal(Signal::INT).await.expect("signal");
     until_foreground(terminal.as_ref(), |pgid| pgid == shell).await;
     assert!(support::eventually(Duration::from_secs(5), || !alive(job as i32)).await);
 
     terminal
-        .write(b"echo alive-$((40+2))\n".to_vec())
+        .write(Bytes::from_static(b"echo alive-$((40+2))\n"))
         .await
         .expect("write");
     screen.expect("alive-42", at).await;
@@ -264,7 +276,9 @@ async fn terminate_leaves_no_process_of_the_session_and_closes_the_handle() {
     // A background job (its own group under job control), a job that
     // ignores SIGHUP, and a foreground job.
     terminal
-        .write(b"sleep 40 & (trap '' HUP TERM; sleep 41) & sleep 42\n".to_vec())
+        .write(Bytes::from_static(
+            b"sleep 40 & (trap '' HUP TERM; sleep 41) & sleep 42\n",
+        ))
         .await
         .expect("write");
     until_foreground(terminal.as_ref(), |pgid| pgid != sid as u32).await;
@@ -285,7 +299,10 @@ async fn terminate_leaves_no_process_of_the_session_and_closes_the_handle() {
     assert!(status.signal.is_some(), "{status:?}");
 
     for err in [
-        terminal.write(b"x".to_vec()).await.expect_err("write"),
+        terminal
+            .write(Bytes::from_static(b"x"))
+            .await
+            .expect_err("write"),
         terminal.resize(10, 10).await.expect_err("resize"),
         terminal
             .foreground_pgid()
@@ -316,7 +333,7 @@ async fn terminate_cancels_a_write_blocked_on_a_full_terminal() {
         let terminal = terminal.clone();
         async move {
             loop {
-                if let Err(err) = terminal.write(vec![b'x'; 4096]).await {
+                if let Err(err) = terminal.write(Bytes::from(vec![b'x'; 4096])).await {
                     return err;
                 }
             }
@@ -369,7 +386,7 @@ async fn disposal_tears_down_live_terminals() {
     let screen = Screen::attach(terminal.as_ref());
     screen.expect("$ ", 0).await;
     terminal
-        .write(b"sleep 50 &\n".to_vec())
+        .write(Bytes::from_static(b"sleep 50 &\n"))
         .await
         .expect("write");
     assert!(support::eventually(Duration::from_secs(5), || session_members(sid).len() >= 2).await);

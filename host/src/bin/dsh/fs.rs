@@ -11,6 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::args::{FsCommand, GuardArgs};
 use crate::failure::{EXIT_FAILURE, Failure};
 use crate::plugins::print_json;
+use dsh_plugin_api::Bytes;
 
 /// Runs one fs command; 0 on success, a [`Failure`] naming the operation
 /// and path otherwise.
@@ -83,7 +84,7 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             };
             let size = bytes.len();
             let version = fs
-                .write(&path, bytes, write_guard(&guard))
+                .write(&path, Bytes::from(bytes), write_guard(&guard))
                 .await
                 .map_err(|err| Failure::seam("write", &path, &err))?;
             report_version(json, &path, &version, json!({ "bytes": size }))?;

@@ -21,6 +21,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::args::ShArgs;
 use crate::failure::{EXIT_FAILURE, Failure, exit_code_of};
 use crate::streams::{pump, stdin_chunks};
+use dsh_plugin_api::Bytes;
 
 /// How long output may still drain after the program exited.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
@@ -97,11 +98,11 @@ async fn forward_keys(terminal: Arc<dyn Terminal>) {
     const END_OF_FILE: u8 = 0x04;
     let mut keys = stdin_chunks();
     while let Some(chunk) = keys.next().await {
-        if terminal.write(chunk).await.is_err() {
+        if terminal.write(Bytes::from(chunk)).await.is_err() {
             return;
         }
     }
-    let _ = terminal.write(vec![END_OF_FILE]).await;
+    let _ = terminal.write(Bytes::from(vec![END_OF_FILE])).await;
 }
 
 async fn follow_window_size(terminal: Arc<dyn Terminal>) {

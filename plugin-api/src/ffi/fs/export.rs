@@ -10,6 +10,7 @@ use super::{
     FfiEdit, FfiEditOutcome, FfiFs, FfiFs_TO, FfiFsObject, FfiListing, FfiMetadata, FfiReadStream,
     FfiResolved, FfiTextFile, FfiVersion, FfiWriteGuard,
 };
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::context::{Bound, CallContext};
 use crate::ffi::future::{FfiFut, export_call};
 use crate::ffi::registry;
@@ -86,11 +87,12 @@ impl FfiFs for FsExport {
     fn write<'a>(
         &'a self,
         path: RStr<'a>,
-        content: RVec<u8>,
+        content: FfiBytes,
         guard: FfiWriteGuard,
     ) -> FfiFut<'a, FfiVersion> {
-        let call =
-            move |fs: &'a dyn FsProvider| fs.write(path.as_str(), content.into_vec(), guard.into());
+        let call = move |fs: &'a dyn FsProvider| {
+            fs.write(path.as_str(), content.into_bytes(), guard.into())
+        };
         export_call(self, "write", call, FfiVersion::from)
     }
 

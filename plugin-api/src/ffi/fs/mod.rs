@@ -12,6 +12,7 @@ pub use export::export_fs;
 pub use proxy::import_fs;
 pub use types::*;
 
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::future::FfiFut;
 use crate::ffi::stream::{FfiByteStream, FfiTextStream};
 
@@ -39,7 +40,7 @@ pub trait FfiFs: Send + Sync {
     fn write<'a>(
         &'a self,
         path: RStr<'a>,
-        content: RVec<u8>,
+        content: FfiBytes,
         guard: FfiWriteGuard,
     ) -> FfiFut<'a, FfiVersion>;
     fn edit<'a>(

@@ -4,9 +4,11 @@ use std::sync::Arc;
 
 use abi_stable::std_types::{ROption, RStr};
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use super::{FfiFs_TO, FfiFsObject, FfiReadStream};
 use crate::error::Result;
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::future::import;
 use crate::ffi::registry;
 use crate::ffi::stream::{FfiByteStream, FfiTextStream, import_stream};
@@ -91,8 +93,9 @@ impl FsProvider for FsProxy {
         Ok(read_stream(read, import_stream))
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
-        import(self.object.write(path.into(), content.into(), guard.into())).await
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
+        let content = FfiBytes::from_bytes(content);
+        import(self.object.write(path.into(), content, guard.into())).await
     }
 
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {

@@ -5,6 +5,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use abi_stable::StableAbi;
 use abi_stable::std_types::{ROption, RString, RVec};
 
+use crate::ffi::bytes::FfiText;
+
 use crate::fs::{
     DirEntry, Edit, EditOutcome, FileKind, Metadata, Resolved, TextFile, Version, WriteGuard,
 };
@@ -195,14 +197,14 @@ impl From<FfiListing> for Vec<DirEntry> {
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct FfiTextFile {
-    pub text: RString,
+    pub text: FfiText,
     pub version: RString,
 }
 
 impl From<TextFile> for FfiTextFile {
     fn from(value: TextFile) -> Self {
         FfiTextFile {
-            text: value.text.into(),
+            text: FfiText::from_text(value.text),
             version: value.version.0.into(),
         }
     }
@@ -211,7 +213,7 @@ impl From<TextFile> for FfiTextFile {
 impl From<FfiTextFile> for TextFile {
     fn from(value: FfiTextFile) -> Self {
         TextFile {
-            text: value.text.into(),
+            text: value.text.into_text(),
             version: Version(value.version.into()),
         }
     }

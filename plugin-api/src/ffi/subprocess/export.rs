@@ -12,6 +12,7 @@ use super::{
     FfiSpawnSpec, FfiSubprocess, FfiSubprocess_TO, FfiSubprocessObject, FfiTerminal,
     FfiTerminal_TO, FfiTerminalObject, FfiTerminalSpec,
 };
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::context::{Bound, CallContext};
 use crate::ffi::error::{FfiResult, lower};
 use crate::ffi::future::{FfiFut, export_call};
@@ -165,8 +166,9 @@ impl FfiTerminal for TerminalExport {
         }))
     }
 
-    fn write<'a>(&'a self, data: RVec<u8>) -> FfiFut<'a, ()> {
-        let call = move |terminal: &'a dyn Terminal| terminal.write(data.into_vec());
+    fn write<'a>(&'a self, data: FfiBytes) -> FfiFut<'a, ()> {
+        let data = data.into_bytes();
+        let call = move |terminal: &'a dyn Terminal| terminal.write(data);
         export_call(self, "write", call, |()| ())
     }
 

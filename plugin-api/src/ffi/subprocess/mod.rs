@@ -12,6 +12,7 @@ pub use export::export_subprocess;
 pub use proxy::import_subprocess;
 pub use types::*;
 
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::error::FfiResult;
 use crate::ffi::future::FfiFut;
 use crate::ffi::stream::{FfiByteStream, FfiWriter};
@@ -54,7 +55,7 @@ pub trait FfiProcess: Send + Sync {
 pub trait FfiTerminal: Send + Sync {
     fn pid(&self) -> FfiResult<u32>;
     fn take_output(&self) -> FfiResult<ROption<FfiByteStream>>;
-    fn write<'a>(&'a self, data: RVec<u8>) -> FfiFut<'a, ()>;
+    fn write<'a>(&'a self, data: FfiBytes) -> FfiFut<'a, ()>;
     fn resize<'a>(&'a self, cols: u16, rows: u16) -> FfiFut<'a, ()>;
     fn foreground_pgid<'a>(&'a self) -> FfiFut<'a, u32>;
     fn signal<'a>(&'a self, signal: i32) -> FfiFut<'a, ()>;

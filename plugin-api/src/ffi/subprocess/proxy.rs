@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use abi_stable::std_types::{ROption, RString};
 use async_trait::async_trait;
+use bytes::Bytes;
 
 use super::{
     FfiProcess_TO, FfiProcessObject, FfiSubprocess_TO, FfiSubprocessObject, FfiTerminal_TO,
     FfiTerminalObject,
 };
 use crate::error::Result;
+use crate::ffi::bytes::FfiBytes;
 use crate::ffi::error::{FfiResult, lift};
 use crate::ffi::future::import;
 use crate::ffi::registry;
@@ -182,8 +184,8 @@ impl Terminal for TerminalProxy {
         taken(self.object.take_output(), "take_output").map(import_stream)
     }
 
-    async fn write(&self, data: Vec<u8>) -> Result<()> {
-        import(self.object.write(data.into())).await
+    async fn write(&self, data: Bytes) -> Result<()> {
+        import(self.object.write(FfiBytes::from_bytes(data))).await
     }
 
     async fn resize(&self, cols: u16, rows: u16) -> Result<()> {

@@ -4,6 +4,7 @@
 use abi_stable::StableAbi;
 use abi_stable::std_types::{RDuration, ROption, RString, RVec, Tuple2};
 
+use crate::ffi::bytes::FfiBytes;
 use crate::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Signal, SpawnSpec, SpillInfo, SpillSpec,
     StdinMode, TerminalSpec,
@@ -258,7 +259,7 @@ impl From<FfiSpillInfo> for SpillInfo {
 pub struct FfiOutputSnapshot {
     pub total: u64,
     pub offset: u64,
-    pub bytes: RVec<u8>,
+    pub bytes: FfiBytes,
     pub truncated: bool,
     pub spill: ROption<FfiSpillInfo>,
 }
@@ -268,7 +269,7 @@ impl From<OutputSnapshot> for FfiOutputSnapshot {
         FfiOutputSnapshot {
             total: value.total,
             offset: value.offset,
-            bytes: value.bytes.into(),
+            bytes: FfiBytes::from_bytes(value.bytes),
             truncated: value.truncated,
             spill: value.spill.map(FfiSpillInfo::from).into(),
         }
@@ -280,7 +281,7 @@ impl From<FfiOutputSnapshot> for OutputSnapshot {
         OutputSnapshot {
             total: value.total,
             offset: value.offset,
-            bytes: value.bytes.into_vec(),
+            bytes: value.bytes.into_bytes(),
             truncated: value.truncated,
             spill: value.spill.into_option().map(SpillInfo::from),
         }
@@ -290,6 +291,8 @@ impl From<FfiOutputSnapshot> for OutputSnapshot {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use bytes::Bytes;
 
     use super::*;
 
@@ -341,7 +344,7 @@ mod tests {
         let snapshot = OutputSnapshot {
             total: 10,
             offset: 4,
-            bytes: b"efghij".to_vec(),
+            bytes: Bytes::from_static(b"efghij"),
             truncated: true,
             spill: Some(SpillInfo {
                 path: "/s/out".into(),

@@ -11,6 +11,7 @@ use dsh_plugin_api::stream::collect_bytes;
 use e2b_local::harness::LocalServer;
 
 use crate::{Figures, LARGE, Plan, SMALL};
+use dsh_plugin_api::Bytes;
 
 /// Where the bench's e2b-local serves, and its key.
 #[derive(Debug, Clone)]
@@ -105,7 +106,7 @@ impl World {
         ] {
             let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
             self.fs
-                .write(path, content, WriteGuard::Overwrite)
+                .write(path, Bytes::from(content), WriteGuard::Overwrite)
                 .await
                 .with_context(|| format!("write fixture {path}"))?;
         }
@@ -140,7 +141,7 @@ impl World {
             let content = vec![b'0' + (i % 10) as u8; SMALL];
             figures.write_small.push(
                 timed(|| async {
-                    fs.write(&target, content, WriteGuard::Overwrite)
+                    fs.write(&target, Bytes::from(content), WriteGuard::Overwrite)
                         .await
                         .map(drop)
                 })
@@ -163,7 +164,7 @@ impl World {
             let content = large.clone();
             figures.write_large.push(
                 timed(|| async {
-                    fs.write(&target, content, WriteGuard::Overwrite)
+                    fs.write(&target, Bytes::from(content), WriteGuard::Overwrite)
                         .await
                         .map(drop)
                 })

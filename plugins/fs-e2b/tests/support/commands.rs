@@ -15,7 +15,7 @@ use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, Signal, SpawnSpec, StdinMode,
     SubprocessProvider, Terminal, TerminalSpec,
 };
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, async_trait};
 use e2b_client::{Command, Envd, ProcessEvent, SandboxTransport, StreamOptions};
 use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
@@ -69,8 +69,8 @@ impl SubprocessProvider for EnvdCommands {
             .await
             .map_err(|err| Error::new(ErrorKind::Remote, err.to_string()))?;
         let pid = stream.pid();
-        let (stdout_tx, stdout_rx) = mpsc::channel::<Result<Vec<u8>>>(16);
-        let (stderr_tx, stderr_rx) = mpsc::channel::<Result<Vec<u8>>>(16);
+        let (stdout_tx, stdout_rx) = mpsc::channel::<Result<Bytes>>(16);
+        let (stderr_tx, stderr_rx) = mpsc::channel::<Result<Bytes>>(16);
         let (status_tx, status_rx) = watch::channel(None);
         let keep_stdout = matches!(spec.stdout, OutputMode::Pipe);
         let keep_stderr = matches!(spec.stderr, OutputMode::Pipe);
@@ -82,10 +82,10 @@ impl SubprocessProvider for EnvdCommands {
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(ProcessEvent::Stdout(bytes)) if keep_stdout => {
-                        let _ = stdout_tx.send(Ok(bytes.to_vec())).await;
+                        let _ = stdout_tx.send(Ok(bytes)).await;
                     }
                     Ok(ProcessEvent::Stderr(bytes)) if keep_stderr => {
-                        let _ = stderr_tx.send(Ok(bytes.to_vec())).await;
+                        let _ = stderr_tx.send(Ok(bytes)).await;
                     }
                     Ok(ProcessEvent::End(end)) => {
                         status = Ok(ExitStatus {
@@ -118,7 +118,7 @@ impl SubprocessProvider for EnvdCommands {
     }
 }
 
-fn receiver_stream(receiver: mpsc::Receiver<Result<Vec<u8>>>) -> ByteStream {
+fn receiver_stream(receiver: mpsc::Receiver<Result<Bytes>>) -> ByteStream {
     Box::pin(futures::stream::unfold(
         receiver,
         |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
@@ -202,7 +202,7 @@ struct NoInput;
 
 #[async_trait]
 impl ByteWriter for NoInput {
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()> {
+    async fn write(&mut self, chunk: Bytes) -> Result<()> {
         if chunk.is_empty() {
             Ok(())
         } else {

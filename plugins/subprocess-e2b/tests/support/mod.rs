@@ -235,11 +235,13 @@ pub fn sh_collect(script: &str) -> SpawnSpec {
 
 /// Everything kept of one collected stream.
 pub async fn kept(process: &dyn Process, stream: OutputStream) -> Vec<u8> {
-    process
-        .read_output(stream, 0, usize::MAX)
-        .await
-        .expect("read_output")
-        .bytes
+    Vec::from(
+        process
+            .read_output(stream, 0, usize::MAX)
+            .await
+            .expect("read_output")
+            .bytes,
+    )
 }
 
 /// Reads a piped stdout to its end.

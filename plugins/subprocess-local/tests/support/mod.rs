@@ -32,11 +32,13 @@ pub fn sh_collect(script: &str) -> SpawnSpec {
 
 /// Everything retained of one collected stream.
 pub async fn retained(process: &dyn Process, stream: OutputStream) -> Vec<u8> {
-    process
-        .read_output(stream, 0, usize::MAX)
-        .await
-        .expect("read_output")
-        .bytes
+    Vec::from(
+        process
+            .read_output(stream, 0, usize::MAX)
+            .await
+            .expect("read_output")
+            .bytes,
+    )
 }
 
 /// Reads a piped stdout to its end.

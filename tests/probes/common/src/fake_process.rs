@@ -30,7 +30,7 @@ use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, Signal, SpawnSpec, StdinMode,
 };
-use dsh_plugin_api::{Error, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, Result, async_trait};
 use tokio::sync::mpsc;
 
 use crate::exit::Exit;
@@ -88,7 +88,7 @@ impl Tail {
         OutputSnapshot {
             total: self.total,
             offset,
-            bytes: self.bytes[from..to].to_vec(),
+            bytes: Bytes::copy_from_slice(&self.bytes[from..to]),
             truncated: self.truncated,
             spill: None,
         }
@@ -98,7 +98,7 @@ impl Tail {
 /// Where a program's output stream goes.
 pub struct Sink {
     mode: OutputMode,
-    pipe: Option<mpsc::Sender<Vec<u8>>>,
+    pipe: Option<mpsc::Sender<Bytes>>,
     tail: Arc<Mutex<Tail>>,
 }
 
@@ -113,7 +113,7 @@ impl Sink {
             ..Tail::default()
         }));
         let (pipe, stream) = if mode == OutputMode::Pipe {
-            let (sender, receiver) = mpsc::channel::<Vec<u8>>(PIPE_CHUNKS);
+            let (sender, receiver) = mpsc::channel::<Bytes>(PIPE_CHUNKS);
             let stream: ByteStream = Box::pin(futures::stream::unfold(
                 receiver,
                 |mut receiver| async move { receiver.recv().await.map(|chunk| (Ok(chunk), receiver)) },
@@ -134,7 +134,8 @@ impl Sink {
     }
 
     /// Writes a chunk; waits while a pipe is full. Empty chunks are dropped.
-    pub async fn write(&mut self, chunk: Vec<u8>) {
+    pub async fn write(&mut self, chunk: impl Into<Bytes>) {
+        let chunk = chunk.into();
         if chunk.is_empty() {
             return;
         }
@@ -163,7 +164,7 @@ impl Sink {
 
 /// A running program's I/O and environment.
 pub struct Io {
-    pub stdin: Option<mpsc::Receiver<Vec<u8>>>,
+    pub stdin: Option<mpsc::Receiver<Bytes>>,
     pub stdout: Sink,
     pub stderr: Sink,
 }
@@ -178,12 +179,12 @@ pub struct World {
 
 /// The stdin writer of a fake process.
 struct StdinWriter {
-    sender: Option<mpsc::Sender<Vec<u8>>>,
+    sender: Option<mpsc::Sender<Bytes>>,
 }
 
 #[async_trait]
 impl ByteWriter for StdinWriter {
-    async fn write(&mut self, chunk: Vec<u8>) -> Result<()> {
+    async fn write(&mut self, chunk: Bytes) -> Result<()> {
         let Some(sender) = &self.sender else {
             return Err(Error::closed("write: stdin was closed"));
         };
@@ -216,7 +217,7 @@ impl FakeProcess {
     pub fn start(pid: u32, spec: SpawnSpec, world: World) -> Arc<FakeProcess> {
         let (stdin_writer, stdin) = match spec.stdin {
             StdinMode::Pipe => {
-                let (sender, receiver) = mpsc::channel::<Vec<u8>>(PIPE_CHUNKS);
+                let (sender, receiver) = mpsc::channel::<Bytes>(PIPE_CHUNKS);
                 (
                     Some(Box::new(StdinWriter {
                         sender: Some(sender),
@@ -420,9 +421,9 @@ mod tests {
         let snapshot = tail.snapshot(0, 100);
         assert_eq!(snapshot.total, 6);
         assert_eq!(snapshot.offset, 2);
-        assert_eq!(snapshot.bytes, b"cdef");
+        assert_eq!(snapshot.bytes, &b"cdef"[..]);
         assert!(snapshot.truncated);
-        assert_eq!(tail.snapshot(4, 1).bytes, b"e");
-        assert_eq!(tail.snapshot(99, 10).bytes, b"");
+        assert_eq!(tail.snapshot(4, 1).bytes, &b"e"[..]);
+        assert_eq!(tail.snapshot(99, 10).bytes, &b""[..]);
     }
 }

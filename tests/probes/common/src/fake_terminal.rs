@@ -13,7 +13,7 @@ use std::sync::{Mutex, PoisonError};
 
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{ExitStatus, Signal, Terminal, TerminalSpec};
-use dsh_plugin_api::{Error, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, Result, async_trait};
 use tokio::sync::mpsc;
 
 use crate::exit::Exit;
@@ -21,19 +21,19 @@ use crate::exit::Exit;
 /// A fake terminal.
 pub struct FakeTerminal {
     pid: u32,
-    output: Mutex<Option<mpsc::UnboundedSender<Vec<u8>>>>,
+    output: Mutex<Option<mpsc::UnboundedSender<Bytes>>>,
     stream: Mutex<Option<ByteStream>>,
     status: Exit,
 }
 
 impl FakeTerminal {
     pub fn start(pid: u32, spec: &TerminalSpec) -> FakeTerminal {
-        let (sender, receiver) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
         let stream: ByteStream = Box::pin(futures::stream::unfold(
             receiver,
             |mut receiver| async move { receiver.recv().await.map(|chunk| (Ok(chunk), receiver)) },
         ));
-        let _ = sender.send(format!("{}\r\n", spec.argv.join(" ")).into_bytes());
+        let _ = sender.send(format!("{}\r\n", spec.argv.join(" ")).into());
         FakeTerminal {
             pid,
             output: Mutex::new(Some(sender)),
@@ -42,7 +42,7 @@ impl FakeTerminal {
         }
     }
 
-    fn print(&self, operation: &str, text: Vec<u8>) -> Result<()> {
+    fn print(&self, operation: &str, text: Bytes) -> Result<()> {
         let output = self.output.lock().unwrap_or_else(PoisonError::into_inner);
         match output.as_ref() {
             Some(sender) => {
@@ -79,12 +79,12 @@ impl Terminal for FakeTerminal {
             .take()
     }
 
-    async fn write(&self, data: Vec<u8>) -> Result<()> {
+    async fn write(&self, data: Bytes) -> Result<()> {
         let interrupt = data.contains(&0x03);
         let eof = data.contains(&0x04);
         self.print("write", data)?;
         if interrupt {
-            self.print("write", b"^C\r\n".to_vec())?;
+            self.print("write", Bytes::from_static(b"^C\r\n"))?;
         }
         if eof {
             self.end(ExitStatus {
@@ -102,7 +102,7 @@ impl Terminal for FakeTerminal {
                 "resize: {cols}x{rows} must be at least 1x1"
             )));
         }
-        self.print("resize", format!("size {cols}x{rows}\r\n").into_bytes())
+        self.print("resize", Bytes::from(format!("size {cols}x{rows}\r\n")))
     }
 
     async fn foreground_pgid(&self) -> Result<u32> {
@@ -110,7 +110,7 @@ impl Terminal for FakeTerminal {
     }
 
     async fn signal(&self, signal: Signal) -> Result<()> {
-        self.print("signal", format!("signal {}\r\n", signal.0).into_bytes())?;
+        self.print("signal", Bytes::from(format!("signal {}\r\n", signal.0)))?;
         if [Signal::HUP, Signal::INT, Signal::TERM, Signal::KILL].contains(&signal) {
             self.end(ExitStatus {
                 code: None,

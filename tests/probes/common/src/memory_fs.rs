@@ -19,7 +19,7 @@ use dsh_plugin_api::fs::{
     Resolved, TextFile, Version, WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, Text, async_trait};
 
 use crate::magic::{self, Counters, Magic};
 
@@ -34,7 +34,7 @@ const MAX_LINK_DEPTH: usize = 40;
 #[derive(Debug, Clone)]
 enum Node {
     File {
-        content: Vec<u8>,
+        content: Bytes,
         mode: u32,
         version: u64,
         modified: SystemTime,
@@ -254,7 +254,7 @@ impl MemoryFs {
             .ok_or_else(|| not_found(operation, shown))
     }
 
-    fn file_content(&self, operation: &str, path: &str) -> Result<(Vec<u8>, u64)> {
+    fn file_content(&self, operation: &str, path: &str) -> Result<(Bytes, u64)> {
         let tree = self.lock();
         let resolved = Self::resolve_in(&tree, &self.absolute(path, None), true, 0)?;
         match tree.nodes.get(&resolved) {
@@ -274,7 +274,8 @@ impl MemoryFs {
         }
     }
 
-    fn text_of(operation: &str, path: &str, content: Vec<u8>) -> Result<String> {
+    /// The content as text, without copying it.
+    fn text_of(operation: &str, path: &str, content: Bytes) -> Result<Text> {
         let sample = &content[..content.len().min(BINARY_SAMPLE_LEN)];
         if sample.contains(&0) {
             return Err(
@@ -282,16 +283,15 @@ impl MemoryFs {
                     .with_subject(path),
             );
         }
-        String::from_utf8(content).map_err(|err| {
-            Error::new(
+        if let Err(err) = std::str::from_utf8(&content) {
+            return Err(Error::new(
                 ErrorKind::InvalidUtf8,
-                format!(
-                    "{operation}: invalid UTF-8 at byte {}",
-                    err.utf8_error().valid_up_to()
-                ),
+                format!("{operation}: invalid UTF-8 at byte {}", err.valid_up_to()),
             )
-            .with_subject(path)
-        })
+            .with_subject(path));
+        }
+        // Valid (checked above); `Text` checks again rather than trusting.
+        Text::from_utf8(content).map_err(|err| err.context(operation).with_subject(path))
     }
 
     /// Creates `path` and missing parents as directories.
@@ -377,7 +377,7 @@ impl MemoryFs {
         &self,
         operation: &str,
         path: &str,
-        content: Vec<u8>,
+        content: Bytes,
         guard: &WriteGuard,
     ) -> Result<Version> {
         let mut tree = self.lock();
@@ -420,12 +420,7 @@ impl MemoryFs {
         }
     }
 
-    fn lazy_chunks(
-        &self,
-        content: Vec<u8>,
-        chunk: usize,
-        panic_after: Option<usize>,
-    ) -> ByteStream {
+    fn lazy_chunks(&self, content: Bytes, chunk: usize, panic_after: Option<usize>) -> ByteStream {
         let counters = self.counters.clone();
         Box::pin(futures::stream::unfold(
             (content, 0usize, 0usize),
@@ -440,7 +435,7 @@ impl MemoryFs {
                     }
                     let end = (at + chunk).min(content.len());
                     counters.chunks_produced.fetch_add(1, Ordering::SeqCst);
-                    let piece = content[at..end].to_vec();
+                    let piece = content.slice(at..end);
                     Some((Ok(piece), (content, end, index + 1)))
                 }
             },
@@ -558,7 +553,7 @@ impl FsProvider for MemoryFs {
     async fn read_text(&self, path: &str) -> Result<TextFile> {
         if let Some(Magic::State) = self.magic("read_text", path).await? {
             return Ok(TextFile {
-                text: self.counters.snapshot().to_string(),
+                text: self.counters.snapshot().to_string().into(),
                 version: Version("state".into()),
             });
         }
@@ -574,7 +569,9 @@ impl FsProvider for MemoryFs {
         let (content, version) = self.file_content("stream_text", path)?;
         let size = content.len() as u64;
         let text = Self::text_of("stream_text", path, content)?;
-        let chunks = text_chunks(&text, CHUNK).into_iter().map(Ok);
+        let chunks = text_chunks(&text, CHUNK)
+            .into_iter()
+            .map(|chunk| Ok(Text::from(chunk)));
         Ok(ReadStream {
             version: Version(format!("v{version}")),
             size,
@@ -585,9 +582,10 @@ impl FsProvider for MemoryFs {
     async fn read_bytes(&self, path: &str) -> Result<ReadStream<ByteStream>> {
         match self.magic("read_bytes", path).await? {
             Some(Magic::Stream(count)) => {
-                let content: Vec<u8> = (0..count as usize)
+                let content: Bytes = (0..count as usize)
                     .flat_map(|index| std::iter::repeat_n(index as u8, MAGIC_CHUNK))
-                    .collect();
+                    .collect::<Vec<u8>>()
+                    .into();
                 return Ok(ReadStream {
                     version: Version("stream".into()),
                     size: content.len() as u64,
@@ -598,7 +596,7 @@ impl FsProvider for MemoryFs {
                 return Ok(ReadStream {
                     version: Version("panic-stream".into()),
                     size: 2 * MAGIC_CHUNK as u64,
-                    chunks: self.lazy_chunks(vec![7; 2 * MAGIC_CHUNK], MAGIC_CHUNK, Some(1)),
+                    chunks: self.lazy_chunks(vec![7; 2 * MAGIC_CHUNK].into(), MAGIC_CHUNK, Some(1)),
                 });
             }
             _ => {}
@@ -611,7 +609,7 @@ impl FsProvider for MemoryFs {
         })
     }
 
-    async fn write(&self, path: &str, content: Vec<u8>, guard: WriteGuard) -> Result<Version> {
+    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         self.magic("write", path).await?;
         self.store("write", path, content, &guard)
     }
@@ -649,7 +647,7 @@ impl FsProvider for MemoryFs {
         if crlf {
             text = text.replace('\n', "\r\n");
         }
-        let version = self.store("edit", path, text.into_bytes(), &guard)?;
+        let version = self.store("edit", path, Bytes::from(text), &guard)?;
         Ok(EditOutcome {
             version,
             replacements,
@@ -760,34 +758,50 @@ mod tests {
     #[test]
     fn writes_reads_and_guards() {
         let fs = fs();
-        let v1 = run(fs.write("a/b.txt", b"hello".to_vec(), WriteGuard::CreateNew)).unwrap();
+        let v1 = run(fs.write(
+            "a/b.txt",
+            Bytes::from_static(b"hello"),
+            WriteGuard::CreateNew,
+        ))
+        .unwrap();
         let text = run(fs.read_text("/work/a/b.txt")).unwrap();
         assert_eq!(text.text, "hello");
         assert_eq!(text.version, v1);
-        let err = run(fs.write("a/b.txt", b"x".to_vec(), WriteGuard::CreateNew)).unwrap_err();
+        let err =
+            run(fs.write("a/b.txt", Bytes::from_static(b"x"), WriteGuard::CreateNew)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::AlreadyExists);
         let v2 = run(fs.write(
             "a/b.txt",
-            b"bye".to_vec(),
+            Bytes::from_static(b"bye"),
             WriteGuard::IfVersion(v1.clone()),
         ))
         .unwrap();
-        let err = run(fs.write("a/b.txt", b"x".to_vec(), WriteGuard::IfVersion(v1))).unwrap_err();
+        let err = run(fs.write(
+            "a/b.txt",
+            Bytes::from_static(b"x"),
+            WriteGuard::IfVersion(v1),
+        ))
+        .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Conflict);
         assert_ne!(v2, Version("v0".into()));
-        let err = run(fs.write("a", b"x".to_vec(), WriteGuard::Overwrite)).unwrap_err();
+        let err = run(fs.write("a", Bytes::from_static(b"x"), WriteGuard::Overwrite)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::IsADirectory);
     }
 
     #[test]
     fn text_rules_binary_and_utf8() {
         let fs = fs();
-        run(fs.write("bin", vec![b'a', 0, b'b'], WriteGuard::Overwrite)).unwrap();
+        run(fs.write(
+            "bin",
+            Bytes::from(vec![b'a', 0, b'b']),
+            WriteGuard::Overwrite,
+        ))
+        .unwrap();
         assert_eq!(
             run(fs.read_text("bin")).unwrap_err().kind(),
             ErrorKind::Binary
         );
-        run(fs.write("bad", vec![b'a', 0xff], WriteGuard::Overwrite)).unwrap();
+        run(fs.write("bad", Bytes::from(vec![b'a', 0xff]), WriteGuard::Overwrite)).unwrap();
         assert_eq!(
             run(fs.read_text("bad")).unwrap_err().kind(),
             ErrorKind::InvalidUtf8
@@ -801,9 +815,9 @@ mod tests {
             ErrorKind::NotFound
         );
         let long = "ü".repeat(CHUNK);
-        run(fs.write("long", long.clone().into_bytes(), WriteGuard::Overwrite)).unwrap();
+        run(fs.write("long", Bytes::from(long.clone()), WriteGuard::Overwrite)).unwrap();
         let stream = run(fs.stream_text("long")).unwrap();
-        let chunks: Vec<String> = run(stream.chunks.map(|chunk| chunk.unwrap()).collect());
+        let chunks: Vec<Text> = run(stream.chunks.map(|chunk| chunk.unwrap()).collect());
         assert!(chunks.len() > 1);
         assert_eq!(chunks.concat(), long);
         let bytes = run(fs.read_bytes("long")).unwrap();
@@ -837,7 +851,7 @@ mod tests {
         let fs = fs();
         run(fs.write(
             "e.txt",
-            b"one\r\ntwo\r\ntwo\r\n".to_vec(),
+            Bytes::from_static(b"one\r\ntwo\r\ntwo\r\n"),
             WriteGuard::Overwrite,
         ))
         .unwrap();
@@ -877,7 +891,7 @@ mod tests {
             run(fs.mkdir("e.txt")).unwrap_err().kind(),
             ErrorKind::AlreadyExists
         );
-        run(fs.write("d/e/f/g", b"g".to_vec(), WriteGuard::Overwrite)).unwrap();
+        run(fs.write("d/e/f/g", Bytes::from_static(b"g"), WriteGuard::Overwrite)).unwrap();
         run(fs.rename("d", "moved/here")).unwrap();
         assert_eq!(run(fs.read_text("moved/here/e/f/g")).unwrap().text, "g");
         assert!(run(fs.remove("moved")).unwrap());

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest};
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, Metadata, ReadStream, Version, WriteGuard};
 use dsh_plugin_api::stream::{byte_stream_once, collect_bytes};
-use dsh_plugin_api::{Error, Result};
+use dsh_plugin_api::{Bytes, Error, Result};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -142,7 +142,7 @@ async fn fs_value(fs: &dyn FsProvider, args: &[String]) -> Result<Value> {
                     None => return Err(Error::invalid_input(format!("unknown guard {other:?}"))),
                 },
             };
-            let content = arg(args, 2, "content")?.as_bytes().to_vec();
+            let content = Bytes::copy_from_slice(arg(args, 2, "content")?.as_bytes());
             json!(fs.write(path()?, content, guard).await?.0)
         }
         "edit" => {
@@ -176,7 +176,7 @@ async fn fs_value(fs: &dyn FsProvider, args: &[String]) -> Result<Value> {
 async fn copy<S, C>(opened: Result<ReadStream<S>>, io: &mut Io) -> i32
 where
     S: futures::Stream<Item = Result<C>> + Unpin,
-    C: Into<Vec<u8>>,
+    C: Into<Bytes>,
 {
     let mut stream = match opened {
         Ok(read) => read.chunks,
