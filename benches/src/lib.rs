@@ -20,9 +20,6 @@
 //! ([`stats`]); the table ([`table`]) shows each next to its target.
 //!
 //! Run with `cargo bench -p dsh-benches` (see `benches/README.md`).
-//! [`zero_copy`] is the prototype measurement behind the zero-copy plan
-//! for the ABI's byte payloads (`cargo run --release -p dsh-benches
-//! --example zero_copy`).
 
 pub mod child;
 pub mod composition;
@@ -35,7 +32,6 @@ pub mod options;
 pub mod sections;
 pub mod stats;
 pub mod table;
-pub mod zero_copy;
 
 use anyhow::{Context, Result};
 use dsh_host::Host;

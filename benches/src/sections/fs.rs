@@ -113,7 +113,7 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
         figures,
         notes: vec![
             format!("files in {} ({filesystem}; set {BENCH_DIR_ENV} to measure elsewhere, e.g. /dev/shm)", root.display()),
-            "write: every contender gets an owned Vec prepared outside the timed region; fs-local stages in a 0700 sibling directory and renames (atomic, no fsync)".into(),
+            "write: every contender gets an owned buffer prepared outside the timed region (a Vec for std, Bytes over one for dsh); fs-local stages in a 0700 sibling directory and renames (atomic, no fsync)".into(),
             "std atomic: the same protocol in plain std — mkdir 0700, create_new + write, lstat target, rename, fstat, rmdir".into(),
             format!("read_bytes: the stream drained chunk by chunk vs std File::read into one reused {} KiB buffer", STREAM_READ / KIB),
         ],
@@ -254,12 +254,17 @@ fn write(
     let ours = |fs: &Arc<dyn FsProvider>, path: String| {
         let fs = fs.clone();
         move |n| {
-            let inputs = owned_copies(content, n);
+            // A `Bytes` over each owned `Vec` (no copy), made before the
+            // timed region like the peers' buffers.
+            let inputs: Vec<Bytes> = owned_copies(content, n)
+                .into_iter()
+                .map(Bytes::from)
+                .collect();
             bench.runtime.block_on(async {
                 let started = Instant::now();
                 for input in inputs {
                     let version = fs
-                        .write(&path, Bytes::from(input), WriteGuard::Overwrite)
+                        .write(&path, input, WriteGuard::Overwrite)
                         .await
                         .with_context(|| format!("write {path}"))?;
                     black_box(version);
