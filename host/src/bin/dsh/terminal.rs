@@ -102,7 +102,7 @@ async fn forward_keys(terminal: Arc<dyn Terminal>) {
             return;
         }
     }
-    let _ = terminal.write(Bytes::from(vec![END_OF_FILE])).await;
+    let _ = terminal.write(Bytes::from_static(&[END_OF_FILE])).await;
 }
 
 async fn follow_window_size(terminal: Arc<dyn Terminal>) {
