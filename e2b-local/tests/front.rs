@@ -9,6 +9,7 @@ use bytes::Bytes;
 use common::{Api, Http, LocalServer};
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use serde_json::json;
 
 fn assert_not_found(reply: &common::Reply, sandbox_id: &str) {
@@ -146,22 +147,28 @@ async fn serves_h2c_with_prior_knowledge() {
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn streams_are_forwarded_as_they_are_produced() {
-    let server = LocalServer::start();
-    let id = Api::new(&server).sandbox().await;
+/// Starts `bash -c script` in sandbox `id` with a Connect JSON `Start` over HTTP/1.1 and
+/// returns the response with its stream unread.
+async fn start_bash(server: &LocalServer, id: &str, script: &str) -> http::Response<Incoming> {
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
         .build_http::<Full<Bytes>>();
-    let body = json!({"process": {"cmd": "/bin/bash", "args": ["-c", "echo first; sleep 2; echo second"]}});
+    let body = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}});
     let request = Request::post(format!("{}/process.Process/Start", server.sandbox_url()))
         .header("content-type", "application/connect+json")
-        .header("e2b-sandbox-id", &id)
+        .header("e2b-sandbox-id", id)
         .body(Full::new(Bytes::from(common::envelope(
             body.to_string().as_bytes(),
         ))))
         .unwrap();
+    client.request(request).await.expect("Start")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_are_forwarded_as_they_are_produced() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
     let started = Instant::now();
-    let response = client.request(request).await.expect("Start");
+    let response = start_bash(&server, &id, "echo first; sleep 2; echo second").await;
     assert_eq!(response.status(), StatusCode::OK);
     let mut body = response.into_body();
     let mut received = Vec::new();
@@ -335,23 +342,13 @@ async fn a_stalled_reader_of_many_tiny_events_keeps_its_stream() {
     use base64::Engine;
     let server = LocalServer::start();
     let id = Api::new(&server).sandbox().await;
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build_http::<Full<Bytes>>();
     // Every `echo` is its own tiny write, so envd forwards each as its own event: while the
     // reader stalls, tens of thousands of tiny HTTP/2 DATA frames queue between the front and
     // the sandbox's daemon. h2 counts such frames against a small-frame budget and closes the
     // whole connection when it runs out (seen as broken streams under CPU load).
     let lines = 200_000;
     let script = format!("for i in $(seq 1 {lines}); do echo $i; done");
-    let body = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}});
-    let request = Request::post(format!("{}/process.Process/Start", server.sandbox_url()))
-        .header("content-type", "application/connect+json")
-        .header("e2b-sandbox-id", &id)
-        .body(Full::new(Bytes::from(common::envelope(
-            body.to_string().as_bytes(),
-        ))))
-        .unwrap();
-    let response = client.request(request).await.expect("Start");
+    let response = start_bash(&server, &id, &script).await;
     assert_eq!(response.status(), StatusCode::OK);
     tokio::time::sleep(Duration::from_secs(3)).await;
     let received = response
