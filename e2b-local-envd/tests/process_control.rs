@@ -6,7 +6,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::process::{
-    by_pid, by_tag, close_stdin, finish, on_pty, send_input, shell, signal, started,
+    Outcome, by_pid, by_tag, close_stdin, finish, on_pty, record, send_input, shell, signal,
+    started,
 };
 use common::{TestDaemon, config, unary_json};
 use connectrpc::ErrorCode;
@@ -112,8 +113,9 @@ async fn send_input_cases() {
     let outcome = finish(stream).await;
     assert_eq!(outcome.stdout_text(), "abcdef");
 
-    // pty input on a pipe process: internal.
-    let (pid, stream) = started(&client, interactive("cat")).await;
+    // pty input on a pipe process: internal. The process outlives cat's EOF, so the second
+    // close and the late write below meet a live process (an ended one is not found).
+    let (pid, mut stream) = started(&client, interactive("cat; echo eof:$?; exec sleep 30")).await;
     let err = client
         .send_input(pty_input(pid, b"x"))
         .await
@@ -141,8 +143,22 @@ async fn send_input_cases() {
         err.message.as_deref(),
         Some("error writing to stdin: stdin not enabled or closed")
     );
-    let outcome = finish(stream).await;
-    assert_eq!(outcome.end().exit_code, 0, "cat saw EOF");
+    // cat saw EOF (and exited 0) before the process is killed.
+    let mut seen = Outcome::default();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !seen.stdout_text().ends_with('\n') {
+            let message = stream.message().await.expect("stream").expect("an event");
+            record(&mut seen, message.to_owned_message().event);
+        }
+    })
+    .await
+    .expect("cat's EOF within 30 s");
+    assert_eq!(seen.stdout_text(), "eof:0\n", "cat saw EOF");
+    client
+        .send_signal(signal(pid, Signal::SIGNAL_SIGKILL))
+        .await
+        .expect("kill");
+    finish(stream).await.end();
 
     // stdin disabled at start.
     let (pid, stream) = started(&client, shell("sleep 5")).await;
