@@ -349,7 +349,8 @@ while :; do if read -r cmd; then case "$cmd" in size) echo "SIZE $(tput cols) $(
 }
 
 /// Starts an interactive bash, runs `sleep 30` in the foreground, and
-/// returns the terminal, its screen and the job's process group.
+/// returns the terminal, its screen and the job's process group once the
+/// job's leader runs `sleep` (seen by `ps` in the world).
 async fn shell_with_foreground_job(cx: &Cx) -> Result<(Arc<dyn Terminal>, Screen, u32), Failure> {
     let terminal = cx
         .spawn_terminal("spawn_terminal bash -i", interactive_bash(cx))
@@ -373,20 +374,28 @@ async fn shell_with_foreground_job(cx: &Cx) -> Result<(Arc<dyn Terminal>, Screen
         |pgid| pgid != pid && pgid > 1,
     )
     .await?;
-    Ok((terminal, screen, job))
+    // bash hands the terminal to the job before the job execs `sleep`; an interrupt in that
+    // window reaches bash's forked child, which swallows it. Wait for the exec.
+    let mut members = Vec::new();
+    for _ in 0..50 {
+        members = cx.group_members(job).await?;
+        if members
+            .iter()
+            .any(|row| row.pid == job && row.args.starts_with("sleep"))
+        {
+            return Ok((terminal, screen, job));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    fail!(
+        "foreground_pgid {job}: expected the group of the `sleep 30` job, ps finds for 5 s: {}",
+        show_rows(&members)
+    )
 }
 
 async fn foreground_and_signal(cx: &Cx) -> CaseResult {
     let (terminal, mut screen, job) = shell_with_foreground_job(cx).await?;
     let pid = terminal.pid();
-    let members = cx.group_members(job).await?;
-    ensure!(
-        members
-            .iter()
-            .any(|row| row.pid == job && row.args.starts_with("sleep")),
-        "foreground_pgid {job}: expected the group of the `sleep 30` job, ps finds: {}",
-        show_rows(&members)
-    );
     cx.ok(
         "signal(INT) to the foreground group",
         terminal.signal(Signal::INT),
