@@ -17,6 +17,10 @@
 //! it first with `cargo build -p e2b-local` (cargo does that by itself for this crate's own
 //! integration tests). The server needs root, like e2b-local itself.
 
+mod sdk_driver;
+
+pub use sdk_driver::{SdkDriver, millisecond_samples};
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

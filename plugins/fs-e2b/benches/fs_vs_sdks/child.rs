@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 use e2b_local::harness::LocalServer;
 
 use crate::ours::{self, Endpoints};
-use crate::peers::Peer;
+use crate::peers;
 
 /// The argument that makes this binary the RSS child of our side.
 pub const FLAG: &str = "--stream-child";
@@ -27,19 +27,18 @@ pub enum Client {
 /// Runs `client` streaming `path` of `sandbox_id` in a child process and
 /// returns the child's peak RSS in bytes.
 pub fn peak_rss(client: Client, server: &LocalServer, sandbox_id: &str, path: &str) -> Result<u64> {
-    let env = server.env();
     let mut command = match client {
         Client::Dsh => {
             let mut command = Command::new(std::env::current_exe()?);
             command
                 .args([FLAG, sandbox_id, path])
-                .envs(env.iter().cloned())
+                .envs(server.env())
                 .stdin(Stdio::null())
                 .stderr(Stdio::inherit());
             command
         }
-        Client::Js => Peer::js().command(&env, "stream", &[sandbox_id, path]),
-        Client::Python => Peer::python().command(&env, "stream", &[sandbox_id, path]),
+        Client::Js => peers::js().command(server, "stream", &[sandbox_id, path]),
+        Client::Python => peers::python().command(server, "stream", &[sandbox_id, path]),
     };
     let output = command
         .output()

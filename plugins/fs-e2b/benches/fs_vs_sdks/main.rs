@@ -95,9 +95,9 @@ async fn run(server: &LocalServer) -> Result<()> {
     eprintln!("measuring dsh-fs-e2b");
     let mut dsh = world.measure(&plan).await?;
     eprintln!("measuring the JS SDK");
-    let mut js = peers::Peer::js().measure(server, &world.sandbox_id, &plan)?;
+    let mut js = peers::measure(&peers::js(), server, &world.sandbox_id, &plan)?;
     eprintln!("measuring the Python SDK");
-    let mut python = peers::Peer::python().measure(server, &world.sandbox_id, &plan)?;
+    let mut python = peers::measure(&peers::python(), server, &world.sandbox_id, &plan)?;
     eprintln!("measuring peak RSS while streaming");
     for (figures, client) in [
         (&mut dsh, child::Client::Dsh),

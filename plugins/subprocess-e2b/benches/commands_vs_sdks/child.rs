@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use e2b_local::harness::LocalServer;
 
 use crate::ours;
-use crate::peers::Peer;
+use crate::peers;
 
 /// The argument that makes this binary our collect child.
 pub const FLAG: &str = "--collect-child";
@@ -42,8 +42,8 @@ pub fn peak_rss(
                 .stderr(Stdio::inherit());
             command
         }
-        Client::Js => Peer::js().command(server, "collect", &[sandbox_id, &size]),
-        Client::Python => Peer::python().command(server, "collect", &[sandbox_id, &size]),
+        Client::Js => peers::js().command(server, "collect", &[sandbox_id, &size]),
+        Client::Python => peers::python().command(server, "collect", &[sandbox_id, &size]),
     };
     let mut child = command
         .stdout(Stdio::piped())

@@ -103,9 +103,9 @@ async fn run(server: &LocalServer, plan: &Plan) -> Result<()> {
     eprintln!("measuring the wrapper choice (shell vs helper)");
     let wrappers = world.wrappers(server, plan).await?;
     eprintln!("measuring the JS SDK");
-    let mut js = peers::Peer::js().measure(server, &world.sandbox_id, plan)?;
+    let mut js = peers::measure(&peers::js(), server, &world.sandbox_id, plan)?;
     eprintln!("measuring the Python SDK");
-    let mut python = peers::Peer::python().measure(server, &world.sandbox_id, plan)?;
+    let mut python = peers::measure(&peers::python(), server, &world.sandbox_id, plan)?;
     eprintln!("measuring peak RSS through collect mode");
     for (figures, client) in [
         (&mut dsh, child::Client::Dsh),

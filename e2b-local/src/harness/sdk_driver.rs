@@ -1,0 +1,100 @@
+//! The official SDKs' benchmark drivers in `sdk-peers/bench/` (`<name>.mjs` on npm `e2b`,
+//! `<name>.py` on PyPI `e2b` in the peer's venv), run as child processes against a
+//! [`LocalServer`]. Each driver takes a mode and arguments and prints one JSON object;
+//! `scripts/install-sdk-peers.sh` installs the SDKs they need.
+
+use std::io;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::LocalServer;
+
+/// `sdk-peers/`, from this crate's manifest directory.
+fn sdk_peers() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk-peers")
+}
+
+/// One SDK's driver script.
+#[derive(Debug, Clone)]
+pub struct SdkDriver {
+    /// The SDK and its pinned version, for reports.
+    pub name: &'static str,
+    program: PathBuf,
+    script: PathBuf,
+}
+
+impl SdkDriver {
+    /// `node sdk-peers/bench/<driver>.mjs` (npm `e2b` 2.29.1).
+    pub fn js(driver: &str) -> SdkDriver {
+        SdkDriver {
+            name: "js e2b@2.29.1",
+            program: PathBuf::from("node"),
+            script: sdk_peers().join(format!("bench/{driver}.mjs")),
+        }
+    }
+
+    /// `sdk-peers/python/.venv/bin/python sdk-peers/bench/<driver>.py` (PyPI `e2b` 2.63.0).
+    pub fn python(driver: &str) -> SdkDriver {
+        SdkDriver {
+            name: "python e2b==2.63.0",
+            program: sdk_peers().join("python/.venv/bin/python"),
+            script: sdk_peers().join(format!("bench/{driver}.py")),
+        }
+    }
+
+    /// The driver for `mode` with `args`, given `server`'s environment, stdin null and
+    /// stderr inherited; the caller chooses stdout and runs it.
+    pub fn command(&self, server: &LocalServer, mode: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(&self.program);
+        command
+            .arg(&self.script)
+            .arg(mode)
+            .args(args)
+            .envs(server.env())
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit());
+        command
+    }
+
+    /// Runs the driver for `mode` to its end and parses the JSON object it printed. Errors
+    /// name the driver and mode (and hint at the installer when it cannot start).
+    pub fn run_json(&self, server: &LocalServer, mode: &str, args: &[&str]) -> io::Result<Value> {
+        let output = self.command(server, mode, args).output().map_err(|err| {
+            io::Error::new(
+                err.kind(),
+                format!(
+                    "run {} {} (is the peer installed? scripts/install-sdk-peers.sh): {err}",
+                    self.program.display(),
+                    self.script.display()
+                ),
+            )
+        })?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "{} {mode} failed: {}",
+                self.name, output.status
+            )));
+        }
+        serde_json::from_slice(&output.stdout)
+            .map_err(|err| io::Error::other(format!("{} {mode} printed no JSON: {err}", self.name)))
+    }
+}
+
+/// The millisecond samples under `key` of a driver's report, as durations.
+pub fn millisecond_samples(report: &Value, key: &str) -> io::Result<Vec<Duration>> {
+    report[key]
+        .as_array()
+        .ok_or_else(|| io::Error::other(format!("the report has no {key} samples: {report}")))?
+        .iter()
+        .map(|sample| {
+            sample
+                .as_f64()
+                .filter(|ms| ms.is_finite() && *ms >= 0.0)
+                .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+                .ok_or_else(|| io::Error::other(format!("{key}: {sample} is not milliseconds")))
+        })
+        .collect()
+}
