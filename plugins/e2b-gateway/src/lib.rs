@@ -43,6 +43,7 @@ mod errors;
 mod gone;
 mod headers;
 mod liveness;
+mod owner;
 mod owner_transport;
 mod serve;
 
@@ -52,6 +53,7 @@ pub use control::{
 };
 pub use errors::plugin_error;
 pub use liveness::{ControlPlaneLiveness, LIVENESS_TIMEOUT, Liveness, Presence};
+pub use owner::GatewayOwner;
 pub use owner_transport::{OwnerTransport, envd_client, envd_options};
 pub use serve::EnvdGateway;
 

@@ -10,40 +10,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dsh_e2b_gateway::{
-    ControlPlaneLiveness, ControlShell, EnvdGateway, GUARD_FAILED_EXIT, Liveness, OwnerEnvd,
-    Presence, envd_client,
+    ControlPlaneLiveness, ControlShell, EnvdGateway, GUARD_FAILED_EXIT, GatewayOwner, OwnerEnvd,
+    envd_client,
 };
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::ErrorKind;
+use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, SandboxInfo};
 use dsh_plugin_api::stream::byte_stream_once;
-use dsh_plugin_api::{ErrorKind, Result, async_trait};
 use e2b_client::{
     Api, CallOptions, Command, ConnectionOptions, DownloadOptions, NewSandbox, ProcessEvent,
     Sandbox, SandboxRoute, SandboxTransport, StreamOptions, UploadOptions,
 };
 use e2b_local::harness::LocalServer;
 use futures::StreamExt;
-
-/// An owner of one sandbox that serves through a gateway.
-struct TestOwner {
-    gateway: EnvdGateway,
-    liveness: ControlPlaneLiveness,
-    info: SandboxInfo,
-}
-
-#[async_trait]
-impl E2bOwner for TestOwner {
-    fn info(&self) -> SandboxInfo {
-        self.info.clone()
-    }
-
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
-        self.gateway.serve(request).await
-    }
-
-    async fn alive(&self) -> Result<bool> {
-        Ok(self.liveness.presence().await == Presence::Running)
-    }
-}
 
 struct World {
     server: LocalServer,
@@ -87,15 +65,11 @@ fn info_of(sandbox: &Sandbox) -> SandboxInfo {
     }
 }
 
-fn owner_of(sandbox: &Sandbox) -> Arc<TestOwner> {
-    Arc::new(TestOwner {
-        gateway: EnvdGateway::for_sandbox(sandbox),
-        liveness: ControlPlaneLiveness::new(sandbox.api().clone(), sandbox.id()),
-        info: info_of(sandbox),
-    })
+fn owner_of(sandbox: &Sandbox) -> Arc<GatewayOwner> {
+    Arc::new(GatewayOwner::new(sandbox, info_of(sandbox)))
 }
 
-fn adapter(owner: &Arc<TestOwner>) -> OwnerEnvd {
+fn adapter(owner: &Arc<GatewayOwner>) -> OwnerEnvd {
     envd_client(owner.clone())
 }
 
@@ -350,15 +324,15 @@ async fn an_unreachable_envd_of_a_running_sandbox_is_a_transport_failure_not_a_g
         },
     )
     .unwrap();
-    let owner = Arc::new(TestOwner {
-        gateway: EnvdGateway::new(
+    let owner = Arc::new(GatewayOwner::from_parts(
+        info_of(&sandbox),
+        EnvdGateway::new(
             transport,
             sandbox.id(),
             Arc::new(ControlPlaneLiveness::new(api.clone(), sandbox.id())),
         ),
-        liveness: ControlPlaneLiveness::new(api.clone(), sandbox.id()),
-        info: info_of(&sandbox),
-    });
+        ControlPlaneLiveness::new(api.clone(), sandbox.id()),
+    ));
     let err = owner
         .envd(EnvdRequest {
             method: "GET".into(),

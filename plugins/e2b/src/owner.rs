@@ -2,23 +2,22 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dsh_e2b_gateway::{ControlPlaneLiveness, EnvdGateway, Liveness, Presence};
+use dsh_e2b_gateway::GatewayOwner;
 use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
-use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
+use dsh_plugin_api::{Error, Result, async_trait};
 use e2b_client::Sandbox;
 
 use crate::setup::Workspace;
 
-/// The owner of one prepared sandbox, as its dependents see it: identity,
-/// the envd gateway, and liveness from the control plane.
+/// The owner of one prepared sandbox, as its dependents see it: the
+/// gateway's [`GatewayOwner`] (identity, envd, liveness) that refuses envd
+/// calls once disposal began.
 ///
 /// Runs on the owner plugin's runtime (the export layer enters it), where
 /// its HTTP stack lives.
 #[derive(Debug)]
 pub struct SandboxOwner {
-    info: SandboxInfo,
-    gateway: EnvdGateway,
-    liveness: ControlPlaneLiveness,
+    inner: GatewayOwner,
     closed: AtomicBool,
 }
 
@@ -26,15 +25,16 @@ impl SandboxOwner {
     /// The owner of `sandbox`, prepared as `workspace`.
     pub fn new(sandbox: &Sandbox, workspace: Workspace) -> SandboxOwner {
         SandboxOwner {
-            info: SandboxInfo {
-                sandbox_id: sandbox.id().to_owned(),
-                template_id: sandbox.info().template_id.clone(),
-                envd_version: sandbox.info().envd_version.to_string(),
-                cwd: workspace.cwd,
-                runtime_root: workspace.runtime_root,
-            },
-            gateway: EnvdGateway::for_sandbox(sandbox),
-            liveness: ControlPlaneLiveness::new(sandbox.api().clone(), sandbox.id()),
+            inner: GatewayOwner::new(
+                sandbox,
+                SandboxInfo {
+                    sandbox_id: sandbox.id().to_owned(),
+                    template_id: sandbox.info().template_id.clone(),
+                    envd_version: sandbox.info().envd_version.to_string(),
+                    cwd: workspace.cwd,
+                    runtime_root: workspace.runtime_root,
+                },
+            ),
             closed: AtomicBool::new(false),
         }
     }
@@ -49,37 +49,26 @@ impl SandboxOwner {
 #[async_trait]
 impl E2bOwner for SandboxOwner {
     fn info(&self) -> SandboxInfo {
-        self.info.clone()
+        self.inner.info()
     }
 
-    /// Serves `request` through the gateway (see
-    /// [`EnvdGateway`](dsh_e2b_gateway::EnvdGateway) for its failures);
+    /// Serves `request` through the gateway (see [`GatewayOwner`]);
     /// `Closed` once the owner is being disposed.
     async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
         if self.closed.load(Ordering::SeqCst) {
+            let sandbox_id = self.inner.info().sandbox_id;
             return Err(Error::closed(format!(
-                "envd {} {}: the e2b owner of sandbox {} is disposed",
-                request.method, request.path_and_query, self.info.sandbox_id
+                "envd {} {}: the e2b owner of sandbox {sandbox_id} is disposed",
+                request.method, request.path_and_query
             ))
-            .with_subject(self.info.sandbox_id.clone()));
+            .with_subject(sandbox_id));
         }
-        self.gateway.serve(request).await
+        self.inner.envd(request).await
     }
 
-    /// `true` while the control plane reports the sandbox running; `false`
-    /// once it is gone or paused.
+    /// As [`GatewayOwner::alive`]: `true` while the control plane reports
+    /// the sandbox running; `false` once it is gone or paused.
     async fn alive(&self) -> Result<bool> {
-        match self.liveness.presence().await {
-            Presence::Running => Ok(true),
-            Presence::Gone(_) => Ok(false),
-            Presence::Unknown(why) => Err(Error::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "alive: cannot ask about sandbox {}: {why}",
-                    self.info.sandbox_id
-                ),
-            )
-            .with_subject(self.info.sandbox_id.clone())),
-        }
+        self.inner.alive().await
     }
 }

@@ -12,11 +12,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_conformance::{KitOptions, Outcome, Seam, World, cases, run};
-use dsh_e2b_gateway::{ControlPlaneLiveness, EnvdGateway, Liveness, OwnerTransport, Presence};
+use dsh_e2b_gateway::{GatewayOwner, OwnerTransport};
 use dsh_fs_e2b::{FsE2b, FsE2bPlugin};
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::FsProvider;
-use dsh_plugin_api::{Result, async_trait};
 use e2b_client::{
     Api, Command, ConnectionOptions, NewSandbox, ProcessEvent, Sandbox, SandboxTransport,
     StreamOptions,
@@ -111,12 +110,8 @@ impl Env {
 
     /// An in-process `e2b` owner of the sandbox, serving through the
     /// gateway as `dsh-e2b` does.
-    pub fn owner(&self) -> Arc<TestOwner> {
-        Arc::new(TestOwner {
-            gateway: EnvdGateway::for_sandbox(&self.sandbox),
-            liveness: ControlPlaneLiveness::new(self.sandbox.api().clone(), self.sandbox.id()),
-            info: self.info.clone(),
-        })
+    pub fn owner(&self) -> Arc<GatewayOwner> {
+        Arc::new(GatewayOwner::new(&self.sandbox, self.info.clone()))
     }
 
     /// The provider as the plugin builds it: through the owner.
@@ -180,29 +175,6 @@ pub struct Ran {
 impl Ran {
     pub fn stderr_text(&self) -> String {
         String::from_utf8_lossy(&self.stderr).into_owned()
-    }
-}
-
-/// An `e2b` owner of one sandbox serving through [`EnvdGateway`] (what
-/// `dsh-e2b` does behind the ABI).
-pub struct TestOwner {
-    gateway: EnvdGateway,
-    liveness: ControlPlaneLiveness,
-    info: SandboxInfo,
-}
-
-#[async_trait]
-impl E2bOwner for TestOwner {
-    fn info(&self) -> SandboxInfo {
-        self.info.clone()
-    }
-
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
-        self.gateway.serve(request).await
-    }
-
-    async fn alive(&self) -> Result<bool> {
-        Ok(self.liveness.presence().await == Presence::Running)
     }
 }
 

@@ -11,13 +11,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_e2b_gateway::{
-    ControlOutput, ControlPlaneLiveness, ControlShell, EnvdGateway, Liveness, OwnerEnvd,
-    OwnerTransport, Presence, envd_client,
+    ControlOutput, ControlShell, GatewayOwner, OwnerEnvd, OwnerTransport, envd_client,
 };
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::e2b::{E2bOwner, SandboxInfo};
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, Process, SpawnSpec};
-use dsh_plugin_api::{Result, async_trait};
 use dsh_subprocess_e2b::{Config, E2bSubprocess, OwnerLiveness};
 use e2b_client::{Api, ConnectionOptions, NewSandbox, Sandbox};
 use e2b_local::harness::LocalServer;
@@ -27,34 +25,12 @@ pub const CWD: &str = "/home/user/workspace";
 /// The owner's runtime root.
 pub const RUNTIME_ROOT: &str = "/home/user/workspace/.dsh-e2b";
 
-/// An owner of one sandbox, serving envd through the gateway.
-pub struct TestOwner {
-    gateway: EnvdGateway,
-    liveness: ControlPlaneLiveness,
-    info: SandboxInfo,
-}
-
-#[async_trait]
-impl E2bOwner for TestOwner {
-    fn info(&self) -> SandboxInfo {
-        self.info.clone()
-    }
-
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
-        self.gateway.serve(request).await
-    }
-
-    async fn alive(&self) -> Result<bool> {
-        Ok(self.liveness.presence().await == Presence::Running)
-    }
-}
-
 /// A server, a prepared sandbox, and its owner.
 pub struct World {
     pub server: LocalServer,
     pub api: Api,
     pub sandbox: Sandbox,
-    pub owner: Arc<TestOwner>,
+    pub owner: Arc<GatewayOwner>,
 }
 
 impl World {
@@ -86,11 +62,7 @@ impl World {
             cwd: CWD.into(),
             runtime_root: RUNTIME_ROOT.into(),
         };
-        let owner = Arc::new(TestOwner {
-            gateway: EnvdGateway::for_sandbox(&sandbox),
-            liveness: ControlPlaneLiveness::new(sandbox.api().clone(), sandbox.id()),
-            info,
-        });
+        let owner = Arc::new(GatewayOwner::new(&sandbox, info));
         let world = World {
             server,
             api,
