@@ -221,7 +221,9 @@ impl Drop for LocalServer {
     }
 }
 
-/// `$E2B_LOCAL_BIN`, else `<profile dir>/e2b-local` next to the running executable.
+/// `$E2B_LOCAL_BIN`, else `e2b-local` built next to the running executable: in its own
+/// directory or profile directory first, then in the target directory's `release` and
+/// `debug` profiles (a benchmark built in release may use a debug server and vice versa).
 fn binary_path() -> Result<PathBuf, HarnessError> {
     if let Some(bin) = std::env::var_os("E2B_LOCAL_BIN") {
         let bin = PathBuf::from(bin);
@@ -236,19 +238,70 @@ fn binary_path() -> Result<PathBuf, HarnessError> {
     }
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError(format!("locate the test executable: {e}")))?;
-    let mut dir = exe.parent();
-    // target/<profile>/deps/<test> or target/<profile>/<bin>: look in the dir and its parent.
-    for _ in 0..2 {
-        let Some(d) = dir else { break };
-        let candidate = d.join("e2b-local");
-        if candidate.is_file() {
-            return Ok(candidate);
+    let candidates = binary_candidates(&exe);
+    candidates
+        .iter()
+        .find(|candidate| candidate.is_file())
+        .cloned()
+        .ok_or_else(|| {
+            let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+            HarnessError(format!(
+                "no e2b-local binary for {} (looked at {}); run `cargo build -p e2b-local` \
+                 first, or set E2B_LOCAL_BIN",
+                exe.display(),
+                looked.join(", ")
+            ))
+        })
+}
+
+/// Where [`binary_path`] looks for `exe` (`target/<profile>/deps/<test>` or
+/// `target/<profile>/<bin>`), in order.
+fn binary_candidates(exe: &Path) -> Vec<PathBuf> {
+    let Some(dir) = exe.parent() else {
+        return Vec::new();
+    };
+    let profile = if dir.file_name().is_some_and(|name| name == "deps") {
+        dir.parent()
+    } else {
+        Some(dir)
+    };
+    let mut candidates = vec![dir.join("e2b-local")];
+    if let Some(profile) = profile {
+        if profile != dir {
+            candidates.push(profile.join("e2b-local"));
         }
-        dir = d.parent();
+        if let Some(target) = profile.parent() {
+            for other in ["release", "debug"] {
+                let candidate = target.join(other).join("e2b-local");
+                if !candidates.contains(&candidate) {
+                    candidates.push(candidate);
+                }
+            }
+        }
     }
-    Err(HarnessError(format!(
-        "no e2b-local binary next to {} (looked in its dir and the profile dir above it); run \
-         `cargo build -p e2b-local` first, or set E2B_LOCAL_BIN",
-        exe.display()
-    )))
+    candidates
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_server_is_looked_for_in_the_own_profile_first_then_the_others() {
+        let from_test = binary_candidates(Path::new("/t/release/deps/bench-1a2b"));
+        assert_eq!(
+            from_test,
+            [
+                "/t/release/deps/e2b-local",
+                "/t/release/e2b-local",
+                "/t/debug/e2b-local"
+            ]
+            .map(PathBuf::from)
+        );
+        let from_bin = binary_candidates(Path::new("/t/debug/dsh"));
+        assert_eq!(
+            from_bin,
+            ["/t/debug/e2b-local", "/t/release/e2b-local"].map(PathBuf::from)
+        );
+    }
 }

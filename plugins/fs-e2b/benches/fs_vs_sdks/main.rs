@@ -68,7 +68,6 @@ fn main() -> Result<()> {
     if args.first().map(String::as_str) == Some(child::FLAG) {
         return child::main(&args[1..]);
     }
-    locate_server()?;
     let server = LocalServer::try_start().map_err(|err| anyhow::anyhow!("{err}"))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -110,31 +109,4 @@ async fn run(server: &LocalServer) -> Result<()> {
     world.dispose().await?;
     report::print(&plan, &dsh, &js, &python);
     Ok(())
-}
-
-/// Points the test harness at a built `e2b-local` when the bench's own
-/// profile directory has none (`cargo bench` builds in `release`, the
-/// server is usually built in `debug`).
-fn locate_server() -> Result<()> {
-    if std::env::var_os("E2B_LOCAL_BIN").is_some() {
-        return Ok(());
-    }
-    let exe = std::env::current_exe()?;
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .context("the bench binary is not in target/<profile>/deps")?;
-    for profile in ["release", "debug"] {
-        let candidate = target.join(profile).join("e2b-local");
-        if candidate.is_file() {
-            // SAFETY: single-threaded here (no runtime, no server yet), so
-            // nothing reads the environment concurrently.
-            unsafe { std::env::set_var("E2B_LOCAL_BIN", &candidate) };
-            return Ok(());
-        }
-    }
-    anyhow::bail!(
-        "no e2b-local binary under {}; run `cargo build -p e2b-local` first",
-        target.display()
-    )
 }

@@ -78,7 +78,6 @@ fn main() -> Result<()> {
         // `cargo bench -- --list` and friends: nothing to enumerate.
         return Ok(());
     }
-    locate_server()?;
     let plan = Plan {
         iterations: knob("DSH_BENCH_ITERATIONS", 200)?,
         runs: knob("DSH_BENCH_RUNS", 3)?,
@@ -119,25 +118,4 @@ async fn run(server: &LocalServer, plan: &Plan) -> Result<()> {
     world.dispose().await?;
     report::print(plan, &dsh, &js, &python, &wrappers);
     Ok(())
-}
-
-/// Points the harness at a built `e2b-local` when the bench's own profile
-/// directory has none.
-fn locate_server() -> Result<()> {
-    if std::env::var_os("E2B_LOCAL_BIN").is_some() {
-        return Ok(());
-    }
-    let target = ours::target_dir()?;
-    for profile in ["release", "debug"] {
-        let candidate = target.join(profile).join("e2b-local");
-        if candidate.is_file() {
-            // SAFETY: single-threaded here (no runtime, no server yet).
-            unsafe { std::env::set_var("E2B_LOCAL_BIN", &candidate) };
-            return Ok(());
-        }
-    }
-    anyhow::bail!(
-        "no e2b-local binary under {}; run `cargo build --release -p e2b-local` first",
-        target.display()
-    )
 }
