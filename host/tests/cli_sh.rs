@@ -70,9 +70,15 @@ fn a_resize_is_visible_to_tput_cols() {
 fn ctrl_c_interrupts_the_foreground_job_and_the_shell_survives() {
     let mut session = start();
     let mark = session.len();
-    session.send(b"sleep 30\r");
-    session.expect_from(mark, "sleep 30", LIMIT);
-    std::thread::sleep(Duration::from_millis(300));
+    // An odd duration names this job among every process on the host.
+    session.send(b"sleep 30.0421\r");
+    session.expect_from(mark, "sleep 30.0421", LIMIT);
+    // Interrupt only once the job runs sleep: between bash's tcsetpgrp and the exec, bash's
+    // forked child would swallow the SIGINT.
+    assert!(
+        support::wait_until(LIMIT, running_sleep_30_0421),
+        "the job never ran sleep 30.0421"
+    );
     let before = std::time::Instant::now();
     // Ctrl-C as a byte: the world's terminal turns it into SIGINT for its
     // foreground job; the shell prompts again and takes the next line.
@@ -106,4 +112,14 @@ fn piped_input_ends_with_end_of_file_and_the_shell_exits() {
     let screen = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{screen}");
     assert!(screen.contains("piped-2"), "{screen}");
+}
+
+/// Whether some process on the host runs `sleep 30.0421`.
+fn running_sleep_30_0421() -> bool {
+    std::fs::read_dir("/proc").is_ok_and(|entries| {
+        entries.flatten().any(|entry| {
+            std::fs::read(entry.path().join("cmdline"))
+                .is_ok_and(|cmdline| cmdline == b"sleep\x0030.0421\x00")
+        })
+    })
 }
