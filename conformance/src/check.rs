@@ -13,12 +13,24 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Failure {
     pub(crate) message: String,
+    /// The world lacks what the case needs (a program it runs): reported
+    /// skipped with the message, never passed.
+    pub(crate) unsupported: bool,
 }
 
 impl Failure {
     pub(crate) fn new(message: impl Into<String>) -> Failure {
         Failure {
             message: message.into(),
+            unsupported: false,
+        }
+    }
+
+    /// The case cannot run in this world; `reason` says what is missing.
+    pub(crate) fn unsupported(reason: impl Into<String>) -> Failure {
+        Failure {
+            message: reason.into(),
+            unsupported: true,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The dsh conformance kit: one provider-neutral suite for the `fs` and
-//! `subprocess` seams (DESIGN §5, §9).
+//! `subprocess` seams (docs/design.md §5, §9).
 //!
 //! Every promise the seam traits of `dsh-plugin-api` make in their doc
 //! comments is a named case here. The same cases run against the local
@@ -21,7 +21,10 @@
 //! directory it creates in the world and removes afterwards, and every wait
 //! is bounded, so a broken provider fails cases instead of hanging the run.
 //! A case the world cannot support (no `fs`, a read-only `fs`, no
-//! terminals) is reported skipped with the reason, never passed.
+//! terminals, no `python3` for the one case that needs it) is reported
+//! skipped with the reason, never passed.
+
+#![forbid(unsafe_code)]
 
 mod cases;
 mod check;

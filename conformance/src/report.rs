@@ -11,11 +11,12 @@ use serde::ser::{SerializeStruct, Serializer};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Seam {
-    /// The `fs` seam (DESIGN §5.1).
+    /// The `fs` seam (docs/design.md §5.1).
     Fs,
-    /// One-shot commands of the `subprocess` seam (DESIGN §5.2).
+    /// One-shot commands of the `subprocess` seam (docs/design.md §5.2).
     Subprocess,
-    /// Terminals of the `subprocess` seam (`spawn_terminal`, DESIGN §5.2).
+    /// Terminals of the `subprocess` seam (`spawn_terminal`,
+    /// docs/design.md §5.2).
     Terminal,
     /// Both seams together: they must address one world.
     Coherence,
@@ -46,8 +47,9 @@ pub enum Outcome {
     Passed,
     /// A check failed; the message says what was expected and what came back.
     Failed(String),
-    /// The case did not run; the message says why (a missing seam or a
-    /// capability switched off in [`crate::KitOptions`]). Never a pass.
+    /// The case did not run; the message says why (a missing seam, a
+    /// capability switched off in [`crate::KitOptions`], or a program the
+    /// case needs that the world lacks). Never a pass.
     Skipped(String),
 }
 

@@ -102,7 +102,14 @@ async fn run_case(
             budget.as_millis()
         )),
         Ok(Err(panic)) => Outcome::Failed(format!("the case panicked: {}", panic_text(&*panic))),
-        Ok(Ok(Err(Failure { message }))) => Outcome::Failed(message),
+        Ok(Ok(Err(Failure {
+            message,
+            unsupported: false,
+        }))) => Outcome::Failed(message),
+        Ok(Ok(Err(Failure {
+            message,
+            unsupported: true,
+        }))) => Outcome::Skipped(message),
         Ok(Ok(Ok(()))) => Outcome::Passed,
     };
     if let Err(error) = cx.release().await {

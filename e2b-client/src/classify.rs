@@ -2,8 +2,8 @@
 //!
 //! Everything here works from what a response carries (status, body, the
 //! Connect error) so that an `Envd` over any transport classifies the same
-//! way. The rules are E2B-PROTOCOL §2.4 (API), §4.3 (Connect codes) and §7.1
-//! (`/files` statuses), plus the edge proxy's 502 for a missing sandbox
+//! way. The rules are docs/e2b-protocol.md §2.4 (API), §4.3 (Connect codes) and
+//! §7.1 (`/files` statuses), plus the edge proxy's 502 for a missing sandbox
 //! (§1.2).
 
 use std::fmt;

@@ -1,5 +1,5 @@
 //! Connection settings, resolved from explicit options and the environment
-//! exactly as the official SDKs do (E2B-PROTOCOL §1.1).
+//! exactly as the official SDKs do (docs/e2b-protocol.md §1.1).
 //!
 //! | option | environment | default |
 //! |---|---|---|

@@ -93,11 +93,11 @@ type TlsClient = Client<Establish<HttpsConnector<HttpConnector>>, ClientBody>;
 /// A pooled HTTP client for both schemes; cheap to clone (clones share the
 /// pools).
 ///
-/// Every connection has TCP_NODELAY set, bounded establishment
-/// ([`TCP_CONNECT_TIMEOUT`] per connect, [`ESTABLISHMENT_TIMEOUT`] in all)
-/// and, when it speaks HTTP/2, fixed receive windows ([`STREAM_WINDOW`],
-/// [`CONNECTION_WINDOW`]) under which a reader that stops reading one
-/// stream does not get the connection closed under its other streams.
+/// Every connection has TCP_NODELAY set, bounded establishment (5 s per
+/// TCP connect, 20 s in all) and, when it speaks HTTP/2, fixed receive
+/// windows (1 MiB per stream, 256 MiB per connection) under which a reader
+/// that stops reading one stream does not get the connection closed under
+/// its other streams.
 ///
 /// Connections are driven by tasks spawned on the tokio runtime that made
 /// them, so use one `HttpStack` from one runtime (in dsh, each plugin's own).

@@ -1,6 +1,6 @@
 //! Rust client for E2B sandboxes: the control-plane REST API and a
 //! sandbox's envd daemon (Connect RPC `process`/`filesystem` services and
-//! the `/files` routes), written from `shared/E2B-PROTOCOL.md`.
+//! the `/files` routes), written from `docs/e2b-protocol.md`.
 //!
 //! # Shape
 //!
@@ -44,6 +44,8 @@
 //! sandbox.kill().await?;
 //! # Ok(()) }
 //! ```
+
+#![forbid(unsafe_code)]
 
 mod api;
 mod body;

@@ -1,5 +1,5 @@
-//! Where a sandbox's envd is reached (E2B-PROTOCOL §1.2), and the checks on
-//! the sandbox ids that go into URLs and headers.
+//! Where a sandbox's envd is reached (docs/e2b-protocol.md §1.2), and the
+//! checks on the sandbox ids that go into URLs and headers.
 
 use http::Uri;
 

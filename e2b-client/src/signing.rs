@@ -1,4 +1,4 @@
-//! `/files` URL signatures (E2B-PROTOCOL §7.2), which let a plain HTTP
+//! `/files` URL signatures (docs/e2b-protocol.md §7.2), which let a plain HTTP
 //! client read or write one file of a secured sandbox without the access
 //! token.
 

@@ -42,8 +42,8 @@ pub struct SandboxRoute {
 /// share the HTTP pools).
 ///
 /// It takes requests whose URI is a path only (`/process.Process/Start`,
-/// `/files?path=…`), puts them on the envd base URL (E2B-PROTOCOL §1.2) and
-/// adds what every envd request needs: `E2b-Sandbox-Id`,
+/// `/files?path=…`), puts them on the envd base URL (docs/e2b-protocol.md §1.2)
+/// and adds what every envd request needs: `E2b-Sandbox-Id`,
 /// `E2b-Sandbox-Port: 49983`, `X-Access-Token` when the sandbox has one, and
 /// `User-Agent` unless the request set one. It is the only component that
 /// holds credentials or routing: a request that arrives with a scheme or
@@ -158,8 +158,8 @@ impl<H: ClientTransport> SandboxTransport<H> {
 
     /// A URL a plain HTTP client (no routing headers, no token) can use to
     /// read or write one file: `<direct base>/files?path=…[&username=…]`,
-    /// signed when the sandbox is secured (E2B-PROTOCOL §7.2), optionally
-    /// expiring at `expires_at`.
+    /// signed when the sandbox is secured (docs/e2b-protocol.md §7.2),
+    /// optionally expiring at `expires_at`.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for an empty path or an expiry before the

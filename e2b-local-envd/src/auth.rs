@@ -1,5 +1,5 @@
-//! Access-token checks (E2B-PROTOCOL §7.2): the `X-Access-Token` header, signed `/files` URLs,
-//! and the Basic-auth user name carried by RPCs (§3.1).
+//! Access-token checks (docs/e2b-protocol.md §7.2): the `X-Access-Token` header, signed `/files`
+//! URLs, and the Basic-auth user name carried by RPCs (§3.1).
 
 use base64::Engine as _;
 use http::HeaderMap;

@@ -1,5 +1,5 @@
-//! `EntryInfo` as envd builds it (E2B-PROTOCOL §6.2): `lstat`-based, a symlink reported as its
-//! target's type and permission bits (a dangling one as UNSPECIFIED), Go's mode string, owner
+//! `EntryInfo` as envd builds it (docs/e2b-protocol.md §6.2): `lstat`-based, a symlink reported as
+//! its target's type and permission bits (a dangling one as UNSPECIFIED), Go's mode string, owner
 //! names, and `user.e2b.*` metadata.
 
 use std::io;

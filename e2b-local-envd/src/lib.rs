@@ -1,6 +1,6 @@
 //! The envd-compatible daemon that runs inside each e2b-local sandbox.
 //!
-//! It speaks the wire protocol of E2B's `envd` (see `shared/E2B-PROTOCOL.md` §3–9): the Connect
+//! It speaks the wire protocol of E2B's `envd` (see `docs/e2b-protocol.md` §3–9): the Connect
 //! services `process.Process` and `filesystem.Filesystem` (JSON and binary protobuf, unary and
 //! streaming, HTTP/1.1 and h2c on one listener) and the plain HTTP routes `/files` (GET and POST),
 //! `/health`, `/envs`, `/metrics` and `/init`. The official E2B SDKs talk to it unchanged.
@@ -67,7 +67,7 @@ pub const ENVD_VERSION: &str = "0.6.13";
 /// Everything the daemon needs to know about its sandbox at start.
 ///
 /// `POST /init` can later replace the user environment variables, the access token, the default
-/// user and the default working directory at runtime (E2B-PROTOCOL §7.4).
+/// user and the default working directory at runtime (docs/e2b-protocol.md §7.4).
 #[derive(Debug, Clone)]
 pub struct EnvdConfig {
     /// The sandbox id, exported to commands as `E2B_SANDBOX_ID`.

@@ -1,4 +1,4 @@
-//! `GET /metrics` figures (E2B-PROTOCOL §7.4), read from `/proc` and `statfs("/")` the way
+//! `GET /metrics` figures (docs/e2b-protocol.md §7.4), read from `/proc` and `statfs("/")` the way
 //! envd's gopsutil does: CPU use since the previous sample, memory from `/proc/meminfo`, disk
 //! use of the root filesystem.
 
@@ -101,11 +101,20 @@ pub(crate) fn collect(cpu: &CpuSampler) -> std::io::Result<Metrics> {
         .saturating_sub(kib("Buffers"))
         .saturating_sub(mem_cache);
     let disk = rustix::fs::statfs("/")?;
-    #[allow(clippy::unnecessary_cast)]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "statfs field types differ by target"
+    )]
     let block = disk.f_bsize as u64;
-    #[allow(clippy::unnecessary_cast)]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "statfs field types differ by target"
+    )]
     let disk_total = disk.f_blocks as u64 * block;
-    #[allow(clippy::unnecessary_cast)]
+    #[allow(
+        clippy::unnecessary_cast,
+        reason = "statfs field types differ by target"
+    )]
     let disk_available = disk.f_bavail as u64 * block;
     let cpu_count = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     Ok(Metrics {

@@ -1,4 +1,4 @@
-//! envd's path rules (E2B-PROTOCOL §5.4, §6.3): `~` expansion, relative paths joined to the
+//! envd's path rules (docs/e2b-protocol.md §5.4, §6.3): `~` expansion, relative paths joined to the
 //! user's home (not the working directory), an empty path meaning the default working
 //! directory, and `mkdir -p` with every created component chowned to the user.
 

@@ -1,5 +1,5 @@
 //! The request context every Connect RPC shares: the Basic-auth user check that envd's authn
-//! middleware does before any handler runs (E2B-PROTOCOL §3.2), the `Connect-Timeout-Ms`
+//! middleware does before any handler runs (docs/e2b-protocol.md §3.2), the `Connect-Timeout-Ms`
 //! validation, resolving the acting user inside handlers, and running blocking work.
 
 use std::sync::Arc;

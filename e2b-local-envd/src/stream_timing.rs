@@ -1,5 +1,6 @@
 //! Timing of server streams: the keepalive cadence (`Keepalive-Ping-Interval` seconds, 90 s when
-//! the header is missing, unparsable or not positive; E2B-PROTOCOL §5.4) and the request deadline.
+//! the header is missing, unparsable or not positive; docs/e2b-protocol.md §5.4) and the request
+//! deadline.
 
 use std::time::Duration;
 

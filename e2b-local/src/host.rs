@@ -49,6 +49,7 @@ fn disk_total(path: &Path) -> u64 {
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return 0;
     };
+    // SAFETY: statvfs is plain old data; all-zero bytes are a valid value.
     let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid NUL-terminated path and a properly sized out-parameter.
     if unsafe { libc::statvfs(c.as_ptr(), &mut stat) } != 0 {

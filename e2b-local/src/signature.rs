@@ -1,5 +1,5 @@
-//! envd's `/files` URL signatures (E2B-PROTOCOL §7.2), used by the front to find the sandbox a
-//! signed URL belongs to when it arrives without routing headers (§9.13).
+//! envd's `/files` URL signatures (docs/e2b-protocol.md §7.2), used by the front to find the
+//! sandbox a signed URL belongs to when it arrives without routing headers (§9.13).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD_NO_PAD;

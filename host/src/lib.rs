@@ -22,12 +22,14 @@
 //! ```
 //!
 //! [`signals`] runs the same orderly disposal on SIGINT/SIGTERM for
-//! embedders who opt in. The `dsh` program (this crate's binary) is the
+//! embedders who opt in. The `dsh` program (the `dsh-cli` crate) is the
 //! command-line face of the same API.
 //!
 //! Runtime: the async API runs on the caller's tokio runtime (the signal
 //! helpers need its I/O driver); each plugin runs its own work on its own
 //! runtime, so plugin futures may be awaited from any runtime.
+
+#![forbid(unsafe_code)]
 
 pub mod composition;
 mod dlopen;

@@ -1,4 +1,4 @@
-//! The `e2b` owner service (DESIGN §5.3): one E2B sandbox, shared.
+//! The `e2b` owner service (docs/design.md §5.3): one E2B sandbox, shared.
 //!
 //! Provided only by `dsh-e2b` and injected into the E2B `fs` and
 //! `subprocess` providers. It is the sole source of sandbox identity and the

@@ -1,4 +1,4 @@
-//! The `fs` seam: files of one execution world (DESIGN §5.1).
+//! The `fs` seam: files of one execution world (docs/design.md §5.1).
 //!
 //! Paths are strings in the world's own syntax (POSIX for every provider in
 //! this project). Every operation accepts an absolute path or a relative one,

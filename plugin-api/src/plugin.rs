@@ -220,7 +220,10 @@ mod tests {
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields, rename_all = "camelCase")]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "only deserialised: the test checks what parsing accepts"
+    )]
     struct Sample {
         #[serde(default)]
         timeout_ms: u64,
@@ -229,7 +232,10 @@ mod tests {
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
+    #[allow(
+        dead_code,
+        reason = "only deserialised: the test checks what parsing accepts"
+    )]
     struct Nested {
         depth: u32,
     }

@@ -1,5 +1,5 @@
 //! The `subprocess` seam: one-shot commands and interactive terminals of one
-//! execution world (DESIGN §5.2).
+//! execution world (docs/design.md §5.2).
 //!
 //! Every spawned command is the leader of its own process group (`setsid`),
 //! and its handle owns that group until `terminate` proves it empty or the

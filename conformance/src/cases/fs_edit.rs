@@ -1,5 +1,5 @@
-//! `edit` (DESIGN §5.1): literal replacements on LF-normalised text, the
-//! dominant line ending restored, all-or-nothing, serialised per target.
+//! `edit` (docs/design.md §5.1): literal replacements on LF-normalised text,
+//! the dominant line ending restored, all-or-nothing, serialised per target.
 
 use dsh_plugin_api::fs::{Edit, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};

@@ -1,4 +1,4 @@
-//! `stat`, `lstat`, `list` and versions (DESIGN §5.1, metadata rows).
+//! `stat`, `lstat`, `list` and versions (docs/design.md §5.1, metadata rows).
 
 use std::time::{Duration, SystemTime};
 

@@ -1,5 +1,5 @@
 //! `resolve` and `contains`: canonical identity of paths and containment
-//! decided on canonical targets (DESIGN §5.1, first two rows).
+//! decided on canonical targets (docs/design.md §5.1, first two rows).
 
 use dsh_plugin_api::ErrorKind;
 

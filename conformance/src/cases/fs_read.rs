@@ -1,6 +1,6 @@
-//! `read_text`, `stream_text` and `read_bytes` (DESIGN §5.1, read rows):
-//! strict UTF-8, binary detection on the first 8192 bytes, streamed decoding
-//! across chunk boundaries, exact bytes.
+//! `read_text`, `stream_text` and `read_bytes` (docs/design.md §5.1, read
+//! rows): strict UTF-8, binary detection on the first 8192 bytes, streamed
+//! decoding across chunk boundaries, exact bytes.
 
 use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{BINARY_SAMPLE_LEN, ReadStream};

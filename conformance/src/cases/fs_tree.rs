@@ -1,4 +1,5 @@
-//! `mkdir`, `remove`, `rename` (DESIGN §5.1: as users of the E2B SDK expect).
+//! `mkdir`, `remove`, `rename` (docs/design.md §5.1: as users of the E2B SDK
+//! expect).
 
 use dsh_plugin_api::fs::{FileKind, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};

@@ -1,5 +1,5 @@
-//! `write` (DESIGN §5.1): atomic publication, guards, mode preservation,
-//! parent creation, cancellation before the commit.
+//! `write` (docs/design.md §5.1): atomic publication, guards, mode
+//! preservation, parent creation, cancellation before the commit.
 
 use std::time::Duration;
 

@@ -12,6 +12,7 @@ mod fs_tree;
 mod fs_write;
 mod sp_exit;
 mod sp_output;
+mod sp_quiescence;
 mod sp_spawn;
 mod terminal;
 
@@ -26,6 +27,7 @@ pub(crate) const ALL: &[&[CaseInfo]] = &[
     sp_spawn::CASES,
     sp_output::CASES,
     sp_exit::CASES,
+    sp_quiescence::CASES,
     terminal::CASES,
     coherence::CASES,
 ];

@@ -1,4 +1,4 @@
-//! How commands end (DESIGN §5.2 "Exit", "terminate"): exit codes and
+//! How commands end (docs/design.md §5.2 "Exit", "terminate"): exit codes and
 //! signals, drain grace with descendants holding the output, timeouts with
 //! partial output, and the terminate ladder proven from inside the world.
 

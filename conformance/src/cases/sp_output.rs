@@ -1,4 +1,4 @@
-//! Output and input modes (DESIGN §5.2 "Output"): pipe (lossless, with
+//! Output and input modes (docs/design.md §5.2 "Output"): pipe (lossless, with
 //! backpressure), collect (bounded tail, totals, truncation, offset reads),
 //! spill, null, inherit; stdin pipe and close.
 

@@ -1,6 +1,6 @@
 //! `resolve_executable` and `spawn`: bad input rejected before anything
 //! starts, process-group identity, cwd, the environment boundary,
-//! concurrency and cancellation (DESIGN §5.2).
+//! concurrency and cancellation (docs/design.md §5.2).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,7 +1,7 @@
-//! Terminals (DESIGN §5.2 `spawn_terminal`): exact output without bootstrap
-//! noise, echo of typed input, resize seen by `tput`, the foreground process
-//! group, Ctrl-C and `signal(INT)` to the foreground job while the shell
-//! survives, whole-session teardown, buffering for a paused consumer.
+//! Terminals (docs/design.md §5.2 `spawn_terminal`): exact output without
+//! bootstrap noise, echo of typed input, resize seen by `tput`, the foreground
+//! process group, Ctrl-C and `signal(INT)` to the foreground job while the
+//! shell survives, whole-session teardown, buffering for a paused consumer.
 
 use std::sync::Arc;
 use std::time::Duration;

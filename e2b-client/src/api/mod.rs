@@ -1,4 +1,4 @@
-//! [`Api`]: the control-plane REST client (E2B-PROTOCOL §2): create,
+//! [`Api`]: the control-plane REST client (docs/e2b-protocol.md §2): create,
 //! connect, kill, pause, timeout, info, list and metrics.
 
 mod list;

@@ -1,4 +1,5 @@
-//! The control plane's JSON bodies (E2B-PROTOCOL §2.3), field names exact.
+//! The control plane's JSON bodies (docs/e2b-protocol.md §2.3), field names
+//! exact.
 //!
 //! Requests serialise only what is set. Responses require the fields the
 //! API must send (a missing one is an error naming it) and ignore unknown

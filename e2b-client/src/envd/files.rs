@@ -1,5 +1,5 @@
 //! envd's plain HTTP routes: streamed `/files` download and upload
-//! (E2B-PROTOCOL §7.1, §7.3) and `/health` (§7.4).
+//! (docs/e2b-protocol.md §7.1, §7.3) and `/health` (§7.4).
 
 use std::collections::BTreeMap;
 use std::fmt;

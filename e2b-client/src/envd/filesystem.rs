@@ -1,5 +1,5 @@
 //! The `filesystem.Filesystem` service: metadata, directories, moves and
-//! watches (E2B-PROTOCOL §6).
+//! watches (docs/e2b-protocol.md §6).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,5 +1,5 @@
 //! The `process.Process` service: start, attach to, list, feed and signal
-//! processes in the sandbox (E2B-PROTOCOL §5).
+//! processes in the sandbox (docs/e2b-protocol.md §5).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,7 +1,7 @@
-//! A directory watcher over inotify with fsnotify's semantics, which envd uses (E2B-PROTOCOL
-//! §6.3): one event per inotify record carrying every operation it stands for, recursive watches
-//! that follow directories created or moved in later, and the watched directory's own removal or
-//! move reported under its own path.
+//! A directory watcher over inotify with fsnotify's semantics, which envd uses
+//! (docs/e2b-protocol.md §6.3): one event per inotify record carrying every operation it stands
+//! for, recursive watches that follow directories created or moved in later, and the watched
+//! directory's own removal or move reported under its own path.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;

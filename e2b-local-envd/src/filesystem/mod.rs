@@ -1,5 +1,5 @@
-//! The `filesystem.Filesystem` Connect service (E2B-PROTOCOL §6). Blocking work runs on tokio's
-//! blocking pool; paths follow envd's resolution rules for the acting user.
+//! The `filesystem.Filesystem` Connect service (docs/e2b-protocol.md §6). Blocking work runs on
+//! tokio's blocking pool; paths follow envd's resolution rules for the acting user.
 
 mod inotify;
 mod ops;
@@ -65,7 +65,10 @@ fn required(value: &str, operation: &str, field: &str) -> Result<(), ConnectErro
     Ok(())
 }
 
-#[allow(refining_impl_trait)]
+#[allow(
+    refining_impl_trait,
+    reason = "the generated service trait returns `impl Future`; ours are `async fn`"
+)]
 impl Filesystem for FilesystemService {
     async fn stat(
         &self,

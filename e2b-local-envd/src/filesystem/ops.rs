@@ -1,5 +1,5 @@
 //! The blocking filesystem operations behind the unary `filesystem.Filesystem` RPCs, with envd's
-//! semantics and error codes (E2B-PROTOCOL §6.3). Paths are already resolved.
+//! semantics and error codes (docs/e2b-protocol.md §6.3). Paths are already resolved.
 
 use std::io;
 use std::os::unix::ffi::OsStrExt;

@@ -1,6 +1,6 @@
-//! Directory watches as clients see them (E2B-PROTOCOL §6.3): path validation, splitting one
-//! change into one `FilesystemEvent` per operation (CREATE, RENAME, CHMOD, WRITE, REMOVE), names
-//! relative to the watched directory, best-effort entries, and the `WatchDir` stream.
+//! Directory watches as clients see them (docs/e2b-protocol.md §6.3): path validation, splitting
+//! one change into one `FilesystemEvent` per operation (CREATE, RENAME, CHMOD, WRITE, REMOVE),
+//! names relative to the watched directory, best-effort entries, and the `WatchDir` stream.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,7 +51,10 @@ pub(crate) fn check_watch_path(
                 path.display()
             ))
         })?;
-        #[allow(clippy::unnecessary_cast)]
+        #[allow(
+            clippy::unnecessary_cast,
+            reason = "f_type's integer type differs by target"
+        )]
         let kind = stat.f_type as i64;
         if [
             NFS_SUPER_MAGIC,

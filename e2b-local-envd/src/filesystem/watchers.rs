@@ -1,6 +1,6 @@
-//! Polling watchers (`CreateWatcher` / `GetWatcherEvents` / `RemoveWatcher`, E2B-PROTOCOL §6.3):
-//! each runs an inotify watch in a background task that buffers events until they are drained.
-//! A watch failure is reported by the next drain.
+//! Polling watchers (`CreateWatcher` / `GetWatcherEvents` / `RemoveWatcher`,
+//! docs/e2b-protocol.md §6.3): each runs an inotify watch in a background task that buffers events
+//! until they are drained. A watch failure is reported by the next drain.
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -1,6 +1,7 @@
-//! `GET /files` (E2B-PROTOCOL §7.1): the file at `path`, gzip-streamed when the client accepts
-//! gzip and sent no range or conditional header, otherwise served with range and conditional
-//! support like Go's `http.ServeContent`. The body is streamed from disk, never buffered whole.
+//! `GET /files` (docs/e2b-protocol.md §7.1): the file at `path`, gzip-streamed when the client
+//! accepts gzip and sent no range or conditional header, otherwise served with range and
+//! conditional support like Go's `http.ServeContent`. The body is streamed from disk, never
+//! buffered whole.
 
 use std::io::{SeekFrom, Write as _};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
-//! `POST /init` (E2B-PROTOCOL §7.4): the orchestrator's runtime configuration — user environment
-//! variables, access token, default user and working directory. It authenticates itself: once a
-//! token is set, only a request carrying the same token may re-initialise. Requests older than
-//! the last applied one (by `timestamp`) are acknowledged but ignored. Unlike envd, the daemon
-//! never sets the system clock (it shares the host's).
+//! `POST /init` (docs/e2b-protocol.md §7.4): the orchestrator's runtime configuration — user
+//! environment variables, access token, default user and working directory. It authenticates
+//! itself: once a token is set, only a request carrying the same token may re-initialise. Requests
+//! older than the last applied one (by `timestamp`) are acknowledged but ignored. Unlike envd, the
+//! daemon never sets the system clock (it shares the host's).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

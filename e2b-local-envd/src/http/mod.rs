@@ -1,4 +1,4 @@
-//! envd's plain HTTP routes (E2B-PROTOCOL §7): `/files` (GET and POST), `/health`, `/envs`,
+//! envd's plain HTTP routes (docs/e2b-protocol.md §7): `/files` (GET and POST), `/health`, `/envs`,
 //! `/metrics` and `/init`. Every error body is `{"code": <status>, "message": "…"}`.
 
 mod content_type;
@@ -77,8 +77,8 @@ fn no_store(mut response: Response<Body>) -> Response<Body> {
     response
 }
 
-/// What every `/files` request starts with (E2B-PROTOCOL §7.1–7.3): the query, the signature
-/// or token check, and the acting user (`username`, else the default user).
+/// What every `/files` request starts with (docs/e2b-protocol.md §7.1–7.3): the query, the
+/// signature or token check, and the acting user (`username`, else the default user).
 pub(crate) struct FilesRequest {
     pub query: Query,
     pub user: User,

@@ -1,4 +1,4 @@
-//! `POST /files` (E2B-PROTOCOL §7.3): multipart (`file` parts, `path` query or each part's
+//! `POST /files` (docs/e2b-protocol.md §7.3): multipart (`file` parts, `path` query or each part's
 //! filename as the full target path) or a raw `application/octet-stream` body, optionally
 //! gzip-compressed; parents created 0755 and chowned, files opened `O_TRUNC` with mode 0666
 //! minus the umask and chowned, `X-Metadata-*` headers stored as `user.e2b.*` xattrs. Bodies are

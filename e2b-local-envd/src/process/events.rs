@@ -1,5 +1,5 @@
-//! The event stream of `Start` and `Connect` (E2B-PROTOCOL §5.3–5.4): `start{pid}` first, then
-//! data and keepalives, then exactly one `end`, then the end of the stream. A request deadline
+//! The event stream of `Start` and `Connect` (docs/e2b-protocol.md §5.3–5.4): `start{pid}` first,
+//! then data and keepalives, then exactly one `end`, then the end of the stream. A request deadline
 //! ends the stream with `deadline_exceeded` instead.
 //!
 //! The stream owns its subscription: dropping it (the client went away) detaches from the

@@ -1,4 +1,5 @@
-//! The `EndEvent` of a process, rendered exactly as envd's Go runtime does (E2B-PROTOCOL §5.4):
+//! The `EndEvent` of a process, rendered exactly as envd's Go runtime does
+//! (docs/e2b-protocol.md §5.4):
 //! `exit_code` (-1 when a signal ended it), `exited`, `status` in Go's `ProcessState.String()`
 //! form, and `error` (the same text) only when the process did not exit 0.
 

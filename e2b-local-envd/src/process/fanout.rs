@@ -1,5 +1,5 @@
-//! Fan-out of one process's output to every attached stream (E2B-PROTOCOL §5.4): output read
-//! while nobody is attached is discarded, attached streams receive every chunk in order with
+//! Fan-out of one process's output to every attached stream (docs/e2b-protocol.md §5.4): output
+//! read while nobody is attached is discarded, attached streams receive every chunk in order with
 //! backpressure (a slow reader slows the process, as in envd), and the end event reaches every
 //! stream exactly once — including streams that attach after the process ended.
 

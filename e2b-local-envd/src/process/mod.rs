@@ -1,4 +1,4 @@
-//! The `process.Process` Connect service (E2B-PROTOCOL §5).
+//! The `process.Process` Connect service (docs/e2b-protocol.md §5).
 
 mod events;
 mod exit;
@@ -179,7 +179,10 @@ fn connect_response(event: envd_proto::process::ProcessEvent) -> ConnectResponse
     }
 }
 
-#[allow(refining_impl_trait)]
+#[allow(
+    refining_impl_trait,
+    reason = "the generated service trait returns `impl Future`; ours are `async fn`"
+)]
 impl Process for ProcessService {
     async fn list(
         &self,

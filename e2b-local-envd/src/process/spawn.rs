@@ -1,4 +1,4 @@
-//! Starting a command the way envd does (E2B-PROTOCOL §5.4): `/bin/sh -c 'exec "$@"' -- cmd
+//! Starting a command the way envd does (docs/e2b-protocol.md §5.4): `/bin/sh -c 'exec "$@"' -- cmd
 //! args…` as the requested user (uid, gid and supplementary groups), in the resolved working
 //! directory, with exactly the environment envd builds, `oom_score_adj` 100, nice 0 and
 //! best-effort I/O priority 4; stdio as pipes (stdin optionally `/dev/null`) or a new PTY

@@ -52,7 +52,10 @@ mod tests {
     #[derive(Debug, Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Probe {
-        #[allow(dead_code)]
+        #[allow(
+            dead_code,
+            reason = "only deserialised: the test checks what parsing accepts"
+        )]
         timeout: u32,
     }
 

@@ -1,6 +1,7 @@
 //! Query of `GET /v2/sandboxes` (and v1 `GET /sandboxes`): `state`, `metadata`, `limit`,
-//! `nextToken`, with the metadata filter's triple encoding (E2B-PROTOCOL §2.2): the framework
-//! decodes the query once, then the whole `metadata` string is decoded, then each key and value.
+//! `nextToken`, with the metadata filter's triple encoding (docs/e2b-protocol.md §2.2): the
+//! framework decodes the query once, then the whole `metadata` string is decoded, then each key and
+//! value.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,5 @@
-//! The control plane: E2B's REST API for sandbox lifecycle (E2B-PROTOCOL §2), served by axum.
+//! The control plane: E2B's REST API for sandbox lifecycle (docs/e2b-protocol.md §2), served by
+//! axum.
 
 pub mod auth;
 pub mod error;

@@ -1,6 +1,6 @@
-//! JSON bodies of the control plane (E2B-PROTOCOL §2.3), field names exactly as the SDKs use them.
-//! Request types reject unknown fields; nested SDK-only objects (`network`, `mcp`, `iam`) are
-//! accepted as opaque JSON objects because e2b-local has no network policy or MCP gateway.
+//! JSON bodies of the control plane (docs/e2b-protocol.md §2.3), field names exactly as the SDKs
+//! use them. Request types reject unknown fields; nested SDK-only objects (`network`, `mcp`, `iam`)
+//! are accepted as opaque JSON objects because e2b-local has no network policy or MCP gateway.
 
 use std::collections::BTreeMap;
 

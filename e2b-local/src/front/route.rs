@@ -1,4 +1,4 @@
-//! Which sandbox a request on the shared envd port is for (E2B-PROTOCOL §1.2, §9.13): the
+//! Which sandbox a request on the shared envd port is for (docs/e2b-protocol.md §1.2, §9.13): the
 //! `E2b-Sandbox-Id`/`E2b-Sandbox-Port` headers, else a `Host: <port>-<id>.<domain>`, else — for
 //! `/files` URLs the SDKs sign — the secure sandbox whose access token makes the signature match.
 

@@ -20,6 +20,8 @@
 //!     inject: { fs: local }
 //! ```
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use dsh_plugin_api::Bytes;

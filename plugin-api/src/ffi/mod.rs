@@ -62,8 +62,8 @@
 //!   waits, never on the fast path).
 //! - **Streams** are pull objects ([`stream`]): `poll_next_chunk` with the
 //!   consumer's waker answers pending / chunk / end / error — the pull of
-//!   DESIGN §4.5 without a boxed future per chunk. Nothing is buffered in
-//!   between (backpressure is the producer's, end to end); dropping the
+//!   docs/design.md §4.5 without a boxed future per chunk. Nothing is buffered
+//!   in between (backpressure is the producer's, end to end); dropping the
 //!   consumer drops the producer at once. Writers have `close`.
 //! - **Byte payloads are never copied** ([`bytes`]): stream chunks, writes
 //!   and snapshots cross as [`bytes::FfiBytes`] (`#[repr(C)] { ptr, len,
@@ -109,8 +109,10 @@
 //!   (`Arc<dyn FsProvider>` …), so it is compiled once in this crate; only
 //!   the root-module functions are generic over the plugin type.
 
-// abi_stable 0.11's #[sabi_trait] expands impls inside a const.
-#![allow(non_local_definitions)]
+#![allow(
+    non_local_definitions,
+    reason = "abi_stable 0.11's #[sabi_trait] expands impls inside a const"
+)]
 pub mod bytes;
 pub mod context;
 pub mod e2b;

@@ -69,7 +69,7 @@ pub fn take_proxy<P: 'static, T: ?Sized>(object: Box<T>) -> Result<Box<P>, Box<T
 mod tests {
     use super::*;
 
-    struct Probe(#[allow(dead_code)] u8);
+    struct Probe(#[allow(dead_code, reason = "gives the probe a size; never read")] u8);
 
     #[test]
     fn registration_is_per_type_and_address() {

@@ -195,9 +195,11 @@ struct StreamProxy<T: ChunkType> {
 }
 
 impl<T: ChunkType> StreamProxy<T> {
-    // By box, not by value: moving the proxy out of its box would make its
-    // `Drop` unregister the wrong address.
-    #[allow(clippy::boxed_local)]
+    #[allow(
+        clippy::boxed_local,
+        reason = "by box, not by value: moving the proxy out of its box would make its `Drop` \
+                  unregister the wrong address"
+    )]
     fn into_object(mut self: Box<Self>) -> Option<FfiStream_TO<'static, RBox<()>, T>> {
         self.object.take()
     }
@@ -326,8 +328,10 @@ struct WriterProxy {
 }
 
 impl WriterProxy {
-    // By box, not by value (see `StreamProxy::into_object`).
-    #[allow(clippy::boxed_local)]
+    #[allow(
+        clippy::boxed_local,
+        reason = "by box, not by value (see `StreamProxy::into_object`)"
+    )]
     fn into_object(mut self: Box<Self>) -> Option<FfiWriter> {
         self.object.take()
     }

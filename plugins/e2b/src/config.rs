@@ -1,5 +1,6 @@
-//! The owner's configuration (DESIGN §5.3): the manifest entry's `config`,
-//! read strictly, plus the connection settings the environment supplies.
+//! The owner's configuration (docs/design.md §5.3): the manifest entry's
+//! `config`, read strictly, plus the connection settings the environment
+//! supplies.
 //!
 //! | key | default | meaning |
 //! |---|---|---|

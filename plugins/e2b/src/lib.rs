@@ -1,4 +1,4 @@
-//! `dsh-e2b`: the owner of one E2B sandbox (DESIGN §5.3).
+//! `dsh-e2b`: the owner of one E2B sandbox (docs/design.md §5.3).
 //!
 //! Provides the `e2b` service and injects nothing. Creating the plugin
 //! creates a sandbox (tagged `dsh-owner: dsh-e2b`, `dsh-entry: <entry id>`
@@ -22,6 +22,8 @@
 //!
 //! Configuration: see [`config`]. Everything runs on the plugin's own
 //! runtime (the export layer's).
+
+#![forbid(unsafe_code)]
 
 pub mod acquire;
 pub mod config;

@@ -1,8 +1,8 @@
 //! `dsh-fs-e2b`: the `fs` seam ([`dsh_plugin_api::fs::FsProvider`]) over
 //! one E2B sandbox, the one the injected `e2b` owner holds.
 //!
-//! [`FsE2b`] implements every row of the seam contract (DESIGN §5.1) with
-//! the sandbox as the world, behaving as `dsh-fs-local` does on the host
+//! [`FsE2b`] implements every row of the seam contract (docs/design.md §5.1)
+//! with the sandbox as the world, behaving as `dsh-fs-local` does on the host
 //! (the conformance kit runs the same cases on both):
 //!
 //! - **identity** — POSIX resolution against the caller's cwd or the
@@ -31,6 +31,8 @@
 //! `e2b`, no config), exported for the host as `libdsh_fs_e2b.so`. `FsE2b`
 //! is generic over the envd transport, so it also runs directly on an
 //! [`e2b_client::Sandbox`]'s transport.
+
+#![forbid(unsafe_code)]
 
 mod canonical;
 mod chunks;

@@ -1,7 +1,7 @@
 //! `dsh-fs-local`: the `fs` seam ([`dsh_plugin_api::fs::FsProvider`]) on
 //! the host filesystem.
 //!
-//! [`FsLocal`] implements every row of the seam contract (DESIGN §5.1):
+//! [`FsLocal`] implements every row of the seam contract (docs/design.md §5.1):
 //! canonical identity with `realpath -m` semantics and percent-encoded
 //! `file:` URIs, containment on canonical paths, `stat`/`lstat`/`list`,
 //! strict UTF-8 reads with binary detection, streamed reads in bounded

@@ -2,7 +2,7 @@
 //!
 //! The helper writes a random boundary (128 bits, hex) and one status byte
 //! right before it becomes the program: `+` (starting now) or `!` with
-//! `<stage>:<errno>:<hex detail>;` (could not start). Everything up to and
+//! `<stage>:<errno>:<base64 detail>;` (could not start). Everything up to and
 //! including that marker is the helper's; everything after `+` is the
 //! program's, first byte included. The program cannot print the boundary
 //! first: it does not exist yet, and never sees the boundary.
@@ -87,13 +87,13 @@ impl BoundaryScan {
     }
 }
 
-/// `<stage>:<errno>:<hex detail>`.
+/// `<stage>:<errno>:<base64 detail>`.
 fn parse_failure(marker: &[u8]) -> Option<Scan> {
     let text = std::str::from_utf8(marker).ok()?;
     let mut parts = text.splitn(3, ':');
     let stage = Stage::from_u8(parts.next()?.parse().ok()?)?;
     let errno = parts.next()?.parse().ok()?;
-    let detail = wire::hex_decode(parts.next()?.as_bytes()).ok()?;
+    let detail = wire::base64_decode(parts.next()?).ok()?;
     Some(Scan::Failed {
         stage,
         errno,
@@ -135,7 +135,7 @@ mod tests {
         let mut scan = BoundaryScan::new(B);
         assert_eq!(scan.push(format!("{B}!5:2:").as_bytes()), Scan::More);
         assert_eq!(
-            scan.push(format!("{};", wire::hex_encode(b"nope")).as_bytes()),
+            scan.push(format!("{};", wire::base64_encode(b"nope")).as_bytes()),
             Scan::Failed {
                 stage: Stage::Program,
                 errno: 2,

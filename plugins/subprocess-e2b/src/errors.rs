@@ -77,7 +77,7 @@ pub fn start_failure(cx: StartContext<'_>, stage: Stage, errno: i32, detail: &st
                 ENOENT if bare => (
                     ErrorKind::NotFound,
                     format!(
-                        "{op}: {program}: command not found (searched {})",
+                        "{op}: command not found (searched {})",
                         if cx.search.is_empty() {
                             "no directories".to_owned()
                         } else {
@@ -85,23 +85,14 @@ pub fn start_failure(cx: StartContext<'_>, stage: Stage, errno: i32, detail: &st
                         }
                     ),
                 ),
-                ENOENT => (
-                    ErrorKind::NotFound,
-                    format!("{op}: {program}: no such file"),
-                ),
+                ENOENT => (ErrorKind::NotFound, format!("{op}: no such file")),
                 EISDIR => (
                     ErrorKind::IsADirectory,
-                    format!("{op}: {program}: is a directory, not an executable"),
+                    format!("{op}: is a directory, not an executable"),
                 ),
-                ENOEXEC => (
-                    ErrorKind::InvalidInput,
-                    format!("{op}: {program}: not a regular file"),
-                ),
-                EACCES => (
-                    ErrorKind::PermissionDenied,
-                    format!("{op}: {program}: not executable"),
-                ),
-                _ => (kind_of_errno(errno), format!("{op}: {program}: {why}")),
+                ENOEXEC => (ErrorKind::InvalidInput, format!("{op}: not a regular file")),
+                EACCES => (ErrorKind::PermissionDenied, format!("{op}: not executable")),
+                _ => (kind_of_errno(errno), format!("{op}: {why}")),
             };
             Error::new(kind, message).with_subject(program.to_owned())
         }
@@ -153,11 +144,11 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert_eq!(
             err.message(),
-            "spawn: nope: command not found (searched /usr/bin:/bin)"
+            "spawn: command not found (searched /usr/bin:/bin)"
         );
         assert_eq!(err.subject(), Some("nope"));
         let err = start_failure(cx("/x/prog", &search), Stage::Program, 2, "");
-        assert_eq!(err.message(), "spawn: /x/prog: no such file");
+        assert_eq!(err.message(), "spawn: no such file");
         let err = start_failure(cx("sh", &search), Stage::Cwd, 2, "/w/missing-cwd");
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert_eq!(err.subject(), Some("/w/missing-cwd"));

@@ -1,9 +1,10 @@
-//! `dsh-subprocess-e2b`: the `subprocess` seam (DESIGN §5.2) in the E2B
+//! `dsh-subprocess-e2b`: the `subprocess` seam (docs/design.md §5.2) in the E2B
 //! sandbox of the injected `e2b` owner.
 //!
 //! Every command is started and supervised by `dsh-e2b-run`, a static
 //! helper of ours that runs inside the sandbox as root from the owner's
-//! root-owned runtime root (DESIGN §6, option b; see `helper/`):
+//! root-owned runtime root (docs/design.md §6, option b; the `dsh-e2b-run`
+//! crate, built static by this crate's `build.rs`):
 //!
 //! - it forks the command as the leader of a new session and process group,
 //!   as the sandbox user, with exactly the requested argv and the scrubbed
@@ -65,18 +66,11 @@ mod stdin;
 mod supervise;
 mod terminal;
 mod transport;
-// Shared with the helper, which uses the other half of it.
-#[allow(dead_code)]
-#[path = "../helper/wire.rs"]
-mod wire;
+mod world;
 
-/// The helper's own code, compiled here too so its logic is unit-tested
-/// and linted with the crate (it runs only inside the sandbox). Its copy
-/// of the wire is the same file as ours, by design.
-#[cfg(test)]
-#[allow(clippy::duplicate_mod)]
-#[path = "../helper/main.rs"]
-mod helper;
+// The helper's wire, from the helper's own crate: one definition for both
+// sides.
+use dsh_e2b_run::wire;
 
 pub use config::Config;
 pub use liveness::OwnerLiveness;

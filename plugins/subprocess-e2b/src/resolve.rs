@@ -12,9 +12,9 @@ use std::sync::Arc;
 use dsh_plugin_api::{Error, Result};
 
 use crate::errors::{self, StartContext};
-use crate::provider::World;
 use crate::transport::EnvdTransport;
 use crate::wire::{ResolveRequest, Stage};
+use crate::world::World;
 
 const OP: &str = "resolve_executable";
 

@@ -24,11 +24,11 @@ use crate::group::Group;
 use crate::output::OutputState;
 use crate::pipe;
 use crate::process::E2bProcess;
-use crate::provider::World;
 use crate::stdin::StdinWriter;
 use crate::supervise::{Diagnostics, Sink, Supervisor};
 use crate::transport::EnvdTransport;
 use crate::wire::{self, Launch, Relay, RunRequest, Spill};
+use crate::world::World;
 
 /// Starts `spec` in `world` (see the module docs).
 pub async fn spawn<T: EnvdTransport>(

@@ -23,8 +23,8 @@ use crate::frames::{Decoder, Frame, Stream};
 use crate::group::Group;
 use crate::output::OutputState;
 use crate::pipe;
-use crate::provider::World;
 use crate::transport::EnvdTransport;
+use crate::world::World;
 
 /// How long detached streams may take to report closed before the status
 /// is published anyway.

@@ -38,10 +38,10 @@ use crate::control::{ControlError, Controller, Ladder};
 use crate::delivery::{Delivery, deferred};
 use crate::errors::{self, StartContext};
 use crate::group::KILL_SETTLE;
-use crate::provider::World;
 use crate::registry::{Membership, Owned};
 use crate::transport::EnvdTransport;
 use crate::wire::{self, ExecRequest, Launch};
+use crate::world::World;
 
 const OP: &str = "spawn_terminal";
 

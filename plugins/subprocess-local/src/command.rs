@@ -23,10 +23,9 @@ use crate::output::OutputState;
 use crate::pipe_stream::PipeStream;
 use crate::prepare;
 use crate::process::{self, LocalProcess, Parts, Pump, Supervision};
-use crate::provider::World;
 use crate::pump::{self, Forward};
-use crate::registry::Owned;
 use crate::stdin::StdinWriter;
+use crate::world::World;
 
 const DEV_NULL: &CStr = c"/dev/null";
 
@@ -171,7 +170,7 @@ fn assemble(
 
     world
         .registry()
-        .adopt("spawn", Owned::Group(group.clone()), group.membership())?;
+        .adopt("spawn", group.clone(), group.membership())?;
     let (status_tx, status_rx) = watch::channel(None);
     let direct = (pumps.is_empty() && spec.timeout.is_none()).then(|| world.abandon_token());
     world.tracker().spawn(process::supervise(Supervision {

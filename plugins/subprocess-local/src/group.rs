@@ -1,4 +1,5 @@
-//! Ownership of one command's process group, and the terminate ladder.
+//! Ownership of one command's process group; the terminate ladder itself
+//! is `dsh-process-group`'s.
 //!
 //! What "owned" means: every process whose process-group id is the
 //! command's pid. Descendants stay in it unless they move themselves out —
@@ -14,16 +15,16 @@
 //! recycled as a new *group* between a probe and a signal — needs a full
 //! pid wrap-around within microseconds.
 
-use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use tokio::time::Instant;
+use dsh_process_group::{Outcome, ladder, signal};
 
 use crate::leader::Leader;
-use crate::proc_table;
-use crate::registry::Membership;
+use crate::pause::TokioPause;
+use crate::registry::{Membership, Owned};
 
 /// How long after SIGKILL the probe keeps looking before giving up with
 /// `Busy`. SIGKILL takes effect at once except for processes stuck in
@@ -72,57 +73,37 @@ impl Group {
     /// Records that the group is proven empty if a cheap check (one
     /// `kill(-pgid, 0)`) says so; used right after the leader is reaped.
     pub fn note_if_empty(&self) -> bool {
-        let empty = matches!(
-            proc_table::signal_group(self.pgid(), 0),
-            Err(err) if err.raw_os_error() == Some(libc::ESRCH)
-        );
+        let empty = signal::group_absent(self.pgid()).unwrap_or(false);
         if empty {
-            let _ = self.proven();
+            self.proven();
         }
         empty
     }
 
     /// SIGTERM (and SIGCONT, so stopped members can act on it) to the whole
     /// group, up to `grace` for it to empty, then SIGKILL and up to
-    /// [`KILL_SETTLE`] for the probe to prove it empty. A failed TERM or a
-    /// failed probe escalates to KILL at once. Succeeds only once the group
-    /// is proven empty (zombie-only counts as empty); otherwise fails with
-    /// `Busy` and may be retried. A no-op once proven. Concurrent calls run
-    /// one after the other. Dropping the future stops the ladder where it
-    /// is (signals already sent stay sent).
+    /// [`KILL_SETTLE`] for the probe to prove it empty
+    /// ([`ladder::terminate_group`]). Succeeds only once the group is
+    /// proven empty by `dsh-process-group`'s quiescence rule (true zombies
+    /// count as gone; a zombie leader whose threads still run does not);
+    /// otherwise fails with `Busy` and may be retried. A no-op once proven.
+    /// Concurrent calls run one after the other. Dropping the future stops
+    /// the ladder where it is (signals already sent stay sent).
     pub async fn terminate(&self, grace: Duration) -> Result<()> {
         let _ladder = self.ladder.lock().await;
         if self.is_quiescent() {
             return Ok(());
         }
         let pgid = self.pgid();
-        let mut failures = Vec::new();
-
-        match self.send(libc::SIGTERM) {
-            Sent::Gone => return self.proven(),
-            Sent::Failed(err) => failures.push(format!("SIGTERM: {err}")),
-            Sent::Delivered => {
-                let _ = self.send(libc::SIGCONT);
-                let deadline = Instant::now() + grace;
-                // The leader's exit is an event; wait for it before probing.
-                let _ = tokio::time::timeout_at(deadline, self.leader.reap()).await;
-                match proc_table::settle(deadline, || proc_table::live_in_group(pgid)).await {
-                    Ok(live) if live.is_empty() => return self.proven(),
-                    Ok(_) => {}
-                    Err(err) => failures.push(format!("probe: {err}")),
-                }
+        match ladder::terminate_group(pgid, grace, KILL_SETTLE, &mut TokioPause).await {
+            Ok(Outcome::Empty) => {
+                self.proven();
+                Ok(())
             }
-        }
-
-        match self.send(libc::SIGKILL) {
-            Sent::Gone => return self.proven(),
-            Sent::Failed(err) => failures.push(format!("SIGKILL: {err}")),
-            Sent::Delivered => {}
-        }
-        let deadline = Instant::now() + KILL_SETTLE;
-        match proc_table::settle(deadline, || proc_table::live_in_group(pgid)).await {
-            Ok(live) if live.is_empty() => self.proven(),
-            Ok(live) => Err(busy(
+            Ok(Outcome::Busy { live, failures }) if live.is_empty() => {
+                Err(busy(pgid, "the group could not be proven empty", &failures))
+            }
+            Ok(Outcome::Busy { live, failures }) => Err(busy(
                 pgid,
                 &format!(
                     "{} process(es) still alive after SIGKILL: {live:?}",
@@ -130,33 +111,24 @@ impl Group {
                 ),
                 &failures,
             )),
-            Err(err) => {
-                failures.push(format!("probe: {err}"));
-                Err(busy(pgid, "the group could not be proven empty", &failures))
-            }
+            Err(err) => Err(
+                Error::from_io(&format!("terminate: process group {pgid}"), &err)
+                    .with_subject(pgid.to_string()),
+            ),
         }
     }
 
-    fn proven(&self) -> Result<()> {
+    fn proven(&self) {
         self.quiescent.store(true, Ordering::Release);
         self.membership.leave();
-        Ok(())
-    }
-
-    fn send(&self, signal: i32) -> Sent {
-        match proc_table::signal_group(self.pgid(), signal) {
-            Ok(()) => Sent::Delivered,
-            Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Sent::Gone,
-            Err(err) => Sent::Failed(err),
-        }
     }
 }
 
-enum Sent {
-    Delivered,
-    /// No process has the group id any more: proven empty.
-    Gone,
-    Failed(io::Error),
+#[async_trait]
+impl Owned for Group {
+    async fn stop(&self, grace: Duration) -> Result<()> {
+        self.terminate(grace).await
+    }
 }
 
 fn busy(pgid: i32, what: &str, failures: &[String]) -> Error {

@@ -1,4 +1,5 @@
-//! `dsh-subprocess-local`: the `subprocess` seam (DESIGN §5.2) on the host.
+//! `dsh-subprocess-local`: the `subprocess` seam (docs/design.md §5.2) on the
+//! host.
 //!
 //! - Commands start through `posix_spawn` as leaders of a new session and
 //!   process group (`launch`), behind an environment boundary ([`env`](mod@env)),
@@ -8,7 +9,9 @@
 //!   nowhere, with an optional spill copy (`spill`); host memory is
 //!   bounded in every mode but an unread pipe.
 //! - Each command's group is owned until a terminate ladder proves it empty
-//!   (`group`, `proc_table`); disposal terminates whatever is left.
+//!   (`group`, on `dsh-process-group`: the process table, the quiescence
+//!   rule and the ladders the E2B helper uses too); disposal terminates
+//!   whatever is left.
 //! - Terminals run on real PTYs in their own sessions (`terminal`).
 //!
 //! Choices the seam leaves open, made here:
@@ -51,10 +54,10 @@ mod group;
 mod launch;
 mod leader;
 mod output;
+mod pause;
 mod pipe_stream;
 mod plugin;
 mod prepare;
-mod proc_table;
 mod process;
 mod provider;
 mod pty;
@@ -65,6 +68,7 @@ mod session;
 mod spill;
 mod stdin;
 mod terminal;
+mod world;
 
 pub use config::Config;
 pub use env::Environment;

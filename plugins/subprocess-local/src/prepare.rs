@@ -12,7 +12,7 @@ use rustix::process::Pid;
 
 use crate::env::EnvBlock;
 use crate::launch::{self, FdAction, Launch};
-use crate::provider::World;
+use crate::world::World;
 
 /// A request that passed every check; nothing has started yet.
 pub struct Checked<'a> {
@@ -94,7 +94,7 @@ impl Checked<'_> {
 /// and anything it forked; the blocking reap returns as soon as the kernel
 /// has torn it down.
 pub fn rollback(pid: Pid) {
-    let _ = crate::proc_table::signal_group(pid.as_raw_nonzero().get(), libc::SIGKILL);
+    let _ = dsh_process_group::signal::signal_group(pid.as_raw_nonzero().get(), libc::SIGKILL);
     let _ = rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty());
 }
 

@@ -1,22 +1,26 @@
 //! What the provider still owns: live process groups and terminal sessions,
 //! so disposal can terminate them even when every handle was dropped (the
-//! kit's [`dsh_provider_kit::registry`]).
+//! kit's [`dsh_provider_kit::registry`], holding [`Owned`] things). The
+//! registry knows only the trait: groups and terminals implement it, so
+//! the [`crate::world::World`] that holds the registry depends on neither.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use crate::group::Group;
-use crate::terminal::TerminalCore;
+use async_trait::async_trait;
+use dsh_plugin_api::Result;
 
-/// One owned thing.
-#[derive(Clone)]
-pub enum Owned {
-    Group(Arc<Group>),
-    Terminal(Arc<TerminalCore>),
+/// Something disposal must stop.
+#[async_trait]
+pub trait Owned: Send + Sync + 'static {
+    /// Ends it (`grace` between the polite signal and SIGKILL) and proves
+    /// it empty, or fails with `Busy`.
+    async fn stop(&self, grace: Duration) -> Result<()>;
 }
 
 /// The provider's registry. Cheap to clone.
-pub type Registry = dsh_provider_kit::registry::Registry<Owned>;
+pub type Registry = dsh_provider_kit::registry::Registry<Arc<dyn Owned>>;
 
 /// Where an owned thing keeps its registration, so it can leave the
 /// registry once it is proven quiescent.
-pub type Membership = dsh_provider_kit::registry::Membership<Owned>;
+pub type Membership = dsh_provider_kit::registry::Membership<Arc<dyn Owned>>;

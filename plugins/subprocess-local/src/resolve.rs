@@ -66,7 +66,7 @@ pub fn find_program(
         searched.push(dir.display().to_string());
     }
     Err(Error::not_found(format!(
-        "{operation}: {name}: command not found (searched {})",
+        "{operation}: command not found (searched {})",
         if searched.is_empty() {
             "no directories".to_owned()
         } else {

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use crate::fdio::{CHUNK, NonBlocking};
 use crate::launch::FdAction;
 use crate::leader::Leader;
-use crate::provider::World;
 use crate::registry::{Membership, Owned};
-use crate::{prepare, proc_table, pty, session};
+use crate::world::World;
+use crate::{prepare, pty, session};
 
 /// The shared core of one terminal, also held by the provider's registry.
 #[derive(Debug)]
@@ -95,6 +95,15 @@ pub struct LocalTerminal {
 }
 
 #[async_trait]
+impl Owned for TerminalCore {
+    /// Tears the session down with the kill grace the terminal was started
+    /// with — the provider's, the same `grace` disposal passes.
+    async fn stop(&self, _grace: Duration) -> Result<()> {
+        self.terminate().await
+    }
+}
+
+#[async_trait]
 impl Terminal for LocalTerminal {
     fn pid(&self) -> u32 {
         self.core.pid()
@@ -160,7 +169,7 @@ impl Terminal for LocalTerminal {
         core.gate
             .run("signal", async {
                 let pgid = core.foreground("signal")?;
-                proc_table::signal_group(pgid, signal.0).map_err(|err| {
+                dsh_process_group::signal::signal_group(pgid, signal.0).map_err(|err| {
                     Error::from_io(&format!("signal: {signal} to process group {pgid}"), &err)
                         .with_subject(pgid.to_string())
                 })
@@ -231,10 +240,9 @@ pub fn start(world: &World, spec: &TerminalSpec) -> Result<Arc<LocalTerminal>> {
         kill_grace: world.kill_grace(),
         abandon: world.abandon_token(),
     });
-    if let Err(err) =
-        world
-            .registry()
-            .adopt(OPERATION, Owned::Terminal(core.clone()), &core.membership)
+    if let Err(err) = world
+        .registry()
+        .adopt(OPERATION, core.clone(), &core.membership)
     {
         prepare::rollback(pid);
         return Err(err);

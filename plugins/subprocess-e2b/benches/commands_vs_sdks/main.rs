@@ -6,8 +6,8 @@
 //! - the peak RSS of a process while 1 GiB passes through collect mode
 //!   with a 1 MiB tail (the SDKs keep every byte);
 //! - the wall time of 64 concurrent commands;
-//! - and, for the wrapper choice (DESIGN §6), the same `true` started by a
-//!   minimal shell wrapper (option a) next to the helper (option b).
+//! - and, for the wrapper choice (docs/design.md §6), the same `true` started
+//!   by a minimal shell wrapper (option a) next to the helper (option b).
 //!
 //! Ours is the shipped composition — `dsh-e2b` + `dsh-subprocess-e2b`
 //! loaded as plugins through `dsh-host`, every call crossing the plugin ABI

@@ -94,7 +94,7 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures, wrapper
     );
     println!();
     println!(
-        "wrapper choice (DESIGN §6), `true` started as root through envd, median of {} (ms):",
+        "wrapper choice (docs/design.md §6), `true` started as root through envd, median of {} (ms):",
         plan.iterations
     );
     println!(

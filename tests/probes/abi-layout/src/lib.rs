@@ -3,8 +3,10 @@
 //! a root module of the same name and crate version, but different types.
 //! The host must refuse it as incompatible, naming the layout.
 
-// abi_stable 0.11's derive expands impls inside a const.
-#![allow(non_local_definitions)]
+#![allow(
+    non_local_definitions,
+    reason = "abi_stable 0.11's derive expands impls inside a const"
+)]
 
 use abi_stable::StableAbi;
 use abi_stable::library::{CheckTypeLayout, LibHeader, RootModule, RootModuleResult};

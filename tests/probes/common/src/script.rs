@@ -11,20 +11,20 @@
 //!
 //! | program | arguments | value |
 //! |---|---|---|
-//! | `fs resolve` | path [cwd] | `{path, uri}` |
+//! | `fs resolve` | path \[cwd\] | `{path, uri}` |
 //! | `fs contains` | root target | bool |
 //! | `fs stat`, `fs lstat` | path | metadata (see [`metadata_json`]) |
 //! | `fs list` | dir | `[{name, path, metadata, resolved}]` |
 //! | `fs read_text` | path | `{text, version}` |
 //! | `fs stream_text`, `fs read_bytes` | path | raw stdout |
-//! | `fs write` | path content [`create-new` \| `if-version:<v>`] | version |
-//! | `fs edit` | path old new [`all`] | `{version, replacements}` |
+//! | `fs write` | path content \[`create-new` \| `if-version:<v>`\] | version |
+//! | `fs edit` | path old new \[`all`\] | `{version, replacements}` |
 //! | `fs mkdir` | path | null |
 //! | `fs remove` | path | bool |
 //! | `fs rename` | from to | null |
 //! | `e2b info` | | the sandbox info |
 //! | `e2b alive` | | bool |
-//! | `e2b envd` | method path [body] | `{status, headers, body}` |
+//! | `e2b envd` | method path \[body\] | `{status, headers, body}` |
 
 use std::sync::Arc;
 

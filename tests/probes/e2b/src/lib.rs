@@ -1,6 +1,8 @@
 //! Test-only probe plugin `dsh-probe-e2b`: provides a fake `e2b` owner
 //! (see `dsh_probe_common::fake_owner`), injects nothing.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use dsh_plugin_api::{

@@ -2,6 +2,8 @@
 //! `dsh_probe_common::memory_fs`) whose cwd is the injected `e2b` owner's
 //! cwd, created at create.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use dsh_plugin_api::{

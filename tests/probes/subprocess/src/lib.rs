@@ -2,6 +2,8 @@
 //! `subprocess` world (see `dsh_probe_common::fake_subprocess`) whose `fs`
 //! and `e2b` programs call the injected `fs` and `e2b` services.
 
+#![forbid(unsafe_code)]
+
 use std::sync::Arc;
 
 use dsh_plugin_api::{

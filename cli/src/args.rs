@@ -1,0 +1,165 @@
+//! The command line (clap).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// dsh — one execution world (files, commands, terminals) for coding
+/// agents, composed from plugins by a manifest.
+///
+/// Without --config, the embedded local composition runs (fs and
+/// subprocess on this machine). Plugin libraries are found through an
+/// entry's `path`, then $DSH_PLUGIN_PATH, then the directory of dsh itself.
+///
+/// Exit codes: 0 success; 1 a failed operation; 2 a usage, manifest or
+/// configuration error; `exec` and `sh` exit with the child's code, 128+N
+/// when it died of signal N; 127/126 when `exec`'s program is missing / not
+/// executable; 128+N when dsh itself stops on SIGINT/SIGTERM; 141 (128 +
+/// SIGPIPE), quietly, when the reader of dsh's output went away.
+#[derive(Debug, Parser)]
+#[command(name = "dsh", version, about, long_about)]
+pub struct Cli {
+    /// Manifest to run (TOML or YAML, by extension) instead of the embedded
+    /// local composition.
+    #[arg(long, short = 'c', global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Machine-readable JSON output where a command prints results.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log level or filter (`error`, `warn`, `info`, `debug`, `trace`, or an
+    /// env-filter like `dsh_host=debug`); default from RUST_LOG, else warn.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the composition's plugins in load order: id, name, version,
+    /// services provided and injected. Creates nothing.
+    Plugins,
+    /// Validate the manifest and every plugin library; create nothing.
+    Check,
+    /// Run a command in the world, streaming its output; exit with its code.
+    Exec(ExecArgs),
+    /// An interactive shell on a terminal in the world (raw mode, resize).
+    #[command(alias = "terminal")]
+    Sh(ShArgs),
+    /// Files of the world.
+    #[command(subcommand)]
+    Fs(FsCommand),
+    /// Run the conformance kit against the composition's fs and subprocess.
+    Conformance(ConformanceArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Working directory in the world (default: the world's cwd).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Extra environment entry NAME=VALUE (repeatable).
+    #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
+    pub env: Vec<String>,
+    /// The program and its arguments (`--` before them is optional; it
+    /// keeps dsh from reading the program's options as its own).
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGV"
+    )]
+    pub argv: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShArgs {
+    /// Working directory in the world (default: the world's cwd).
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// The program to run on the terminal (default: bash, else sh), after
+    /// an optional `--`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGV"
+    )]
+    pub argv: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FsCommand {
+    /// Metadata of a path (follows symlinks; --no-follow for the link).
+    Stat {
+        path: String,
+        /// Report a symlink itself (lstat).
+        #[arg(long)]
+        no_follow: bool,
+    },
+    /// One level of a directory (default: the world's cwd).
+    Ls { path: Option<String> },
+    /// Write a file's bytes to stdout.
+    Cat { path: String },
+    /// Atomically write a file from CONTENT, or from stdin without it.
+    Write {
+        path: String,
+        content: Option<String>,
+        #[command(flatten)]
+        guard: GuardArgs,
+    },
+    /// Replace literal text OLD with NEW (exactly one match unless --all).
+    Edit {
+        path: String,
+        old: String,
+        new: String,
+        /// Replace every occurrence.
+        #[arg(long)]
+        all: bool,
+        #[command(flatten)]
+        guard: GuardArgs,
+    },
+    /// Remove a path recursively.
+    Rm {
+        path: String,
+        /// A missing path is not an error.
+        #[arg(long, short = 'f')]
+        force: bool,
+    },
+    /// Create a directory and its missing parents.
+    Mkdir { path: String },
+    /// Rename FROM to TO (creating TO's parents).
+    Mv { from: String, to: String },
+}
+
+#[derive(Debug, Args)]
+pub struct GuardArgs {
+    /// Fail if the file already exists.
+    #[arg(long, conflicts_with = "if_version")]
+    pub create_new: bool,
+    /// Fail unless the file is still at this version (from `stat`).
+    #[arg(long, value_name = "VERSION")]
+    pub if_version: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// Run only cases whose name contains one of these comma-separated
+    /// substrings.
+    #[arg(long, value_name = "SUBSTRINGS")]
+    pub filter: Option<String>,
+    /// Directory in the world under which the kit makes its scratch area.
+    #[arg(long, value_name = "DIR", default_value = "/tmp")]
+    pub scratch_root: String,
+    /// The fs provider is read-only: skip the mutation cases.
+    #[arg(long)]
+    pub read_only_fs: bool,
+    /// The subprocess provider has no terminals: skip the terminal cases.
+    #[arg(long)]
+    pub no_terminals: bool,
+    /// Per-case time limit in seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub case_timeout: Option<u64>,
+}

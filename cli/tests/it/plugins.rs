@@ -1,0 +1,96 @@
+//! `dsh plugins`: the shipped TOML and YAML local manifests are the same
+//! composition, and the embedded default is that composition too.
+
+use crate::support::{config_dir, require, run_dsh, text};
+
+const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+
+fn plugins(args: &[&str]) -> String {
+    let output = run_dsh(args);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "dsh {args:?} failed: {stderr}");
+    stdout
+}
+
+#[test]
+fn local_yaml_and_toml_print_the_same_plugins() {
+    require(&LOCAL);
+    let yaml = config_dir().join("local.yaml").display().to_string();
+    let toml = config_dir().join("local.toml").display().to_string();
+    for json in [false, true] {
+        let mut yaml_args = vec!["--config", yaml.as_str(), "plugins"];
+        let mut toml_args = vec!["--config", toml.as_str(), "plugins"];
+        if json {
+            yaml_args.push("--json");
+            toml_args.push("--json");
+        }
+        let from_yaml = plugins(&yaml_args);
+        let from_toml = plugins(&toml_args);
+        assert_eq!(from_yaml, from_toml, "json={json}");
+        // The embedded default is config/local.yaml.
+        let embedded = plugins(if json {
+            &["plugins", "--json"]
+        } else {
+            &["plugins"]
+        });
+        assert_eq!(embedded, from_yaml, "json={json}");
+    }
+}
+
+#[test]
+fn plugins_lists_load_order_services_and_versions() {
+    require(&LOCAL);
+    let listing = plugins(&["plugins"]);
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 3, "{listing}");
+    assert!(lines[0].starts_with("#  ID"), "{listing}");
+    let first: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(first[..3], ["1", "fs", "dsh-fs-local"], "{listing}");
+    assert_eq!(first[4..], ["fs", "-"], "{listing}");
+    let second: Vec<&str> = lines[2].split_whitespace().collect();
+    assert_eq!(
+        second[..3],
+        ["2", "subprocess", "dsh-subprocess-local"],
+        "{listing}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&plugins(&["plugins", "--json"])).expect("JSON");
+    let list = json.as_array().expect("array");
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["id"], "fs");
+    assert_eq!(list[0]["provides"], serde_json::json!(["fs"]));
+    assert_eq!(list[1]["provides"], serde_json::json!(["subprocess"]));
+    assert!(list[0]["version"].as_str().is_some_and(|v| !v.is_empty()));
+    assert!(
+        list[0]["library"]
+            .as_str()
+            .is_some_and(|path| path.ends_with("libdsh_fs_local.so")),
+        "{json}"
+    );
+}
+
+#[test]
+fn check_validates_without_creating() {
+    require(&LOCAL);
+    let out = plugins(&["check"]);
+    assert_eq!(
+        out.trim(),
+        "<embedded config/local.yaml>: ok, 2 plugins in load order: fs, subprocess"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&plugins(&["check", "--json"])).expect("JSON");
+    assert_eq!(json["ok"], true);
+    assert_eq!(json["plugins"], serde_json::json!(["fs", "subprocess"]));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let output = run_dsh(&["no-such-command"]);
+    assert_eq!(output.status.code(), Some(2));
+    let output = run_dsh(&["exec"]);
+    assert_eq!(output.status.code(), Some(2), "exec without argv");
+    let output = run_dsh(&["--log", "no=such=filter[", "plugins"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(text(&output).1.contains("--log"), "{}", text(&output).1);
+}

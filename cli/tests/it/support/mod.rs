@@ -1,0 +1,127 @@
+//! Shared by the host's integration tests: the built `dsh` binary, the
+//! plugin libraries in the target directory, manifests in temp dirs, and
+//! probe records.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+pub mod pty;
+
+/// The `dsh` binary cargo built for this test run.
+pub fn dsh_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_dsh"))
+}
+
+/// The directory holding the built plugin libraries (next to `dsh`).
+pub fn plugin_dir() -> PathBuf {
+    dsh_binary()
+        .parent()
+        .expect("dsh has a parent directory")
+        .to_path_buf()
+}
+
+/// The built library for `package` (`dsh-probe-e2b` → `libdsh_probe_e2b.so`),
+/// or a panic that says how to build it.
+pub fn library(package: &str) -> PathBuf {
+    let path = plugin_dir().join(format!("lib{}.so", package.replace('-', "_")));
+    assert!(
+        path.is_file(),
+        "{} is missing: build the plugin libraries first (`cargo build --workspace`, or \
+         `cargo build -p {package}`)",
+        path.display()
+    );
+    path
+}
+
+/// Asserts every listed plugin library is built.
+pub fn require(packages: &[&str]) {
+    for package in packages {
+        library(package);
+    }
+}
+
+/// A `dsh` command with the plugin directory on `DSH_PLUGIN_PATH` and a
+/// quiet log.
+pub fn dsh() -> Command {
+    let mut command = Command::new(dsh_binary());
+    command
+        .env("DSH_PLUGIN_PATH", plugin_dir())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs `dsh` with `args` to completion.
+pub fn run_dsh(args: &[&str]) -> Output {
+    dsh().args(args).output().expect("run dsh")
+}
+
+/// A temporary directory holding manifests and probe records.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes `text` to `name` and returns its path as a string.
+    pub fn write(&self, name: &str, text: &str) -> String {
+        let path = self.path(name);
+        std::fs::write(&path, text).expect("write scratch file");
+        path.display().to_string()
+    }
+
+    /// The probe record file `name` in this scratch dir (as a string for
+    /// manifests).
+    pub fn record(&self, name: &str) -> String {
+        self.path(name).display().to_string()
+    }
+}
+
+/// Probe record events (JSON lines) from `path`; empty when the file does
+/// not exist yet.
+pub fn read_record(path: &str) -> Vec<serde_json::Value> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => text
+            .lines()
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str(line).expect("record line is JSON"))
+            .collect(),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => panic!("read record {path}: {err}"),
+    }
+}
+
+/// Polls `condition` until it holds or `limit` passes.
+pub fn wait_until(limit: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    condition()
+}
+
+/// stdout and stderr as text.
+pub fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The repository's `config/` directory.
+pub fn config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config")
+}

@@ -1,0 +1,259 @@
+//! [`ControlShell`]: how the owner and the adapters run their internal
+//! commands in the sandbox.
+//!
+//! Internal commands run as `root` (envd starts a command as any user on
+//! request), so the state they write under the runtime root
+//! (`<cwd>/.dsh-e2b`, root-owned, mode 0700) cannot be read or forged by
+//! the sandbox user. They never start a login shell, and each gets a fresh
+//! random `HOME` inside the runtime root that does not exist: no profile,
+//! rc or dot file under the sandbox user's control can run before (or
+//! instead of) the control command. `BASH_ENV` and `ENV` are emptied so a
+//! sandbox-wide setting cannot smuggle a startup file in either.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use connectrpc::client::ClientTransport;
+use dsh_plugin_api::e2b::SandboxInfo;
+use e2b_client::{Command, Envd, ExitStatus, ProcessEvent, StreamOptions};
+use futures::StreamExt;
+use http_body::Body;
+
+/// The user control commands run as.
+pub const CONTROL_USER: &str = "root";
+
+/// The shell of [`ControlShell::script`].
+pub const CONTROL_SHELL: &str = "/bin/bash";
+
+/// The exit status of a [`ControlShell::script`] whose runtime-root guard
+/// failed (the runtime root is no longer a real, root-owned directory);
+/// the script itself did not run.
+pub const GUARD_FAILED_EXIT: i32 = 121;
+
+/// The environment variable naming the runtime root in control commands.
+pub const RUNTIME_ROOT_ENV: &str = "DSH_RUNTIME_ROOT";
+
+/// Runs before every script: the runtime root must still be a directory,
+/// not a symlink, owned by root (`-O`: owned by the effective user, root).
+/// Builtins only, so it costs no process.
+const GUARD: &str = r#"[[ -d $DSH_RUNTIME_ROOT && ! -L $DSH_RUNTIME_ROOT && -O $DSH_RUNTIME_ROOT ]] || { printf 'dsh: runtime root %s is not a root-owned directory\n' "$DSH_RUNTIME_ROOT" >&2; exit 121; }"#;
+
+/// Builds internal commands for one sandbox; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct ControlShell {
+    runtime_root: Arc<str>,
+}
+
+/// What a control command printed and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlOutput {
+    /// How it ended.
+    pub status: ExitStatus,
+    /// The first bytes of its stdout (up to the limit given to `run`).
+    pub stdout: Vec<u8>,
+    /// The first bytes of its stderr (up to the limit).
+    pub stderr: Vec<u8>,
+    /// Whether output beyond the limit was dropped.
+    pub truncated: bool,
+}
+
+impl ControlOutput {
+    /// Stderr as text (lossy, trimmed), for messages.
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).trim().to_owned()
+    }
+}
+
+impl ControlShell {
+    /// Control commands keeping their state under `runtime_root` (an
+    /// absolute path).
+    pub fn new(runtime_root: impl Into<String>) -> Self {
+        ControlShell {
+            runtime_root: Arc::from(runtime_root.into()),
+        }
+    }
+
+    /// Control commands for the owner's sandbox (its runtime root).
+    pub fn for_sandbox(info: &SandboxInfo) -> Self {
+        ControlShell::new(info.runtime_root.clone())
+    }
+
+    /// The runtime root.
+    pub fn runtime_root(&self) -> &str {
+        &self.runtime_root
+    }
+
+    /// A new `HOME`: `<runtime root>/home-<128 random bits>`, which nobody
+    /// created (and the sandbox user cannot create: the runtime root is
+    /// root's, mode 0700).
+    pub fn fresh_home(&self) -> String {
+        format!("{}/home-{:032x}", self.runtime_root, rand::random::<u128>())
+    }
+
+    /// `program` with `args`, executed directly (no shell), stdin
+    /// `/dev/null`, with the control environment.
+    pub fn exec<I, S>(&self, program: &str, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.environment(Command::new(program).args(args))
+    }
+
+    /// `script` run by `/bin/bash --noprofile --norc -c`, after the
+    /// runtime-root guard ([`GUARD_FAILED_EXIT`]), with `args` as `$1…`
+    /// (`$0` is `dsh-control`) — pass paths as arguments, never splice them
+    /// into the script. Stdin is `/dev/null`.
+    pub fn script<I, S>(&self, script: &str, args: I) -> Command
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let guarded = format!("{GUARD}\n{script}");
+        self.environment(
+            Command::new(CONTROL_SHELL)
+                .args(["--noprofile", "--norc", "-c"])
+                .arg(guarded)
+                .arg("dsh-control")
+                .args(args),
+        )
+    }
+
+    /// Stream options for control commands: as [`CONTROL_USER`].
+    pub fn options(&self) -> StreamOptions {
+        StreamOptions::default().user(CONTROL_USER)
+    }
+
+    /// Runs `command` as [`CONTROL_USER`] to its end, within `timeout`
+    /// (envd kills it when the time is up), keeping at most `output_limit`
+    /// bytes of each of stdout and stderr.
+    ///
+    /// Runs on the caller's runtime; dropping the future aborts the stream
+    /// but not the command (envd does not kill on disconnect; `timeout`
+    /// still bounds it).
+    ///
+    /// # Errors
+    /// Whatever starting or streaming the command fails with (a non-zero
+    /// exit is not an error: see [`ControlOutput::status`]).
+    pub async fn run<T>(
+        &self,
+        envd: &Envd<T>,
+        command: &Command,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> e2b_client::Result<ControlOutput>
+    where
+        T: ClientTransport,
+        T::ResponseBody: Unpin,
+        <T::ResponseBody as Body>::Error: std::fmt::Display,
+    {
+        let mut stream = envd
+            .start(command, &self.options().timeout(timeout))
+            .await?;
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let mut truncated = false;
+        let mut status = None;
+        while let Some(event) = stream.next().await {
+            match event? {
+                ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => {
+                    truncated |= keep_head(&mut stdout, &bytes, output_limit);
+                }
+                ProcessEvent::Stderr(bytes) => {
+                    truncated |= keep_head(&mut stderr, &bytes, output_limit);
+                }
+                ProcessEvent::End(end) => status = Some(end),
+            }
+        }
+        let status = status.expect("a process stream ends after its end event or with an error");
+        Ok(ControlOutput {
+            status,
+            stdout,
+            stderr,
+            truncated,
+        })
+    }
+
+    fn environment(&self, command: Command) -> Command {
+        command
+            .env("HOME", self.fresh_home())
+            .env("BASH_ENV", "")
+            .env("ENV", "")
+            .env(RUNTIME_ROOT_ENV, &*self.runtime_root)
+            .stdin(false)
+    }
+}
+
+/// Appends what fits of `bytes` under `limit`; true when some did not fit.
+/// (A plain function: a closure here, held across the stream's awaits,
+/// would make `run`'s future not provably `Send`.)
+fn keep_head(into: &mut Vec<u8>, bytes: &Bytes, limit: usize) -> bool {
+    let room = limit.saturating_sub(into.len());
+    into.extend_from_slice(&bytes[..bytes.len().min(room)]);
+    bytes.len() > room
+}
+
+/// `run`'s future must be `Send` (plugins spawn it): checked when this
+/// compiles, never called.
+const _: fn(
+    &'static ControlShell,
+    &'static e2b_client::Envd<e2b_client::SandboxTransport>,
+    &'static Command,
+) = |shell, envd, command| {
+    fn is_send<T: Send>(_: T) {}
+    is_send(shell.run(envd, command, Duration::ZERO, 0));
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_command_gets_a_fresh_home_inside_the_runtime_root() {
+        let shell = ControlShell::new("/w/.dsh-e2b");
+        let a = shell.fresh_home();
+        let b = shell.fresh_home();
+        assert_ne!(a, b);
+        assert!(a.starts_with("/w/.dsh-e2b/home-"), "{a}");
+        assert_eq!(a.len(), "/w/.dsh-e2b/home-".len() + 32);
+    }
+
+    #[test]
+    fn the_guard_names_its_exit_status() {
+        assert!(GUARD.contains(&format!("exit {GUARD_FAILED_EXIT}")));
+    }
+
+    #[test]
+    fn scripts_take_paths_as_arguments_behind_the_guard() {
+        let shell = ControlShell::new("/w/.dsh-e2b");
+        let command = shell.script("mkdir -- \"$1\"", ["/w/a b"]);
+        assert_eq!(command.program(), CONTROL_SHELL);
+        // `Command` exposes its parts only through Debug.
+        let debug = format!("{command:?}");
+        for part in [
+            r#"args: ["--noprofile", "--norc", "-c", "#,
+            r#"\nmkdir -- \"$1\"", "dsh-control", "/w/a b"]"#,
+            r#""BASH_ENV": """#,
+            r#""ENV": """#,
+            r#""DSH_RUNTIME_ROOT": "/w/.dsh-e2b""#,
+            r#""HOME": "/w/.dsh-e2b/home-"#,
+            "stdin: Some(false)",
+        ] {
+            assert!(debug.contains(part), "{part} missing from {debug}");
+        }
+    }
+
+    #[test]
+    fn exec_runs_the_program_directly_with_the_control_environment() {
+        let shell = ControlShell::new("/w/.dsh-e2b");
+        let command = shell.exec("/bin/mkdir", ["-m", "0700", "--", "/w/.dsh-e2b"]);
+        assert_eq!(command.program(), "/bin/mkdir");
+        let debug = format!("{command:?}");
+        assert!(
+            debug.contains(r#"args: ["-m", "0700", "--", "/w/.dsh-e2b"]"#),
+            "{debug}"
+        );
+        assert!(debug.contains(r#""HOME": "/w/.dsh-e2b/home-"#), "{debug}");
+    }
+}

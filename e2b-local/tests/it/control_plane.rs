@@ -1,0 +1,470 @@
+//! The control plane against a real server: auth, bad input (each case its own assertion),
+//! lifecycle transitions and their status codes, list filters and pagination, metrics.
+
+use std::time::Duration;
+
+use http::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::common::{self, Api, Http, LocalServer};
+
+fn error_of(reply: &common::Reply, status: StatusCode) -> String {
+    assert_eq!(
+        reply.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let body = reply.json();
+    assert_eq!(
+        body["code"],
+        json!(status.as_u16()),
+        "numeric code in {body}"
+    );
+    body["message"].as_str().expect("message").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn missing_or_wrong_api_key_is_401() {
+    let server = LocalServer::start();
+    let http = Http::default();
+    let url = format!("{}/v2/sandboxes", server.api_url());
+    let missing = http.send(Method::GET, &url, &[], "").await;
+    assert!(error_of(&missing, StatusCode::UNAUTHORIZED).contains("missing API key"));
+    let wrong = http
+        .send(Method::GET, &url, &[("x-api-key", "e2b_0000")], "")
+        .await;
+    assert!(error_of(&wrong, StatusCode::UNAUTHORIZED).contains("invalid API key"));
+    let right = http
+        .send(Method::GET, &url, &[("x-api-key", server.api_key())], "")
+        .await;
+    assert_eq!(right.status, StatusCode::OK);
+    let health = http
+        .send(
+            Method::GET,
+            &format!("{}/health", server.api_url()),
+            &[],
+            "",
+        )
+        .await;
+    assert_eq!(health.status, StatusCode::OK, "health needs no key");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_create_bodies_are_rejected_and_the_server_keeps_serving() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let cases: &[(&str, StatusCode, &str)] = &[
+        ("{", StatusCode::BAD_REQUEST, "invalid JSON body"),
+        ("", StatusCode::BAD_REQUEST, "request body is empty"),
+        ("[]", StatusCode::BAD_REQUEST, "invalid JSON body"),
+        (
+            r#"{"timeout":5}"#,
+            StatusCode::BAD_REQUEST,
+            "missing field `templateID`",
+        ),
+        (
+            r#"{"templateID":"base","surprise":1}"#,
+            StatusCode::BAD_REQUEST,
+            "unknown field `surprise`",
+        ),
+        (
+            r#"{"templateID":"base","timeout":"5"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid type",
+        ),
+        (
+            r#"{"templateID":"base","timeout":-5}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid value",
+        ),
+        (
+            r#"{"templateID":"base","metadata":{"k":1}}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid type",
+        ),
+        (
+            r#"{"templateID":"base","envVars":{"A=B":"x"}}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid envVars name",
+        ),
+        (
+            r#"{"templateID":"no spaces"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid templateID",
+        ),
+        (
+            r#"{"templateID":"base","timeout":99999999}"#,
+            StatusCode::BAD_REQUEST,
+            "exceeds the maximum",
+        ),
+    ];
+    for (body, status, needle) in cases {
+        let reply = api.call(Method::POST, "/sandboxes", body).await;
+        let message = error_of(&reply, *status);
+        assert!(message.starts_with("create sandbox: "), "{body}: {message}");
+        assert!(message.contains(needle), "{body}: {message}");
+    }
+    let huge = format!(
+        r#"{{"templateID":"base","metadata":{{"k":"{}"}}}}"#,
+        "x".repeat(2 << 20)
+    );
+    let reply = api.call(Method::POST, "/v2/sandboxes", &huge).await;
+    assert!(error_of(&reply, StatusCode::PAYLOAD_TOO_LARGE).contains("exceeds"));
+    // Still serving: a good create works after every bad one.
+    let id = api.sandbox().await;
+    assert_eq!(api.kill(&id).await, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_sandboxes_are_404_with_code_on_every_route() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let routes: &[(Method, &str, &str)] = &[
+        (Method::GET, "/sandboxes/nope", ""),
+        (Method::DELETE, "/sandboxes/nope", ""),
+        (Method::POST, "/sandboxes/nope/connect", r#"{"timeout":10}"#),
+        (
+            Method::POST,
+            "/v2/sandboxes/nope/connect",
+            r#"{"timeout":10}"#,
+        ),
+        (Method::POST, "/sandboxes/nope/pause", ""),
+        (Method::POST, "/sandboxes/nope/resume", ""),
+        (Method::POST, "/sandboxes/nope/timeout", r#"{"timeout":10}"#),
+        (Method::POST, "/sandboxes/nope/refreshes", ""),
+        (Method::GET, "/sandboxes/nope/metrics", ""),
+    ];
+    for (method, path, body) in routes {
+        let reply = api.call(method.clone(), path, body).await;
+        let message = error_of(&reply, StatusCode::NOT_FOUND);
+        assert!(
+            message.contains("nope") && message.contains("not found"),
+            "{method} {path}: {message}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_bodies_on_lifecycle_routes_are_400() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let cases: &[(&str, &str, &str)] = &[
+        ("connect", "", "request body is empty"),
+        ("connect", r#"{"timeout":"x"}"#, "invalid type"),
+        ("connect", r#"{"timeout":1,"x":1}"#, "unknown field `x`"),
+        ("connect", r#"{}"#, "missing field `timeout`"),
+        ("timeout", r#"{}"#, "missing field `timeout`"),
+        ("timeout", r#"{"timeout":1.5}"#, "invalid type"),
+        ("pause", r#"{"bogus":true}"#, "unknown field `bogus`"),
+    ];
+    for (route, body, needle) in cases {
+        let reply = api
+            .call(Method::POST, &format!("/sandboxes/{id}/{route}"), body)
+            .await;
+        let message = error_of(&reply, StatusCode::BAD_REQUEST);
+        assert!(message.contains(needle), "{route} {body}: {message}");
+    }
+    let metrics = api
+        .call(
+            Method::GET,
+            &format!("/sandboxes/{id}/metrics?start=yesterday"),
+            "",
+        )
+        .await;
+    assert!(error_of(&metrics, StatusCode::BAD_REQUEST).contains("unix seconds"));
+    assert_eq!(
+        api.info(&id).await.status,
+        StatusCode::OK,
+        "the sandbox survived the bad requests"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_routes_and_methods_are_json_errors() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let reply = api.call(Method::GET, "/templates/xyz/nothing", "").await;
+    assert!(error_of(&reply, StatusCode::NOT_FOUND).contains("no such API route"));
+    let reply = api.call(Method::PUT, "/sandboxes", "").await;
+    assert!(error_of(&reply, StatusCode::METHOD_NOT_ALLOWED).contains("method not allowed"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pause_connect_and_timeout_transitions() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let created = api
+        .create(json!({"templateID": "base", "timeout": 60, "secure": true}))
+        .await;
+    let id = created["sandboxID"].as_str().unwrap();
+    assert_eq!(created["envdVersion"], json!(e2b_local_envd::ENVD_VERSION));
+    assert_eq!(
+        created["envdAccessToken"].as_str().map(str::len),
+        Some(32),
+        "secure sandboxes get a token"
+    );
+
+    let pause = api
+        .call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    assert_eq!(pause.status, StatusCode::NO_CONTENT);
+    let again = api
+        .call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    assert!(error_of(&again, StatusCode::CONFLICT).contains("already paused"));
+    assert_eq!(api.info(id).await.json()["state"], json!("paused"));
+
+    let resumed = api
+        .call(
+            Method::POST,
+            &format!("/v2/sandboxes/{id}/connect"),
+            r#"{"timeout":30}"#,
+        )
+        .await;
+    assert_eq!(
+        resumed.status,
+        StatusCode::CREATED,
+        "resuming a paused sandbox is 201"
+    );
+    assert_eq!(
+        resumed.json()["envdAccessToken"],
+        created["envdAccessToken"]
+    );
+    let running = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/connect"),
+            r#"{"timeout":30}"#,
+        )
+        .await;
+    assert_eq!(
+        running.status,
+        StatusCode::OK,
+        "connecting to a running sandbox is 200"
+    );
+
+    let end_at = |reply: &common::Reply| reply.json()["endAt"].as_str().unwrap().to_owned();
+    let before = end_at(&api.info(id).await);
+    api.call(
+        Method::POST,
+        &format!("/sandboxes/{id}/connect"),
+        r#"{"timeout":1}"#,
+    )
+    .await;
+    assert_eq!(
+        end_at(&api.info(id).await),
+        before,
+        "connect never shortens endAt"
+    );
+    let timeout = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/timeout"),
+            r#"{"timeout":1}"#,
+        )
+        .await;
+    assert_eq!(timeout.status, StatusCode::NO_CONTENT);
+    assert!(
+        end_at(&api.info(id).await) < before,
+        "timeout may shorten endAt"
+    );
+    common::eventually(
+        Duration::from_secs(10),
+        "expiry after the shortened timeout",
+        || common::sandbox_cgroup(id).is_none(),
+    )
+    .await;
+    assert_eq!(api.info(id).await.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn auto_pause_on_timeout_pauses_instead_of_killing() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let created = api
+        .create(json!({"templateID": "base", "timeout": 1, "autoPause": true}))
+        .await;
+    let id = created["sandboxID"].as_str().unwrap();
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    let info = api.info(id).await.json();
+    assert_eq!(info["state"], json!("paused"), "{info}");
+    assert_eq!(info["lifecycle"]["onTimeout"], json!("pause"));
+    let resumed = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/connect"),
+            r#"{"timeout":30}"#,
+        )
+        .await;
+    assert_eq!(resumed.status, StatusCode::CREATED);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_filters_by_state_and_metadata_and_paginates() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let mut ids = Vec::new();
+    for name in ["a b", "a b", "other"] {
+        let created = api
+            .create(json!({"templateID": "base", "timeout": 60, "metadata": {"name": name}}))
+            .await;
+        ids.push(created["sandboxID"].as_str().unwrap().to_owned());
+    }
+    api.call(Method::POST, &format!("/sandboxes/{}/pause", ids[1]), "")
+        .await;
+    let list = |query: String| {
+        let api = &api;
+        async move {
+            api.call(Method::GET, &format!("/v2/sandboxes{query}"), "")
+                .await
+        }
+    };
+    let ids_of = |reply: &common::Reply| -> Vec<String> {
+        reply
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["sandboxID"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The SDKs' triple encoding of {name: "a b"}.
+    let by_name = list("?metadata=name%3Da%252520b".into()).await;
+    assert_eq!(ids_of(&by_name), vec![ids[0].clone(), ids[1].clone()]);
+    let running = list("?metadata=name%3Da%252520b&state=running".into()).await;
+    assert_eq!(ids_of(&running), vec![ids[0].clone()]);
+    let v1 = api.call(Method::GET, "/sandboxes", "").await;
+    assert_eq!(ids_of(&v1).len(), 2, "v1 lists running sandboxes only");
+
+    let first = list("?limit=2".into()).await;
+    assert_eq!(ids_of(&first), ids[..2].to_vec());
+    let token = first
+        .headers
+        .get("x-next-token")
+        .expect("x-next-token on a partial page")
+        .to_str()
+        .unwrap();
+    let second = list(format!("?limit=2&nextToken={token}")).await;
+    assert_eq!(ids_of(&second), ids[2..].to_vec());
+    assert!(
+        second.headers.get("x-next-token").is_none(),
+        "no token on the last page"
+    );
+    let desc = list("?order=desc".into()).await;
+    assert_eq!(ids_of(&desc), ids.iter().rev().cloned().collect::<Vec<_>>());
+
+    for (query, needle) in [
+        ("?state=frozen", "invalid state"),
+        ("?limit=0", "invalid limit"),
+        ("?nextToken=%21%21", "invalid nextToken"),
+        ("?metadata=novalue", "invalid metadata filter"),
+        ("?color=red", "unknown query parameter"),
+    ] {
+        let reply = list(query.into()).await;
+        assert!(
+            error_of(&reply, StatusCode::BAD_REQUEST).contains(needle),
+            "{query}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn detail_and_metrics_report_real_figures() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let info: Value = api.info(&id).await.json();
+    for field in [
+        "templateID",
+        "sandboxID",
+        "clientID",
+        "startedAt",
+        "endAt",
+        "envdVersion",
+        "state",
+    ] {
+        assert!(info[field].is_string(), "{field} in {info}");
+    }
+    assert!(info["cpuCount"].as_u64().unwrap() >= 1 && info["memoryMB"].as_u64().unwrap() >= 128);
+    common::exec(
+        &server,
+        &id,
+        None,
+        "head -c 5000000 /dev/urandom > /tmp/blob",
+    )
+    .await;
+    let metrics = api
+        .call(
+            Method::GET,
+            &format!("/sandboxes/{id}/metrics?start=1&end=2"),
+            "",
+        )
+        .await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    let sample = &metrics.json()[0];
+    assert!(sample["memUsed"].as_u64().unwrap() > 0, "{sample}");
+    assert!(
+        sample["diskUsed"].as_u64().unwrap() >= 5_000_000,
+        "{sample}"
+    );
+    assert!(sample["memTotal"].as_u64().unwrap() > sample["memUsed"].as_u64().unwrap());
+    assert!(sample["timestampUnix"].as_i64().unwrap() > 1_600_000_000);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_deprecated_resume_endpoint_resumes_and_sets_auto_pause() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let running = api
+        .call(Method::POST, &format!("/sandboxes/{id}/resume"), "")
+        .await;
+    assert!(error_of(&running, StatusCode::CONFLICT).contains("already running"));
+    api.call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    let body = r#"{"timeout":30,"autoPause":true}"#;
+    let resumed = api
+        .call(Method::POST, &format!("/sandboxes/{id}/resume"), body)
+        .await;
+    assert_eq!(resumed.status, StatusCode::CREATED);
+    let info = api.info(&id).await.json();
+    assert_eq!(info["state"], json!("running"));
+    assert_eq!(info["lifecycle"]["onTimeout"], json!("pause"));
+    let bad = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/resume"),
+            r#"{"autoPause":1}"#,
+        )
+        .await;
+    assert!(error_of(&bad, StatusCode::BAD_REQUEST).contains("invalid type"));
+}
+
+/// v2 connect may leave `timeout` out (PyPI `e2b` 2.63's `Sandbox.connect(id)` does): the sandbox
+/// then lives 300 s from now, as the v2 schema's default says.
+#[tokio::test(flavor = "multi_thread")]
+async fn v2_connect_without_timeout_defaults_to_300_seconds() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let created = api
+        .create(json!({"templateID": "base", "timeout": 10}))
+        .await;
+    let id = created["sandboxID"].as_str().unwrap();
+    let connected = api
+        .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
+        .await;
+    assert_eq!(connected.status, StatusCode::OK, "{:?}", connected.body);
+    let info = api.info(id).await.json();
+    let parse = |field: &str| {
+        let text = info[field].as_str().unwrap().to_owned();
+        text.parse::<jiff::Timestamp>()
+            .unwrap_or_else(|e| panic!("{field} {text}: {e}"))
+    };
+    let lifetime = parse("endAt").duration_since(parse("startedAt")).as_secs();
+    assert!(
+        (299..=302).contains(&lifetime),
+        "endAt is {lifetime}s after start"
+    );
+}

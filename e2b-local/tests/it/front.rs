@@ -1,0 +1,386 @@
+//! The envd front: routing by header, by Host and by signed URL; 502 JSON for unknown, paused
+//! and dead sandboxes; streaming without buffering; HTTP/1.1 and h2c.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use serde_json::json;
+
+use crate::common::{self, Api, Http, LocalServer};
+
+fn assert_not_found(reply: &common::Reply, sandbox_id: &str) {
+    assert_eq!(
+        reply.status,
+        StatusCode::BAD_GATEWAY,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(
+        reply.json(),
+        json!({"sandboxId": sandbox_id, "message": "The sandbox was not found", "code": 502})
+    );
+}
+
+async fn health(http: &Http, server: &LocalServer, headers: &[(&str, &str)]) -> common::Reply {
+    http.send(
+        Method::GET,
+        &format!("{}/health", server.sandbox_url()),
+        headers,
+        "",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unroutable_requests_get_502_json() {
+    let server = LocalServer::start();
+    let http = Http::default();
+    assert_not_found(
+        &health(&http, &server, &[("e2b-sandbox-id", "unknown")]).await,
+        "unknown",
+    );
+    assert_not_found(&health(&http, &server, &[]).await, "");
+    assert_not_found(
+        &health(&http, &server, &[("host", "49983-nosuchbox.e2b.local")]).await,
+        "nosuchbox",
+    );
+    let bad_port = health(
+        &http,
+        &server,
+        &[("e2b-sandbox-id", "x"), ("e2b-sandbox-port", "http")],
+    )
+    .await;
+    assert_eq!(bad_port.status, StatusCode::BAD_GATEWAY);
+    assert!(
+        bad_port.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("invalid E2b-Sandbox-Port")
+    );
+    let other_port = health(
+        &http,
+        &server,
+        &[("e2b-sandbox-id", "x"), ("e2b-sandbox-port", "8080")],
+    )
+    .await;
+    assert_eq!(other_port.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(other_port.json()["code"], json!(502));
+    let unsigned = http
+        .send(
+            Method::GET,
+            &format!("{}/files?path=/etc/hostname", server.sandbox_url()),
+            &[],
+            "",
+        )
+        .await;
+    assert_not_found(&unsigned, "");
+    let forged = format!(
+        "{}/files?path=/etc/hostname&signature=v1_forged",
+        server.sandbox_url()
+    );
+    assert_not_found(&http.send(Method::GET, &forged, &[], "").await, "");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn routes_by_header_and_host_and_answers_502_while_paused_or_dead() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let http = Http::default();
+    let id = api.sandbox().await;
+    assert_eq!(
+        health(
+            &http,
+            &server,
+            &[("e2b-sandbox-id", &id), ("e2b-sandbox-port", "49983")]
+        )
+        .await
+        .status,
+        204
+    );
+    let host = format!("49983-{id}.e2b.local");
+    assert_eq!(health(&http, &server, &[("host", &host)]).await.status, 204);
+
+    api.call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    assert_not_found(
+        &health(&http, &server, &[("e2b-sandbox-id", &id)]).await,
+        &id,
+    );
+    assert_not_found(&health(&http, &server, &[("host", &host)]).await, &id);
+    api.call(
+        Method::POST,
+        &format!("/sandboxes/{id}/connect"),
+        r#"{"timeout":30}"#,
+    )
+    .await;
+    assert_eq!(
+        health(&http, &server, &[("e2b-sandbox-id", &id)])
+            .await
+            .status,
+        204
+    );
+
+    assert_eq!(api.kill(&id).await, StatusCode::NO_CONTENT);
+    assert_not_found(
+        &health(&http, &server, &[("e2b-sandbox-id", &id)]).await,
+        &id,
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn serves_h2c_with_prior_knowledge() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<Full<Bytes>>();
+    let request = Request::get(format!("{}/health", server.sandbox_url()))
+        .header("e2b-sandbox-id", &id)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let response = client.request(request).await.expect("h2c request");
+    assert_eq!(response.version(), http::Version::HTTP_2);
+    assert_eq!(response.status(), StatusCode::NO_CONTENT);
+}
+
+/// Starts `bash -c script` in sandbox `id` with a Connect JSON `Start` over HTTP/1.1 and
+/// returns the response with its stream unread.
+async fn start_bash(server: &LocalServer, id: &str, script: &str) -> http::Response<Incoming> {
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<Bytes>>();
+    let body = json!({"process": {"cmd": "/bin/bash", "args": ["-c", script]}});
+    let request = Request::post(format!("{}/process.Process/Start", server.sandbox_url()))
+        .header("content-type", "application/connect+json")
+        .header("e2b-sandbox-id", id)
+        .body(Full::new(Bytes::from(common::envelope(
+            body.to_string().as_bytes(),
+        ))))
+        .unwrap();
+    client.request(request).await.expect("Start")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn streams_are_forwarded_as_they_are_produced() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let started = Instant::now();
+    let response = start_bash(&server, &id, "echo first; sleep 2; echo second").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut body = response.into_body();
+    let mut received = Vec::new();
+    let mut first_output_at = None;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.expect("stream frame").into_data() {
+            received.extend_from_slice(&data);
+            if first_output_at.is_none()
+                && String::from_utf8_lossy(&received).contains("\"stdout\"")
+            {
+                first_output_at = Some(started.elapsed());
+            }
+        }
+    }
+    let total = started.elapsed();
+    let first = first_output_at.expect("stdout frame");
+    assert!(total >= Duration::from_secs(2), "{total:?}");
+    // "second" is printed 2 s after "first": a buffering front would deliver both together.
+    assert!(
+        first + Duration::from_secs(1) < total,
+        "first output after {first:?}, stream done after {total:?}: the front buffered the stream"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn signed_file_urls_find_their_sandbox_without_routing_headers() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let created = api
+        .create(json!({"templateID": "base", "timeout": 60, "secure": true}))
+        .await;
+    let id = created["sandboxID"].as_str().unwrap();
+    let token = created["envdAccessToken"].as_str().unwrap();
+    // A second secure sandbox, so the front must pick by signature.
+    api.create(json!({"templateID": "base", "timeout": 60, "secure": true}))
+        .await;
+    let http = Http::default();
+    let path = "/home/user/signed.txt";
+    let sign = |op| e2b_local::signature::file_signature(path, op, "", token, None);
+    let write_sig = sign(e2b_local::signature::FileOp::Write);
+    let upload = format!(
+        "{}/files?path={path}&signature={}",
+        server.sandbox_url(),
+        encode(&write_sig)
+    );
+    let reply = http
+        .send(
+            Method::POST,
+            &upload,
+            &[("content-type", "application/octet-stream")],
+            "signed body",
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let read_sig = sign(e2b_local::signature::FileOp::Read);
+    let download = format!(
+        "{}/files?path={path}&signature={}",
+        server.sandbox_url(),
+        encode(&read_sig)
+    );
+    let reply = http.send(Method::GET, &download, &[], "").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(&reply.body[..], b"signed body");
+    let direct = format!("{}/files?path={path}", server.sandbox_url());
+    let reply = http
+        .send(
+            Method::GET,
+            &direct,
+            &[("e2b-sandbox-id", id), ("x-access-token", token)],
+            "",
+        )
+        .await;
+    assert_eq!(
+        &reply.body[..],
+        b"signed body",
+        "the file landed in the signing sandbox"
+    );
+}
+
+fn encode(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn large_file_transfers_stream_through_the_front() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let http = Http::default();
+    let data: Vec<u8> = (0..32u32 * 1024 * 1024).map(|i| (i % 251) as u8).collect();
+    let url = format!("{}/files?path=/tmp/large.bin", server.sandbox_url());
+    let headers = [
+        ("e2b-sandbox-id", id.as_str()),
+        ("content-type", "application/octet-stream"),
+    ];
+    let up = http.send(Method::POST, &url, &headers, data.clone()).await;
+    assert_eq!(
+        up.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&up.body)
+    );
+    let down = http
+        .send(Method::GET, &url, &[("e2b-sandbox-id", id.as_str())], "")
+        .await;
+    assert_eq!(down.status, StatusCode::OK);
+    assert!(
+        down.body.len() == data.len() && down.body[..] == data[..],
+        "round trip of 32 MiB"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let http = Http::default();
+    let body = json!({"templateID": "base", "timeout": 60, "autoResume": {"enabled": true}});
+    let id = api.create(body).await["sandboxID"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let plain = api.sandbox().await;
+    for sandbox in [&id, &plain] {
+        let pause = api
+            .call(Method::POST, &format!("/sandboxes/{sandbox}/pause"), "")
+            .await;
+        assert_eq!(pause.status, StatusCode::NO_CONTENT);
+    }
+    assert_eq!(
+        api.info(&id).await.json()["lifecycle"]["autoResume"],
+        json!(true)
+    );
+    let resumed = health(&http, &server, &[("e2b-sandbox-id", &id)]).await;
+    assert_eq!(
+        resumed.status,
+        StatusCode::NO_CONTENT,
+        "traffic resumes an autoResume sandbox"
+    );
+    assert_eq!(api.info(&id).await.json()["state"], json!("running"));
+    assert_not_found(
+        &health(&http, &server, &[("e2b-sandbox-id", &plain)]).await,
+        &plain,
+    );
+    assert_eq!(
+        api.info(&plain).await.json()["state"],
+        json!("paused"),
+        "without autoResume it stays paused"
+    );
+}
+
+/// Splits a Connect stream body into its envelopes' (flags, payload).
+fn envelopes(mut body: &[u8]) -> Vec<(u8, &[u8])> {
+    let mut out = Vec::new();
+    while body.len() >= 5 {
+        let len = u32::from_be_bytes(body[1..5].try_into().unwrap()) as usize;
+        assert!(body.len() >= 5 + len, "truncated envelope");
+        out.push((body[0], &body[5..5 + len]));
+        body = &body[5 + len..];
+    }
+    assert!(body.is_empty(), "trailing bytes after the last envelope");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_reader_of_many_tiny_events_keeps_its_stream() {
+    use base64::Engine;
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    // Every `echo` is its own tiny write, so envd forwards each as its own event: while the
+    // reader stalls, tens of thousands of tiny HTTP/2 DATA frames queue between the front and
+    // the sandbox's daemon. h2 counts such frames against a small-frame budget and closes the
+    // whole connection when it runs out (seen as broken streams under CPU load).
+    let lines = 200_000;
+    let script = format!("for i in $(seq 1 {lines}); do echo $i; done");
+    let response = start_bash(&server, &id, &script).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let received = response
+        .into_body()
+        .collect()
+        .await
+        .expect("the stream survives the stall")
+        .to_bytes();
+    let mut stdout = Vec::new();
+    let mut ended = false;
+    let envelopes = envelopes(&received);
+    let (last_flags, last) = envelopes.last().expect("envelopes");
+    assert_eq!(*last_flags, 2, "end-stream last");
+    assert_eq!(*last, b"{}", "end-stream without error");
+    for (flags, payload) in &envelopes[..envelopes.len() - 1] {
+        assert_eq!(*flags, 0);
+        let message: serde_json::Value = serde_json::from_slice(payload).unwrap();
+        let event = &message["event"];
+        if let Some(data) = event["data"]["stdout"].as_str() {
+            stdout.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+            );
+        }
+        ended |= event.get("end").is_some();
+    }
+    assert!(ended, "end event");
+    let expected: String = (1..=lines).map(|i| format!("{i}\n")).collect();
+    assert!(
+        stdout == expected.as_bytes(),
+        "{} of {} bytes",
+        stdout.len(),
+        expected.len()
+    );
+}

@@ -1,0 +1,151 @@
+//! `dsh-e2b-run`: the helper `dsh-subprocess-e2b` runs inside the sandbox,
+//! as root, from the owner's private runtime root.
+//!
+//! A static x86_64 Linux program (built by `dsh-subprocess-e2b`'s
+//! `build.rs` with `crt-static`, embedded in the plugin, uploaded once per
+//! provider). The wire it speaks is this crate's library
+//! ([`dsh_e2b_run::wire`]); process groups, the quiescence rule and the
+//! ladders are `dsh-process-group`'s, as on the host.
+//! One process does what a shell wrapper would need a dozen utilities and
+//! careful quoting for: the environment boundary, `setsid`, the sandbox
+//! user's identity, program lookup, spill copies, framed raw output, exact
+//! exit and signal facts, and the signal ladders.
+//!
+//! ```text
+//! dsh-e2b-run run                      request in $DSH_E2B_REQUEST; frames on stdout
+//! dsh-e2b-run exec                     request in $DSH_E2B_REQUEST; becomes the program
+//! dsh-e2b-run resolve                  request in $DSH_E2B_REQUEST → ok <path> | error …
+//! dsh-e2b-run remove                   request in $DSH_E2B_REQUEST → ok | error …
+//! dsh-e2b-run terminate PGID GRACE_MS SETTLE_MS   → empty | busy …
+//! dsh-e2b-run teardown SID GRACE_MS SETTLE_MS     → empty | busy …
+//! dsh-e2b-run members group|session ID           → empty | busy …
+//! dsh-e2b-run wait-exit SID                       → exited <wait status> | gone
+//! dsh-e2b-run foreground SID                      → ok <pgid> | error …
+//! dsh-e2b-run signal-foreground SID SIGNAL        → ok <pgid> | error …
+//! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
+//! dsh-e2b-run version                             → dsh-e2b-run <wire version>
+//! ```
+//!
+//! Control lines end with a newline; `error <errno> <message>` reports a
+//! failure of the operation (exit 0); a malformed invocation exits 2.
+
+mod ctl;
+mod exec;
+mod launch;
+mod run;
+mod sys;
+
+use std::time::Duration;
+
+use dsh_e2b_run::wire::{self, ExecRequest, RemoveRequest, ResolveRequest, RunRequest};
+use dsh_process_group::ladder::{teardown_session, terminate_group};
+use dsh_process_group::pause::{Blocking, run_blocking};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    std::process::exit(cli(&args));
+}
+
+/// Reads and removes the request from the environment.
+fn request_bytes() -> Result<Vec<u8>, String> {
+    let text = std::env::var(wire::REQUEST_ENV)
+        .map_err(|_| format!("{} is not set", wire::REQUEST_ENV))?;
+    // SAFETY: the helper is single-threaded: nothing reads the environment
+    // concurrently.
+    unsafe { std::env::remove_var(wire::REQUEST_ENV) };
+    wire::base64_decode(&text).map_err(|err| format!("{}: {err}", wire::REQUEST_ENV))
+}
+
+fn number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, String> {
+    text.parse()
+        .map_err(|_| format!("{what} {text:?} is not a number"))
+}
+
+/// The id, grace and settle bound of a ladder subcommand.
+fn ladder_args(
+    id: &str,
+    what: &str,
+    grace: &str,
+    settle: &str,
+) -> Result<(i32, Duration, Duration), String> {
+    Ok((number(id, what)?, ctl::millis(grace)?, ctl::millis(settle)?))
+}
+
+fn cli(args: &[String]) -> i32 {
+    let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match words.as_slice() {
+        ["version"] => Ok(format!("dsh-e2b-run {}", wire::VERSION)),
+        ["run"] => match request_bytes().and_then(|b| RunRequest::decode(&b).map_err(|e| e.0)) {
+            Ok(request) => run::main(&request),
+            Err(message) => run::Frames::new().fail(wire::Stage::Request, libc::EINVAL, &message),
+        },
+        ["exec"] => match request_bytes().and_then(|b| ExecRequest::decode(&b).map_err(|e| e.0)) {
+            Ok(request) => exec::main(&request),
+            Err(message) => Err(message),
+        },
+        ["resolve"] => request_bytes()
+            .and_then(|b| ResolveRequest::decode(&b).map_err(|e| e.0))
+            .map(|request| match ctl::resolve(&request) {
+                Ok(path) => format!("ok {path}"),
+                Err((errno, message)) => format!("error {errno} {message}"),
+            }),
+        ["remove"] => request_bytes()
+            .and_then(|b| RemoveRequest::decode(&b).map_err(|e| e.0))
+            .map(|request| match ctl::remove(&request) {
+                Ok(()) => "ok".to_owned(),
+                Err((errno, message)) => format!("error {errno} {message}"),
+            }),
+        ["terminate", pgid, grace, settle] => (|| {
+            let (pgid, grace, settle) = ladder_args(pgid, "process group", grace, settle)?;
+            let outcome = run_blocking(terminate_group(pgid, grace, settle, &mut Blocking))
+                .map_err(|err| err.to_string())?;
+            Ok(ctl::outcome_line(&outcome))
+        })(),
+        ["teardown", sid, grace, settle] => (|| {
+            let (sid, grace, settle) = ladder_args(sid, "session", grace, settle)?;
+            let outcome = run_blocking(teardown_session(sid, grace, settle, &mut Blocking))
+                .map_err(|err| err.to_string())?;
+            Ok(ctl::outcome_line(&outcome))
+        })(),
+        ["members", kind @ ("group" | "session"), id] => number(id, "id")
+            .and_then(|id| ctl::members(*kind == "session", id))
+            .map(|outcome| ctl::outcome_line(&outcome)),
+        ["wait-exit", sid] => number(sid, "session").and_then(|sid| {
+            Ok(match ctl::wait_exit(sid)? {
+                Some(raw) => format!("exited {raw}"),
+                None => "gone".to_owned(),
+            })
+        }),
+        ["foreground", sid] => number(sid, "session").map(|sid| match ctl::foreground(sid) {
+            Ok(pgid) => format!("ok {pgid}"),
+            Err(message) => format!("error 0 {message}"),
+        }),
+        ["signal-foreground", sid, signal] => (|| {
+            let sid = number(sid, "session")?;
+            let signal = number(signal, "signal")?;
+            Ok(match ctl::signal_foreground(sid, signal) {
+                Ok(pgid) => format!("ok {pgid}"),
+                Err(message) => format!("error 0 {message}"),
+            })
+        })(),
+        ["detach", pid, starttime, streams] => (|| {
+            let delivered = ctl::detach(
+                number(pid, "pid")?,
+                number(starttime, "start time")?,
+                streams,
+            )?;
+            Ok(if delivered { "ok" } else { "gone" }.to_owned())
+        })(),
+        _ => Err(format!("usage: dsh-e2b-run <subcommand> …; got {words:?}")),
+    };
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            0
+        }
+        Err(message) => {
+            eprintln!("dsh-e2b-run: {message}");
+            2
+        }
+    }
+}

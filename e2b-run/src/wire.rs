@@ -1,0 +1,636 @@
+//! The wire between `dsh-subprocess-e2b` (on the host) and `dsh-e2b-run`
+//! (its helper in the sandbox).
+//!
+//! - **Requests** go host → helper in the helper's own environment
+//!   ([`REQUEST_ENV`], base64 of a length-prefixed record): never on a
+//!   command line, readable only by root (the helper runs as root), and
+//!   gone from the user's program, whose environment is built from scratch.
+//! - **Frames** go helper → host on the helper's stdout (the envd pipe of a
+//!   root process, which no sandbox process can write to):
+//!   `[tag: u8][len: u32 LE][payload]`. Output bytes travel raw inside
+//!   frames, so a program cannot forge a fact by printing it.
+//! - **Control lines**: the helper's one-shot subcommands print one line,
+//!   `ok …`, `empty`, `busy …`, `gone` or `error <kind> <errno> <message>`.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+/// The environment variable carrying the base64 request.
+pub const REQUEST_ENV: &str = "DSH_E2B_REQUEST";
+
+/// The version of this wire; the helper prints it for `version`, and the
+/// host checks it after installing the helper.
+pub const VERSION: u32 = 2;
+
+/// Longest base64 request the host sends in one environment variable:
+/// Linux refuses single strings over 128 KiB (`MAX_ARG_STRLEN`) at exec.
+pub const MAX_REQUEST_ENV: usize = 120 * 1024;
+
+/// Which output stream a frame is about.
+pub const STDOUT: u8 = 1;
+pub const STDERR: u8 = 2;
+
+/// Frame tags (helper → host).
+pub mod tag {
+    /// The command runs: `pid: u32` (its process group and session id),
+    /// then the helper's own start time in clock ticks (`u64`), which a
+    /// later `detach` uses to make sure it signals this helper.
+    pub const STARTED: u8 = b'S';
+    /// The command could not start: `stage: u8`, `errno: i32`, detail
+    /// (UTF-8). The helper exits afterwards.
+    pub const FAILED: u8 = b'F';
+    /// Raw bytes the command wrote to stdout / stderr.
+    pub const STDOUT: u8 = b'O';
+    pub const STDERR: u8 = b'E';
+    /// Bytes of a stream that are counted but not relayed (null mode):
+    /// `stream: u8`, `count: u64`.
+    pub const COUNTED: u8 = b'C';
+    /// A stream ended: `stream: u8`, `how: u8` ([`super::CLOSED_EOF`] or
+    /// [`super::CLOSED_DETACHED`]).
+    pub const CLOSED: u8 = b'Z';
+    /// The direct child ended: `kind: u8` ([`super::EXIT_CODE`] or
+    /// [`super::EXIT_SIGNAL`]), `value: i32`, `core: u8`, `group_empty: u8`
+    /// (nothing of its process group was left when it was reaped).
+    pub const EXITED: u8 = b'X';
+    /// Writing the spill copy of a stream failed: `stream: u8`,
+    /// `errno: i32`; the copy is incomplete from there on.
+    pub const SPILL_FAILED: u8 = b'P';
+}
+
+/// How a stream ended (payload of [`tag::CLOSED`]).
+pub const CLOSED_EOF: u8 = 0;
+pub const CLOSED_DETACHED: u8 = 1;
+
+/// How the direct child ended (payload of [`tag::EXITED`]).
+pub const EXIT_CODE: u8 = 0;
+pub const EXIT_SIGNAL: u8 = 1;
+
+/// Length of a frame header.
+pub const HEADER: usize = 5;
+
+/// Where starting a command failed (payload of [`tag::FAILED`], and the
+/// marker of a terminal that could not start).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Stage {
+    /// Decoding the request.
+    Request = 1,
+    /// Pipes, fork, spill files or other helper resources.
+    Resources = 2,
+    /// Taking on the sandbox user's identity.
+    Identity = 3,
+    /// Entering the working directory (the detail is the directory).
+    Cwd = 4,
+    /// Finding the program (the detail lists the directories searched).
+    Program = 5,
+    /// Executing the program found (the detail is its path).
+    Exec = 6,
+    /// Creating a spill file (the detail is its path).
+    Spill = 7,
+}
+
+impl Stage {
+    pub fn from_u8(value: u8) -> Option<Stage> {
+        Some(match value {
+            1 => Stage::Request,
+            2 => Stage::Resources,
+            3 => Stage::Identity,
+            4 => Stage::Cwd,
+            5 => Stage::Program,
+            6 => Stage::Exec,
+            7 => Stage::Spill,
+            _ => return None,
+        })
+    }
+}
+
+/// Writes one frame header for a payload of `len` bytes into `header`.
+pub fn frame_header(header: &mut [u8], tag: u8, len: usize) {
+    header[0] = tag;
+    header[1..HEADER].copy_from_slice(&(len as u32).to_le_bytes());
+}
+
+/// The sandbox user a command runs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+/// What happens to one output stream in the helper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relay {
+    /// Bytes are relayed in frames.
+    Data,
+    /// Only their number is (null mode: the bytes need not cross the
+    /// network).
+    Count,
+}
+
+/// Spill files of one command, created as the sandbox user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Spill {
+    /// The provider's spill directory (created as the user, mode 0700, if
+    /// missing).
+    pub dir: String,
+    /// File names inside it.
+    pub stdout: String,
+    pub stderr: String,
+    /// Bytes each copy may take.
+    pub limit: u64,
+}
+
+/// What to start, as whom, and where: the part `run` and `exec` share.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub identity: Identity,
+    pub argv: Vec<String>,
+    /// `NAME=VALUE` entries, exactly the program's environment.
+    pub env: Vec<String>,
+    pub cwd: String,
+    /// Absolute directories searched for a bare `argv[0]`.
+    pub search: Vec<String>,
+}
+
+/// `run`: supervise one command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRequest {
+    pub launch: Launch,
+    pub stdout: Relay,
+    pub stderr: Relay,
+    pub spill: Option<Spill>,
+}
+
+/// `exec`: become the program of a terminal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecRequest {
+    pub launch: Launch,
+    /// The random boundary printed (with a status byte) right before the
+    /// program starts, so the host can tell the helper's bytes from the
+    /// program's.
+    pub boundary: String,
+}
+
+/// `resolve`: find a program as the sandbox user would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolveRequest {
+    pub identity: Identity,
+    pub name: String,
+    pub search: Vec<String>,
+}
+
+/// `remove`: delete a tree as the sandbox user.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoveRequest {
+    pub identity: Identity,
+    pub path: String,
+}
+
+/// The byte after the boundary of a terminal: the program starts now.
+pub const BOUNDARY_STARTED: u8 = b'+';
+/// The byte after the boundary of a terminal that could not start; then
+/// `<stage>:<errno>:<base64 detail>;`.
+pub const BOUNDARY_FAILED: u8 = b'!';
+
+/// A decoding failure, with what was being read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Builds a record: little-endian integers, length-prefixed strings and
+/// counted lists.
+#[derive(Debug, Default)]
+pub struct Writer {
+    buf: Vec<u8>,
+}
+
+impl Writer {
+    pub fn u8(&mut self, value: u8) {
+        self.buf.push(value);
+    }
+
+    pub fn u32(&mut self, value: u32) {
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+
+    pub fn u64(&mut self, value: u64) {
+        self.buf.extend_from_slice(&value.to_le_bytes());
+    }
+
+    pub fn str(&mut self, value: &str) {
+        self.u32(value.len() as u32);
+        self.buf.extend_from_slice(value.as_bytes());
+    }
+
+    pub fn strs(&mut self, values: &[String]) {
+        self.u32(values.len() as u32);
+        for value in values {
+            self.str(value);
+        }
+    }
+
+    pub fn identity(&mut self, identity: &Identity) {
+        self.u32(identity.uid);
+        self.u32(identity.gid);
+        self.u32(identity.groups.len() as u32);
+        for group in &identity.groups {
+            self.u32(*group);
+        }
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
+/// Reads a record built by [`Writer`].
+#[derive(Debug)]
+pub struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(buf: &'a [u8]) -> Reader<'a> {
+        Reader { buf }
+    }
+
+    fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], DecodeError> {
+        if self.buf.len() < n {
+            return Err(DecodeError(format!("truncated record reading {what}")));
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+
+    pub fn u8(&mut self, what: &str) -> Result<u8, DecodeError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    pub fn u32(&mut self, what: &str) -> Result<u32, DecodeError> {
+        let bytes = self.take(4, what)?;
+        Ok(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+    }
+
+    pub fn i32(&mut self, what: &str) -> Result<i32, DecodeError> {
+        Ok(self.u32(what)? as i32)
+    }
+
+    pub fn u64(&mut self, what: &str) -> Result<u64, DecodeError> {
+        let bytes = self.take(8, what)?;
+        let mut array = [0u8; 8];
+        array.copy_from_slice(bytes);
+        Ok(u64::from_le_bytes(array))
+    }
+
+    pub fn str(&mut self, what: &str) -> Result<String, DecodeError> {
+        let len = self.u32(what)? as usize;
+        let bytes = self.take(len, what)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError(format!("{what} is not UTF-8")))
+    }
+
+    pub fn strs(&mut self, what: &str) -> Result<Vec<String>, DecodeError> {
+        let count = self.u32(what)? as usize;
+        // Each string takes at least its 4-byte length: a count beyond that
+        // is corrupt, not a reason to allocate.
+        if count > self.buf.len() / 4 {
+            return Err(DecodeError(format!(
+                "{what}: count {count} exceeds the record"
+            )));
+        }
+        (0..count).map(|_| self.str(what)).collect()
+    }
+
+    pub fn identity(&mut self) -> Result<Identity, DecodeError> {
+        let uid = self.u32("uid")?;
+        let gid = self.u32("gid")?;
+        let count = self.u32("group count")? as usize;
+        if count > self.buf.len() / 4 {
+            return Err(DecodeError(format!(
+                "group count {count} exceeds the record"
+            )));
+        }
+        let groups = (0..count)
+            .map(|_| self.u32("group"))
+            .collect::<Result<_, _>>()?;
+        Ok(Identity { uid, gid, groups })
+    }
+
+    /// The unread rest.
+    pub fn rest(&self) -> &'a [u8] {
+        self.buf
+    }
+
+    /// Fails unless everything was read.
+    pub fn finish(&self, what: &str) -> Result<(), DecodeError> {
+        if self.buf.is_empty() {
+            Ok(())
+        } else {
+            Err(DecodeError(format!(
+                "{} unexpected bytes after {what}",
+                self.buf.len()
+            )))
+        }
+    }
+}
+
+fn relay_byte(relay: Relay) -> u8 {
+    match relay {
+        Relay::Data => 0,
+        Relay::Count => 1,
+    }
+}
+
+fn relay_of(byte: u8) -> Result<Relay, DecodeError> {
+    match byte {
+        0 => Ok(Relay::Data),
+        1 => Ok(Relay::Count),
+        other => Err(DecodeError(format!("unknown relay mode {other}"))),
+    }
+}
+
+impl Launch {
+    fn write(&self, w: &mut Writer) {
+        w.identity(&self.identity);
+        w.strs(&self.argv);
+        w.strs(&self.env);
+        w.str(&self.cwd);
+        w.strs(&self.search);
+    }
+
+    fn read(r: &mut Reader<'_>) -> Result<Launch, DecodeError> {
+        let launch = Launch {
+            identity: r.identity()?,
+            argv: r.strs("argv")?,
+            env: r.strs("env")?,
+            cwd: r.str("cwd")?,
+            search: r.strs("search path")?,
+        };
+        if launch.argv.is_empty() {
+            return Err(DecodeError("argv is empty".to_owned()));
+        }
+        Ok(launch)
+    }
+}
+
+impl RunRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        self.launch.write(&mut w);
+        w.u8(relay_byte(self.stdout));
+        w.u8(relay_byte(self.stderr));
+        match &self.spill {
+            None => w.u8(0),
+            Some(spill) => {
+                w.u8(1);
+                w.str(&spill.dir);
+                w.str(&spill.stdout);
+                w.str(&spill.stderr);
+                w.u64(spill.limit);
+            }
+        }
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<RunRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_version(&mut r)?;
+        let request = RunRequest {
+            launch: Launch::read(&mut r)?,
+            stdout: relay_of(r.u8("stdout relay")?)?,
+            stderr: relay_of(r.u8("stderr relay")?)?,
+            spill: match r.u8("spill flag")? {
+                0 => None,
+                1 => Some(Spill {
+                    dir: r.str("spill dir")?,
+                    stdout: r.str("stdout spill name")?,
+                    stderr: r.str("stderr spill name")?,
+                    limit: r.u64("spill limit")?,
+                }),
+                other => return Err(DecodeError(format!("unknown spill flag {other}"))),
+            },
+        };
+        r.finish("the run request")?;
+        Ok(request)
+    }
+}
+
+impl ExecRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        self.launch.write(&mut w);
+        w.str(&self.boundary);
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ExecRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_version(&mut r)?;
+        let request = ExecRequest {
+            launch: Launch::read(&mut r)?,
+            boundary: r.str("boundary")?,
+        };
+        r.finish("the exec request")?;
+        Ok(request)
+    }
+}
+
+impl ResolveRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        w.identity(&self.identity);
+        w.str(&self.name);
+        w.strs(&self.search);
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<ResolveRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_version(&mut r)?;
+        let request = ResolveRequest {
+            identity: r.identity()?,
+            name: r.str("name")?,
+            search: r.strs("search path")?,
+        };
+        r.finish("the resolve request")?;
+        Ok(request)
+    }
+}
+
+impl RemoveRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        w.identity(&self.identity);
+        w.str(&self.path);
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<RemoveRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_version(&mut r)?;
+        let request = RemoveRequest {
+            identity: r.identity()?,
+            path: r.str("path")?,
+        };
+        r.finish("the remove request")?;
+        Ok(request)
+    }
+}
+
+fn check_version(r: &mut Reader<'_>) -> Result<(), DecodeError> {
+    let version = r.u32("version")?;
+    if version == VERSION {
+        Ok(())
+    } else {
+        Err(DecodeError(format!(
+            "request of wire version {version}, this helper speaks {VERSION}"
+        )))
+    }
+}
+
+/// Standard base64 with padding: how the wire carries bytes as text (the
+/// request in [`REQUEST_ENV`], the detail of a terminal's failure marker —
+/// characters a PTY passes through unchanged).
+pub fn base64_encode(bytes: &[u8]) -> String {
+    BASE64.encode(bytes)
+}
+
+/// Decodes what [`base64_encode`] produced; anything else is an error.
+pub fn base64_decode(text: impl AsRef<[u8]>) -> Result<Vec<u8>, DecodeError> {
+    BASE64
+        .decode(text)
+        .map_err(|err| DecodeError(format!("base64: {err}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> Identity {
+        Identity {
+            uid: 1000,
+            gid: 1000,
+            groups: vec![27, 1000],
+        }
+    }
+
+    #[test]
+    fn base64_round_trips_every_length_and_rejects_garbage() {
+        for len in 0..70 {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 + 11) as u8).collect();
+            let text = base64_encode(&bytes);
+            assert_eq!(base64_decode(&text).unwrap(), bytes, "len {len}");
+        }
+        assert_eq!(base64_encode(b"hi"), "aGk=");
+        for bad in ["a", "a===", "aG=k", "aGk=aGk=", "a*k="] {
+            assert!(base64_decode(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let run = RunRequest {
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["sh".into(), "-c".into(), "echo é".into()],
+                env: vec!["A=b=c".into(), "EMPTY=".into()],
+                cwd: "/home/user/work space".into(),
+                search: vec!["/usr/bin".into(), "/bin".into()],
+            },
+            stdout: Relay::Data,
+            stderr: Relay::Count,
+            spill: Some(Spill {
+                dir: "/tmp/s".into(),
+                stdout: "1.stdout".into(),
+                stderr: "1.stderr".into(),
+                limit: 1 << 40,
+            }),
+        };
+        assert_eq!(RunRequest::decode(&run.encode()).unwrap(), run);
+        let exec = ExecRequest {
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["bash".into()],
+                env: vec![],
+                cwd: "/".into(),
+                search: vec![],
+            },
+            boundary: "0123abcd".into(),
+        };
+        assert_eq!(ExecRequest::decode(&exec.encode()).unwrap(), exec);
+        let resolve = ResolveRequest {
+            identity: identity(),
+            name: "ls".into(),
+            search: vec!["/bin".into()],
+        };
+        assert_eq!(ResolveRequest::decode(&resolve.encode()).unwrap(), resolve);
+        let remove = RemoveRequest {
+            identity: identity(),
+            path: "/tmp/x".into(),
+        };
+        assert_eq!(RemoveRequest::decode(&remove.encode()).unwrap(), remove);
+    }
+
+    #[test]
+    fn corrupt_requests_are_errors() {
+        let run = RunRequest {
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["true".into()],
+                env: vec![],
+                cwd: "/".into(),
+                search: vec![],
+            },
+            stdout: Relay::Data,
+            stderr: Relay::Data,
+            spill: None,
+        };
+        let bytes = run.encode();
+        for cut in 0..bytes.len() {
+            assert!(RunRequest::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(RunRequest::decode(&extra).is_err());
+        let mut future = bytes.clone();
+        future[0] = 99;
+        let err = RunRequest::decode(&future).unwrap_err();
+        assert!(err.0.contains("wire version 99"), "{err}");
+        let mut empty_argv = run.clone();
+        empty_argv.launch.argv.clear();
+        assert!(RunRequest::decode(&empty_argv.encode()).is_err());
+        // A huge count must not allocate.
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        w.identity(&identity());
+        w.u32(u32::MAX);
+        assert!(RunRequest::decode(&w.into_bytes()).is_err());
+    }
+
+    #[test]
+    fn stages_round_trip() {
+        for stage in [
+            Stage::Request,
+            Stage::Resources,
+            Stage::Identity,
+            Stage::Cwd,
+            Stage::Program,
+            Stage::Exec,
+            Stage::Spill,
+        ] {
+            assert_eq!(Stage::from_u8(stage as u8), Some(stage));
+        }
+        assert_eq!(Stage::from_u8(0), None);
+    }
+}

@@ -1,0 +1,12 @@
+//! The `e2b` owner's integration tests, one binary: the owner against a real
+//! e2b-local server (in-process, through the host and through `dsh`), and
+//! against E2B's real service when credentials are given.
+
+mod cloud;
+mod faults;
+mod host;
+mod lifecycle;
+mod manifests;
+mod secrets;
+mod setup;
+mod support;

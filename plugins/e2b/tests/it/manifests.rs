@@ -1,0 +1,240 @@
+//! The shipped E2B manifests and the seeds' entry list, through `dsh`:
+//! they name the three E2B plugins, load as written, and the local one
+//! works against an e2b-local server configured by the variables it prints.
+//!
+//! Needs every E2B plugin library and `dsh` built (`cargo build -p dsh-cli
+//! -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b`), root and the built
+//! server (`cargo build -p e2b-local`).
+
+use std::process::{Command as Process, Output, Stdio};
+
+use crate::support::{World, artifact, config_dir, dsh_binary, owner_library};
+
+const E2B_PLUGINS: [&str; 3] = ["dsh-e2b", "dsh-subprocess-e2b", "dsh-fs-e2b"];
+
+/// The entry list of the reference design's notes (seed 003), verbatim.
+const SEED_ENTRIES: &str = "\
+- id: e2b
+  name: '@deepseek-ai/dsh-e2b'
+  config:
+    cwd: /home/user/workspace
+    timeoutMs: 300000
+
+- id: subprocess-e2b
+  name: '@deepseek-ai/dsh-subprocess-e2b'
+
+- id: fs-e2b
+  name: '@deepseek-ai/dsh-fs-e2b'
+";
+
+fn require_libraries() {
+    owner_library();
+    for package in &E2B_PLUGINS[1..] {
+        artifact(
+            &format!("lib{}.so", package.replace('-', "_")),
+            &format!("build it with `cargo build -p {package}`"),
+        );
+    }
+}
+
+/// `dsh` with exactly `env` added (no `E2B_*` of this process leaks in).
+fn dsh(env: &[(String, String)]) -> Process {
+    let mut command = Process::new(dsh_binary());
+    for (name, _) in std::env::vars() {
+        if name.starts_with("E2B_") {
+            command.env_remove(name);
+        }
+    }
+    command
+        .envs(env.iter().cloned())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null());
+    command
+}
+
+fn run(env: &[(String, String)], args: &[&str]) -> String {
+    let output: Output = dsh(env).args(args).output().expect("run dsh");
+    assert!(
+        output.status.success(),
+        "dsh {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+fn shipped(name: &str) -> String {
+    config_dir().join(name).display().to_string()
+}
+
+#[test]
+fn the_shipped_manifests_name_the_three_e2b_plugins() {
+    require_libraries();
+    let yaml = run(
+        &[],
+        &["--config", &shipped("e2b-local.yaml"), "plugins", "--json"],
+    );
+    let toml = run(
+        &[],
+        &["--config", &shipped("e2b-local.toml"), "plugins", "--json"],
+    );
+    assert_eq!(yaml, toml, "e2b-local.yaml and .toml are one composition");
+    let cloud = run(
+        &[],
+        &["--config", &shipped("e2b.yaml"), "plugins", "--json"],
+    );
+    assert_eq!(yaml, cloud, "e2b.yaml is the same composition");
+
+    let listed: serde_json::Value = serde_json::from_str(&yaml).unwrap();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names[0], "dsh-e2b", "the owner loads first: {names:?}");
+    let mut sorted = names.clone();
+    sorted.sort_unstable();
+    let mut expected = E2B_PLUGINS.to_vec();
+    expected.sort_unstable();
+    assert_eq!(sorted, expected);
+    for manifest in ["e2b-local.yaml", "e2b-local.toml", "e2b.yaml"] {
+        run(&[], &["--config", &shipped(manifest), "check"]);
+    }
+}
+
+#[test]
+fn the_seed_entry_list_loads_as_written() {
+    require_libraries();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seed.yaml");
+    std::fs::write(&path, SEED_ENTRIES).unwrap();
+    let path = path.display().to_string();
+    run(&[], &["--config", &path, "check"]);
+    let listed: serde_json::Value =
+        serde_json::from_str(&run(&[], &["--config", &path, "plugins", "--json"])).unwrap();
+    let ids: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| entry["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids[0], "e2b", "{ids:?}");
+    assert_eq!(ids.len(), 3, "{ids:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
+    require_libraries();
+    let world = World::start();
+    let env = world.env_pairs();
+    let manifest = shipped("e2b-local.yaml");
+
+    let written = run(
+        &env,
+        &[
+            "--config",
+            &manifest,
+            "fs",
+            "write",
+            "/home/user/workspace/note.txt",
+            "hello\n",
+        ],
+    );
+    assert!(!written.trim().is_empty(), "write prints the version");
+    assert!(world.sandboxes().await.is_empty(), "gone when dsh exits");
+    let listing = run(&env, &["--config", &manifest, "fs", "ls"]);
+    assert!(
+        world.sandboxes().await.is_empty(),
+        "gone when dsh exits: {listing}"
+    );
+
+    // Across runs in one sandbox: the shipped manifest with `pause`, then
+    // reconnecting by id.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    let pausing = dir.path().join("pause.yaml");
+    std::fs::write(
+        &pausing,
+        text.replace("onDispose: kill", "onDispose: pause"),
+    )
+    .unwrap();
+    let pausing = pausing.display().to_string();
+    run(
+        &env,
+        &[
+            "--config",
+            &pausing,
+            "fs",
+            "write",
+            "/home/user/workspace/note.txt",
+            "hello world\n",
+        ],
+    );
+    let sandboxes = world.sandboxes().await;
+    assert_eq!(sandboxes.len(), 1, "pause keeps the sandbox");
+    let id = sandboxes[0].sandbox_id.clone();
+    let again = dir.path().join("again.yaml");
+    std::fs::write(
+        &again,
+        text.replace("onDispose: kill", "onDispose: pause").replace(
+            "      template: base\n",
+            &format!("      sandboxId: {id}\n"),
+        ),
+    )
+    .unwrap();
+    let again = again.display().to_string();
+    assert_eq!(
+        run(
+            &env,
+            &[
+                "--config",
+                &again,
+                "fs",
+                "cat",
+                "/home/user/workspace/note.txt"
+            ]
+        ),
+        "hello world\n"
+    );
+    run(
+        &env,
+        &[
+            "--config",
+            &again,
+            "fs",
+            "edit",
+            "/home/user/workspace/note.txt",
+            "world",
+            "there",
+        ],
+    );
+    assert_eq!(
+        run(&env, &["--config", &again, "fs", "cat", "note.txt"]),
+        "hello there\n"
+    );
+    let listing = run(&env, &["--config", &again, "fs", "ls"]);
+    assert!(listing.contains("note.txt"), "{listing}");
+    let killing = dir.path().join("kill.yaml");
+    std::fs::write(
+        &killing,
+        text.replace(
+            "      template: base\n",
+            &format!("      sandboxId: {id}\n"),
+        ),
+    )
+    .unwrap();
+    run(
+        &env,
+        &[
+            "--config",
+            &killing.display().to_string(),
+            "fs",
+            "stat",
+            "note.txt",
+        ],
+    );
+    assert!(
+        world.sandboxes().await.is_empty(),
+        "killed at the last exit"
+    );
+}

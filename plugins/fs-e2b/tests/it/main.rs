@@ -1,0 +1,12 @@
+//! fs-e2b's integration tests, one binary: the provider in an e2b-local
+//! sandbox (directly, through an in-process owner, as a loaded plugin and
+//! through `dsh`), the fs half of the conformance kit, faults, and E2B's
+//! real service when credentials are given.
+
+mod behaviour;
+mod cli;
+mod cloud;
+mod conformance;
+mod faults;
+mod plugin;
+mod support;

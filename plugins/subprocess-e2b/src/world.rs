@@ -1,0 +1,193 @@
+//! [`World`]: the state every handle of one provider shares — the sandbox,
+//! its envd client and control shell, the prepared helper, the registry of
+//! owned groups and sessions, and the tasks that outlive an operation.
+//! The provider facade creates it; the workers (`start`, `terminal`,
+//! `resolve`, `supervise`) use it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use dsh_e2b_gateway::{ControlShell, Liveness};
+use dsh_plugin_api::e2b::SandboxInfo;
+use dsh_plugin_api::{Error, Result};
+use e2b_client::Envd;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Settings;
+use crate::control::Controller;
+use crate::registry::Registry;
+use crate::setup::{self, Setup};
+use crate::transport::EnvdTransport;
+
+/// Bound on removing the private state at disposal.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What is known once the sandbox was prepared.
+pub struct Ready<T: EnvdTransport> {
+    pub setup: Setup,
+    pub control: Controller<T>,
+}
+
+/// The state every handle of one provider shares.
+pub struct World<T: EnvdTransport> {
+    envd: Envd<T>,
+    shell: ControlShell,
+    liveness: Arc<dyn Liveness>,
+    sandbox_id: String,
+    cwd: String,
+    settings: Settings,
+    instance: String,
+    install_dir: String,
+    spill_dir: String,
+    ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
+    /// Whether preparing the sandbox was ever attempted (so disposal knows
+    /// whether there is private state to remove).
+    prepared: AtomicBool,
+    registry: Registry,
+    tracker: TaskTracker,
+    disconnect: CancellationToken,
+    seq: AtomicU64,
+}
+
+impl<T: EnvdTransport> World<T> {
+    /// The world of the sandbox `info` describes, reached through `envd`,
+    /// for a provider with `settings` (checked by the caller). Sends
+    /// nothing.
+    pub fn new(
+        envd: Envd<T>,
+        info: &SandboxInfo,
+        liveness: Arc<dyn Liveness>,
+        settings: Settings,
+    ) -> World<T> {
+        let instance = format!("{:016x}", rand::random::<u64>());
+        World {
+            shell: ControlShell::for_sandbox(info),
+            install_dir: format!("{}/subprocess-e2b-{instance}", info.runtime_root),
+            spill_dir: format!("{}/dsh-subprocess-e2b-{instance}", settings.spill_parent),
+            envd,
+            liveness,
+            sandbox_id: info.sandbox_id.clone(),
+            cwd: info.cwd.clone(),
+            settings,
+            instance,
+            ready: tokio::sync::OnceCell::new(),
+            prepared: AtomicBool::new(false),
+            registry: Registry::new("the subprocess provider"),
+            tracker: TaskTracker::new(),
+            disconnect: CancellationToken::new(),
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    pub fn sandbox_id(&self) -> &str {
+        &self.sandbox_id
+    }
+
+    /// Where the helper is installed (inside the owner's runtime root).
+    pub fn install_dir(&self) -> &str {
+        &self.install_dir
+    }
+
+    pub fn check_open(&self, operation: &str) -> Result<()> {
+        self.registry.check_open(operation)
+    }
+
+    /// The prepared sandbox (installing the helper and probing on first
+    /// use). Dropping the future leaves preparation to the next caller.
+    pub async fn ready(&self, operation: &str) -> Result<Arc<Ready<T>>> {
+        self.ready
+            .get_or_try_init(|| async {
+                self.prepared.store(true, Ordering::Release);
+                let setup = setup::prepare(
+                    &self.envd,
+                    &self.shell,
+                    &self.install_dir,
+                    &self.settings.user,
+                )
+                .await?;
+                let control = Controller::new(
+                    self.envd.clone(),
+                    self.shell.clone(),
+                    Arc::clone(&self.liveness),
+                    &setup.helper,
+                );
+                Ok(Arc::new(Ready { setup, control }))
+            })
+            .await
+            .cloned()
+            .map_err(|err: Error| err.context(operation))
+    }
+
+    /// The directory a command runs in: `requested` (relative paths join
+    /// the world's cwd) or the world's cwd. Whether it exists is checked
+    /// in the sandbox, as the user, when the command starts.
+    pub fn working_dir(&self, operation: &str, requested: Option<&str>) -> Result<String> {
+        match requested {
+            Some("") => Err(Error::invalid_input(format!(
+                "{operation}: cwd is empty (omit it for the world's cwd)"
+            ))),
+            Some(dir) if dir.starts_with('/') => Ok(dir.to_owned()),
+            Some(dir) => Ok(format!("{}/{dir}", self.cwd.trim_end_matches('/'))),
+            None => Ok(self.cwd.clone()),
+        }
+    }
+
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    pub fn tracker(&self) -> &TaskTracker {
+        &self.tracker
+    }
+
+    pub fn disconnect_token(&self) -> CancellationToken {
+        self.disconnect.clone()
+    }
+
+    pub fn kill_grace(&self) -> Duration {
+        self.settings.kill_grace
+    }
+
+    pub fn spill_dir(&self) -> &str {
+        &self.spill_dir
+    }
+
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Removes the helper's directory and the spill directory (as root; GNU
+    /// `rm` never follows symlinks), if preparing the sandbox was ever
+    /// attempted. A gone sandbox counts as clean.
+    pub async fn remove_private_state(&self) -> Result<()> {
+        if !self.prepared.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let script = self.shell.script(
+            r#"rm -rf -- "$1" "$2""#,
+            [self.install_dir.as_str(), self.spill_dir.as_str()],
+        );
+        match self
+            .shell
+            .run(&self.envd, &script, CLEANUP_TIMEOUT, 4096)
+            .await
+        {
+            Ok(output) if output.status.success() => Ok(()),
+            Ok(output) => Err(Error::io(format!(
+                "dispose: remove {} and {}: {} ({})",
+                self.install_dir,
+                self.spill_dir,
+                output.stderr_text(),
+                output.status.status
+            ))),
+            Err(err) if err.is_sandbox_gone() => Ok(()),
+            Err(err) => Err(crate::errors::client("dispose: remove private state", &err)),
+        }
+    }
+}

