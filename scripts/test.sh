@@ -10,12 +10,36 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-"$root/scripts/setup.sh"
-"$root/scripts/lint.sh"
+# Each phase says how long it took (CI's log shows where the time goes).
+phase_start=$SECONDS
+phase() {
+  echo "test.sh: $1 took $((SECONDS - phase_start)) s"
+  phase_start=$SECONDS
+}
 
+"$root/scripts/setup.sh" --without-peers
+phase "setup"
+# The SDK peers (npm, PyPI) download while the workspace builds; the tests wait for them.
+peers_log=$(mktemp)
+"$root/scripts/install-sdk-peers.sh" >"$peers_log" 2>&1 &
+peers=$!
+
+"$root/scripts/lint.sh"
+phase "lint"
 cargo build --workspace --locked
+phase "build"
+if ! wait "$peers"; then
+  cat "$peers_log" >&2
+  echo "test.sh: installing the SDK peers failed" >&2
+  exit 1
+fi
+cat "$peers_log"
+rm -f "$peers_log"
+phase "waiting for the SDK peers"
+
 if [ -n "${E2B_API_KEY:-}" ]; then
   cargo nextest run --workspace --locked --run-ignored all "$@"
 else
   cargo nextest run --workspace --locked "$@"
 fi
+phase "tests (building the test targets included)"
