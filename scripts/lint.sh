@@ -32,3 +32,22 @@ if [ -n "$unwanted" ]; then
   echo "$unwanted" >&2
   exit 1
 fi
+
+step "targets built without a test harness hold no tests"
+cargo metadata --locked --format-version 1 --no-deps | python3 -c '
+import json, os, re, sys
+found = []
+for package in json.load(sys.stdin)["packages"]:
+    for target in package["targets"]:
+        if target.get("test", True) or not set(target["kind"]) & {"lib", "cdylib", "rlib", "bin"}:
+            continue
+        root = os.path.dirname(target["src_path"])
+        files = [target["src_path"]] if target["kind"] == ["bin"] else [
+            os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".rs")]
+        for path in files:
+            if re.search(r"#\[(tokio::)?test\b", open(path, encoding="utf-8").read()):
+                found.append(package["name"] + " (" + target["name"] + "): " + path)
+if found:
+    print("lint: these targets say test = false but contain tests (remove test = false):", *found, sep="\n  ", file=sys.stderr)
+    sys.exit(1)
+'
