@@ -2,6 +2,9 @@
 # The house rules, enforced (scripts/test.sh runs this first; CI fails on any of them):
 #   cargo fmt --check                      formatting
 #   cargo clippy … -D warnings             clippy and the workspace lints, every target
+#                                          (`--clippy-by-build`: instead, build every target
+#                                          through clippy-driver, see scripts/clippy-build.sh;
+#                                          scripts/test.sh uses it so linting costs no extra pass)
 #   cargo doc --no-deps, warnings denied   broken intra-doc links and other rustdoc warnings
 #   cargo deny check licenses bans sources the dependency policy in deny.toml (offline checks)
 #   dsh-host's dependency tree             an embedder's library: no CLI, log-output or kit crates
@@ -15,8 +18,16 @@ step() { printf 'lint: %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "cargo clippy (warnings denied)"
-cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+if [ "${1:-}" = "--clippy-by-build" ]; then
+  step "clippy while building every target (warnings denied)"
+  source "$root/scripts/clippy-build.sh"
+  cargo build --workspace --locked --lib --bins --tests --examples
+  # Benches in the dev profile: linted, sharing the build above, without a release build.
+  cargo build --workspace --locked --benches --profile dev
+else
+  step "cargo clippy (warnings denied)"
+  cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+fi
 
 step "cargo doc (warnings denied)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet

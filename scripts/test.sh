@@ -3,8 +3,8 @@
 #
 # On a fresh Debian 12 machine, as root, it brings what the tests need (system packages, the
 # official E2B SDK peers, the lint tools), enforces the house rules (scripts/lint.sh: fmt,
-# clippy, rustdoc, cargo-deny), builds the workspace once (plugins are cdylibs the tests load
-# from target/debug) and runs every test with nextest. Tests that need real E2B credentials are
+# clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are cdylibs the tests
+# load from target/debug), and runs every test with nextest. Tests that need real E2B credentials are
 # ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,10 +24,11 @@ peers_log=$(mktemp)
 "$root/scripts/install-sdk-peers.sh" >"$peers_log" 2>&1 &
 peers=$!
 
-"$root/scripts/lint.sh"
-phase "lint"
-cargo build --workspace --locked
-phase "build"
+# Lint and build in one pass: every target of the workspace is compiled through clippy-driver
+# (warnings denied), and the tests run those very artifacts (same environment below).
+source "$root/scripts/clippy-build.sh"
+"$root/scripts/lint.sh" --clippy-by-build
+phase "lint and build"
 if ! wait "$peers"; then
   cat "$peers_log" >&2
   echo "test.sh: installing the SDK peers failed" >&2

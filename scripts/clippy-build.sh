@@ -1,0 +1,8 @@
+# Sourced by scripts/test.sh and scripts/lint.sh: compile the workspace's own crates through
+# clippy-driver with warnings denied, so one real build both lints and produces the artifacts the
+# tests run (what `cargo clippy` does, minus a second, check-only pass over every dependency).
+# Dependencies are compiled by plain rustc, as under `cargo clippy`. Artifacts built this way
+# are fresh only for commands run with the same two variables.
+RUSTC_WORKSPACE_WRAPPER="$(rustc --print sysroot)/bin/clippy-driver"
+CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
