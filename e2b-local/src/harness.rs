@@ -21,10 +21,10 @@ mod sdk_driver;
 
 pub use sdk_driver::{SdkDriver, millisecond_samples};
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 /// Line prefix the server prints on stdout once both ports serve.
@@ -33,6 +33,8 @@ pub const READY_MARKER: &str = "# e2b-local ready";
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long drop waits after SIGTERM before SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes of the server's log kept for [`LocalServer::log`] (later lines are only passed on).
+const LOG_KEPT: usize = 4 << 20;
 
 /// A running e2b-local server owned by a test.
 #[derive(Debug)]
@@ -42,6 +44,7 @@ pub struct LocalServer {
     sandbox_url: String,
     api_key: String,
     state_dir: tempfile::TempDir,
+    log: Arc<Mutex<String>>,
 }
 
 /// Why a server could not be started.
@@ -68,11 +71,27 @@ impl LocalServer {
 
     /// Like [`Self::start_with_args`], returning the error instead of panicking.
     pub fn try_start_with_args(args: &[&str]) -> Result<Self, HarnessError> {
+        Self::try_start_in(&std::env::temp_dir(), args)
+    }
+
+    /// Like [`Self::start_with_args`], with the temporary state dir created in `parent` rather
+    /// than the system's temporary dir (which sandboxes never see: their `/tmp` is their own).
+    pub fn start_in(parent: &Path, args: &[&str]) -> Self {
+        Self::try_start_in(parent, args).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Like [`Self::start_in`], returning the error instead of panicking.
+    pub fn try_start_in(parent: &Path, args: &[&str]) -> Result<Self, HarnessError> {
         let bin = binary_path()?;
         let state_dir = tempfile::Builder::new()
             .prefix("e2b-local-test-")
-            .tempdir()
-            .map_err(|e| HarnessError(format!("create temporary state dir: {e}")))?;
+            .tempdir_in(parent)
+            .map_err(|e| {
+                HarnessError(format!(
+                    "create temporary state dir in {}: {e}",
+                    parent.display()
+                ))
+            })?;
         let api_key = crate::ids::api_key();
         let mut child = Command::new(&bin)
             .args([
@@ -91,10 +110,26 @@ impl LocalServer {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .map_err(|e| HarnessError(format!("run {}: {e}", bin.display())))?;
         let stdout = child.stdout.take().expect("stdout is piped");
+        let log = Arc::new(Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let kept = log.clone();
+        // Passes the server's log on to the test's stderr as it comes and keeps the first
+        // LOG_KEPT bytes for `log()`.
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(std::io::stderr(), "{line}");
+                let mut kept = kept.lock().expect("server log lock");
+                if kept.len() + line.len() < LOG_KEPT {
+                    kept.push_str(&line);
+                    kept.push('\n');
+                }
+            }
+        });
         let (tx, rx) = mpsc::channel();
         // Reads the environment lines, then keeps draining stdout so the server never blocks.
         std::thread::spawn(move || {
@@ -150,6 +185,7 @@ impl LocalServer {
             sandbox_url,
             api_key,
             state_dir,
+            log,
         })
     }
 
@@ -171,6 +207,12 @@ impl LocalServer {
     /// The server's state dir (removed on drop).
     pub fn state_dir(&self) -> &Path {
         self.state_dir.path()
+    }
+
+    /// What the server has logged on stderr so far (its first 4 MiB; every line is also passed
+    /// on to the test's stderr).
+    pub fn log(&self) -> String {
+        self.log.lock().expect("server log lock").clone()
     }
 
     /// Host pid of the server process.

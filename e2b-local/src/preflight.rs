@@ -27,7 +27,7 @@ pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
              namespaces, an overlay mount of the host root and a freezer cgroup"
         )));
     }
-    for ns in ["mnt", "pid"] {
+    for ns in ["mnt", "pid", "net"] {
         if !Path::new("/proc/self/ns").join(ns).exists() {
             return Err(PreflightError(format!(
                 "the kernel has no {ns} namespaces (/proc/self/ns/{ns} is missing); sandboxes need them"
@@ -49,15 +49,15 @@ pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
     probe_namespaces(exe)
 }
 
-/// Starts `exe __namespace-probe` inside fresh mount and PID namespaces: proves `unshare` works
-/// here (it fails in restricted containers even as root).
+/// Starts `exe __namespace-probe` inside fresh mount, PID and network namespaces: proves
+/// `unshare` works here (it fails in restricted containers even as root).
 fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     let mut command = std::process::Command::new(exe);
     command.arg(PROBE_SUBCOMMAND);
     // SAFETY: only the async-signal-safe unshare(2) runs between fork and exec.
     unsafe {
         command.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) != 0 {
+            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET) != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -65,7 +65,7 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     }
     let status = command.status().map_err(|e| {
         PreflightError(format!(
-            "cannot create mount and PID namespaces (unshare(CLONE_NEWNS | CLONE_NEWPID) for {}): {e}",
+            "cannot create mount, PID and network namespaces (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) for {}): {e}",
             exe.display()
         ))
     })?;

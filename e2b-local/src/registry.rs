@@ -285,13 +285,23 @@ impl Registry {
 
     /// Kills a sandbox (running or paused): every process dies, its files are deleted, and it is
     /// forgotten. Resolves after teardown.
+    ///
+    /// Once the sandbox is taken out of the registry the teardown runs on a task of its own, so
+    /// dropping this future (axum drops a handler's future when its client disconnects) does not
+    /// stop it halfway: it still runs to the end and logs its outcome; only the answer is lost.
     pub async fn kill(&self, id: &str) -> Result<(), ApiError> {
         let op = "kill sandbox";
         let sandbox = self.sandboxes.write().expect("registry lock").remove(id);
         let sandbox = sandbox.ok_or_else(|| ApiError::sandbox_not_found(op, id))?;
-        terminate(&sandbox)
+        let mut waiter = TeardownWaiter {
+            id: id.to_owned(),
+            done: false,
+        };
+        let result = tokio::spawn(async move { terminate(&sandbox).await })
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))
+            .map_err(|e| ApiError::internal(format!("{op} {id}: teardown task failed: {e}")))?;
+        waiter.done = true;
+        result.map_err(|e| ApiError::internal(e.to_string()))
     }
 
     /// Refuses new sandboxes and kills every existing one, concurrently. Returns the errors of
@@ -333,11 +343,28 @@ async fn pause_locked(sandbox: &Sandbox) -> Result<(), ApiError> {
     }
 }
 
+/// Logs a kill whose caller stopped waiting (a client that disconnected) before teardown ended.
+struct TeardownWaiter {
+    id: String,
+    done: bool,
+}
+
+impl Drop for TeardownWaiter {
+    fn drop(&mut self) {
+        if !self.done {
+            tracing::info!(sandbox = %self.id, "kill sandbox: the client left before teardown ended; it continues");
+        }
+    }
+}
+
 async fn terminate(sandbox: &Sandbox) -> Result<(), crate::world::WorldError> {
     let _guard = sandbox.op.lock().await;
     sandbox.set_phase(Phase::Dead);
     let result = sandbox.world.destroy().await;
-    tracing::info!(sandbox = %sandbox.id, ok = result.is_ok(), "sandbox killed");
+    match &result {
+        Ok(()) => tracing::info!(sandbox = %sandbox.id, "sandbox killed"),
+        Err(err) => tracing::error!(sandbox = %sandbox.id, "{err}"),
+    }
     result
 }
 

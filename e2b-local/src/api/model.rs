@@ -55,18 +55,28 @@ pub struct VolumeMount {
     pub path: String,
 }
 
+/// Whether `template` is a template name or id as E2B spells them (`base`, `team/name:tag`):
+/// 1-128 characters of `[A-Za-z0-9-_./:]`, whose `/`-separated parts are non-empty and do not
+/// start with `.` — so no `..`, `.`, leading `/` or hidden name can reach a path built from it.
+pub fn is_valid_template_id(template: &str) -> bool {
+    !template.is_empty()
+        && template.len() <= 128
+        && template
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
+        && template
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.'))
+}
+
 impl NewSandbox {
     /// Checks what serde cannot: a usable template name, the timeout range, env var names.
     pub fn validate(&self, op: &str) -> Result<(), ApiError> {
         let template = &self.template_id;
-        if template.is_empty()
-            || template.len() > 128
-            || !template
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_./:".contains(&b))
-        {
+        if !is_valid_template_id(template) {
             return Err(ApiError::bad_request(format!(
-                "{op}: invalid templateID {template:?}: expected 1-128 characters of [A-Za-z0-9-_./:]"
+                "{op}: invalid templateID {template:?}: expected 1-128 characters of \
+                 [A-Za-z0-9-_./:] in `/`-separated names that do not start with `.`"
             )));
         }
         if let Some(timeout) = self.timeout {
@@ -294,6 +304,24 @@ mod tests {
         };
         assert!(bad(br#"{"templateID":""}"#).contains("invalid templateID"));
         assert!(bad(br#"{"templateID":"a b"}"#).contains("invalid templateID"));
+        for template in [
+            "../../etc",
+            "..",
+            ".",
+            "/etc",
+            "a//b",
+            "a/../b",
+            "base/.hidden",
+        ] {
+            let body = format!(r#"{{"templateID":"{template}"}}"#);
+            assert!(
+                bad(body.as_bytes()).contains("invalid templateID"),
+                "{template} was accepted"
+            );
+        }
+        for template in ["base", "team/name:v1.2", "rki5dems9wqfm4r03t7g", "a.b"] {
+            assert!(is_valid_template_id(template), "{template} was refused");
+        }
         assert!(
             bad(br#"{"templateID":"base","timeout":99999999}"#).contains("exceeds the maximum")
         );

@@ -1,11 +1,12 @@
 //! The hidden `e2b-local __sandbox-init` program: the process tree that runs one sandbox world.
 //!
-//! The server starts it with `unshare(CLONE_NEWNS | CLONE_NEWPID)` already applied, so this
-//! process (the *keeper*) stays in the host PID namespace while its first child becomes PID 1 of
-//! the sandbox's. The keeper reads the [`InitConfig`] from stdin and forks:
+//! The server starts it with `unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)` already
+//! applied, so this process (the *keeper*) stays in the host PID namespace while its first child
+//! becomes PID 1 of the sandbox's. The keeper reads the [`InitConfig`] from stdin and forks:
 //!
 //! - **PID 1** builds the world ([`mounts::build_and_enter`]), binds envd's Unix socket (on the
-//!   host path, before `pivot_root`), forks envd, then only reaps: orphans re-parent to it, and
+//!   host path, before `pivot_root`), brings `lo` up and cuts its capabilities down
+//!   ([`confine`]), forks envd, then only reaps: orphans re-parent to it, and
 //!   when envd exits it exits too — which makes the kernel kill everything left in the namespace.
 //! - **envd** (PID 2) runs `e2b_local_envd::serve` on its own tokio runtime and writes `ready` on
 //!   stdout once it listens.
@@ -20,7 +21,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixListener;
 
 use super::layout::InitConfig;
-use super::mounts;
+use super::{confine, mounts};
 
 /// Line envd's process prints on stdout once it accepts connections.
 pub const READY_LINE: &str = "ready";
@@ -121,6 +122,8 @@ fn setup(config: &InitConfig) -> std::io::Result<UnixListener> {
         )
     })?;
     mounts::build_and_enter(config)?;
+    confine::loopback_up()?;
+    confine::drop_capabilities()?;
     Ok(listener)
 }
 

@@ -57,7 +57,8 @@ pub struct InitConfig {
     pub access_token: Option<String>,
     /// The sandbox dir ([`SandboxDirs::dir`]).
     pub dir: PathBuf,
-    /// Host directories covered by an empty read-only tmpfs inside (the server's state dir).
+    /// Host directories covered by an empty read-only tmpfs inside (every e2b-local state dir,
+    /// `/run/e2b-local`).
     pub hide: Vec<PathBuf>,
 }
 

@@ -1,11 +1,14 @@
-//! Sandbox worlds: isolated Linux environments (mount + PID namespaces over a copy-on-write
-//! overlay of the host root), each running its own envd, held in a freezer cgroup.
+//! Sandbox worlds: isolated Linux environments (mount + PID + network namespaces over a
+//! copy-on-write overlay of the host root, a reduced capability bounding set, every e2b-local
+//! state dir hidden), each running its own envd, held in a freezer cgroup (docs/design.md §7).
 //!
 //! [`WorldFactory::start`] builds one and returns once its envd accepts connections on
 //! [`World::socket`]; [`World::destroy`] kills every process and deletes every file it had.
 
 pub mod cgroup;
+pub mod confine;
 pub mod init;
+pub mod instances;
 pub mod layout;
 pub mod metrics;
 pub mod mounts;
@@ -57,6 +60,8 @@ pub struct WorldFactory {
     state_dir: PathBuf,
     sandboxes_dir: PathBuf,
     freezer: FreezerRoot,
+    /// This instance's state dir, listed for every instance's worlds to hide.
+    _listed: instances::Registration,
 }
 
 impl WorldFactory {
@@ -75,11 +80,16 @@ impl WorldFactory {
         })?;
         std::fs::set_permissions(&sandboxes_dir, std::fs::Permissions::from_mode(0o700))?;
         let freezer = FreezerRoot::create(instance, freezer)?;
+        let listed = instances::Registration::register(instance, &state_dir)?;
+        for failure in instances::hide_from_running_worlds(&state_dir) {
+            tracing::warn!("{failure}");
+        }
         Ok(Self {
             exe,
             state_dir,
             sandboxes_dir,
             freezer,
+            _listed: listed,
         })
     }
 
@@ -123,7 +133,7 @@ impl WorldFactory {
             env_vars: spec.env_vars,
             access_token: spec.access_token,
             dir: dirs.dir.clone(),
-            hide: vec![self.state_dir.clone()],
+            hide: self.hidden_dirs(),
         };
         let world = World {
             id: id.clone(),
@@ -147,6 +157,23 @@ impl WorldFactory {
                 Err(WorldError(format!("start sandbox {id}: {err}{detail}")))
             }
         }
+    }
+}
+
+impl WorldFactory {
+    /// Host dirs a new world must not see: this instance's state dir, every other running
+    /// instance's, the default state dir and the list of instances itself.
+    fn hidden_dirs(&self) -> Vec<PathBuf> {
+        let mut hide = vec![self.state_dir.clone()];
+        for dir in instances::state_dirs()
+            .into_iter()
+            .chain([instances::DEFAULT_STATE_DIR, instances::RUN_DIR].map(PathBuf::from))
+        {
+            if !hide.contains(&dir) {
+                hide.push(dir);
+            }
+        }
+        hide
     }
 }
 
@@ -257,7 +284,9 @@ impl World {
         // syscalls (unshare, prctl), touching no memory of the parent.
         unsafe {
             command.pre_exec(|| {
-                if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID) != 0 {
+                // A network namespace of its own (docs/design.md §7): the keeper holds it, so
+                // the server can later add interfaces to it through /proc/<keeper>/ns/net.
+                if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {

@@ -1,7 +1,7 @@
 //! The sandbox's filesystem, built inside its fresh mount namespace by the init (single-threaded,
 //! before envd starts): a copy-on-write overlay of the host root, its own `/proc`, a minimal
-//! `/dev` with a private devpts, fresh `/tmp` and `/home/user`, the state dir hidden, then
-//! `pivot_root` so nothing of the host stays reachable except through the overlay.
+//! `/dev` with a private devpts, fresh `/tmp` and `/home/user`, every e2b-local state dir hidden,
+//! then `pivot_root` so nothing of the host stays reachable except through the overlay.
 
 use std::ffi::CString;
 use std::io;

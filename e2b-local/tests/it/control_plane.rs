@@ -94,6 +94,11 @@ async fn bad_create_bodies_are_rejected_and_the_server_keeps_serving() {
             "invalid templateID",
         ),
         (
+            r#"{"templateID":"../../etc"}"#,
+            StatusCode::BAD_REQUEST,
+            "invalid templateID \"../../etc\"",
+        ),
+        (
             r#"{"templateID":"base","timeout":99999999}"#,
             StatusCode::BAD_REQUEST,
             "exceeds the maximum",

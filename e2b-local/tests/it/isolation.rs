@@ -171,6 +171,60 @@ async fn kill_leaves_no_process_and_no_overlay() {
     assert_world_gone(&id, &namespaces, server.state_dir()).await;
 }
 
+/// A DELETE whose client disconnects at once (`curl -m 0.005`) still tears the world down: the
+/// server finishes the teardown on its own task and logs it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_whose_client_disconnects_still_tears_down() {
+    use tokio::io::AsyncWriteExt;
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    exec(&server, &id, None, "setsid sleep 300 >/dev/null 2>&1 &").await;
+    let namespaces = sandbox_pid_namespaces(&id);
+    let address = server.api_url().strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "DELETE /sandboxes/{id} HTTP/1.1\r\nHost: {address}\r\nX-API-KEY: {}\r\n\r\n",
+        server.api_key()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    // Give the server time to start the teardown, then go away without reading the answer.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    drop(stream);
+    assert_world_gone(&id, &namespaces, server.state_dir()).await;
+    let sandbox_dir = server.state_dir().join("sandboxes").join(&id);
+    assert_eq!(
+        mounts_of(&sandbox_dir),
+        0,
+        "mounts of {} survived",
+        sandbox_dir.display()
+    );
+    common::eventually(Duration::from_secs(5), "the kill to be logged", || {
+        server
+            .log()
+            .lines()
+            .any(|l| l.contains(&id) && l.contains("sandbox killed"))
+    })
+    .await;
+    assert_eq!(api.info(&id).await.status, StatusCode::NOT_FOUND);
+}
+
+/// Mounts under `dir` in the mount namespace of any process on the host.
+fn mounts_of(dir: &Path) -> usize {
+    let dir = dir.display().to_string();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .filter_map(|e| std::fs::read_to_string(e.path().join("mountinfo")).ok())
+        .map(|info| info.lines().filter(|l| l.contains(&dir)).count())
+        .sum()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn paused_sandboxes_are_frozen_and_killable() {
     pause_freezes_resume_thaws_kill_works(LocalServer::start(), None).await;
@@ -373,4 +427,169 @@ async fn signalling_its_own_process_group_cannot_reach_the_server() {
         StatusCode::OK,
         "the control plane keeps serving"
     );
+}
+
+/// The host's addresses, as `ip -o addr` prints them.
+fn host_addresses() -> String {
+    let out = std::process::Command::new("ip")
+        .args(["-o", "addr"])
+        .output()
+        .expect("run ip -o addr on the host");
+    String::from_utf8(out.stdout).expect("ip output is UTF-8")
+}
+
+/// Root inside (through the sandbox's passwordless sudo) works on the sandbox's own network
+/// namespace: adding an address changes nothing on the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_inside_cannot_add_an_address_to_the_hosts_interfaces() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let before = host_addresses();
+    let address = "10.254.254.254";
+    let tried = exec(
+        &server,
+        &id,
+        None,
+        &format!("sudo -n id -u; sudo -n ip addr add {address}/32 dev lo; echo rc=$?"),
+    )
+    .await;
+    let after = host_addresses();
+    if after.contains(address) {
+        // Leave the host as it was before failing.
+        let _ = std::process::Command::new("ip")
+            .args(["addr", "del", &format!("{address}/32"), "dev", "lo"])
+            .status();
+    }
+    assert!(
+        tried.stdout.starts_with("0\n"),
+        "sudo works inside: {tried:?}"
+    );
+    assert_eq!(before, after, "the host's addresses changed: {tried:?}");
+}
+
+/// Capabilities of a root process inside, `CapEff` and `CapBnd` (as hex masks), for root asked
+/// for directly and root reached through sudo.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_inside_holds_no_capability_over_the_host() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let script = "grep -E '^Cap(Eff|Bnd):' /proc/self/status";
+    let direct = exec(&server, &id, Some("root"), script).await;
+    let sudo = exec(&server, &id, None, &format!("sudo -n {script}")).await;
+    for (how, out) in [("root", &direct), ("sudo", &sudo)] {
+        let masks: Vec<u64> = out
+            .stdout
+            .lines()
+            .map(|l| u64::from_str_radix(l.split_whitespace().nth(1).unwrap(), 16).unwrap())
+            .collect();
+        assert_eq!(masks.len(), 2, "{how}: {out:?}");
+        assert_ne!(masks[0], 0, "{how}: root keeps its ordinary capabilities");
+        // SYS_MODULE 16, SYS_RAWIO 17, SYS_ADMIN 21, SYS_TIME 25, NET_ADMIN 12, MKNOD 27,
+        // DAC_READ_SEARCH 2.
+        for (cap, name) in [
+            (16, "SYS_MODULE"),
+            (17, "SYS_RAWIO"),
+            (21, "SYS_ADMIN"),
+            (25, "SYS_TIME"),
+            (12, "NET_ADMIN"),
+            (27, "MKNOD"),
+            (2, "DAC_READ_SEARCH"),
+        ] {
+            for mask in &masks {
+                assert_eq!(mask & (1 << cap), 0, "{how} holds CAP_{name}: {out:?}");
+            }
+        }
+    }
+}
+
+/// No e2b-local state dir is visible inside: not this server's (with its other sandboxes'
+/// overlays), not another running instance's — started before the sandbox or after it —, not
+/// the default one, not the instance list.
+#[tokio::test(flavor = "multi_thread")]
+async fn no_state_dir_of_any_instance_is_visible_inside() {
+    // On the host root's own filesystem (the system temp dir never shows: /tmp is private).
+    let parent = Path::new("/var/tmp");
+    let other = LocalServer::start_in(parent, &[]);
+    let other_api = Api::new(&other);
+    let other_id = other_api.sandbox().await;
+    let marker = unique("secret");
+    exec(
+        &other,
+        &other_id,
+        None,
+        &format!("echo x > /home/user/{marker}"),
+    )
+    .await;
+    let server = LocalServer::start_in(parent, &[]);
+    let api = Api::new(&server);
+    let (id, sibling) = (api.sandbox().await, api.sandbox().await);
+    exec(
+        &server,
+        &sibling,
+        None,
+        &format!("echo x > /home/user/{marker}"),
+    )
+    .await;
+    let later = LocalServer::start_in(parent, &[]);
+    let later_id = Api::new(&later).sandbox().await;
+    exec(
+        &later,
+        &later_id,
+        None,
+        &format!("echo x > /home/user/{marker}"),
+    )
+    .await;
+    let mut paths = vec![
+        later.state_dir().to_path_buf(),
+        later.state_dir().join("sandboxes").join(&later_id),
+        server.state_dir().to_path_buf(),
+        server.state_dir().join("sandboxes").join(&sibling),
+        other.state_dir().to_path_buf(),
+        other.state_dir().join("sandboxes").join(&other_id),
+        "/run/e2b-local".into(),
+    ];
+    paths.retain(|p| p.exists());
+    assert!(paths.len() >= 6, "the host has the dirs: {paths:?}");
+    let list: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let script = format!(
+        "for d in {}; do ls -A $d 2>/dev/null | wc -l; done; find {} -name {marker} 2>/dev/null | wc -l",
+        list.join(" "),
+        list.join(" ")
+    );
+    let seen = exec(&server, &id, Some("root"), &script).await;
+    let expected = format!("{}0\n", "0\n".repeat(list.len()));
+    assert_eq!(seen.stdout, expected, "seen inside, for {list:?}: {seen:?}");
+}
+
+/// The sandbox has its own loopback: it works inside, and a listener on the host's loopback
+/// is out of reach.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hosts_loopback_is_out_of_reach() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let script = format!(
+        "sudo -n bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' 2>/dev/null && echo host-reached || echo host-unreachable; \
+         /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); s.listen(); socket.create_connection(s.getsockname()); print(\"own-loopback\")'"
+    );
+    let seen = exec(&server, &id, None, &script).await;
+    assert_eq!(seen.stdout, "host-unreachable\nown-loopback\n", "{seen:?}");
+}
+
+/// Root inside cannot mount: not over host paths the overlay shows, not a fresh filesystem.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_inside_cannot_mount() {
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let script = "mount -t tmpfs tmpfs /etc 2>/dev/null; echo tmpfs=$?; \
+                  mount --bind /tmp /usr 2>/dev/null; echo bind=$?; \
+                  sudo -n mount -t proc proc /mnt 2>/dev/null; echo sudo=$?; test -e /etc/passwd && echo etc-intact";
+    let seen = exec(&server, &id, Some("root"), script).await;
+    let codes: Vec<&str> = seen.stdout.lines().collect();
+    assert_eq!(codes.len(), 4, "{seen:?}");
+    for line in &codes[..3] {
+        assert!(!line.ends_with("=0"), "a mount succeeded: {seen:?}");
+    }
+    assert_eq!(codes[3], "etc-intact");
 }
