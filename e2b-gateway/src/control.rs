@@ -3,12 +3,19 @@
 //!
 //! Internal commands run as `root` (envd starts a command as any user on
 //! request), so the state they write under the runtime root
-//! (`<cwd>/.dsh-e2b`, root-owned, mode 0700) cannot be read or forged by
+//! (`/var/lib/dsh-e2b`, root-owned, mode 0700) cannot be read or forged by
 //! the sandbox user. They never start a login shell, and each gets a fresh
 //! random `HOME` inside the runtime root that does not exist: no profile,
 //! rc or dot file under the sandbox user's control can run before (or
 //! instead of) the control command. `BASH_ENV` and `ENV` are emptied so a
 //! sandbox-wide setting cannot smuggle a startup file in either.
+//!
+//! Commands a provider runs *for the world's user* — the `fs` seam's path
+//! resolution, staging and mode changes, which must have exactly that
+//! user's permissions (docs/design.md §5.1) — come from
+//! [`ControlShell::acting_for`]: the same clean environment, run as that
+//! user, without the runtime-root guard (they never touch the runtime root,
+//! and `-O` holds only for root).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -43,6 +50,11 @@ const GUARD: &str = r#"[[ -d $DSH_RUNTIME_ROOT && ! -L $DSH_RUNTIME_ROOT && -O $
 #[derive(Debug, Clone)]
 pub struct ControlShell {
     runtime_root: Arc<str>,
+    /// Who runs the commands: `Some(name)`, or `None` for envd's default
+    /// user.
+    user: Option<Arc<str>>,
+    /// Whether scripts start with the runtime-root guard (root's only).
+    guarded: bool,
 }
 
 /// What a control command printed and how it ended.
@@ -71,6 +83,20 @@ impl ControlShell {
     pub fn new(runtime_root: impl Into<String>) -> Self {
         ControlShell {
             runtime_root: Arc::from(runtime_root.into()),
+            user: Some(Arc::from(CONTROL_USER)),
+            guarded: true,
+        }
+    }
+
+    /// Commands with this shell's clean environment that run as `user`
+    /// (`None`: envd's default user) instead of root, for work done on the
+    /// world user's behalf with exactly that user's permissions. Their
+    /// scripts have no runtime-root guard.
+    pub fn acting_for(&self, user: Option<&str>) -> Self {
+        ControlShell {
+            runtime_root: Arc::clone(&self.runtime_root),
+            user: user.map(Arc::from),
+            guarded: false,
         }
     }
 
@@ -102,7 +128,8 @@ impl ControlShell {
     }
 
     /// `script` run by `/bin/bash --noprofile --norc -c`, after the
-    /// runtime-root guard ([`GUARD_FAILED_EXIT`]), with `args` as `$1…`
+    /// runtime-root guard ([`GUARD_FAILED_EXIT`]; root's shell only, see
+    /// [`ControlShell::acting_for`]), with `args` as `$1…`
     /// (`$0` is `dsh-control`) — pass paths as arguments, never splice them
     /// into the script. Stdin is `/dev/null`.
     pub fn script<I, S>(&self, script: &str, args: I) -> Command
@@ -110,7 +137,11 @@ impl ControlShell {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        let guarded = format!("{GUARD}\n{script}");
+        let guarded = if self.guarded {
+            format!("{GUARD}\n{script}")
+        } else {
+            script.to_owned()
+        };
         self.environment(
             Command::new(CONTROL_SHELL)
                 .args(["--noprofile", "--norc", "-c"])
@@ -120,12 +151,16 @@ impl ControlShell {
         )
     }
 
-    /// Stream options for control commands: as [`CONTROL_USER`].
+    /// Stream options for this shell's commands: as [`CONTROL_USER`], or
+    /// as the user of [`ControlShell::acting_for`].
     pub fn options(&self) -> StreamOptions {
-        StreamOptions::default().user(CONTROL_USER)
+        match &self.user {
+            Some(user) => StreamOptions::default().user(&**user),
+            None => StreamOptions::default(),
+        }
     }
 
-    /// Runs `command` as [`CONTROL_USER`] to its end, within `timeout`
+    /// Runs `command` as this shell's user ([`ControlShell::options`]) to its end, within `timeout`
     /// (envd kills it when the time is up), keeping at most `output_limit`
     /// bytes of each of stdout and stderr.
     ///
@@ -242,6 +277,21 @@ mod tests {
         ] {
             assert!(debug.contains(part), "{part} missing from {debug}");
         }
+    }
+
+    #[test]
+    fn shells_acting_for_the_user_run_as_that_user_without_the_guard() {
+        let root = ControlShell::new("/w/.dsh-e2b");
+        assert_eq!(root.options(), StreamOptions::default().user(CONTROL_USER));
+        let user = root.acting_for(Some("user"));
+        assert_eq!(user.options(), StreamOptions::default().user("user"));
+        let default = root.acting_for(None);
+        assert_eq!(default.options(), StreamOptions::default());
+        let script = format!("{:?}", user.script("true", Vec::<String>::new()));
+        assert!(!script.contains("DSH_RUNTIME_ROOT &&"), "{script}");
+        assert!(script.contains(r#""HOME": "/w/.dsh-e2b/home-"#), "{script}");
+        let guarded = format!("{:?}", root.script("true", Vec::<String>::new()));
+        assert!(guarded.contains("DSH_RUNTIME_ROOT &&"), "{guarded}");
     }
 
     #[test]

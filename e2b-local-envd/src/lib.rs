@@ -39,6 +39,7 @@
 //! [`serve`] runs on the caller's tokio runtime, which needs the I/O and time drivers
 //! (`enable_all()`); child processes are reaped through tokio's process driver.
 
+mod acting_user;
 mod auth;
 mod dispatch;
 mod entry;

@@ -1,6 +1,6 @@
 //! The request context every Connect RPC shares: the Basic-auth user check that envd's authn
 //! middleware does before any handler runs (docs/e2b-protocol.md §3.2), the `Connect-Timeout-Ms`
-//! validation, resolving the acting user inside handlers, and running blocking work.
+//! validation and resolving the acting user inside handlers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -87,13 +87,4 @@ pub(crate) fn request_user(daemon: &Daemon, ctx: &RequestContext) -> Result<User
             ConnectError::unauthenticated(format!("invalid default user: '{name}'"))
         }
     })
-}
-
-/// Runs blocking filesystem work off the async workers; a panic becomes `internal`.
-pub(crate) async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, ConnectError> + Send + 'static,
-) -> Result<T, ConnectError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|err| ConnectError::internal(format!("filesystem task failed: {err}")))?
 }

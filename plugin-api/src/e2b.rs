@@ -23,7 +23,7 @@ pub struct SandboxInfo {
     pub envd_version: String,
     /// The world's cwd (absolute POSIX path), created before hand-out.
     pub cwd: String,
-    /// The owner's private directory (`<cwd>/.dsh-e2b`): a real directory,
+    /// The owner's private directory (`/var/lib/dsh-e2b`): a real directory,
     /// mode 0700, owned by root, for adapter control state.
     pub runtime_root: String,
 }

@@ -10,6 +10,7 @@ mod fs_paths;
 mod fs_read;
 mod fs_tree;
 mod fs_write;
+mod permissions;
 mod sp_exit;
 mod sp_output;
 mod sp_quiescence;
@@ -30,4 +31,5 @@ pub(crate) const ALL: &[&[CaseInfo]] = &[
     sp_quiescence::CASES,
     terminal::CASES,
     coherence::CASES,
+    permissions::CASES,
 ];

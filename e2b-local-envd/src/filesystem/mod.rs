@@ -1,5 +1,6 @@
-//! The `filesystem.Filesystem` Connect service (docs/e2b-protocol.md §6). Blocking work runs on
-//! tokio's blocking pool; paths follow envd's resolution rules for the acting user.
+//! The `filesystem.Filesystem` Connect service (docs/e2b-protocol.md §6). Every operation runs
+//! with the acting user's permissions ([`as_user`]); paths follow envd's resolution rules for
+//! that user.
 
 mod inotify;
 mod ops;
@@ -19,8 +20,9 @@ use envd_proto::filesystem::{
     RemoveWatcherResponse, StatRequest, StatResponse, WatchDirRequest, WatchDirResponse,
 };
 
+use crate::acting_user::as_user;
 use crate::paths::expand_and_resolve;
-use crate::rpc_context::{blocking, request_timeout, request_user};
+use crate::rpc_context::{request_timeout, request_user};
 use crate::state::Daemon;
 use crate::stream_timing::keepalive_interval;
 use crate::users::User;
@@ -54,6 +56,18 @@ impl FilesystemService {
         expand_and_resolve(path, user, self.daemon.default_workdir().as_deref())
             .map_err(|err| ConnectError::invalid_argument(format!("{operation}: {field}: {err}")))
     }
+
+    /// Runs blocking filesystem `work` with `user`'s permissions ([`as_user`]); failing to act
+    /// as the user, or a panic, is `internal`.
+    async fn as_user<T: Send + 'static>(
+        &self,
+        user: &User,
+        work: impl FnOnce() -> Result<T, ConnectError> + Send + 'static,
+    ) -> Result<T, ConnectError> {
+        as_user(&self.daemon.users, user, work)
+            .await
+            .map_err(|err| ConnectError::internal(err.to_string()))?
+    }
 }
 
 fn required(value: &str, operation: &str, field: &str) -> Result<(), ConnectError> {
@@ -75,9 +89,11 @@ impl Filesystem for FilesystemService {
         ctx: RequestContext,
         request: ServiceRequest<'_, StatRequest>,
     ) -> ServiceResult<StatResponse> {
-        let (_, path) = self.resolve(&ctx, &request.to_owned_message().path, "stat", "path")?;
+        let (user, path) = self.resolve(&ctx, &request.to_owned_message().path, "stat", "path")?;
         let users = self.daemon.users.clone();
-        let entry = blocking(move || ops::stat(&path, &users.names())).await?;
+        let entry = self
+            .as_user(&user, move || ops::stat(&path, &users.names()))
+            .await?;
         Ok(Response::new(StatResponse {
             entry: entry.into(),
             ..Default::default()
@@ -92,7 +108,10 @@ impl Filesystem for FilesystemService {
         let (user, path) =
             self.resolve(&ctx, &request.to_owned_message().path, "make dir", "path")?;
         let users = self.daemon.users.clone();
-        let entry = blocking(move || ops::make_dir(&path, &user, &users.names())).await?;
+        let acting = user.clone();
+        let entry = self
+            .as_user(&acting, move || ops::make_dir(&path, &user, &users.names()))
+            .await?;
         Ok(Response::new(MakeDirResponse {
             entry: entry.into(),
             ..Default::default()
@@ -111,8 +130,12 @@ impl Filesystem for FilesystemService {
         let (user, source) = self.resolve(&ctx, &request.source, "move", "source")?;
         let destination = self.resolve_for(&user, &request.destination, "move", "destination")?;
         let users = self.daemon.users.clone();
-        let entry =
-            blocking(move || ops::rename(&source, &destination, &user, &users.names())).await?;
+        let acting = user.clone();
+        let entry = self
+            .as_user(&acting, move || {
+                ops::rename(&source, &destination, &user, &users.names())
+            })
+            .await?;
         Ok(Response::new(MoveResponse {
             entry: entry.into(),
             ..Default::default()
@@ -125,10 +148,12 @@ impl Filesystem for FilesystemService {
         request: ServiceRequest<'_, ListDirRequest>,
     ) -> ServiceResult<ListDirResponse> {
         let request = request.to_owned_message();
-        let (_, path) = self.resolve(&ctx, &request.path, "list dir", "path")?;
+        let (user, path) = self.resolve(&ctx, &request.path, "list dir", "path")?;
         let users = self.daemon.users.clone();
         let depth = request.depth;
-        let entries = blocking(move || ops::list_dir(&path, depth, &users.names())).await?;
+        let entries = self
+            .as_user(&user, move || ops::list_dir(&path, depth, &users.names()))
+            .await?;
         Ok(Response::new(ListDirResponse {
             entries,
             ..Default::default()
@@ -144,8 +169,8 @@ impl Filesystem for FilesystemService {
         // An empty path would resolve to the working directory (the home by default): refuse
         // rather than delete it.
         required(&request.path, "remove", "path")?;
-        let (_, path) = self.resolve(&ctx, &request.path, "remove", "path")?;
-        blocking(move || ops::remove(&path)).await?;
+        let (user, path) = self.resolve(&ctx, &request.path, "remove", "path")?;
+        self.as_user(&user, move || ops::remove(&path)).await?;
         Ok(Response::new(RemoveResponse::default()))
     }
 
@@ -155,9 +180,13 @@ impl Filesystem for FilesystemService {
         request: ServiceRequest<'_, WatchDirRequest>,
     ) -> ServiceResult<ServiceStream<WatchDirResponse>> {
         let request = request.to_owned_message();
-        let (_, path) = self.resolve(&ctx, &request.path, "watch dir", "path")?;
+        let (user, path) = self.resolve(&ctx, &request.path, "watch dir", "path")?;
         let allow_network_mounts = request.allow_network_mounts;
-        let root = blocking(move || watch::check_watch_path(&path, allow_network_mounts)).await?;
+        let root = self
+            .as_user(&user, move || {
+                watch::check_watch_path(&path, allow_network_mounts)
+            })
+            .await?;
         let watcher = watch::start_watcher(&root, request.recursive)?;
         let deadline = request_timeout(&ctx)?
             .and(ctx.deadline())
@@ -178,9 +207,13 @@ impl Filesystem for FilesystemService {
         request: ServiceRequest<'_, CreateWatcherRequest>,
     ) -> ServiceResult<CreateWatcherResponse> {
         let request = request.to_owned_message();
-        let (_, path) = self.resolve(&ctx, &request.path, "create watcher", "path")?;
+        let (user, path) = self.resolve(&ctx, &request.path, "create watcher", "path")?;
         let allow_network_mounts = request.allow_network_mounts;
-        let root = blocking(move || watch::check_watch_path(&path, allow_network_mounts)).await?;
+        let root = self
+            .as_user(&user, move || {
+                watch::check_watch_path(&path, allow_network_mounts)
+            })
+            .await?;
         let watcher = watch::start_watcher(&root, request.recursive)?;
         let watcher_id = self.daemon.watchers.create(
             watcher,

@@ -12,6 +12,17 @@ use crate::entry::{entry_info, is_not_found};
 use crate::paths::{ensure_dirs, parent};
 use crate::users::{OwnerNames, User};
 
+/// An `internal` error with `message`, or `permission_denied` when the acting user lacks the
+/// permission (envd acts as that user: [`crate::acting_user`]).
+fn failure(err: &io::Error, message: String) -> ConnectError {
+    // The kind survives the context other layers add (EACCES and EPERM both map to it).
+    if err.kind() == io::ErrorKind::PermissionDenied {
+        ConnectError::permission_denied(message)
+    } else {
+        ConnectError::internal(message)
+    }
+}
+
 /// `Stat`: the `lstat`-based entry.
 pub(crate) fn stat(path: &Path, names: &OwnerNames) -> Result<EntryInfo, ConnectError> {
     entry(path, names)
@@ -22,10 +33,10 @@ fn entry(path: &Path, names: &OwnerNames) -> Result<EntryInfo, ConnectError> {
         if is_not_found(&err) {
             ConnectError::not_found(format!("file not found: {}: {err}", path.display()))
         } else {
-            ConnectError::internal(format!(
-                "error getting file info: {}: {err}",
-                path.display()
-            ))
+            failure(
+                &err,
+                format!("error getting file info: {}: {err}", path.display()),
+            )
         }
     })
 }
@@ -52,17 +63,17 @@ pub(crate) fn make_dir(
         }
         Err(err) if is_not_found(&err) => {}
         Err(err) => {
-            return Err(ConnectError::internal(format!(
-                "error getting file info: {}: {err}",
-                path.display()
-            )));
+            return Err(failure(
+                &err,
+                format!("error getting file info: {}: {err}", path.display()),
+            ));
         }
     }
     ensure_dirs(path, user.uid, user.gid).map_err(|err| {
         if err.kind() == io::ErrorKind::NotADirectory {
             ConnectError::invalid_argument(format!("make dir {}: {err}", path.display()))
         } else {
-            ConnectError::internal(format!("make dir {}: {err}", path.display()))
+            failure(&err, format!("make dir {}: {err}", path.display()))
         }
     })?;
     entry(path, names)
@@ -77,11 +88,14 @@ pub(crate) fn rename(
     names: &OwnerNames,
 ) -> Result<EntryInfo, ConnectError> {
     ensure_dirs(&parent(destination), user.uid, user.gid).map_err(|err| {
-        ConnectError::internal(format!(
-            "move {} to {}: creating parent directories: {err}",
-            source.display(),
-            destination.display()
-        ))
+        failure(
+            &err,
+            format!(
+                "move {} to {}: creating parent directories: {err}",
+                source.display(),
+                destination.display()
+            ),
+        )
     })?;
     std::fs::rename(source, destination).map_err(|err| {
         if is_not_found(&err) {
@@ -90,11 +104,14 @@ pub(crate) fn rename(
                 source.display()
             ))
         } else {
-            ConnectError::internal(format!(
-                "error renaming {} to {}: {err}",
-                source.display(),
-                destination.display()
-            ))
+            failure(
+                &err,
+                format!(
+                    "error renaming {} to {}: {err}",
+                    source.display(),
+                    destination.display()
+                ),
+            )
         }
     })?;
     entry(destination, names)
@@ -111,10 +128,10 @@ pub(crate) fn remove(path: &Path) -> Result<(), ConnectError> {
     match result {
         Ok(()) => Ok(()),
         Err(err) if is_not_found(&err) => Ok(()),
-        Err(err) => Err(ConnectError::internal(format!(
-            "error removing file or directory {}: {err}",
-            path.display()
-        ))),
+        Err(err) => Err(failure(
+            &err,
+            format!("error removing file or directory {}: {err}", path.display()),
+        )),
     }
 }
 
@@ -136,10 +153,10 @@ pub(crate) fn list_dir(
                 requested.display().to_string()
             ))
         } else {
-            ConnectError::internal(format!(
-                "error resolving symlink {}: {err}",
-                requested.display()
-            ))
+            failure(
+                &err,
+                format!("error resolving symlink {}: {err}", requested.display()),
+            )
         }
     })?;
     let meta = std::fs::metadata(&resolved).map_err(|err| {
@@ -149,10 +166,10 @@ pub(crate) fn list_dir(
                 resolved.display()
             ))
         } else {
-            ConnectError::internal(format!(
-                "error getting file info: {}: {err}",
-                resolved.display()
-            ))
+            failure(
+                &err,
+                format!("error getting file info: {}: {err}", resolved.display()),
+            )
         }
     })?;
     if !meta.is_dir() {
@@ -163,10 +180,10 @@ pub(crate) fn list_dir(
     }
     let mut entries = Vec::new();
     walk(&resolved, requested, 1, depth, names, &mut entries).map_err(|err| {
-        ConnectError::internal(format!(
-            "error reading directory {}: {err}",
-            resolved.display()
-        ))
+        failure(
+            &err,
+            format!("error reading directory {}: {err}", resolved.display()),
+        )
     })?;
     Ok(entries)
 }

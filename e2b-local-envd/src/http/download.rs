@@ -19,6 +19,7 @@ use super::encoding::{self, Coding};
 use super::ranges::{self, ByteRange, Decision, RangeError};
 use super::response::{Body, BoxError, json_error, text_error};
 use super::{content_type, files_prologue};
+use crate::acting_user::as_user;
 use crate::auth::Operation;
 use crate::paths::{base_name, expand_and_resolve};
 use crate::state::Daemon;
@@ -42,27 +43,52 @@ pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) 
             );
         }
     };
-    let meta = match tokio::fs::metadata(&path).await {
-        Ok(meta) => meta,
+    // Opened with the acting user's permissions (crate::acting_user); reading an open file needs
+    // no further permission, so the content streams from the ordinary blocking pool.
+    let opened = {
+        let path = path.clone();
+        as_user(&daemon.users, &files.user, move || {
+            let meta = std::fs::metadata(&path)?;
+            // A directory is refused below, before anything is opened.
+            let file = (!meta.is_dir())
+                .then(|| std::fs::File::open(&path))
+                .transpose()?;
+            Ok((meta, file))
+        })
+        .await
+    };
+    let (meta, file) = match opened.and_then(|opened| opened) {
+        Ok(opened) => opened,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
             return json_error(
                 StatusCode::NOT_FOUND,
                 format!("path '{}' does not exist", path.display()),
             );
         }
+        Err(err) if err.kind() == std::io::ErrorKind::PermissionDenied => {
+            return json_error(
+                StatusCode::FORBIDDEN,
+                format!(
+                    "error opening file '{}' as user {}: {err}",
+                    path.display(),
+                    files.user.name
+                ),
+            );
+        }
         Err(err) => {
             return json_error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                format!("error checking if path exists '{}': {err}", path.display()),
+                format!("error opening file '{}': {err}", path.display()),
             );
         }
     };
-    if meta.is_dir() {
+    let Some(file) = file else {
         return json_error(
             StatusCode::BAD_REQUEST,
             format!("path '{}' is a directory", path.display()),
         );
-    }
+    };
+    let file = tokio::fs::File::from_std(file);
     let headers = request.headers();
     let mut coding = match encoding::negotiate_download(headers) {
         Ok(coding) => coding,
@@ -80,16 +106,6 @@ pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) 
         }
         coding = Coding::Identity;
     }
-    let file = match tokio::fs::File::open(&path).await {
-        Ok(file) => file,
-        Err(err) => {
-            return json_error(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("error opening file '{}': {err}", path.display()),
-            );
-        }
-    };
-
     let mut response = match coding {
         Coding::Gzip => gzip_response(file, &raw_path),
         Coding::Identity => {

@@ -1,6 +1,7 @@
 //! `POST /files` (docs/e2b-protocol.md §7.3): multipart (`file` parts, `path` query or each part's
 //! filename as the full target path) or a raw `application/octet-stream` body, optionally
-//! gzip-compressed; parents created 0755 and chowned, files opened `O_TRUNC` with mode 0666
+//! gzip-compressed, written with the acting user's permissions ([`crate::acting_user`]); parents
+//! created 0755 and chowned, files opened `O_TRUNC` with mode 0666
 //! minus the umask and chowned, `X-Metadata-*` headers stored as `user.e2b.*` xattrs. Bodies are
 //! streamed to disk; there is no size limit. ENOSPC answers 507.
 
@@ -23,10 +24,11 @@ use tokio::io::AsyncWriteExt;
 use super::encoding::{self, Coding};
 use super::files_prologue;
 use super::response::{Body, json, json_error};
+use crate::acting_user::as_user;
 use crate::auth::Operation;
 use crate::paths::{base_name, ensure_dirs, expand_and_resolve, parent};
 use crate::state::Daemon;
-use crate::users::User;
+use crate::users::{User, UserDb};
 use crate::xattr;
 
 type ChunkStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
@@ -91,6 +93,7 @@ pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>)
     let workdir = daemon.default_workdir();
     let body = decoded_body(request.into_body(), coding);
     let context = Target {
+        users: &daemon.users,
         user: &files.user,
         workdir: workdir.as_deref(),
         metadata: &metadata,
@@ -250,6 +253,7 @@ async fn upload_multipart(
 
 /// Who and where uploads land.
 struct Target<'a> {
+    users: &'a UserDb,
     user: &'a User,
     workdir: Option<&'a Path>,
     metadata: &'a BTreeMap<String, String>,
@@ -263,11 +267,13 @@ impl Target<'_> {
     }
 
     /// Writes one file from `chunks` as envd's `processFile` does.
+    /// Parents are made and the file opened with the user's permissions
+    /// ([`crate::acting_user`]); the open file is then written by the ordinary blocking pool.
     async fn write(&self, path: &Path, mut chunks: ChunkStream) -> Result<Uploaded, Failure> {
         let (uid, gid) = (self.user.uid, self.user.gid);
         let prepared = {
             let path = path.to_path_buf();
-            tokio::task::spawn_blocking(move || prepare(&path, uid, gid))
+            as_user(self.users, self.user, move || prepare(&path, uid, gid))
                 .await
                 .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??
         };
@@ -314,14 +320,27 @@ impl Target<'_> {
     }
 }
 
-/// Parents, directory check, ownership and the truncating open, in envd's order.
+/// A filesystem failure described by `message`: 403 when the acting user lacks the permission
+/// (envd acts as that user), else what `otherwise` makes of it.
+fn denied_or(err: &std::io::Error, message: String, otherwise: fn(String) -> Failure) -> Failure {
+    // The kind survives the context `ensure_dirs` adds (EACCES and EPERM both map to it).
+    if err.kind() == std::io::ErrorKind::PermissionDenied {
+        Failure(StatusCode::FORBIDDEN, message)
+    } else {
+        otherwise(message)
+    }
+}
+
+/// Parents, directory check, ownership and the truncating open, in envd's order. Runs as the
+/// acting user: an existing file it may write but not own (group-writable, say) keeps its owner,
+/// since only root may give a file away.
 fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
     ensure_dirs(&parent(path), uid, gid).map_err(|err| {
         let message = format!("error ensuring directories: {err}");
         if err.kind() == std::io::ErrorKind::NotADirectory {
             Failure::bad_request(message)
         } else {
-            Failure::internal(message)
+            denied_or(&err, message, Failure::internal)
         }
     })?;
     let existed = match std::fs::metadata(path) {
@@ -333,13 +352,21 @@ fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
         }
         Ok(_) => true,
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => false,
-        Err(err) => return Err(Failure::internal(format!("error getting file info: {err}"))),
+        Err(err) => {
+            return Err(denied_or(
+                &err,
+                format!("error getting file info: {err}"),
+                Failure::internal,
+            ));
+        }
     };
     let mut chowned = false;
     if existed {
         match std::os::unix::fs::chown(path, Some(uid), Some(gid)) {
             Ok(()) => chowned = true,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            // Not the user's file: it keeps its owner, and the open decides.
+            Err(err) if err.raw_os_error() == Some(libc::EPERM) && uid != 0 => chowned = true,
             Err(err) => {
                 return Err(Failure::internal(format!(
                     "error changing file ownership: {err}"
@@ -360,7 +387,11 @@ fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
                     format!("not enough inodes available: {err}"),
                 )
             } else {
-                Failure::internal(format!("error opening file: {err}"))
+                denied_or(
+                    &err,
+                    format!("error opening file: {err}"),
+                    Failure::internal,
+                )
             }
         })?;
     if !chowned {

@@ -3,6 +3,7 @@
 //! SDKs drive envd — Connect RPCs for processes and the filesystem, `/files`,
 //! watches, routes and the access token.
 
+mod acting_user;
 mod common;
 mod connect_protocol;
 mod files_http;

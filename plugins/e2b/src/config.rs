@@ -210,20 +210,18 @@ impl OwnerConfig {
         })
     }
 
-    /// The owner's private directory: `<cwd>/.dsh-e2b`.
+    /// The owner's private directory: [`RUNTIME_ROOT`], whatever the cwd.
     pub fn runtime_root(&self) -> String {
-        runtime_root_of(&self.cwd)
+        RUNTIME_ROOT.to_owned()
     }
 }
 
-/// `<cwd>/.dsh-e2b` for a normalised `cwd`.
-pub(crate) fn runtime_root_of(cwd: &str) -> String {
-    if cwd == "/" {
-        "/.dsh-e2b".to_owned()
-    } else {
-        format!("{cwd}/.dsh-e2b")
-    }
-}
+/// The owner's private directory in the sandbox (docs/design.md §6.4): under
+/// `/var/lib`, whose every ancestor is root's and writable by root only, so
+/// the sandbox user can neither rename it away nor replace a component of
+/// its path (a directory inside the user's cwd could be renamed by that
+/// user). One per sandbox: an owner connecting to a sandbox sweeps it.
+pub const RUNTIME_ROOT: &str = "/var/lib/dsh-e2b";
 
 /// `cwd` as an absolute POSIX path without `.`, `..`, repeated or
 /// trailing `/`; refuses anything else with the reason.
@@ -242,12 +240,16 @@ fn normalize_cwd(cwd: &str) -> std::result::Result<String, String> {
             "{cwd:?} has '.' or '..' components; give the directory itself"
         ));
     }
-    if components.last() == Some(&".dsh-e2b") {
+    let normalised = format!("/{}", components.join("/"));
+    let private = normalised
+        .strip_prefix(RUNTIME_ROOT)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+    if private {
         return Err(format!(
-            "{cwd:?} is a dsh private directory, not a working directory"
+            "{cwd:?} is dsh's private directory, not a working directory"
         ));
     }
-    Ok(format!("/{}", components.join("/")))
+    Ok(normalised)
 }
 
 /// A connection setting error, named by the config field or the variable it
@@ -325,7 +327,7 @@ mod tests {
     fn defaults_follow_the_design() {
         let config = parse(json!(null), &[("E2B_API_KEY", KEY)]).unwrap();
         assert_eq!(config.cwd, DEFAULT_CWD);
-        assert_eq!(config.runtime_root(), "/home/user/workspace/.dsh-e2b");
+        assert_eq!(config.runtime_root(), "/var/lib/dsh-e2b");
         assert_eq!(config.timeout, Duration::from_secs(300));
         assert_eq!(config.on_dispose, OnDispose::Kill);
         let Acquisition::Create { template, metadata } = &config.acquisition else {
@@ -436,8 +438,12 @@ mod tests {
                 "config.cwd: \"/a\\0b\" contains a NUL",
             ),
             (
-                json!({"cwd": "/w/.dsh-e2b"}),
-                "config.cwd: \"/w/.dsh-e2b\" is a dsh private",
+                json!({"cwd": "/var/lib/dsh-e2b/"}),
+                "config.cwd: \"/var/lib/dsh-e2b/\" is dsh's private",
+            ),
+            (
+                json!({"cwd": "/var/lib//dsh-e2b/x"}),
+                "config.cwd: \"/var/lib//dsh-e2b/x\" is dsh's private",
             ),
             (json!({"cwd": 7}), "config.cwd: invalid type: integer `7`"),
             (
@@ -544,8 +550,10 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_root_of_the_root_directory() {
-        assert_eq!(runtime_root_of("/"), "/.dsh-e2b");
+    fn the_runtime_root_does_not_depend_on_the_cwd() {
+        let config = parse(json!({"cwd": "///"}), &[("E2B_API_KEY", KEY)]).unwrap();
+        assert_eq!(config.cwd, "/");
+        assert_eq!(config.runtime_root(), RUNTIME_ROOT);
         assert_eq!(normalize_cwd("///").unwrap(), "/");
     }
 }

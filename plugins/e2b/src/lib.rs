@@ -3,10 +3,12 @@
 //! Provides the `e2b` service and injects nothing. Creating the plugin
 //! creates a sandbox (tagged `dsh-owner: dsh-e2b`, `dsh-entry: <entry id>`
 //! in its metadata) or connects to `sandboxId`, then prepares the world
-//! before the owner is handed out: the cwd exists, and `<cwd>/.dsh-e2b` is a
-//! real directory, mode 0700, owned by root (adapters write their control
-//! state there as root, out of the sandbox user's reach), emptied of any
-//! earlier owner's state. If that fails, a sandbox this plugin created is
+//! before the owner is handed out: the cwd exists, and the runtime root
+//! `/var/lib/dsh-e2b` is a real directory, mode 0700, owned by root, under
+//! ancestors only root may write (adapters write their control state there
+//! as root, out of the sandbox user's reach, and the user can neither
+//! rename it away nor replace its path), emptied of any earlier owner's
+//! state. If that fails, a sandbox this plugin created is
 //! deleted (one attempt) before the error is returned; a sandbox it
 //! connected to is left as it was.
 //!

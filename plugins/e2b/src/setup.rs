@@ -1,24 +1,28 @@
 //! Preparing the world before the owner is handed out: the cwd exists, and
-//! the private runtime root `<cwd>/.dsh-e2b` is a real directory, mode
-//! 0700, owned by root — verified with envd's own metadata — and empty of
-//! any earlier owner's state.
+//! the private runtime root ([`RUNTIME_ROOT`], docs/design.md §6.4) is a
+//! real directory, mode 0700, owned by root — verified with envd's own
+//! metadata — whose every ancestor is a real directory owned by root and
+//! writable by root only, and empty of any earlier owner's state.
 //!
 //! The runtime root is root's so that control state the adapters write
-//! there (as root) cannot be read or forged by the sandbox user. Creating
-//! it with `mkdir` never follows a symlink planted at that path, and the
-//! sweep runs only on a directory that root owns (`find -P` does not
-//! follow one either); whatever the steps did, the final verification
+//! there (as root) cannot be read or forged by the sandbox user; its
+//! ancestors are root's alone so that the user cannot rename it away or
+//! replace a component of its path while dsh runs (a directory inside the
+//! user's own cwd could be renamed by that user, failing the host's run).
+//! Creating it with `mkdir` never follows a symlink planted at that path,
+//! and the sweep runs only on a directory that root owns (`find -P` does
+//! not follow one either); whatever the steps did, the final verification
 //! decides.
 
 use std::time::Duration;
 
 use connectrpc::client::ClientTransport;
-use dsh_e2b_gateway::{ControlShell, plugin_error};
+use dsh_e2b_gateway::{CONTROL_USER, ControlShell, plugin_error};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
 use http_body::Body;
 
-use crate::config::runtime_root_of;
+use crate::config::RUNTIME_ROOT;
 
 /// The bound on each setup command.
 const SETUP_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -33,19 +37,45 @@ const RUNTIME_ROOT_OWNER: &str = "root";
 /// owned by root, empties it. `$1` is the runtime root. Exit 0: created;
 /// 5: existed, swept (the removed names on stdout); 3: it exists but is not
 /// a root-owned real directory, or mkdir failed (its error on stderr) —
-/// the verification below says which; 4: the sweep failed.
+/// the verification below says which; 4: the sweep failed; 6: an ancestor
+/// is not a real directory that only root may write (named on stderr).
 const PREPARE_RUNTIME_ROOT: &str = r#"r=$1
+parent=${r%/*}
+parent=${parent:-/}
+mkdir -p -- "$parent" || exit 6
+d=$parent
+while :; do
+  if [[ -L $d || ! -d $d ]]; then printf '%s is not a real directory\n' "$d" >&2; exit 6; fi
+  read -r uid mode < <(stat -c '%u %a' -- "$d")
+  if [[ $uid != 0 ]] || (( 8#$mode & 8#022 )); then
+    printf '%s is not a directory only root may write (owner uid %s, mode %s)\n' "$d" "$uid" "$mode" >&2
+    exit 6
+  fi
+  [[ $d == / ]] && break
+  d=${d%/*}
+  d=${d:-/}
+done
 if err=$(mkdir -m 0700 -- "$r" 2>&1); then exit 0; fi
 [[ -d $r && ! -L $r && -O $r ]] || { printf '%s\n' "$err" >&2; exit 3; }
 find -P "$r" -mindepth 1 -maxdepth 1 -printf '%f\n' -exec rm -rf -- {} + || exit 4
 exit 5"#;
+
+/// Creates the missing components of `$1` as root, each mode 0755 and
+/// owned by `$2` (`uid:gid`), as envd's `MakeDir` makes them for a user.
+const CREATE_CWD: &str = r#"c=$1 owner=$2 p=
+IFS=/ read -r -a parts <<< "${c#/}"
+for part in "${parts[@]}"; do
+  p=$p/$part
+  [[ -e $p || -L $p ]] && continue
+  mkdir -m 0755 -- "$p" && chown -- "$owner" "$p" || exit 1
+done"#;
 
 /// The prepared world.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Workspace {
     /// The cwd (as configured, normalised).
     pub cwd: String,
-    /// `<cwd>/.dsh-e2b`.
+    /// [`RUNTIME_ROOT`].
     pub runtime_root: String,
     /// How many entries of an earlier owner the sweep removed.
     pub swept: usize,
@@ -59,7 +89,8 @@ pub struct Workspace {
 /// # Errors
 /// `Config` (naming `config.cwd`) when the cwd exists as something other
 /// than a real directory; `PermissionDenied` when the runtime root is a
-/// symlink, not a directory, or not root's with mode 0700 (nothing is
+/// symlink, not a directory, or not root's with mode 0700, or when one of
+/// its ancestors is not a real directory only root may write (nothing is
 /// changed through it); the mapped envd error when a call fails.
 pub async fn prepare<T>(envd: &Envd<T>, cwd: &str) -> Result<Workspace>
 where
@@ -74,6 +105,9 @@ where
     match envd.make_dir(cwd, &options).await {
         Ok(_) => {}
         Err(e2b_client::Error::AlreadyExists { .. }) => {}
+        // envd acts with that user's permissions, and the user may not
+        // create it (under `/srv`, say): the owner creates it for the user.
+        Err(e2b_client::Error::PermissionDenied { .. }) => create_cwd_for_user(envd, cwd).await?,
         // The world is gone or unreachable: not the cwd's fault.
         Err(err) if err.is_unavailable() => {
             return Err(step_failed(cwd, "create the cwd", &err));
@@ -106,7 +140,7 @@ where
         return Err(cwd_error(cwd, "exists and is not a directory"));
     }
 
-    let runtime_root = runtime_root_of(cwd);
+    let runtime_root = RUNTIME_ROOT.to_owned();
     let shell = ControlShell::new(runtime_root.clone());
     let command = shell.exec(
         dsh_e2b_gateway::CONTROL_SHELL,
@@ -129,6 +163,15 @@ where
     let swept = match output.status.exit_code {
         0 => 0,
         5 => String::from_utf8_lossy(&output.stdout).lines().count(),
+        6 => {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "set up {runtime_root}: {}; refusing to keep dsh's private state there",
+                    output.stderr_text()
+                ),
+            ));
+        }
         3 => {
             // Verification below names the problem; if it finds none, the
             // path changed under us.
@@ -159,6 +202,61 @@ where
     })
 }
 
+/// Creates `cwd` for envd's default user where that user may not: the
+/// user's ids (a command as that user), then [`CREATE_CWD`] as root.
+async fn create_cwd_for_user<T>(envd: &Envd<T>, cwd: &str) -> Result<()>
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
+    let shell = ControlShell::new(RUNTIME_ROOT);
+    let as_user = shell.acting_for(None);
+    let ids = as_user.script(
+        r#"printf '%s:%s' "$(id -u)" "$(id -g)""#,
+        Vec::<String>::new(),
+    );
+    let ids = match as_user
+        .run(envd, &ids, SETUP_COMMAND_TIMEOUT, SETUP_OUTPUT_LIMIT)
+        .await
+    {
+        Ok(output) if output.status.success() => {
+            String::from_utf8_lossy(&output.stdout).into_owned()
+        }
+        Ok(output) => {
+            return Err(Error::io(format!(
+                "set up {cwd}: asking the sandbox user's ids failed ({}): {}",
+                output.status.status,
+                output.stderr_text()
+            )));
+        }
+        Err(err) => return Err(step_failed(cwd, "ask the sandbox user's ids", &err)),
+    };
+    let command = shell.exec(
+        dsh_e2b_gateway::CONTROL_SHELL,
+        [
+            "--noprofile",
+            "--norc",
+            "-c",
+            CREATE_CWD,
+            "dsh-setup",
+            cwd,
+            ids.as_str(),
+        ],
+    );
+    match shell
+        .run(envd, &command, SETUP_COMMAND_TIMEOUT, SETUP_OUTPUT_LIMIT)
+        .await
+    {
+        Ok(output) if output.status.success() => Ok(()),
+        Ok(output) => Err(cwd_error(
+            cwd,
+            &format!("cannot be created as a directory: {}", output.stderr_text()),
+        )),
+        Err(err) => Err(step_failed(cwd, "create the cwd", &err)),
+    }
+}
+
 async fn stat_runtime_root<T>(
     envd: &Envd<T>,
     runtime_root: &str,
@@ -169,7 +267,11 @@ where
     T::ResponseBody: Unpin,
     <T::ResponseBody as Body>::Error: std::fmt::Display,
 {
-    let stat = envd.stat(runtime_root, &CallOptions::default()).await;
+    // As root: the runtime root is root's, and what it is must not depend
+    // on what the sandbox user may see.
+    let stat = envd
+        .stat(runtime_root, &CallOptions::default().user(CONTROL_USER))
+        .await;
     stat.map_err(|err| {
         let mapped = plugin_error(&err);
         if err.is_not_found() && !mkdir_error.is_empty() {

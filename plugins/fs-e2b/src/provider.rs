@@ -29,12 +29,18 @@ use crate::{edit, write};
 /// `ListDir`; content moves through streamed `/files` downloads and
 /// uploads; renames, removals and directory creation are envd's `Move`,
 /// `Remove` and `MakeDir`. What envd cannot say is asked of the sandbox
-/// with small internal commands (root, no login shell, a fresh `HOME`):
+/// with small internal commands (no login shell, a fresh `HOME`):
 /// canonical paths (bash builtins, `realpath -m` for a path through a
 /// symlink), symlink texts (`readlink`, `find`), staging (`mkdir -m 0700`,
 /// `cp --attributes-only`) and restoring set-user-ID / set-group-ID bits
 /// (`chmod`). The sandbox therefore needs GNU coreutils,
 /// findutils and bash, which E2B's base image has.
+///
+/// **Identity.** Every operation — envd calls and internal commands alike
+/// — acts as the world's user (envd's default user; `user` below envd
+/// 0.4.0), the user `dsh-subprocess-e2b` runs commands as, so `fs` reaches
+/// exactly the files a command could (docs/design.md §5.1): a root-only
+/// file is `PermissionDenied`, and nothing is run as root.
 ///
 /// **Runtime.** Every method runs on the tokio runtime that polls it (the
 /// plugin's own under dsh) and must be polled inside one. Work that must
@@ -75,24 +81,21 @@ impl<T: EnvdTransport> std::fmt::Debug for FsE2b<T> {
     }
 }
 
-/// The options of the provider's filesystem calls for the sandbox `info`
-/// describes: envd's default user, or `user` for an envd below 0.4.0 (which
-/// has none), independent of the default the given `Envd` was built with.
-fn fs_options(info: &SandboxInfo) -> CallOptions {
-    match envd_options(info).default_user {
-        Some(user) => CallOptions::default().user(user),
-        None => CallOptions::default(),
-    }
+/// The world's user for the sandbox `info` describes: envd's default user
+/// (`None`), or `user` for an envd below 0.4.0 (which has none),
+/// independent of the default the given `Envd` was built with.
+fn world_user(info: &SandboxInfo) -> Option<String> {
+    envd_options(info).default_user
 }
 
 impl<T: EnvdTransport> FsE2b<T> {
     /// The files of the sandbox `info` describes, reached through `envd`:
     /// relative paths join `info.cwd` (absolute, no NUL, else
-    /// `InvalidInput`), and internal commands keep their `HOME` under
-    /// `info.runtime_root`, which must be a root-owned directory (the `e2b`
-    /// owner makes it so before handing the sandbox out). Filesystem calls
-    /// act as envd's default user, or as `user` for an `info.envd_version`
-    /// below 0.4.0 (which has none), as `envd` itself is configured.
+    /// `InvalidInput`), and internal commands get a `HOME` under
+    /// `info.runtime_root` that never exists (the `e2b` owner keeps it a
+    /// root-owned directory). Every call and command acts as envd's default
+    /// user, or as `user` for an `info.envd_version` below 0.4.0 (which has
+    /// none), whatever default `envd` itself was built with.
     pub fn new(envd: Envd<T>, info: &SandboxInfo) -> Result<FsE2b<T>> {
         if let Some(problem) = paths::cwd_problem(&info.cwd) {
             return Err(Error::invalid_input(format!(
@@ -106,11 +109,16 @@ impl<T: EnvdTransport> FsE2b<T> {
                 info.runtime_root
             )));
         }
+        let user = world_user(info);
         Ok(FsE2b {
             world: Arc::new(World {
-                fs_options: fs_options(info),
+                fs_options: match &user {
+                    Some(user) => CallOptions::default().user(user),
+                    None => CallOptions::default(),
+                },
+                shell: ControlShell::for_sandbox(info).acting_for(user.as_deref()),
+                user,
                 envd,
-                shell: ControlShell::for_sandbox(info),
                 sandbox_id: Arc::from(info.sandbox_id.as_str()),
                 tasks: TaskTracker::new(),
             }),

@@ -10,7 +10,6 @@
 use dsh_plugin_api::fs::{FileKind, ReadStream, TextFile};
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{ErrorKind, Result};
-use e2b_client::DownloadOptions;
 use futures::StreamExt;
 
 use crate::chunks::{Pieces, byte_stream, text_stream};
@@ -25,10 +24,21 @@ impl<T: EnvdTransport> World<T> {
     /// The regular file `path` leads to. A directory is `IsADirectory`;
     /// FIFOs, sockets and devices are refused (`InvalidInput`), because
     /// reading them can block forever or never end.
+    ///
+    /// The world's user must be able to read it: asked of the sandbox by a
+    /// command as that user, alongside the `Stat`, because an envd that
+    /// serves `/files` as root whatever `username` says (E2B's own, per
+    /// docs/e2b-protocol.md §9.1) would otherwise let `fs` read what the
+    /// user's commands cannot (docs/design.md §5.1 identity).
     pub(crate) async fn open_regular(&self, op: Op<'_>, path: &str) -> Result<Followed> {
-        let followed = self.stat_followed(op, path).await?;
+        let (followed, readable) =
+            futures::future::join(self.stat_followed(op, path), self.readable(op, path)).await;
+        let followed = followed?;
         match kind_of(&followed.entry) {
-            FileKind::File => Ok(followed),
+            FileKind::File => {
+                readable?;
+                Ok(followed)
+            }
             FileKind::Directory => Err(op.error(ErrorKind::IsADirectory, "is a directory")),
             _ => Err(op.error(
                 ErrorKind::InvalidInput,
@@ -40,13 +50,28 @@ impl<T: EnvdTransport> World<T> {
         }
     }
 
+    /// `PermissionDenied` unless the world's user may read `path` (`test
+    /// -r` as that user, following symlinks as `open` does).
+    async fn readable(&self, op: Op<'_>, path: &str) -> Result<()> {
+        let command = self.shell.exec("test", ["-r", path]);
+        let output = self.control(op, &command).await?;
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(op.error(
+                ErrorKind::PermissionDenied,
+                format_args!("{path}: permission denied (the sandbox user may not read it)"),
+            ))
+        }
+    }
+
     /// The content of the file at `path`, streamed; failures (including a
     /// connection that breaks off because the sandbox went away) end the
     /// stream as errors of `op`.
     pub(crate) async fn download(&self, op: Op<'_>, path: &str) -> Result<Pieces> {
         let download = self
             .envd
-            .download(path, &DownloadOptions::default())
+            .download(path, &self.download_options())
             .await
             .map_err(|err| op.remote(&err))?;
         let owned = op.to_owned();

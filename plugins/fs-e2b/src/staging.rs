@@ -1,18 +1,22 @@
 //! Staging: new content is uploaded into a private directory beside its
 //! target, so publishing it is one same-filesystem rename (envd `Move`).
 //!
-//! One internal command (as root, see [`World::control`]) prepares a
-//! write: it resolves the target's canonical path (so a write through a
-//! symlink replaces the link's target and keeps the link), refuses a
-//! directory, creates the staging directory `<parent>/.dsh-stage-<random>`
-//! with mode 0700 *at creation* (before any content exists), and, when a
+//! Everything here acts as the world's user (docs/design.md §5.1), so a
+//! write succeeds exactly where that user may write: one internal command
+//! (see [`World::control`]) prepares a write: it resolves the target's
+//! canonical path (so a write through a symlink replaces the link's target
+//! and keeps the link), refuses a directory, creates the staging directory
+//! `<parent>/.dsh-stage-<random>` with mode 0700 *at creation* (before any
+//! content exists; a parent the user may not write refuses it, as it
+//! refuses `mv`: publishing is a rename in that directory), and, when a
 //! regular file is replaced, creates the staged file as an attribute-only
-//! copy of it (its mode, owner and group), so the upload — which truncates
-//! the staged file in place — keeps them. Meanwhile, in parallel, envd's
-//! `Stat` says who owns the file being replaced: the upload is made as that
-//! user, because envd hands an uploaded file to the uploading user. Missing
-//! parents are created with envd's `MakeDir` (owned by the envd user, as
-//! the SDKs create them) and the command runs again.
+//! copy of it (its mode, and its owner and group where the user may keep
+//! them — only root may give a file away), so the upload — which truncates
+//! the staged file in place — keeps them; a copy the user may not make or
+//! write is left to the upload, and the mode is set afterwards. The upload
+//! is made as the same user. Missing parents are created with envd's
+//! `MakeDir` (owned by the user, as the SDKs create them) and the command
+//! runs again.
 //!
 //! A [`Staged`] owns its directory: [`Staged::discard`] removes it, and
 //! dropping it unpublished (an error, or a dropped operation) removes it
@@ -26,7 +30,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
-use e2b_client::UploadOptions;
 use tokio::runtime::Handle;
 
 use crate::canonical::canonical_function;
@@ -46,12 +49,15 @@ const SECOND_CLEANUP_AFTER: Duration = Duration::from_secs(1);
 /// crosses the owner's boundary as one chunk).
 const UPLOAD_PIECE: usize = 1 << 20;
 
-/// The preparing command. Arguments: `$1` the absolute path to write, `$2`
-/// the staging directory's random suffix. Prints `target\0stage\0copied\0`,
-/// `copied` being `copied` when the staged file was made from the file
-/// being replaced (empty otherwise); on the refusals below prints the path
-/// concerned and exits with the code named in [`Refusal`]. Forks at most
-/// `mkdir` and `cp` (plus `realpath` for a path through a symlink).
+/// The preparing command, run as the world's user. Arguments: `$1` the
+/// absolute path to write, `$2` the staging directory's random suffix.
+/// Prints `target\0stage\0copied\0`, `copied` being `copied` when the
+/// staged file was made from the file being replaced with its mode
+/// (empty otherwise: then the mode is set after the upload); on the
+/// refusals below prints the path concerned and exits with the code named
+/// in [`Refusal`]; exits 96 when the staged copy cannot be made writable.
+/// Forks at most `mkdir`, two `cp` and a `chmod` (plus `realpath` for a
+/// path through a symlink).
 const PREPARE: &str = concat!(
     canonical_function!(),
     r#"
@@ -65,15 +71,21 @@ stage=${parent%/}/.dsh-stage-$2
 if ! mkdir -m 0700 -- "$stage"; then
   if [[ ! -e $parent ]]; then printf '%s\0' "$parent"; exit 95; fi
   if [[ ! -d $parent ]]; then printf '%s\0' "$parent"; exit 93; fi
+  printf '%s\0' "$parent"
   exit 94
 fi
 copied=
 if [[ -f $target ]]; then
-  if ! cp --attributes-only --preserve=mode,ownership -- "$target" "$stage/$name"; then
-    rm -rf -- "$stage"
-    exit 96
-  fi
+  staged=$stage/$name
   copied=copied
+  if ! cp --attributes-only --preserve=mode,ownership -- "$target" "$staged" 2>/dev/null; then
+    rm -f -- "$staged"
+    cp --attributes-only --preserve=mode -- "$target" "$staged" 2>/dev/null || copied=
+  fi
+  if [[ -n $copied && ! -w $staged ]]; then
+    chmod u+w -- "$staged" || { rm -rf -- "$stage"; exit 96; }
+    copied=
+  fi
 fi
 printf '%s\0%s\0%s\0' "$target" "$stage" "$copied"
 "#
@@ -86,6 +98,7 @@ impl Refusal {
     const UNRESOLVABLE: i32 = 90;
     const DIRECTORY: i32 = 91;
     const NOT_A_DIRECTORY: i32 = 93;
+    const UNWRITABLE_PARENT: i32 = 94;
     const MISSING_PARENT: i32 = 95;
 }
 
@@ -95,9 +108,6 @@ impl Refusal {
 pub(crate) struct Existing {
     /// Permission bits (`0o7777` mask).
     pub mode: u32,
-    /// The owner's user name (absent when the uid has no name): the upload
-    /// is made as this user so the new file keeps its owner.
-    pub owner: Option<String>,
 }
 
 /// A staged file beside its target, not yet published.
@@ -159,21 +169,16 @@ impl<T: EnvdTransport> Staged<T> {
     }
 
     /// Uploads `content` as the staged file, tagged with a fresh write
-    /// token (see [`crate::version`]), as the replaced file's owner.
+    /// token (see [`crate::version`]), as the world's user.
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
     /// The content is sent in pieces that are slices of it (no copy).
     pub(crate) async fn upload(&self, op: Op<'_>, content: Bytes) -> Result<()> {
-        let mut options = UploadOptions::default()
+        let options = self
+            .world
+            .upload_options()
             .content_length(content.len() as u64)
             .metadata(WRITE_TOKEN_KEY, new_write_token());
-        if let Some(owner) = self
-            .existing
-            .as_ref()
-            .and_then(|existing| existing.owner.clone())
-        {
-            options = options.user(owner);
-        }
         let pieces = (0..content.len())
             .step_by(UPLOAD_PIECE)
             .map(move |start| {
@@ -331,13 +336,8 @@ async fn existing_file<T: EnvdTransport>(
 ) -> Option<Existing> {
     let entry = world.stat(path).await.ok()?;
     let followed = world.follow(op, path, entry).await.ok()??;
-    (kind_of(&followed.entry) == FileKind::File).then(|| {
-        let owner = &followed.entry.owner;
-        let named = !owner.is_empty() && !owner.bytes().all(|byte| byte.is_ascii_digit());
-        Existing {
-            mode: mode_of(&followed.entry),
-            owner: named.then(|| owner.clone()),
-        }
+    (kind_of(&followed.entry) == FileKind::File).then(|| Existing {
+        mode: mode_of(&followed.entry),
     })
 }
 
@@ -371,6 +371,22 @@ async fn run_prepare<T: EnvdTransport>(
                 return Err(op.error(
                     ErrorKind::NotADirectory,
                     format_args!("{} exists and is not a directory", named()),
+                ));
+            }
+            // The user may not create the staging sibling: publishing is a
+            // rename in that directory, which the user may not do either.
+            Refusal::UNWRITABLE_PARENT
+                if output
+                    .stderr_text()
+                    .to_ascii_lowercase()
+                    .contains("permission denied") =>
+            {
+                return Err(op.error(
+                    ErrorKind::PermissionDenied,
+                    format_args!(
+                        "permission denied: the sandbox user may not create files in {}",
+                        named()
+                    ),
                 ));
             }
             Refusal::MISSING_PARENT if !created_parent => {
@@ -485,6 +501,7 @@ mod tests {
             Refusal::UNRESOLVABLE,
             Refusal::DIRECTORY,
             Refusal::NOT_A_DIRECTORY,
+            Refusal::UNWRITABLE_PARENT,
             Refusal::MISSING_PARENT,
         ] {
             assert!(PREPARE.contains(&format!("exit {code}")), "{code}");

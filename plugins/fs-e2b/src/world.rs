@@ -6,9 +6,11 @@ use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_e2b_gateway::{ControlOutput, ControlShell, GUARD_FAILED_EXIT};
+use dsh_e2b_gateway::{ControlOutput, ControlShell};
 use dsh_plugin_api::{ErrorKind, Result};
-use e2b_client::{CallOptions, ClientTransport, Command, EntryInfo, Envd};
+use e2b_client::{
+    CallOptions, ClientTransport, Command, DownloadOptions, EntryInfo, Envd, UploadOptions,
+};
 use http_body::Body;
 use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
@@ -41,10 +43,16 @@ pub(crate) const CONTROL_OUTPUT_LIMIT: usize = 16 << 20;
 pub(crate) struct World<T> {
     /// Every envd call: filesystem RPCs, streams, transfers and commands.
     pub envd: Envd<T>,
-    /// The options of filesystem calls: they act as envd's default user, or
-    /// as `user` for an envd without one (below 0.4.0), whatever default
-    /// `envd` itself was built with.
+    /// The world's user, whose permissions every user-facing operation has
+    /// (docs/design.md §5.1): `Some(name)`, or `None` for envd's default
+    /// user (an envd without one, below 0.4.0, gets `user`), whatever
+    /// default `envd` itself was built with.
+    pub user: Option<String>,
+    /// The options of filesystem calls: as [`World::user`].
     pub fs_options: CallOptions,
+    /// Internal commands, as [`World::user`] ([`ControlShell::acting_for`]):
+    /// path resolution, staging, mode changes. The provider runs nothing as
+    /// root: the `fs` seam has no private state of its own.
     pub shell: ControlShell,
     /// Identifies the sandbox in the process-wide lock table.
     pub sandbox_id: Arc<str>,
@@ -54,7 +62,23 @@ pub(crate) struct World<T> {
 }
 
 impl<T: EnvdTransport> World<T> {
-    /// `Stat` of `path` (`lstat` semantics), as the envd default user.
+    /// Options of a `/files` download: as [`World::user`].
+    pub(crate) fn download_options(&self) -> DownloadOptions {
+        match &self.user {
+            Some(user) => DownloadOptions::default().user(user),
+            None => DownloadOptions::default(),
+        }
+    }
+
+    /// Options of a `/files` upload: as [`World::user`].
+    pub(crate) fn upload_options(&self) -> UploadOptions {
+        match &self.user {
+            Some(user) => UploadOptions::default().user(user),
+            None => UploadOptions::default(),
+        }
+    }
+
+    /// `Stat` of `path` (`lstat` semantics), as [`World::user`].
     pub(crate) async fn stat(&self, path: &str) -> e2b_client::Result<EntryInfo> {
         self.envd.stat(path, &self.fs_options).await
     }
@@ -69,26 +93,17 @@ impl<T: EnvdTransport> World<T> {
         }
     }
 
-    /// Runs an internal command (as root, no login shell, a fresh `HOME`:
-    /// see [`ControlShell`]) to its end. A non-zero exit is not an error
-    /// here (callers give exit codes meaning), except the runtime-root
-    /// guard's; truncated output is.
+    /// Runs an internal command built by [`World::shell`] (as the
+    /// world's user, no login shell, a fresh `HOME`: see [`ControlShell`])
+    /// to its end. A non-zero exit is not an error here (callers give exit
+    /// codes meaning); truncated output is. Dropping the future abandons the
+    /// stream, not the command (see [`ControlShell::run`]).
     pub(crate) async fn control(&self, op: Op<'_>, command: &Command) -> Result<ControlOutput> {
         let output = self
             .shell
             .run(&self.envd, command, CONTROL_TIMEOUT, CONTROL_OUTPUT_LIMIT)
             .await
             .map_err(|err| op.remote(&err))?;
-        if output.status.exit_code == GUARD_FAILED_EXIT {
-            return Err(op.error(
-                ErrorKind::Io,
-                format_args!(
-                    "the sandbox's runtime root {} is not a root-owned directory any more: {}",
-                    self.shell.runtime_root(),
-                    output.stderr_text()
-                ),
-            ));
-        }
         if output.truncated {
             return Err(op.error(
                 ErrorKind::Io,

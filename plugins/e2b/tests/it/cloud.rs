@@ -32,7 +32,7 @@ async fn the_owner_prepares_and_releases_a_real_e2b_sandbox() {
     let owner = plugin.owner().clone();
     let info = owner.info();
     assert!(!info.template_id.is_empty());
-    assert_eq!(info.runtime_root, "/home/user/workspace/.dsh-e2b");
+    assert_eq!(info.runtime_root, "/var/lib/dsh-e2b");
 
     let envd = envd_client(owner.clone());
     let private = envd

@@ -229,3 +229,59 @@ async fn the_sandbox_lives_exactly_as_long_as_dsh() {
         "SIGTERM disposed the sandbox"
     );
 }
+
+/// The E2B composition through `dsh`, the owner left running, reconnecting
+/// to `sandbox` when given.
+fn e2b_world_manifest(dir: &tempfile::TempDir, sandbox: Option<&str>) -> String {
+    for package in ["dsh_fs_e2b", "dsh_subprocess_e2b"] {
+        artifact(
+            &format!("lib{package}.so"),
+            "build it with `cargo build -p dsh-fs-e2b -p dsh-subprocess-e2b`",
+        );
+    }
+    owner_library();
+    let reconnect = sandbox
+        .map(|id| format!(", sandboxId: {id}"))
+        .unwrap_or_default();
+    let path = dir
+        .path()
+        .join(format!("e2b-{}.yaml", sandbox.unwrap_or("new")));
+    std::fs::write(
+        &path,
+        format!(
+            "plugins:\n  - id: e2b\n    name: dsh-e2b\n    config: {{ onDispose: leave{reconnect} }}\n  - id: fs\n    name: dsh-fs-e2b\n  - id: subprocess\n    name: dsh-subprocess-e2b\n"
+        ),
+    )
+    .unwrap();
+    path.display().to_string()
+}
+
+/// A command of the sandbox user cannot move the owner's private state
+/// away (issue 9): `mv` fails on its own — dsh exits with the command's
+/// status — and the next command and a reconnect to the same sandbox work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_cannot_move_the_owners_state_away() {
+    let world = World::start();
+    let dir = tempfile::tempdir().unwrap();
+    let first = e2b_world_manifest(&dir, None);
+    let moved = dsh(&world)
+        .args(["--config", &first, "exec", "--"])
+        .args(["mv", "/var/lib/dsh-e2b", "/home/user/workspace/x"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&moved.stderr);
+    assert_eq!(moved.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Permission denied"), "{stderr}");
+    let sandboxes = world.sandboxes().await;
+    assert_eq!(sandboxes.len(), 1, "onDispose: leave keeps it");
+    // The next command, through a reconnect to the same sandbox: the
+    // owner's state is where it was (mv may have left a partial copy of
+    // what the user could read, across filesystems).
+    let again = e2b_world_manifest(&dir, Some(&sandboxes[0].sandbox_id));
+    let script = "test -d /var/lib/dsh-e2b && echo still here";
+    let out = run(
+        &world,
+        &["--config", &again, "exec", "--", "sh", "-c", script],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
+}

@@ -21,7 +21,7 @@ async fn create_prepares_the_world_and_kill_on_dispose_deletes_it() {
     let info = owner.info();
     assert_eq!(info.template_id, "base");
     assert_eq!(info.cwd, "/home/user/workspace");
-    assert_eq!(info.runtime_root, "/home/user/workspace/.dsh-e2b");
+    assert_eq!(info.runtime_root, "/var/lib/dsh-e2b");
     assert!(semver_like(&info.envd_version), "{}", info.envd_version);
 
     // Tagged as dsh's, with the user's metadata.
@@ -40,7 +40,7 @@ async fn create_prepares_the_world_and_kill_on_dispose_deletes_it() {
     assert_eq!(cwd.file_type, FileType::Directory);
     assert_eq!(cwd.owner, "user");
     let private = envd
-        .stat(&info.runtime_root, &CallOptions::default())
+        .stat(&info.runtime_root, &CallOptions::default().user("root"))
         .await
         .unwrap();
     assert_eq!(private.file_type, FileType::Directory);
@@ -52,15 +52,10 @@ async fn create_prepares_the_world_and_kill_on_dispose_deletes_it() {
     let sandbox = plugin.sandbox().clone();
     let (code, _, _) = run_as(&sandbox, "user", "touch /home/user/workspace/mine").await;
     assert_eq!(code, 0);
-    let (code, _, err) = run_as(
-        &sandbox,
-        "user",
-        "touch /home/user/workspace/.dsh-e2b/forged",
-    )
-    .await;
+    let (code, _, err) = run_as(&sandbox, "user", "touch /var/lib/dsh-e2b/forged").await;
     assert_ne!(code, 0, "the sandbox user wrote into the runtime root");
     assert!(err.contains("Permission denied"), "{err}");
-    let (code, _, _) = run_as(&sandbox, "user", "ls /home/user/workspace/.dsh-e2b").await;
+    let (code, _, _) = run_as(&sandbox, "user", "ls /var/lib/dsh-e2b").await;
     assert_ne!(code, 0, "the sandbox user listed the runtime root");
 
     assert!(owner.alive().await.unwrap());
@@ -136,9 +131,9 @@ async fn reconnecting_sweeps_stale_adapter_state_and_keeps_the_user_files() {
     // What adapters left behind (as root, like their control commands).
     root(
         &sandbox,
-        "mkdir -p /home/user/workspace/.dsh-e2b/proc-17/spill && \
-         echo 9 > /home/user/workspace/.dsh-e2b/proc-17/exit && \
-         touch '/home/user/workspace/.dsh-e2b/we ird\nname'",
+        "mkdir -p /var/lib/dsh-e2b/proc-17/spill && \
+         echo 9 > /var/lib/dsh-e2b/proc-17/exit && \
+         touch '/var/lib/dsh-e2b/we ird\nname'",
     )
     .await;
     run_as(
@@ -153,11 +148,11 @@ async fn reconnecting_sweeps_stale_adapter_state_and_keeps_the_user_files() {
         .owner(json!({"sandboxId": id}))
         .await
         .expect("reconnect");
-    let listing = root(&sandbox, "ls -A /home/user/workspace/.dsh-e2b | wc -l").await;
+    let listing = root(&sandbox, "ls -A /var/lib/dsh-e2b | wc -l").await;
     assert_eq!(listing.trim(), "0", "stale state was swept");
     let notes = root(&sandbox, "cat /home/user/workspace/notes.txt").await;
     assert_eq!(notes, "keep\n");
-    let mode = root(&sandbox, "stat -c '%U %a %F' /home/user/workspace/.dsh-e2b").await;
+    let mode = root(&sandbox, "stat -c '%U %a %F' /var/lib/dsh-e2b").await;
     assert_eq!(mode.trim(), "root 700 directory");
     second.dispose().await.unwrap();
     assert!(world.sandboxes().await.is_empty());
@@ -172,13 +167,16 @@ async fn a_configured_cwd_anywhere_is_created_for_the_sandbox_user() {
         .unwrap();
     let info = plugin.owner().info();
     assert_eq!(info.cwd, "/srv/projects/app");
-    assert_eq!(info.runtime_root, "/srv/projects/app/.dsh-e2b");
+    assert_eq!(info.runtime_root, "/var/lib/dsh-e2b");
     let owners = root(
         plugin.sandbox(),
-        "stat -c '%U %a' /srv/projects/app /srv/projects/app/.dsh-e2b",
+        "stat -c '%U %a' /srv/projects/app /var/lib/dsh-e2b; ls -A /srv/projects/app",
     )
     .await;
-    assert_eq!(owners, "user 755\nroot 700\n");
+    assert_eq!(
+        owners, "user 755\nroot 700\n",
+        "nothing of dsh's in the cwd"
+    );
     plugin.dispose().await.unwrap();
 }
 

@@ -1,5 +1,6 @@
-//! Setup verification against a real e2b-local: traps planted at the
-//! runtime root or the cwd are refused with a clear error, a sandbox the
+//! Setup verification against a real e2b-local: the sandbox user cannot
+//! move or replace the runtime root; traps at the runtime root, its
+//! ancestors or the cwd are refused with a clear error, a sandbox the
 //! owner created is deleted when its setup fails, and one it connected to
 //! is left as it was.
 
@@ -24,69 +25,89 @@ async fn planted(world: &World, user: &str, plant: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_symlink_planted_at_the_runtime_root_is_refused_on_reconnect() {
+async fn the_sandbox_user_cannot_move_or_replace_the_runtime_root() {
     let world = World::start();
-    // The sandbox user swaps the private directory for a link to their own.
-    let id = planted(
-        &world,
-        "user",
-        // (the user owns the cwd, so may rename root's directory in it)
-        "cd /home/user/workspace && mv .dsh-e2b .dsh-e2b.old && \
-         mkdir -p /home/user/mine && ln -s /home/user/mine .dsh-e2b",
+    let plugin = world.owner(json!({"onDispose": "leave"})).await.unwrap();
+    let info = plugin.owner().info();
+    assert_eq!(info.runtime_root, "/var/lib/dsh-e2b");
+    let sandbox = plugin.sandbox().clone();
+    root(&sandbox, "touch /var/lib/dsh-e2b/state").await;
+    for attack in [
+        "mv /var/lib/dsh-e2b /var/lib/x",
+        "mv /var/lib /home/user/lib",
+        "mv /var /home/user/var",
+        "rm -rf /var/lib/dsh-e2b",
+        "ln -s /home/user /var/lib/dsh-e2b.new",
+    ] {
+        let (code, _, err) = run_as(&sandbox, "user", attack).await;
+        assert_ne!(code, 0, "the sandbox user could run {attack:?}");
+        assert!(err.contains("Permission denied"), "{attack}: {err}");
+    }
+    // The owner's state is where it was, and a reconnect finds it fit.
+    let kept = root(
+        &sandbox,
+        "stat -c '%U %a %F' /var/lib/dsh-e2b/state /var/lib/dsh-e2b",
     )
     .await;
-    let err = world
-        .owner(json!({"sandboxId": id}))
+    assert_eq!(kept, "root 644 regular empty file\nroot 700 directory\n");
+    plugin.dispose().await.unwrap();
+    let again = world
+        .owner(json!({"sandboxId": info.sandbox_id}))
         .await
-        .expect_err("a symlinked runtime root is refused");
-    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
-    let message = err.to_string();
-    assert!(
-        message.contains("/home/user/workspace/.dsh-e2b: it is a symlink to /home/user/mine"),
-        "{message}"
-    );
-    assert!(message.contains("left as it was"), "{message}");
-    // Nothing was done through the link, and the sandbox is still there.
-    assert_eq!(world.state_of(&id).await, Some(SandboxState::Running));
-    let sandbox = world.connect(&id).await;
-    let target = root(&sandbox, "stat -c '%U %a' /home/user/mine").await;
-    assert_eq!(target.trim(), "user 755");
+        .expect("a reconnect works");
+    again.dispose().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dangling_symlink_file_or_user_directory_at_the_runtime_root_is_refused() {
+async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconnect() {
     let world = World::start();
+    // What a template or an earlier root process could leave there.
     let cases = [
         // (what envd reports as a dangling link's target varies)
-        ("ln -s /nowhere .dsh-e2b", "it is a symlink"),
-        ("echo x > .dsh-e2b", "it is not a directory"),
-        ("mkdir -m 0700 .dsh-e2b", "it is owned by user, not root"),
+        (
+            "ln -s /nowhere /var/lib/dsh-e2b",
+            "/var/lib/dsh-e2b: it is a symlink",
+        ),
+        (
+            "mkdir -p /home/user/mine && ln -s /home/user/mine /var/lib/dsh-e2b",
+            "/var/lib/dsh-e2b: it is a symlink to /home/user/mine",
+        ),
+        (
+            "echo x > /var/lib/dsh-e2b",
+            "/var/lib/dsh-e2b: it is not a directory",
+        ),
+        (
+            "mkdir -m 0700 /var/lib/dsh-e2b && chown user /var/lib/dsh-e2b",
+            "/var/lib/dsh-e2b: it is owned by user, not root",
+        ),
+        (
+            "chmod 1777 /var/lib",
+            "/var/lib is not a directory only root may write (owner uid 0, mode 1777)",
+        ),
+        (
+            "chown user /var",
+            "/var is not a directory only root may write (owner uid 1000",
+        ),
     ];
-    for (index, (plant, expected)) in cases.into_iter().enumerate() {
-        // A fresh cwd per case, so the runtime root never existed before
-        // the user planted something there.
-        let cwd = format!("/home/user/w{index}");
-        let plugin = world
-            .owner(json!({"onDispose": "leave", "cwd": "/home/user"}))
-            .await
-            .unwrap();
+    for (plant, expected) in cases {
+        let plugin = world.owner(json!({"onDispose": "leave"})).await.unwrap();
         let id = plugin.owner().info().sandbox_id;
         let sandbox = plugin.sandbox().clone();
         plugin.dispose().await.unwrap();
-        let script = format!("mkdir -p {cwd} && cd {cwd} && {plant}");
-        let (code, _, err) = run_as(&sandbox, "user", &script).await;
+        let script = format!("rm -rf /var/lib/dsh-e2b && {plant}");
+        let (code, _, err) = run_as(&sandbox, "root", &script).await;
         assert_eq!(code, 0, "{script}: {err}");
 
         let err = world
-            .owner(json!({"sandboxId": id, "cwd": cwd}))
+            .owner(json!({"sandboxId": id}))
             .await
             .expect_err("refused");
         assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{plant}: {err}");
-        assert!(err.to_string().contains(expected), "{plant}: {err}");
-        assert!(
-            err.to_string().contains(&format!("{cwd}/.dsh-e2b")),
-            "{err}"
-        );
+        let message = err.to_string();
+        assert!(message.contains(expected), "{plant}: {message}");
+        assert!(message.contains("left as it was"), "{message}");
+        // Nothing was done through the link, and the sandbox is still there.
+        assert_eq!(world.state_of(&id).await, Some(SandboxState::Running));
     }
 }
 
@@ -105,8 +126,12 @@ async fn a_symlinked_cwd_is_refused() {
         "{err}"
     );
     let sandbox = world.connect(&id).await;
-    let (code, _, _) = run_as(&sandbox, "root", "test -e /etc/.dsh-e2b").await;
-    assert_ne!(code, 0, "nothing was created through the link");
+    let (code, out, _) = run_as(&sandbox, "user", "readlink /home/user/trap").await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "/etc\n"),
+        "the link is left as it was"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -158,12 +158,16 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
         assert_eq!(read(&fs, &path).await, b"three\n");
     }
 
-    // A file of root's stays root's; a new file is the envd user's.
+    // Writes act as the world's user: publishing is a rename in the
+    // target's directory, so a file of root's in the user's directory is
+    // replaced and becomes the user's (only root may give a file away),
+    // mode kept; one in a directory only root may write is refused and
+    // left as it was.
     let rooted = format!("{CWD}/rooted");
     let made = env
         .run_as(
             "root",
-            r#"printf old > "$1" && chmod 640 -- "$1""#,
+            r#"printf old > "$1" && chmod 640 -- "$1" && mkdir -p /srv/sealed && printf old > /srv/sealed/f && chmod 666 /srv/sealed/f"#,
             &[&rooted],
         )
         .await;
@@ -171,7 +175,21 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
     fs.write(&rooted, Bytes::from_static(b"new"), WriteGuard::Overwrite)
         .await
         .unwrap();
-    assert_eq!(mode_and_owner(rooted.clone()).await, "640 root:root\n");
+    assert_eq!(mode_and_owner(rooted.clone()).await, "640 user:user\n");
+    let err = fs
+        .write(
+            "/srv/sealed/f",
+            Bytes::from_static(b"new"),
+            WriteGuard::Overwrite,
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    assert!(err.to_string().contains("/srv/sealed"), "{err}");
+    assert_eq!(
+        env.sh("cat /srv/sealed/f; ls -A /srv/sealed", &[]).await,
+        "oldf\n"
+    );
     let fresh = format!("{CWD}/fresh/deeper/file");
     fs.write(&fresh, Bytes::from_static(b"x"), WriteGuard::CreateNew)
         .await
@@ -210,7 +228,11 @@ async fn the_staging_directory_is_private_while_content_uploads() {
     };
     let (written, seen) = tokio::join!(write, watch);
     written.unwrap();
-    assert_eq!(seen.lines().next(), Some("700 root d"), "{seen}");
+    assert_eq!(
+        seen.lines().next(),
+        Some("700 user d"),
+        "staged as the world's user: {seen}"
+    );
     let left = env
         .sh(
             r#"find "$1" -maxdepth 1 -name "$2*""#,

@@ -196,6 +196,33 @@ async fn the_shipped_manifest_writes_reads_lists_and_edits_sandbox_files() {
     );
 }
 
+/// `fs` acts as the sandbox's user, as `exec` does: the shipped manifest
+/// can neither read a root-only file nor replace one, and says so naming
+/// the path; the sandbox keeps what it had.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shipped_manifest_reads_and_writes_as_the_sandbox_user() {
+    let env = Env::start().await;
+    let shipped = shipped_manifest();
+    let shadow = fails(&env, &shipped, &["cat", "/etc/shadow"], 1);
+    assert!(
+        shadow.contains("/etc/shadow") && shadow.to_lowercase().contains("permission denied"),
+        "{shadow}"
+    );
+    let passwd = fails(&env, &shipped, &["write", "/etc/passwd", "x"], 1);
+    assert!(
+        passwd.contains("/etc/passwd") && passwd.to_lowercase().contains("permission denied"),
+        "{passwd}"
+    );
+    let kept = env
+        .run_as(
+            "root",
+            "head -c 5 /etc/passwd; ls -a /etc | grep -c dsh-stage",
+            &[],
+        )
+        .await;
+    assert_eq!(kept.stdout, b"root:0\n", "{}", kept.stderr_text());
+}
+
 /// The case names and outcomes of `dsh --json conformance --filter fs.`.
 fn fs_conformance(env: &Env, manifest: &PathBuf) -> Vec<(String, String)> {
     let output = dsh_command(env, manifest, "--json", &["conformance", "--filter", "fs."]);

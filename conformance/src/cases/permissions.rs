@@ -1,0 +1,145 @@
+//! One identity: `fs` reads and writes with exactly the permissions of the
+//! user the world's commands run as (docs/design.md §5.1 identity), so it
+//! succeeds exactly where `cat` / a shell write through `subprocess` does —
+//! whether that user is root (everything allowed on both sides) or not.
+
+use dsh_plugin_api::fs::WriteGuard;
+use dsh_plugin_api::{Bytes, Error, ErrorKind};
+
+use crate::check::{CaseResult, Failure, ensure_names, fail};
+use crate::commands::drain;
+use crate::context::Cx;
+use crate::registry::{CaseInfo, case};
+
+pub(crate) const CASES: &[CaseInfo] = &[case!(
+    "coherence.permissions_agree",
+    Coherence,
+    [Fs, FsWrite, Subprocess],
+    "fs reads and writes succeed exactly when a command does: /etc/shadow, a mode-0000 file, a new file in a directory without write permission",
+    permissions_agree
+)];
+
+/// A root-only file most worlds have.
+const ROOT_ONLY: &str = "/etc/shadow";
+
+async fn permissions_agree(cx: &Cx) -> CaseResult {
+    cx.sh_ok(
+        "make a mode-0000 file and a directory without write permission",
+        "printf secret > locked && chmod 000 locked && mkdir sealed && chmod 555 sealed",
+        &[],
+    )
+    .await?;
+    let checked = compare(cx).await;
+    // Whatever happened, the case directory must stay removable.
+    let restored = cx
+        .sh_ok(
+            "restore the permissions",
+            "chmod 755 sealed && chmod 644 locked",
+            &[],
+        )
+        .await;
+    checked.and(restored.map(drop))
+}
+
+async fn compare(cx: &Cx) -> CaseResult {
+    // Reads: `cat` against a full `read_bytes`.
+    let locked = cx.path("locked");
+    let mut reads = vec![locked.as_str()];
+    if cx
+        .sh("is there a root-only file", r#"test -e "$1""#, &[ROOT_ONLY])
+        .await?
+        .status
+        .success()
+    {
+        reads.push(ROOT_ONLY);
+    }
+    for path in reads {
+        let by_command = cx
+            .sh(
+                &format!("cat {path}"),
+                r#"cat -- "$1" > /dev/null"#,
+                &[path],
+            )
+            .await?
+            .status
+            .success();
+        let by_fs = read_all(cx, path).await?;
+        agree(&format!("read {path}"), path, by_command, by_fs)?;
+    }
+
+    // A new file in a directory without write permission: the command's
+    // file, if it could make one, is removed before fs tries.
+    let new = cx.path("sealed/new");
+    let by_command = cx
+        .sh(
+            &format!("create {new}"),
+            r#": >> "$1" && rm -f -- "$1""#,
+            &[&new],
+        )
+        .await?
+        .status
+        .success();
+    let by_fs = cx
+        .within(
+            &format!("write {new}"),
+            cx.fs()
+                .write(&new, Bytes::from_static(b"x"), WriteGuard::CreateNew),
+        )
+        .await?
+        .map(drop);
+    agree(&format!("write {new}"), &new, by_command, by_fs)?;
+
+    // The root-only file is written only where the command was denied (a
+    // non-destructive probe: `: >>` opens for writing and writes nothing),
+    // so no world's system file is ever overwritten by a correct provider.
+    let shadow = cx
+        .sh(
+            &format!("open {ROOT_ONLY} for writing"),
+            r#"test -e "$1" && ! { : >> "$1"; } 2>/dev/null"#,
+            &[ROOT_ONLY],
+        )
+        .await?
+        .status
+        .success();
+    if shadow {
+        let by_fs = cx
+            .within(
+                &format!("write {ROOT_ONLY}"),
+                cx.fs()
+                    .write(ROOT_ONLY, Bytes::from_static(b"x"), WriteGuard::Overwrite),
+            )
+            .await?
+            .map(drop);
+        agree(&format!("write {ROOT_ONLY}"), ROOT_ONLY, false, by_fs)?;
+    }
+    Ok(())
+}
+
+/// Reads the whole content of `path` through `fs`, bounded by the call
+/// limit; the inner result is the provider's answer.
+async fn read_all(cx: &Cx, path: &str) -> Result<Result<(), Error>, Failure> {
+    cx.within(&format!("read_bytes {path}"), async {
+        let stream = cx.fs().read_bytes(path).await?;
+        drain(stream.chunks).await.map(drop)
+    })
+    .await
+}
+
+/// `fs` must succeed exactly when the command did; a refusal is
+/// `PermissionDenied` naming `path`.
+fn agree(what: &str, path: &str, by_command: bool, by_fs: Result<(), Error>) -> CaseResult {
+    match (by_command, by_fs) {
+        (true, Ok(())) => Ok(()),
+        (false, Err(err)) if err.kind() == ErrorKind::PermissionDenied => {
+            ensure_names(what, &err, path)
+        }
+        (false, Err(err)) => fail!(
+            "{what}: a command in the world was denied, and fs failed with {} rather than PermissionDenied: {err}",
+            err.kind()
+        ),
+        (true, Err(err)) => fail!("{what}: a command in the world could, fs could not: {err}"),
+        (false, Ok(())) => fail!(
+            "{what}: fs succeeded where a command in the world was denied: fs has powers the world's user lacks"
+        ),
+    }
+}
