@@ -35,9 +35,16 @@ impl Failure {
     }
 
     /// A host error: configuration problems (manifest, validation, a
-    /// plugin's `Config` error at create) exit 2, the rest 1.
+    /// plugin's `Config` error at create, a seam the composition does not
+    /// provide) exit 2, the rest 1.
     pub fn host(err: &HostError) -> Failure {
+        // A command needing a seam the composition lacks (or cannot pick)
+        // is the configuration's fault, as a plugin's Config error is.
         let config = err.is_config_error()
+            || matches!(
+                err,
+                HostError::ServiceMissing { .. } | HostError::ServiceAmbiguous { .. }
+            )
             || matches!(err, HostError::Create(create) if create.error.kind() == ErrorKind::Config);
         Failure::new(
             if config { EXIT_CONFIG } else { EXIT_FAILURE },

@@ -15,9 +15,11 @@ mod terminal;
 use std::future::Future;
 use std::io::Write;
 use std::pin::Pin;
+use std::time::Duration;
 
 use clap::Parser;
-use dsh_host::{Composition, Host, ShutdownSignals};
+use dsh_host::{Composition, Host, ShutdownSignal, ShutdownSignals, Started};
+use tokio::time::Instant;
 
 use crate::args::{Cli, Command};
 use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
@@ -100,61 +102,276 @@ async fn run(cli: Cli) -> i32 {
 /// Prints `failure` on stderr and returns its exit code. A closed stderr
 /// loses the message but never the exit code.
 fn report(failure: Failure) -> i32 {
+    say(&failure.message);
+    failure.code
+}
+
+/// Prints `message` on stderr, each line prefixed `dsh: `; a closed stderr
+/// (after SIGHUP, the terminal is gone) loses the message and nothing else.
+fn say(message: &str) {
     let mut err = std::io::stderr().lock();
-    for line in failure.message.lines() {
+    for line in message.lines() {
         if writeln!(err, "dsh: {line}").is_err() {
             break;
         }
     }
-    failure.code
 }
 
 /// A command running against a host it borrows.
 type CommandFuture<'h> = Pin<Box<dyn Future<Output = Result<i32, Failure>> + 'h>>;
 
-/// Starts the composition, runs `command` against it, and disposes it —
-/// also when SIGINT or SIGTERM arrives first, which stops the command (its
-/// future is dropped, restoring e.g. the terminal) and exits 128+signal.
-/// The signal handlers are installed before any plugin is created, so no
-/// signal can skip the disposal.
+/// How long the orderly disposal after a shutdown signal may take before
+/// dsh abandons it (docs/design.md §8): a signal means the user wants out,
+/// and a frozen or unreachable E2B service must not hold them.
+const SHUTDOWN_BOUND: Duration = Duration::from_secs(3);
+/// How long a create in flight may still take after a signal before it is
+/// abandoned; the rest of [`SHUTDOWN_BOUND`] disposes what was created.
+const CREATE_GRACE: Duration = Duration::from_secs(2);
+/// A disposal still running this long after a signal is announced on
+/// stderr, saying what it waits for.
+const SHUTDOWN_NOTICE: Duration = Duration::from_millis(500);
+
+/// Starts the composition, runs `command` against it, and disposes it.
+///
+/// A shutdown signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops whatever is
+/// running — a start in flight (no further plugin is created; the create
+/// in flight is rolled back with the rest, docs/design.md §4.4) or the
+/// command (its future is dropped, restoring e.g. the terminal) — then
+/// disposes within [`SHUTDOWN_BOUND`] and exits 128+signal. A second
+/// signal, or the bound passing, abandons the disposal (a create that never
+/// answers is abandoned with it) and names what may be left (the sandbox
+/// id). The handlers are installed before any plugin is created, so no
+/// signal can skip the disposal. A disposal error is reported on stderr;
+/// it never replaces the command's own exit status.
 async fn with_host<F>(composition: &Composition, command: F) -> Result<i32, Failure>
 where
     F: for<'h> FnOnce(&'h Host) -> CommandFuture<'h>,
 {
     let mut signals = ShutdownSignals::install()
         .map_err(|err| Failure::new(EXIT_FAILURE, format!("install signal handlers: {err}")))?;
-    let start = composition.start();
+    let (cancel, cancelled) = tokio::sync::oneshot::channel::<()>();
+    let start = composition.start_or_cancel(async {
+        match cancelled.await {
+            Ok(()) => CREATE_GRACE,
+            // Never cancelled: the start runs to its end.
+            Err(_) => std::future::pending().await,
+        }
+    });
     tokio::pin!(start);
-    let (host, early_signal) = tokio::select! {
-        host = &mut start => (host, None),
-        // Let the start finish (or roll back) before disposing: a
-        // half-created composition must not be abandoned.
-        signal = signals.recv() => (start.await, Some(signal)),
-    };
-    let host: Host = host?;
-    let outcome = match early_signal {
-        Some(signal) => {
-            tracing::info!("{signal} during start: disposing");
-            Ok(signal.exit_code())
-        }
-        None => tokio::select! {
-            outcome = command(&host) => outcome,
-            signal = signals.recv() => {
-                tracing::info!("{signal}: stopping and disposing");
-                Ok(signal.exit_code())
-            }
+    let host: Host = tokio::select! {
+        host = &mut start => match host? {
+            Started::Running(host) => host,
+            Started::Cancelled { .. } => unreachable!("the start is cancelled only below"),
         },
+        signal = signals.recv() => {
+            tracing::info!("{signal} during start: cancelling it");
+            let _ = cancel.send(());
+            let deadline = Instant::now() + SHUTDOWN_BOUND;
+            return Ok(finish_start(start, signal, deadline, &mut signals).await);
+        }
     };
-    let disposed = host.dispose().await;
-    match (outcome, disposed) {
-        (outcome, Ok(())) => outcome,
-        (Ok(code), Err(err)) => {
-            report(Failure::host(&err));
-            Ok(if code == 0 { EXIT_FAILURE } else { code })
+    let leftover = leftover(&host);
+    let (outcome, deadline) = tokio::select! {
+        outcome = command(&host) => (outcome, None),
+        signal = signals.recv() => {
+            tracing::info!("{signal}: stopping and disposing");
+            (Ok(signal.exit_code()), Some((signal, Instant::now() + SHUTDOWN_BOUND)))
         }
-        (Err(failure), Err(err)) => {
-            report(Failure::host(&err));
-            Err(failure)
+    };
+    let disposal_failed = match dispose(&host, &mut signals, deadline, &leftover).await {
+        Ok(failed) => failed,
+        Err(Abandoned { signal, why }) => {
+            say(&format!("{why}; {leftover} may be left running"));
+            return Ok(signal.exit_code());
         }
+    };
+    match (outcome, disposal_failed) {
+        (outcome, None) => outcome,
+        // The command's status stands; the disposal problem is said.
+        (Ok(code), Some(problem)) => {
+            say(&format!("{problem} {DETAILS}"));
+            Ok(code)
+        }
+        // Both failed — typically the world went away mid-command (the
+        // server was killed): one line for both, the nested causes at
+        // `--log debug`.
+        (Err(failure), Some(problem)) => {
+            tracing::debug!("{}", failure.message);
+            Err(Failure::new(
+                failure.code,
+                format!("{}; {problem} {DETAILS}", brief(&failure.message)),
+            ))
+        }
+    }
+}
+
+/// Where a shortened message's full causes are.
+const DETAILS: &str = "(details: --log debug)";
+
+/// The head of a long, nested error message: its first line, up to its
+/// first parenthesised cause, at most 160 characters.
+fn brief(message: &str) -> String {
+    const MAX: usize = 160;
+    let line = message.lines().next().unwrap_or_default();
+    let line = match line.find(" (") {
+        Some(cause) if cause > 0 => &line[..cause],
+        _ => line,
+    };
+    if line.len() <= MAX {
+        return line.to_owned();
+    }
+    let mut end = MAX;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
+/// One line for a failed disposal: which plugins failed and what may be
+/// left; the full error goes to the debug log.
+fn disposal_problem(origin: &str, err: &dsh_host::HostError, leftover: &str) -> String {
+    tracing::debug!("dispose {origin}: {err}");
+    let what = match err {
+        dsh_host::HostError::Dispose(failed) => failed
+            .failures
+            .iter()
+            .map(|failure| format!("{:?}", failure.id))
+            .collect::<Vec<_>>()
+            .join(", "),
+        other => brief(&other.to_string()),
+    };
+    format!("disposal of {origin} failed ({what}); {leftover} may be left running")
+}
+
+/// After a signal during the start, which was told to cancel: waits,
+/// until `deadline` or a second signal, for its rollback (or, if it had
+/// just finished, disposes its host in what is left of the bound).
+/// Returns the exit code.
+async fn finish_start(
+    start: Pin<&mut impl Future<Output = Result<Started, dsh_host::HostError>>>,
+    signal: ShutdownSignal,
+    deadline: Instant,
+    signals: &mut ShutdownSignals,
+) -> i32 {
+    let left = "whatever it was creating (a sandbox) may be left running";
+    let started = tokio::select! {
+        started = start => started,
+        () = tokio::time::sleep_until(deadline) => {
+            say(&format!(
+                "{signal}: the cancelled start did not roll back within {}s; {left}",
+                SHUTDOWN_BOUND.as_secs()
+            ));
+            return signal.exit_code();
+        }
+        again = signals.recv() => {
+            say(&format!("{again}: rollback of the cancelled start abandoned; {left}"));
+            return signal.exit_code();
+        }
+    };
+    match started {
+        Ok(Started::Running(host)) => {
+            let leftover = leftover(&host);
+            match dispose(&host, signals, Some((signal, deadline)), &leftover).await {
+                Ok(None) => {}
+                Ok(Some(problem)) => say(&format!("{problem} {DETAILS}")),
+                Err(Abandoned { why, .. }) => {
+                    say(&format!("{why}; {leftover} may be left running"));
+                }
+            }
+        }
+        Ok(Started::Cancelled {
+            abandoned: Some(id),
+        }) => say(&format!(
+            "{signal}: start cancelled; {id:?} did not finish creating within {}s: {left}",
+            CREATE_GRACE.as_secs()
+        )),
+        // Rolled back (cancelled, or failed on its own): nothing is left.
+        Ok(Started::Cancelled { abandoned: None }) => {}
+        Err(err) => tracing::info!("start failed after {signal}: {err}"),
+    }
+    signal.exit_code()
+}
+
+/// A disposal given up on, and why.
+struct Abandoned {
+    /// The signal whose exit code dsh ends with.
+    signal: ShutdownSignal,
+    why: String,
+}
+
+/// Disposes `host`. Without `deadline` (no signal yet) it waits as long as
+/// the plugins take; the first signal sets the deadline, a second one — or
+/// the deadline passing — abandons the disposal (the plugins' own disposal
+/// keeps running until the process exits). A disposal error comes back as
+/// one line to say (never as the caller's failure).
+async fn dispose(
+    host: &Host,
+    signals: &mut ShutdownSignals,
+    mut deadline: Option<(ShutdownSignal, Instant)>,
+    leftover: &str,
+) -> Result<Option<String>, Abandoned> {
+    let disposal = host.dispose();
+    tokio::pin!(disposal);
+    let mut noticed = false;
+    loop {
+        let notice_at = deadline.map(|(_, at)| at - SHUTDOWN_BOUND + SHUTDOWN_NOTICE);
+        tokio::select! {
+            disposed = &mut disposal => {
+                return Ok(disposed
+                    .err()
+                    .map(|err| disposal_problem(host.origin(), &err, leftover)));
+            }
+            signal = signals.recv() => match deadline {
+                None => {
+                    tracing::info!("{signal} during disposal: bounding it");
+                    deadline = Some((signal, Instant::now() + SHUTDOWN_BOUND));
+                }
+                Some((first, _)) => {
+                    return Err(Abandoned {
+                        signal: first,
+                        why: format!("{signal}: disposal of {} abandoned", host.origin()),
+                    });
+                }
+            },
+            () = sleep_until_some(notice_at), if !noticed => {
+                noticed = true;
+                say(&format!(
+                    "disposing {}: waiting for its plugins to release {leftover} \
+                     (up to {}s; interrupt again to abandon)",
+                    host.origin(),
+                    SHUTDOWN_BOUND.as_secs()
+                ));
+            }
+            () = sleep_until_some(deadline.map(|(_, at)| at)) => {
+                let (signal, _) = deadline.expect("the deadline is set");
+                return Err(Abandoned {
+                    signal,
+                    why: format!(
+                        "disposal of {} did not finish within {}s",
+                        host.origin(),
+                        SHUTDOWN_BOUND.as_secs()
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What the disposal releases, named so that a user can clean up after an
+/// abandoned one: the sandbox (by id) of an E2B composition, else the
+/// world's processes. Taken before disposal begins (the accessors refuse
+/// afterwards).
+fn leftover(host: &Host) -> String {
+    match host.e2b() {
+        Ok(owner) => format!("sandbox {}", owner.info().sandbox_id),
+        Err(_) => "the world's processes".to_owned(),
     }
 }

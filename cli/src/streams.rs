@@ -4,30 +4,38 @@ use dsh_plugin_api::stream::ByteStream;
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Copies a world stream to one of our outputs until it ends. A closed
-/// output of ours (e.g. `| head`) stops the copy but keeps draining, so the
-/// world's writer is never blocked by us.
+/// How a [`pump`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pumped {
+    /// The world's stream ended and everything reached our output.
+    Drained,
+    /// Our output's reader went away (`| head`): the copy stopped and the
+    /// world's stream was dropped, closing the world's side of it, so its
+    /// writer sees EPIPE/SIGPIPE as in a shell pipeline.
+    OutputClosed,
+}
+
+/// Copies a world stream to one of our outputs until it ends or our output
+/// closes (then the stream is dropped, not drained: a writer like `yes`
+/// must be stopped, not fed forever).
 pub async fn pump(
     stream: Option<ByteStream>,
     mut out: impl AsyncWrite + Unpin,
-) -> Result<(), String> {
+) -> Result<Pumped, String> {
     let Some(mut stream) = stream else {
-        return Ok(());
+        return Ok(Pumped::Drained);
     };
-    let mut out_open = true;
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|err| err.to_string())?;
-        if out_open {
-            let written = async {
-                out.write_all(&chunk).await?;
-                out.flush().await
-            };
-            if written.await.is_err() {
-                out_open = false;
-            }
+        let written = async {
+            out.write_all(&chunk).await?;
+            out.flush().await
+        };
+        if written.await.is_err() {
+            return Ok(Pumped::OutputClosed);
         }
     }
-    Ok(())
+    Ok(Pumped::Drained)
 }
 
 /// Our stdin as chunks, as they arrive, until EOF or a read error.

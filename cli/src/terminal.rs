@@ -19,12 +19,15 @@ use rustix::termios::{self, OptionalActions, Termios};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::args::ShArgs;
-use crate::failure::{EXIT_FAILURE, Failure, exit_code_of};
-use crate::streams::{pump, stdin_chunks};
+use crate::failure::{EXIT_CLOSED_STDOUT, EXIT_FAILURE, Failure, exit_code_of};
+use crate::streams::{Pumped, pump, stdin_chunks};
 use dsh_plugin_api::Bytes;
 
 /// How long output may still drain after the program exited.
 const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+/// How often the end of a non-terminal input is repeated (see
+/// [`forward_keys`]).
+const EOF_REPEAT: Duration = Duration::from_millis(200);
 
 /// Runs the program until it exits; returns its exit code.
 pub async fn run(host: &Host, args: ShArgs) -> Result<i32, Failure> {
@@ -48,14 +51,37 @@ pub async fn run(host: &Host, args: ShArgs) -> Result<i32, Failure> {
 
     let _raw = RawMode::enter()
         .map_err(|err| Failure::new(EXIT_FAILURE, format!("sh: raw mode on stdin: {err}")))?;
-    let output = tokio::spawn(pump(terminal.take_output(), tokio::io::stdout()));
+    let mut output = tokio::spawn(pump(terminal.take_output(), tokio::io::stdout()));
     let input = tokio::spawn(forward_keys(terminal.clone()));
     let resize = tokio::spawn(follow_window_size(terminal.clone()));
-    let status = terminal.wait().await;
+    let mut drained = None;
+    let status = loop {
+        tokio::select! {
+            status = terminal.wait() => break Some(status),
+            pumped = &mut output, if drained.is_none() => match pumped {
+                // Our stdout's reader went away: nobody sees the terminal
+                // any more, as when a terminal window closes — its session
+                // is torn down (SIGHUP first, docs/design.md §5.2) and dsh
+                // exits 141 as a pipeline stage whose reader closed (§8).
+                Ok(Ok(Pumped::OutputClosed)) => break None,
+                pumped => drained = Some(pumped),
+            },
+        }
+    };
     input.abort();
     resize.abort();
+    let Some(status) = status else {
+        if let Err(err) = terminal.terminate().await {
+            tracing::warn!("sh {program}: terminate after stdout closed: {err}");
+        }
+        return Ok(EXIT_CLOSED_STDOUT);
+    };
     let status = status.map_err(|err| Failure::seam("sh", &program, &err))?;
-    match tokio::time::timeout(OUTPUT_DRAIN, output).await {
+    let pumped = match drained {
+        Some(pumped) => Ok(pumped),
+        None => tokio::time::timeout(OUTPUT_DRAIN, output).await,
+    };
+    match pumped {
         Ok(Ok(Err(message))) => tracing::warn!("sh {program}: output: {message}"),
         Ok(_) => {}
         Err(_) => tracing::warn!("sh {program}: output still open {OUTPUT_DRAIN:?} after exit"),
@@ -93,7 +119,11 @@ fn window_size() -> Option<(u16, u16)> {
 
 /// Our keystrokes to the world's terminal. At the end of our input (stdin
 /// was a file or pipe) the terminal gets an end-of-file character, as a
-/// person would type Ctrl-D, so a shell reading it exits.
+/// person would type Ctrl-D — and again every [`EOF_REPEAT`] until the
+/// task is stopped (the program exited): one Ctrl-D can be swallowed (a
+/// shell that switches the line discipline while starting up discards
+/// it) or end only a child's input (`cat` run by the shell), and every
+/// reader must see the end of input so that the program exits.
 async fn forward_keys(terminal: Arc<dyn Terminal>) {
     const END_OF_FILE: u8 = 0x04;
     let mut keys = stdin_chunks();
@@ -102,7 +132,13 @@ async fn forward_keys(terminal: Arc<dyn Terminal>) {
             return;
         }
     }
-    let _ = terminal.write(Bytes::from_static(&[END_OF_FILE])).await;
+    while terminal
+        .write(Bytes::from_static(&[END_OF_FILE]))
+        .await
+        .is_ok()
+    {
+        tokio::time::sleep(EOF_REPEAT).await;
+    }
 }
 
 async fn follow_window_size(terminal: Arc<dyn Terminal>) {

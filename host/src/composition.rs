@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use dsh_plugin_api::ServiceKind;
 use serde::Serialize;
@@ -10,7 +11,7 @@ use crate::embedded;
 use crate::error::HostError;
 use crate::graph::{self, Declared, Node};
 use crate::host::Host;
-use crate::lifecycle::{self, Factory, Step};
+use crate::lifecycle::{self, Created, Factory, Step};
 use crate::loader::{CachingLoader, LibraryLoader, LoadedLibrary, PluginDescriptor};
 use crate::manifest::{Manifest, ManifestFormat};
 use crate::resolve::{SearchPath, package_name, resolve_library};
@@ -261,6 +262,24 @@ impl Composition {
     /// instances created so far in a background task on the caller's
     /// runtime.
     pub async fn start(&self) -> Result<Host, HostError> {
+        match self.start_or_cancel(std::future::pending()).await? {
+            Started::Running(host) => Ok(host),
+            Started::Cancelled { .. } => unreachable!("a pending future never cancels"),
+        }
+    }
+
+    /// [`Composition::start`], cancelled when `cancel` completes first
+    /// (e.g. on a shutdown signal) with a grace: no further plugin is
+    /// created; the create in flight is awaited for up to the grace (a
+    /// create is never half-cancelled, docs/design.md §4.4 — what it made
+    /// is rolled back too), past it abandoned; then the plugins created are
+    /// disposed in reverse before [`Started::Cancelled`] returns. Unlike
+    /// dropping the future, the caller learns when that rollback is over,
+    /// and which create, if any, was abandoned.
+    pub async fn start_or_cancel(
+        &self,
+        cancel: impl Future<Output = Duration>,
+    ) -> Result<Started, HostError> {
         let steps = self
             .planned
             .iter()
@@ -273,13 +292,38 @@ impl Composition {
                 inject: &planned.inject,
             })
             .collect();
-        let running = lifecycle::create_all(steps).await?;
-        Ok(Host::new(
-            self.origin.clone(),
-            self.plugins().cloned().collect(),
-            running,
-        ))
+        match lifecycle::create_all_or_cancel(steps, cancel).await? {
+            Created::All(running) => Ok(Started::Running(Host::new(
+                self.origin.clone(),
+                self.plugins().cloned().collect(),
+                running,
+            ))),
+            Created::Cancelled {
+                rolled_back,
+                abandoned,
+            } => {
+                tracing::info!(
+                    "start of {} cancelled; disposed [{}]",
+                    self.origin,
+                    rolled_back.join(", ")
+                );
+                Ok(Started::Cancelled { abandoned })
+            }
+        }
     }
+}
+
+/// How [`Composition::start_or_cancel`] ended.
+#[derive(Debug)]
+pub enum Started {
+    /// Every plugin was created.
+    Running(Host),
+    /// Cancelled; everything created was disposed.
+    Cancelled {
+        /// The entry id whose create did not answer within the grace and
+        /// was abandoned: whatever it was making (a sandbox) may be left.
+        abandoned: Option<String>,
+    },
 }
 
 fn declared(descriptor: &PluginDescriptor) -> Declared<'_> {

@@ -21,7 +21,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`signals`] runs the same orderly disposal on SIGINT/SIGTERM for
+//! [`signals`] runs the same orderly disposal on SIGINT/SIGTERM/SIGHUP/SIGQUIT for
 //! embedders who opt in. The `dsh` program (the `dsh-cli` crate) is the
 //! command-line face of the same API.
 //!
@@ -47,7 +47,7 @@ mod syntax;
 mod test_support;
 pub mod validation;
 
-pub use composition::{Composition, InjectedFrom, PluginInfo};
+pub use composition::{Composition, InjectedFrom, PluginInfo, Started};
 pub use error::HostError;
 pub use host::Host;
 pub use lifecycle::{CreateError, DisposeError, DisposeFailure};

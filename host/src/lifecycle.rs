@@ -127,26 +127,82 @@ impl fmt::Display for DisposeError {
     }
 }
 
+/// Creates every step in order (see [`create_all_or_cancel`]).
+#[cfg(test)]
+pub(crate) async fn create_all(steps: Vec<Step<'_>>) -> Result<Vec<Running>, CreateError> {
+    match create_all_or_cancel(steps, std::future::pending()).await? {
+        Created::All(running) => Ok(running),
+        Created::Cancelled { .. } => unreachable!("a pending future never cancels"),
+    }
+}
+
+/// What [`create_all_or_cancel`] achieved.
+#[derive(Debug)]
+pub(crate) enum Created {
+    /// Every step, in create order.
+    All(Vec<Running>),
+    /// `cancel` fired first; see [`create_all_or_cancel`].
+    Cancelled {
+        /// Ids disposed by the rollback, in dispose order.
+        rolled_back: Vec<String>,
+        /// The entry whose create did not answer within the grace and was
+        /// abandoned (it rolls itself back on its own runtime if it ever
+        /// completes while the process lives, docs/design.md §4.4).
+        abandoned: Option<String>,
+    },
+}
+
 /// Creates every step in order.
 ///
 /// On failure the already-created instances are disposed in reverse before
-/// the error returns. Dropping the returned future part-way (cancellation)
-/// hands the instances created so far to a task on the current tokio
-/// runtime that disposes them in reverse — they are never silently leaked
-/// while a runtime exists.
-pub(crate) async fn create_all(steps: Vec<Step<'_>>) -> Result<Vec<Running>, CreateError> {
+/// the error returns. Dropping the returned future part-way hands the
+/// instances created so far to a task on the current tokio runtime that
+/// disposes them in reverse — they are never silently leaked while a
+/// runtime exists.
+///
+/// When `cancel` completes first (with a grace) no further plugin is
+/// created. The create in flight — never half-cancelled (docs/design.md
+/// §4.4) — is awaited for up to the grace, so that what it made is rolled
+/// back too; past the grace it is abandoned. Then every instance created is
+/// disposed in reverse and [`Created::Cancelled`] returns (dispose failures
+/// are logged): unlike a dropped future, the caller knows when that
+/// rollback is over.
+pub(crate) async fn create_all_or_cancel(
+    steps: Vec<Step<'_>>,
+    cancel: impl std::future::Future<Output = std::time::Duration>,
+) -> Result<Created, CreateError> {
     let mut guard = RollbackOnDrop(Some(Vec::with_capacity(steps.len())));
+    let mut cancel = std::pin::pin!(cancel);
     for mut step in steps {
         let created = guard.0.as_ref().expect("guard is armed while creating");
         let outcome = match inject_for(&step, created) {
             Ok(services) => {
-                step.factory
-                    .create(CreateInput {
-                        id: step.id.to_owned(),
-                        config: std::mem::take(&mut step.config),
-                        services,
-                    })
-                    .await
+                let create = step.factory.create(CreateInput {
+                    id: step.id.to_owned(),
+                    config: std::mem::take(&mut step.config),
+                    services,
+                });
+                let mut create = std::pin::pin!(create);
+                tokio::select! {
+                    created = &mut create => created,
+                    grace = &mut cancel => {
+                        let mut running = guard.0.take().expect("guard is armed while creating");
+                        let mut abandoned = None;
+                        match tokio::time::timeout(grace, create).await {
+                            Ok(Ok(instance)) => match check_provided(&step, instance).await {
+                                Ok(instance) => running.push(instance),
+                                Err(err) => tracing::debug!("create {:?} after cancel: {err}", step.id),
+                            },
+                            Ok(Err(err)) => tracing::debug!("create {:?} after cancel: {err}", step.id),
+                            Err(_) => abandoned = Some(step.id.to_owned()),
+                        }
+                        let rolled_back = running.iter().rev().map(|r| r.id.clone()).collect();
+                        if let Err(err) = dispose_all(running).await {
+                            tracing::warn!("disposal after a cancelled start failed: {err}");
+                        }
+                        return Ok(Created::Cancelled { rolled_back, abandoned });
+                    }
+                }
             }
             Err(err) => Err(err),
         };
@@ -177,7 +233,9 @@ pub(crate) async fn create_all(steps: Vec<Step<'_>>) -> Result<Vec<Running>, Cre
             }
         }
     }
-    Ok(guard.0.take().expect("guard is armed while creating"))
+    Ok(Created::All(
+        guard.0.take().expect("guard is armed while creating"),
+    ))
 }
 
 /// The declared services of `step`, each from its bound provider.
@@ -247,7 +305,7 @@ pub(crate) async fn dispose_all(running: Vec<Running>) -> Result<(), DisposeErro
     } in running.into_iter().rev()
     {
         if let Err(error) = instance.dispose().await {
-            tracing::warn!(plugin = %id, "dispose failed: {error}");
+            tracing::debug!(plugin = %id, "dispose failed: {error}");
             failures.push(DisposeFailure { id, name, error });
         }
     }
@@ -554,5 +612,52 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert_eq!(lines(&log), ["create a []", "dispose a"]);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_start_rolls_back_the_create_in_flight_or_abandons_it_past_the_grace() {
+        for (create_delay, grace, abandoned) in [
+            (Duration::from_millis(200), Duration::from_secs(5), None),
+            (
+                Duration::from_secs(30),
+                Duration::from_millis(100),
+                Some("slow"),
+            ),
+        ] {
+            let log = journal();
+            let a = FakeFactory::new(&log, &[]);
+            let mut slow = FakeFactory::new(&log, &[]);
+            slow.create_delay = create_delay;
+            let cancel = async {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                grace
+            };
+            let created =
+                create_all_or_cancel(vec![step("a", &a, &[]), step("slow", &slow, &[])], cancel)
+                    .await
+                    .expect("no create fails");
+            let Created::Cancelled {
+                rolled_back,
+                abandoned: left,
+            } = created
+            else {
+                panic!("not cancelled: {created:?}");
+            };
+            assert_eq!(left.as_deref(), abandoned);
+            match abandoned {
+                // The create in flight finished and was rolled back first.
+                None => {
+                    assert_eq!(rolled_back, ["slow", "a"]);
+                    assert_eq!(
+                        lines(&log),
+                        ["create a []", "create slow []", "dispose slow", "dispose a"]
+                    );
+                }
+                Some(_) => {
+                    assert_eq!(rolled_back, ["a"]);
+                    assert_eq!(lines(&log), ["create a []", "dispose a"]);
+                }
+            }
+        }
     }
 }

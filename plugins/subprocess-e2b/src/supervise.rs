@@ -447,7 +447,9 @@ impl<T: EnvdTransport> Supervisor<T> {
             self.settle_gone(err);
             return false;
         }
-        tracing::warn!(pid = self.pid, %err, "the connection to envd broke; re-attaching to the helper");
+        // Info, not warn: the loss is reported to the reader through the
+        // output streams below, where the caller decides how loud to be.
+        tracing::info!(pid = self.pid, %err, "the connection to envd broke; re-attaching to the helper");
         self.lose_output(Error::io(format!(
             "read output of process {}: the connection to envd broke ({err}); output from here on is lost",
             self.pid

@@ -130,6 +130,11 @@ impl PtySession {
         set_size(&self.master, cols, rows);
     }
 
+    /// The program's pid (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for the program to exit; its exit code.
     pub fn wait(&mut self, limit: Duration) -> Option<i32> {
         let deadline = Instant::now() + limit;
