@@ -7,7 +7,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc libc6-dev)
+# g++: libFuzzer's C++ sources, built by libfuzzer-sys for fuzz/run.sh.
+packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc libc6-dev g++)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

@@ -73,16 +73,7 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
         } => {
             let bytes = match content {
                 Some(content) => content.into_bytes(),
-                None => {
-                    let mut bytes = Vec::new();
-                    tokio::io::stdin()
-                        .read_to_end(&mut bytes)
-                        .await
-                        .map_err(|err| {
-                            Failure::new(EXIT_FAILURE, format!("write {path}: read stdin: {err}"))
-                        })?;
-                    bytes
-                }
+                None => read_stdin_bounded(&path).await?,
             };
             let size = bytes.len();
             let version = fs
@@ -141,6 +132,39 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
         }
     }
     Ok(0)
+}
+
+/// The most `dsh fs write PATH` takes from stdin: 64 MiB.
+///
+/// The `fs` seam's `write` takes the whole payload at once (its atomic
+/// stage-and-rename contract, `docs/design.md §5.1`) and has no streaming
+/// form, so stdin cannot be streamed through it; instead dsh holds at most
+/// this much and refuses more, writing nothing, rather than growing without
+/// bound (issue 9: 4 GB aborted dsh). `docs/design.md §8`.
+pub const MAX_STDIN_WRITE_BYTES: u64 = 64 << 20;
+
+/// All of stdin, or an exit-1 failure naming `path` once it passes
+/// [`MAX_STDIN_WRITE_BYTES`]: nothing beyond the cap plus one byte is read,
+/// so memory stays under a fixed bound (the buffer's doubling growth can
+/// reach twice the cap). Runs on the caller's tokio runtime.
+async fn read_stdin_bounded(path: &str) -> Result<Vec<u8>, Failure> {
+    let mut bytes = Vec::new();
+    // One byte past the cap tells "exactly at the cap" from "beyond it".
+    tokio::io::stdin()
+        .take(MAX_STDIN_WRITE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|err| Failure::new(EXIT_FAILURE, format!("write {path}: read stdin: {err}")))?;
+    if bytes.len() as u64 > MAX_STDIN_WRITE_BYTES {
+        return Err(Failure::new(
+            EXIT_FAILURE,
+            format!(
+                "write {path}: stdin is larger than the {} MiB limit of `fs write`; nothing was written",
+                MAX_STDIN_WRITE_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn write_guard(guard: &GuardArgs) -> WriteGuard {

@@ -40,6 +40,69 @@ pub use crate::syntax::ManifestFormat;
 /// The keys an entry may have.
 pub const ENTRY_KEYS: [&str; 6] = ["id", "name", "path", "config", "disabled", "inject"];
 
+/// The largest manifest [`Manifest::from_path`] reads: 1 MiB, a thousand
+/// times a large real composition, small enough that a hostile path
+/// (`/dev/zero`, a huge file) costs nothing (`docs/design.md §8`).
+pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
+
+/// Reads the regular file at `path` as UTF-8, at most
+/// [`MAX_MANIFEST_BYTES`]; the error is the message of a `Read` problem.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
+    // O_NONBLOCK: opening a FIFO for reading must not wait for a writer;
+    // the type check below then refuses it. Regular files ignore the flag.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|err| format!("read: {err}"))?;
+    // The type of what was opened, not of what the path named a moment
+    // earlier: no window for a swap.
+    let kind = file
+        .metadata()
+        .map_err(|err| format!("read: {err}"))?
+        .file_type();
+    let not_regular = if kind.is_file() {
+        None
+    } else if kind.is_dir() {
+        Some("a directory")
+    } else if kind.is_fifo() {
+        Some("a FIFO")
+    } else if kind.is_char_device() {
+        Some("a character device")
+    } else if kind.is_block_device() {
+        Some("a block device")
+    } else if kind.is_socket() {
+        Some("a socket")
+    } else {
+        Some("not a regular file")
+    };
+    if let Some(what) = not_regular {
+        return Err(format!(
+            "read: not a regular file ({what}); a manifest must be a regular file"
+        ));
+    }
+    let mut bytes = Vec::new();
+    // One byte past the cap tells "exactly at the cap" from "beyond it".
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| format!("read: {err}"))?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
+        return Err(format!(
+            "read: larger than the {} MiB manifest limit",
+            MAX_MANIFEST_BYTES >> 20
+        ));
+    }
+    String::from_utf8(bytes).map_err(|err| {
+        format!(
+            "read: not UTF-8 (invalid byte at offset {})",
+            err.utf8_error().valid_up_to()
+        )
+    })
+}
+
 /// How messages name an entry: its id when it has a usable one, else its
 /// 1-based position; plus its line when known.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -101,6 +164,12 @@ pub struct Manifest {
 impl Manifest {
     /// Reads and parses the file at `path`; the format follows the
     /// extension (`.toml`, `.yaml`, `.yml`).
+    ///
+    /// The file must be a regular file after following symlinks and at most
+    /// [`MAX_MANIFEST_BYTES`] long; a FIFO, device or directory, or a longer
+    /// file, is a [`ProblemKind::Read`] problem naming the file. Nothing
+    /// blocks on a FIFO and nothing beyond the cap is read
+    /// (`docs/design.md §8`).
     pub fn from_path(path: &Path) -> Result<Manifest, ManifestError> {
         let source = path.display().to_string();
         let format = ManifestFormat::from_path(path).ok_or_else(|| {
@@ -114,10 +183,10 @@ impl Manifest {
                 ),
             )
         })?;
-        let text = std::fs::read_to_string(path).map_err(|err| {
+        let text = read_bounded(path).map_err(|message| {
             ManifestError::single(
                 &source,
-                ManifestProblem::new(ProblemKind::Read, None, None, format!("read: {err}")),
+                ManifestProblem::new(ProblemKind::Read, None, None, message),
             )
         })?;
         let base_dir = path
@@ -728,6 +797,81 @@ disabled = true
         let err = Manifest::from_path(&dir.path().join("missing.toml")).unwrap_err();
         assert_eq!(err.problems[0].kind, ProblemKind::Read);
         assert!(err.to_string().contains("missing.toml: read: "), "{err}");
+    }
+
+    /// A `Read` problem for `path`, with its rendered message.
+    fn read_problem(path: &Path) -> String {
+        let err = Manifest::from_path(path).unwrap_err();
+        assert_eq!(err.problems[0].kind, ProblemKind::Read, "{err}");
+        let rendered = err.to_string();
+        assert!(
+            rendered.starts_with(&format!("{}: read: ", path.display())),
+            "{rendered}"
+        );
+        rendered
+    }
+
+    #[test]
+    fn devices_and_symlinks_to_them_are_refused_without_reading() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let link = dir.path().join("zero.yaml");
+        std::os::unix::fs::symlink("/dev/zero", &link).expect("symlink");
+        let message = read_problem(&link);
+        assert!(message.contains("(a character device)"), "{message}");
+    }
+
+    #[test]
+    fn fifos_are_refused_without_waiting_for_a_writer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fifo = dir.path().join("m.toml");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let message = read_problem(&fifo);
+        assert!(message.contains("(a FIFO)"), "{message}");
+    }
+
+    #[test]
+    fn directories_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sub = dir.path().join("m.yaml");
+        std::fs::create_dir(&sub).expect("mkdir");
+        let message = read_problem(&sub);
+        assert!(message.contains("(a directory)"), "{message}");
+    }
+
+    #[test]
+    fn files_beyond_the_cap_are_refused_and_at_the_cap_read() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.yaml");
+        let cap = usize::try_from(MAX_MANIFEST_BYTES).expect("cap fits");
+        // A comment line filling the file exactly to the cap parses.
+        let mut text = vec![b'#'; cap];
+        text[cap - 1] = b'\n';
+        std::fs::write(&path, &text).expect("write");
+        let manifest = Manifest::from_path(&path).expect("a file at the cap reads");
+        assert!(manifest.entries().is_empty());
+        text.push(b'\n');
+        std::fs::write(&path, &text).expect("write");
+        let message = read_problem(&path);
+        assert!(
+            message.contains("larger than the 1 MiB manifest limit"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn non_utf8_files_are_refused_with_the_offset() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("m.toml");
+        std::fs::write(&path, b"[[plugins]]\nid = \"\xff\"\n").expect("write");
+        let message = read_problem(&path);
+        assert!(
+            message.contains("not UTF-8 (invalid byte at offset 18)"),
+            "{message}"
+        );
     }
 
     #[test]

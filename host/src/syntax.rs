@@ -92,14 +92,16 @@ pub(crate) struct SyntaxError {
 /// Parses `text` as `format` into the raw shape.
 pub(crate) fn parse(text: &str, format: ManifestFormat) -> Result<RawDocument, SyntaxError> {
     match format {
-        ManifestFormat::Toml => parse_toml(text).map(|top| resolve(top, text)),
-        ManifestFormat::Yaml => parse_yaml(text).map(|top| resolve(top, text)),
+        ManifestFormat::Toml => parse_toml(text).map(|top| resolve(top, &LineIndex::new(text))),
+        ManifestFormat::Yaml => parse_yaml(text).map(|top| resolve(top, &LineIndex::new(text))),
     }
 }
 
 fn parse_toml(text: &str) -> Result<Top<TomlSyntax>, SyntaxError> {
     toml::from_str::<Top<TomlSyntax>>(text).map_err(|err| SyntaxError {
-        line: err.span().map(|span| line_of_offset(text, span.start)),
+        line: err
+            .span()
+            .map(|span| LineIndex::new(text).line_of(span.start)),
         message: err.message().trim().to_owned(),
     })
 }
@@ -131,13 +133,40 @@ fn yaml_message(err: &serde_saphyr::Error) -> String {
     }
 }
 
-/// 1-based line of a byte offset.
-fn line_of_offset(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    1 + text.as_bytes()[..end]
+/// Byte offset → 1-based line, for every key of a document.
+///
+/// Built once per document (one pass over the text) and then answering
+/// each lookup by binary search: resolving all `k` keys of an `n`-byte
+/// TOML document costs O(n + k log n). Counting newlines per lookup, as
+/// this once did, made a manifest with thousands of entries take minutes
+/// (issue 9).
+pub(crate) struct LineIndex {
+    /// Byte offset of every `\n`, ascending.
+    newlines: Vec<usize>,
+}
+
+impl LineIndex {
+    pub(crate) fn new(text: &str) -> LineIndex {
+        LineIndex {
+            newlines: newline_offsets(text.as_bytes()),
+        }
+    }
+
+    /// The 1-based line holding byte `offset` (offsets past the end fall
+    /// on the last line).
+    pub(crate) fn line_of(&self, offset: usize) -> usize {
+        // Newlines strictly before `offset` end the lines above it.
+        1 + self.newlines.partition_point(|at| *at < offset)
+    }
+}
+
+fn newline_offsets(bytes: &[u8]) -> Vec<usize> {
+    bytes
         .iter()
-        .filter(|b| **b == b'\n')
-        .count()
+        .enumerate()
+        .filter(|(_, byte)| **byte == b'\n')
+        .map(|(at, _)| at)
+        .collect()
 }
 
 /// A position as a parser reports it, resolved to a line once the whole
@@ -152,33 +181,33 @@ enum Pos {
 }
 
 impl Pos {
-    fn line(self, text: &str) -> Option<usize> {
+    fn line(self, lines: &LineIndex) -> Option<usize> {
         match self {
             Pos::Unknown => None,
             Pos::Line(line) => Some(line),
-            Pos::Offset(offset) => Some(line_of_offset(text, offset)),
+            Pos::Offset(offset) => Some(lines.line_of(offset)),
         }
     }
 }
 
-fn resolve<S: Syntax>(top: Top<S>, text: &str) -> RawDocument {
+fn resolve<S: Syntax>(top: Top<S>, lines: &LineIndex) -> RawDocument {
     let entries = top
         .entries
         .into_iter()
         .map(|entry| match entry.body {
             EntryBody::Mapping(pairs) => RawEntry::Mapping {
-                line: entry.pos.line(text),
+                line: entry.pos.line(lines),
                 pairs: pairs
                     .into_iter()
                     .map(|(key, pos, value)| RawPair {
                         key,
-                        line: pos.line(text),
+                        line: pos.line(lines),
                         value: normalize(value),
                     })
                     .collect(),
             },
             EntryBody::NotAMapping(found) => RawEntry::NotAMapping {
-                line: entry.pos.line(text),
+                line: entry.pos.line(lines),
                 found,
             },
         })
@@ -188,7 +217,7 @@ fn resolve<S: Syntax>(top: Top<S>, text: &str) -> RawDocument {
         .into_iter()
         .map(|(key, pos)| RawTopKey {
             key,
-            line: pos.line(text),
+            line: pos.line(lines),
         })
         .collect();
     RawDocument {
@@ -405,5 +434,82 @@ impl<'de, S: Syntax> Visitor<'de> for EntryVisitor<S> {
             pairs.push((key, pos, value));
         }
         Ok(EntryBodyDe(EntryBody::Mapping(pairs), PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference the index must agree with: count the newlines.
+    fn counted_line(text: &str, offset: usize) -> usize {
+        1 + text.as_bytes()[..offset.min(text.len())]
+            .iter()
+            .filter(|byte| **byte == b'\n')
+            .count()
+    }
+
+    #[test]
+    fn line_index_agrees_with_counting_newlines_at_every_offset() {
+        for text in [
+            "",
+            "\n",
+            "a",
+            "a\nb",
+            "\n\nx\n",
+            "[[plugins]]\nid = \"a\"\n\n",
+        ] {
+            let index = LineIndex::new(text);
+            for offset in 0..=text.len() + 2 {
+                assert_eq!(
+                    index.line_of(offset),
+                    counted_line(text, offset),
+                    "{text:?} at {offset}"
+                );
+            }
+        }
+    }
+
+    fn toml_entries(count: usize) -> String {
+        let mut text = String::new();
+        for index in 0..count {
+            text.push_str(&format!(
+                "[[plugins]]\nid = \"p{index}\"\nname = \"dsh-x\"\nconfig = {{ n = {index} }}\n"
+            ));
+        }
+        text
+    }
+
+    /// The fastest of three parses of `text`.
+    fn parse_time(text: &str) -> std::time::Duration {
+        (0..3)
+            .map(|_| {
+                let started = std::time::Instant::now();
+                let document = parse(text, ManifestFormat::Toml).expect("parse");
+                let elapsed = started.elapsed();
+                assert!(!document.entries.is_empty());
+                elapsed
+            })
+            .min()
+            .expect("three runs")
+    }
+
+    /// Complexity, not speed: ten times the entries must cost about ten
+    /// times the time. A quadratic line lookup made it a hundred (20,000
+    /// TOML entries took minutes); 20 leaves room for a noisy machine.
+    #[test]
+    fn toml_parse_time_grows_linearly_with_entries() {
+        let small = toml_entries(2_000);
+        let large = toml_entries(20_000);
+        let document = parse(&large, ManifestFormat::Toml).expect("parse");
+        assert_eq!(document.entries.len(), 20_000);
+        let RawEntry::Mapping { line, pairs } = &document.entries[19_999] else {
+            panic!("the last entry is a mapping");
+        };
+        assert_eq!(*line, Some(4 * 19_999 + 1));
+        let config = pairs.iter().find(|pair| pair.key == "config");
+        assert_eq!(config.and_then(|pair| pair.line), Some(4 * 19_999 + 4));
+        let ratio = parse_time(&large).as_secs_f64() / parse_time(&small).as_secs_f64();
+        assert!(ratio < 20.0, "10x the entries took {ratio:.1}x the time");
     }
 }

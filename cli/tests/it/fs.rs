@@ -136,6 +136,55 @@ fn missing_paths_and_binary_files_are_clear_errors() {
     assert_eq!(output.stdout, [0u8, 159, 146, 150, 10]);
 }
 
+/// `dsh fs write PATH` with `len` bytes on stdin; the writer ignores the
+/// pipe closing early (dsh stops reading past its cap).
+fn write_from_stdin(path: &str, len: usize) -> std::process::Output {
+    let mut child = dsh()
+        .args(["fs", "write", path])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || {
+        let chunk = vec![b'x'; 1 << 20];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(chunk.len());
+            if stdin.write_all(&chunk[..n]).is_err() {
+                break;
+            }
+            left -= n;
+        }
+    });
+    let output = child.wait_with_output().expect("wait");
+    feeder.join().expect("feeder");
+    output
+}
+
+#[test]
+fn stdin_beyond_the_write_cap_is_refused_and_writes_nothing() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cap = 64 << 20;
+    let big = format!("{}/big.dat", dir.path().display());
+    let output = write_from_stdin(&big, cap + 1);
+    let (_, stderr) = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "write {big}: stdin is larger than the 64 MiB limit of `fs write`; nothing was written"
+        )),
+        "{stderr}"
+    );
+    assert!(!std::path::Path::new(&big).exists());
+    // Exactly the cap is written whole.
+    let output = write_from_stdin(&big, cap);
+    assert!(output.status.success(), "{}", text(&output).1);
+    assert_eq!(std::fs::metadata(&big).expect("stat").len(), cap as u64);
+}
+
 #[test]
 fn a_closed_stdout_ends_dsh_quietly_with_141() {
     require(&LOCAL);

@@ -4,9 +4,12 @@
 
 mod check;
 mod conformance;
+mod e2b_shutdown;
 mod exec;
 mod fs;
+mod hostile;
 mod plugins;
 mod probes;
 mod sh;
+mod shutdown;
 mod support;

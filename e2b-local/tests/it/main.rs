@@ -7,6 +7,7 @@ mod cli;
 mod common;
 mod control_plane;
 mod front;
+mod hostile;
 mod isolation;
 mod sdk_js;
 mod sdk_python;
