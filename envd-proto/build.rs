@@ -15,6 +15,11 @@ fn main() {
     let set_path = out_dir.join("envd.fds.bin");
     std::fs::write(&set_path, prost_encode(&descriptors)).expect("write descriptor set");
     connectrpc_build::Config::new()
+        // Its directives would watch the descriptor set, which this script
+        // writes on every run: the script would always be stale and every
+        // build would recompile envd-proto and its dependents. The .proto
+        // files above are the real inputs.
+        .emit_rerun_directives(false)
         .descriptor_set(&set_path)
         .files(&FILES)
         .client_feature_name("client")
