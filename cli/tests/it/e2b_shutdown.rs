@@ -4,7 +4,7 @@
 //! sandbox and no process (both counted), a frozen server cannot hold a
 //! Ctrl-C for more than 5 s, and a closed stdout ends the command.
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use e2b_local::harness::LocalServer;
@@ -50,6 +50,27 @@ fn running(marker: &str, dsh: u32) -> bool {
     processes_with(marker).iter().any(|pid| *pid != dsh)
 }
 
+/// Spawns `dsh exec -- sh -c 'sleep 1000; : MARKER'` against `server`.
+fn spawn_marked_sleep(server: &LocalServer, marker: &str, stderr: Stdio) -> Child {
+    dsh_e2b(
+        server,
+        &["exec", "--", "sh", "-c", &format!("sleep 1000; : {marker}")],
+    )
+    .stderr(stderr)
+    .spawn()
+    .expect("spawn dsh")
+}
+
+/// [`spawn_marked_sleep`], returned once the world runs the command.
+fn start_marked_sleep(server: &LocalServer, marker: &str, stderr: Stdio) -> Child {
+    let child = spawn_marked_sleep(server, marker, stderr);
+    assert!(
+        wait_until(LIMIT, || running(marker, child.id())),
+        "the command did not start"
+    );
+    child
+}
+
 fn marker(tag: &str) -> String {
     format!("dsh-e2b-shutdown-{}-{tag}", std::process::id())
 }
@@ -75,17 +96,7 @@ fn every_shutdown_signal_during_a_command_kills_the_sandbox() {
     let server = LocalServer::start();
     for signal in SIGNALS {
         let marker = marker(&format!("command-{signal}"));
-        let mut child = dsh_e2b(
-            &server,
-            &["exec", "--", "sh", "-c", &format!("sleep 1000; : {marker}")],
-        )
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn dsh");
-        assert!(
-            wait_until(LIMIT, || running(&marker, child.id())),
-            "the command did not start"
-        );
+        let mut child = start_marked_sleep(&server, &marker, Stdio::null());
         send(child.id(), signal);
         assert_eq!(exit_within(&mut child, LIMIT), Some(128 + signal));
         assert_nothing_left(
@@ -102,13 +113,7 @@ fn every_shutdown_signal_during_the_start_leaves_no_sandbox() {
     for signal in SIGNALS {
         for delay_ms in [50, 400] {
             let marker = marker(&format!("start-{signal}-{delay_ms}"));
-            let mut child = dsh_e2b(
-                &server,
-                &["exec", "--", "sh", "-c", &format!("sleep 1000; : {marker}")],
-            )
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn dsh");
+            let mut child = spawn_marked_sleep(&server, &marker, Stdio::null());
             std::thread::sleep(Duration::from_millis(delay_ms));
             send(child.id(), signal);
             let code = exit_within(&mut child, LIMIT);
@@ -175,17 +180,7 @@ fn a_frozen_server_cannot_hold_the_first_interrupt_beyond_5_seconds() {
 
     // Frozen while a command runs: the disposal cannot reach the server.
     let marker = marker("frozen-command");
-    let mut child = dsh_e2b(
-        &server,
-        &["exec", "--", "sh", "-c", &format!("sleep 1000; : {marker}")],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn dsh");
-    assert!(
-        wait_until(LIMIT, || running(&marker, child.id())),
-        "the command did not start"
-    );
+    let mut child = start_marked_sleep(&server, &marker, Stdio::piped());
     let frozen = Frozen::freeze(&server);
     let interrupted = Instant::now();
     send(child.id(), libc::SIGINT);
@@ -241,17 +236,7 @@ fn a_closed_stdout_ends_an_e2b_command_like_a_shell_pipeline() {
 fn a_server_killed_mid_command_is_one_clear_line() {
     let server = LocalServer::start();
     let marker = marker("killed-server");
-    let mut child = dsh_e2b(
-        &server,
-        &["exec", "--", "sh", "-c", &format!("sleep 1000; : {marker}")],
-    )
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn dsh");
-    assert!(
-        wait_until(LIMIT, || running(&marker, child.id())),
-        "the command did not start"
-    );
+    let mut child = start_marked_sleep(&server, &marker, Stdio::piped());
     send(server.pid(), libc::SIGKILL);
     assert_eq!(exit_within(&mut child, LIMIT), Some(1));
     let stderr = child.wait_with_output().expect("stderr").stderr;
