@@ -4,8 +4,9 @@
 # On a fresh Debian 12 machine, as root, it brings what the tests need (system packages, the
 # official E2B SDK peers, the lint tools), enforces the house rules (scripts/lint.sh: fmt,
 # clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are cdylibs the tests
-# load from target/debug), and runs every test with nextest (the fuzz corpus is replayed there;
-# fuzzing itself is fuzz/run.sh, outside CI: its instrumented build alone costs ~3 minutes).
+# load from target/debug), runs every test with nextest (the fuzz corpus is replayed there), and
+# fuzzes each decoder of hostile input for a bounded time (fuzz/run.sh; DSH_FUZZ_SECONDS, default
+# 15 per target, 0 skips it — its instrumented build costs about 3 minutes on 2 cores).
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -45,3 +46,9 @@ else
   cargo nextest run --workspace --locked "$@"
 fi
 phase "tests (building the test targets included)"
+
+fuzz_seconds=${DSH_FUZZ_SECONDS:-15}
+if [ "$fuzz_seconds" -gt 0 ]; then
+  "$root/fuzz/run.sh" "$fuzz_seconds"
+  phase "fuzzing (instrumented build included)"
+fi

@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dsh_host::Host;
+use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::stream::ByteWriter;
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
-use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 
 use crate::args::ExecArgs;
@@ -143,7 +143,7 @@ fn parse_env(entries: &[String]) -> Result<BTreeMap<String, String>, Failure> {
 async fn forward_input(mut writer: Box<dyn ByteWriter>) {
     let mut chunks = stdin_chunks();
     while let Some(chunk) = chunks.next().await {
-        if writer.write(Bytes::from(chunk)).await.is_err() {
+        if writer.write(chunk).await.is_err() {
             return;
         }
     }

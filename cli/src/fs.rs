@@ -1,17 +1,20 @@
 //! `dsh fs …`: the world's files through the `fs` seam.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::UNIX_EPOCH;
 
 use dsh_host::Host;
 use dsh_plugin_api::fs::{DirEntry, Edit, FileKind, Metadata, Version, WriteGuard};
 use futures::StreamExt;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::args::{FsCommand, GuardArgs};
 use crate::failure::{EXIT_FAILURE, Failure};
 use crate::plugins::print_json;
 use crate::stdout::{self, outln};
+use crate::streams::stdin_bytes;
 use dsh_plugin_api::Bytes;
 
 /// Runs one fs command; 0 on success, a [`Failure`] naming the operation
@@ -71,15 +74,27 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             content,
             guard,
         } => {
-            let bytes = match content {
-                Some(content) => content.into_bytes(),
-                None => read_stdin_bounded(&path).await?,
+            let guard = write_guard(&guard);
+            let (written, size) = match content {
+                Some(content) => {
+                    let size = content.len() as u64;
+                    (fs.write(&path, Bytes::from(content), guard).await, size)
+                }
+                // Streamed: stdin of any size in bounded memory; a read
+                // error fails the write and publishes nothing.
+                None => {
+                    let counted = Arc::new(AtomicU64::new(0));
+                    let counter = Arc::clone(&counted);
+                    let chunks = stdin_bytes(STDIN_WRITE_CHUNK).inspect(move |chunk| {
+                        if let Ok(chunk) = chunk {
+                            counter.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                        }
+                    });
+                    let written = fs.write_stream(&path, Box::pin(chunks), guard).await;
+                    (written, counted.load(Ordering::Relaxed))
+                }
             };
-            let size = bytes.len();
-            let version = fs
-                .write(&path, Bytes::from(bytes), write_guard(&guard))
-                .await
-                .map_err(|err| Failure::seam("write", &path, &err))?;
+            let version = written.map_err(|err| Failure::seam("write", &path, &err))?;
             report_version(json, &path, &version, json!({ "bytes": size }))?;
         }
         FsCommand::Edit {
@@ -134,38 +149,10 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
     Ok(0)
 }
 
-/// The most `dsh fs write PATH` takes from stdin: 64 MiB.
-///
-/// The `fs` seam's `write` takes the whole payload at once (its atomic
-/// stage-and-rename contract, `docs/design.md §5.1`) and has no streaming
-/// form, so stdin cannot be streamed through it; instead dsh holds at most
-/// this much and refuses more, writing nothing, rather than growing without
-/// bound (issue 9: 4 GB aborted dsh). `docs/design.md §8`.
-pub const MAX_STDIN_WRITE_BYTES: u64 = 64 << 20;
-
-/// All of stdin, or an exit-1 failure naming `path` once it passes
-/// [`MAX_STDIN_WRITE_BYTES`]: nothing beyond the cap plus one byte is read,
-/// so memory stays under a fixed bound (the buffer's doubling growth can
-/// reach twice the cap). Runs on the caller's tokio runtime.
-async fn read_stdin_bounded(path: &str) -> Result<Vec<u8>, Failure> {
-    let mut bytes = Vec::new();
-    // One byte past the cap tells "exactly at the cap" from "beyond it".
-    tokio::io::stdin()
-        .take(MAX_STDIN_WRITE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .await
-        .map_err(|err| Failure::new(EXIT_FAILURE, format!("write {path}: read stdin: {err}")))?;
-    if bytes.len() as u64 > MAX_STDIN_WRITE_BYTES {
-        return Err(Failure::new(
-            EXIT_FAILURE,
-            format!(
-                "write {path}: stdin is larger than the {} MiB limit of `fs write`; nothing was written",
-                MAX_STDIN_WRITE_BYTES >> 20
-            ),
-        ));
-    }
-    Ok(bytes)
-}
+/// Chunk size of `dsh fs write PATH` reading stdin: big enough that each
+/// chunk's trip across the seam is amortised, small enough to be nothing in
+/// memory.
+const STDIN_WRITE_CHUNK: usize = 256 * 1024;
 
 fn write_guard(guard: &GuardArgs) -> WriteGuard {
     match (&guard.if_version, guard.create_new) {

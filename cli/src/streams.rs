@@ -1,6 +1,7 @@
 //! Moving bytes between our standard streams and the world's.
 
 use dsh_plugin_api::stream::ByteStream;
+use dsh_plugin_api::{Bytes, Error as PluginError};
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -38,18 +39,31 @@ pub async fn pump(
     Ok(Pumped::Drained)
 }
 
-/// Our stdin as chunks, as they arrive, until EOF or a read error.
-pub fn stdin_chunks() -> impl Stream<Item = Vec<u8>> + Send + Unpin {
+/// Our stdin as chunks of at most `chunk_len` bytes, as they arrive, until
+/// EOF; a read error is the stream's last item. Nothing is read ahead of
+/// the consumer (each chunk is read when polled), so memory stays bounded
+/// by one chunk whatever stdin holds. Runs on the caller's tokio runtime.
+pub fn stdin_bytes(chunk_len: usize) -> ByteStream {
     Box::pin(futures::stream::unfold(
-        (tokio::io::stdin(), vec![0u8; 16 * 1024]),
-        |(mut stdin, mut buffer)| async move {
+        Some((tokio::io::stdin(), vec![0u8; chunk_len])),
+        |state| async move {
+            let (mut stdin, mut buffer) = state?;
             match stdin.read(&mut buffer).await {
-                Ok(0) | Err(_) => None,
+                Ok(0) => None,
                 Ok(read) => {
-                    let chunk = buffer[..read].to_vec();
-                    Some((chunk, (stdin, buffer)))
+                    let chunk = Bytes::copy_from_slice(&buffer[..read]);
+                    Some((Ok(chunk), Some((stdin, buffer))))
                 }
+                Err(err) => Some((Err(PluginError::from_io("read stdin", &err)), None)),
             }
         },
     ))
+}
+
+/// Our stdin as chunks, as they arrive, until EOF or a read error (which,
+/// for input forwarded to a command, is an end of input like any other).
+pub fn stdin_chunks() -> impl Stream<Item = Bytes> + Send + Unpin {
+    stdin_bytes(16 * 1024)
+        .take_while(|chunk| futures::future::ready(chunk.is_ok()))
+        .filter_map(|chunk| futures::future::ready(chunk.ok()))
 }

@@ -128,7 +128,7 @@ async fn forward_keys(terminal: Arc<dyn Terminal>) {
     const END_OF_FILE: u8 = 0x04;
     let mut keys = stdin_chunks();
     while let Some(chunk) = keys.next().await {
-        if terminal.write(Bytes::from(chunk)).await.is_err() {
+        if terminal.write(chunk).await.is_err() {
             return;
         }
     }

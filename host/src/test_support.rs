@@ -50,6 +50,9 @@ impl FsProvider for NullFs {
     async fn write(&self, _: &str, _: Bytes, _: WriteGuard) -> Result<Version> {
         unsupported("write")
     }
+    async fn write_stream(&self, _: &str, _: ByteStream, _: WriteGuard) -> Result<Version> {
+        unsupported("write_stream")
+    }
     async fn edit(&self, _: &str, _: Vec<Edit>, _: WriteGuard) -> Result<EditOutcome> {
         unsupported("edit")
     }

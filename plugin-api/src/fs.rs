@@ -200,6 +200,23 @@ pub trait FsProvider: Send + Sync + 'static {
     /// state immediately before the commit.
     async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version>;
 
+    /// Atomically replaces (or creates) `path` with the bytes `content`
+    /// yields, as [`FsProvider::write`] does, without ever holding the whole
+    /// content: chunks are staged as they arrive, so the stream is pulled at
+    /// the pace the world accepts it and content of any size takes bounded
+    /// memory. The guard is checked before the first chunk is pulled (a
+    /// write that cannot commit consumes nothing) and again immediately
+    /// before the commit. If `content` yields an error, the write fails with
+    /// that error and nothing is published; dropping the future before the
+    /// commit leaves the target untouched. Either way the staging is
+    /// removed.
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version>;
+
     /// Applies `edits` in order to the UTF-8 file at `path` and stores the
     /// result atomically, as [`FsProvider::write`] does. Matching is literal
     /// on LF-normalised text; the file's dominant line ending (CRLF or LF)

@@ -43,7 +43,7 @@ pub use text::Text;
 /// host or plugin cannot handle (a changed type layout, a new required
 /// method, a changed meaning); abi_stable's layout check backs it up for
 /// layout changes that were missed.
-pub const API_VERSION: u32 = 2;
+pub const API_VERSION: u32 = 3;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///

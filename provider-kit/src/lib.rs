@@ -23,6 +23,7 @@ use std::fmt::Display;
 
 use dsh_plugin_api::{Error, ErrorKind};
 
+pub mod content;
 pub mod env;
 pub mod failures;
 pub mod gate;

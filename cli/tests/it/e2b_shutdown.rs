@@ -20,7 +20,7 @@ const SIGNALS: [i32; 4] = [libc::SIGHUP, libc::SIGQUIT, libc::SIGINT, libc::SIGT
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// `dsh --config config/e2b-local.yaml ARGS…` against `server`.
-fn dsh_e2b(server: &LocalServer, args: &[&str]) -> Command {
+pub fn dsh_e2b(server: &LocalServer, args: &[&str]) -> Command {
     require(&E2B);
     let mut command = dsh();
     command

@@ -1,10 +1,11 @@
 //! `dsh fs …` on the embedded local composition.
 
 use std::io::Write;
-use std::process::Stdio;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use crate::exec::closed_pipe;
-use crate::support::{dsh, require, run_dsh, text};
+use crate::support::{dsh, require, run_dsh, text, wait_until};
 
 const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
 
@@ -136,53 +137,137 @@ fn missing_paths_and_binary_files_are_clear_errors() {
     assert_eq!(output.stdout, [0u8, 159, 146, 150, 10]);
 }
 
-/// `dsh fs write PATH` with `len` bytes on stdin; the writer ignores the
-/// pipe closing early (dsh stops reading past its cap).
-fn write_from_stdin(path: &str, len: usize) -> std::process::Output {
-    let mut child = dsh()
-        .args(["fs", "write", path])
+/// `len` bytes of a pattern that changes every byte (so a dropped,
+/// doubled or reordered chunk shows), from `offset`.
+fn pattern(offset: usize, len: usize) -> Vec<u8> {
+    (offset..offset + len).map(|i| (i % 251) as u8).collect()
+}
+
+/// The peak resident memory of process `pid` (`VmHWM`), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let line = status
+        .lines()
+        .find(|line| line.starts_with("VmHWM:"))
+        .expect("VmHWM");
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|kib| kib.parse().ok())
+        .expect("VmHWM kB");
+    kib * 1024
+}
+
+/// The most memory dsh may hold while streaming a write: its own baseline
+/// plus a few chunks, far below the content.
+const STREAMED_WRITE_PEAK: u64 = 96 << 20;
+
+/// Feeds `len` bytes of [`pattern`] in 1 MiB pieces into `command` (a
+/// `dsh … fs write --json PATH`), then checks that it succeeded, reported
+/// `len` bytes, and that dsh's peak memory — measured once everything was
+/// fed, before its stdin closes — stayed under [`STREAMED_WRITE_PEAK`].
+pub fn assert_streamed_write(mut command: Command, len: usize) {
+    let mut child = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
     let mut stdin = child.stdin.take().expect("stdin");
-    let feeder = std::thread::spawn(move || {
-        let chunk = vec![b'x'; 1 << 20];
-        let mut left = len;
-        while left > 0 {
-            let n = left.min(chunk.len());
-            if stdin.write_all(&chunk[..n]).is_err() {
-                break;
-            }
-            left -= n;
-        }
-    });
+    let mut fed = 0;
+    while fed < len {
+        let piece = pattern(fed, (len - fed).min(1 << 20));
+        stdin.write_all(&piece).expect("feed dsh");
+        fed += piece.len();
+    }
+    let peak = peak_rss(child.id());
+    drop(stdin);
     let output = child.wait_with_output().expect("wait");
-    feeder.join().expect("feeder");
-    output
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["bytes"], len as u64, "{stdout}");
+    assert!(
+        peak < STREAMED_WRITE_PEAK,
+        "dsh peaked at {} MiB while streaming {} MiB",
+        peak >> 20,
+        len >> 20
+    );
 }
 
 #[test]
-fn stdin_beyond_the_write_cap_is_refused_and_writes_nothing() {
+fn stdin_streams_into_an_atomic_write_of_any_size_in_bounded_memory() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let cap = 64 << 20;
     let big = format!("{}/big.dat", dir.path().display());
-    let output = write_from_stdin(&big, cap + 1);
-    let (_, stderr) = text(&output);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    let mut command = dsh();
+    command.args(["fs", "write", "--json", &big]);
+    assert_streamed_write(command, 256 << 20);
+    let written = std::fs::read(&big).expect("read");
+    assert_eq!(written.len(), 256 << 20);
+    assert!(written == pattern(0, written.len()), "content differs");
+}
+
+#[test]
+fn an_interrupted_stdin_write_publishes_nothing() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join("target");
+    std::fs::write(&target, "old").expect("write");
+    let path = target.display().to_string();
+    let mut child = dsh()
+        .args(["fs", "write", &path])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(&pattern(0, 8 << 20)).expect("feed dsh");
+    // The staging directory holds what was fed so far.
+    let staged = || {
+        std::fs::read_dir(dir.path())
+            .expect("list")
+            .filter(|entry| entry.as_ref().is_ok_and(|e| e.file_name() != "target"))
+            .count()
+    };
+    assert!(wait_until(Duration::from_secs(10), || staged() == 1));
+    // SAFETY: kill(2) on a child we spawned and have not waited for.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output).1);
+    drop(stdin);
+    assert_eq!(std::fs::read(&target).expect("read"), b"old");
+    assert_eq!(staged(), 0, "staging left behind");
+}
+
+#[test]
+fn a_guarded_stdin_write_that_cannot_commit_reads_nothing() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let target = dir.path().join("target");
+    std::fs::write(&target, "old").expect("write");
+    let path = target.display().to_string();
+    // Stdin stays open and empty: a write that pulled before checking its
+    // guard would wait forever.
+    let mut child = dsh()
+        .args(["fs", "write", "--create-new", &path])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdin = child.stdin.take().expect("stdin");
     assert!(
-        stderr.contains(&format!(
-            "write {big}: stdin is larger than the 64 MiB limit of `fs write`; nothing was written"
+        wait_until(Duration::from_secs(20), || matches!(
+            child.try_wait(),
+            Ok(Some(_))
         )),
-        "{stderr}"
+        "dsh waited for stdin"
     );
-    assert!(!std::path::Path::new(&big).exists());
-    // Exactly the cap is written whole.
-    let output = write_from_stdin(&big, cap);
-    assert!(output.status.success(), "{}", text(&output).1);
-    assert_eq!(std::fs::metadata(&big).expect("stat").len(), cap as u64);
+    let output = child.wait_with_output().expect("wait");
+    drop(stdin);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output).1.contains("exists"), "{}", text(&output).1);
+    assert_eq!(std::fs::read(&target).expect("read"), b"old");
 }
 
 #[test]

@@ -89,7 +89,7 @@ pub(crate) const CASES: &[CaseInfo] = &[
 ];
 
 /// Writes through `fs` and checks the returned version.
-async fn write(
+pub(crate) async fn write(
     cx: &Cx,
     path: &str,
     content: &[u8],
@@ -102,7 +102,12 @@ async fn write(
     .await
 }
 
-async fn expect_content(cx: &Cx, path: &str, expected: &[u8], context: &str) -> CaseResult {
+pub(crate) async fn expect_content(
+    cx: &Cx,
+    path: &str,
+    expected: &[u8],
+    context: &str,
+) -> CaseResult {
     let got = cx.read_all(path).await?;
     ensure_bytes(&format!("content of {path} {context}"), &got, expected)
 }
@@ -269,11 +274,16 @@ async fn cancel_keeps_old(cx: &Cx) -> CaseResult {
             ensure_bytes(&format!("write {path} that completed"), &got, &new)?;
         }
     }
-    // Staging debris of the dropped writes must go away (a provider may
-    // finish its rollback after the drop, so allow it a moment).
+    expect_only_target(cx, &dir, "cancelled writes").await
+}
+
+/// Waits until `dir` holds only `target`: staging debris of failed or
+/// dropped writes must go away (a provider may finish its rollback after
+/// the drop, so it gets 4 s).
+pub(crate) async fn expect_only_target(cx: &Cx, dir: &str, after: &str) -> CaseResult {
     let mut names = Vec::new();
     for _ in 0..40 {
-        let entries = cx.ok(&format!("list {dir}"), cx.fs().list(&dir)).await?;
+        let entries = cx.ok(&format!("list {dir}"), cx.fs().list(dir)).await?;
         names = entries.into_iter().map(|e| e.name).collect::<Vec<_>>();
         if names == ["target"] {
             return Ok(());
@@ -281,7 +291,7 @@ async fn cancel_keeps_old(cx: &Cx) -> CaseResult {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     fail!(
-        "list {dir} 4 s after cancelled writes: expected only \"target\", got {names:?} (staging debris left behind)"
+        "list {dir} 4 s after {after}: expected only \"target\", got {names:?} (staging debris left behind)"
     )
 }
 

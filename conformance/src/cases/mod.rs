@@ -10,6 +10,7 @@ mod fs_paths;
 mod fs_read;
 mod fs_tree;
 mod fs_write;
+mod fs_write_stream;
 mod permissions;
 mod sp_exit;
 mod sp_output;
@@ -23,6 +24,7 @@ pub(crate) const ALL: &[&[CaseInfo]] = &[
     fs_meta::CASES,
     fs_read::CASES,
     fs_write::CASES,
+    fs_write_stream::CASES,
     fs_edit::CASES,
     fs_tree::CASES,
     sp_spawn::CASES,

@@ -87,6 +87,26 @@ async fn a_non_atomic_write_is_caught() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_atomic_streamed_write_is_caught() {
+    let report = with_broken_fs(
+        FsFlaw::NonAtomicWrite,
+        "fs.write_stream.source_error_keeps_old,fs.write_stream.cancel_keeps_old,fs.write_stream.stores_chunks",
+    )
+    .await;
+    assert_failure_mentions(
+        &report,
+        "fs.write_stream.source_error_keeps_old",
+        "after a failed write_stream",
+    );
+    assert_failure_mentions(
+        &report,
+        "fs.write_stream.cancel_keeps_old",
+        "after a dropped write_stream",
+    );
+    assert_passed(&report, "fs.write_stream.stores_chunks");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossy_utf8_decoding_is_caught() {
     let report = with_broken_fs(
         FsFlaw::LossyUtf8,

@@ -104,6 +104,15 @@ impl FsProvider for ReadOnlyFs {
         self.refuse("write", path)
     }
 
+    async fn write_stream(
+        &self,
+        path: &str,
+        _content: ByteStream,
+        _guard: WriteGuard,
+    ) -> Result<Version> {
+        self.refuse("write_stream", path)
+    }
+
     async fn edit(&self, path: &str, _edits: Vec<Edit>, _guard: WriteGuard) -> Result<EditOutcome> {
         self.refuse("edit", path)
     }

@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use dsh_plugin_api::fs::{Edit, EditOutcome, FileKind, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind, Result, Text};
+use dsh_provider_kit::content::WriteContent;
 use dsh_provider_kit::literal;
 use dsh_provider_kit::utf8::into_text;
 use futures::StreamExt;
@@ -84,7 +85,9 @@ async fn stage<T: EnvdTransport>(
     let applied = literal::apply(&original, edits)
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);
-    staged.upload(op, Bytes::from(applied.text)).await?;
+    staged
+        .upload(op, WriteContent::Whole(Bytes::from(applied.text)))
+        .await?;
     let now = world.stat_if_exists(op, &target).await?;
     check_guard(op, now.as_ref(), &WriteGuard::IfVersion(read_version))?;
     if let Some(now) = &now {

@@ -11,6 +11,7 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Bytes, Error, Result, async_trait};
+use dsh_provider_kit::content::WriteContent;
 use dsh_provider_kit::{paths, uri};
 use e2b_client::{CallOptions, Envd};
 use tokio_util::task::TaskTracker;
@@ -219,7 +220,20 @@ impl<T: EnvdTransport> FsProvider for FsE2b<T> {
 
     async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         let path = self.absolute("write", path)?;
+        let content = WriteContent::Whole(content);
         write::write(&self.world, Op::new("write", &path), &path, content, guard).await
+    }
+
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        let path = self.absolute("write_stream", path)?;
+        let content = WriteContent::Stream(content);
+        let op = Op::new("write_stream", &path);
+        write::write(&self.world, op, &path, content, guard).await
     }
 
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {

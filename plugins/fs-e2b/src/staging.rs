@@ -24,12 +24,13 @@
 //! moment later, because a dropped upload may still be finishing in envd
 //! and could recreate the directory.
 
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
 use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::content::WriteContent;
+use futures::StreamExt;
 use tokio::runtime::Handle;
 
 use crate::canonical::canonical_function;
@@ -169,28 +170,55 @@ impl<T: EnvdTransport> Staged<T> {
     }
 
     /// Uploads `content` as the staged file, tagged with a fresh write
-    /// token (see [`crate::version`]), as the world's user.
+    /// token (see [`crate::version`]), as the world's user: whole content
+    /// is sent in pieces that are slices of it (no copy) with its length
+    /// declared; a stream is sent chunk by chunk as it yields them, with no
+    /// length (so envd reads the body to its end). An error of the stream
+    /// fails the upload with that error.
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
-    /// The content is sent in pieces that are slices of it (no copy).
-    pub(crate) async fn upload(&self, op: Op<'_>, content: Bytes) -> Result<()> {
+    pub(crate) async fn upload(&self, op: Op<'_>, content: WriteContent) -> Result<()> {
         let options = self
             .world
             .upload_options()
-            .content_length(content.len() as u64)
             .metadata(WRITE_TOKEN_KEY, new_write_token());
-        let pieces = (0..content.len())
-            .step_by(UPLOAD_PIECE)
-            .map(move |start| {
-                let end = (start + UPLOAD_PIECE).min(content.len());
-                Ok::<_, std::convert::Infallible>(content.slice(start..end))
-            })
-            .collect::<Vec<_>>();
-        self.world
-            .envd
-            .upload(&self.file, futures::stream::iter(pieces), &options)
-            .await
-            .map_err(|err| op.remote(&err))?;
+        let uploaded = match content {
+            WriteContent::Whole(content) => {
+                let options = options.content_length(content.len() as u64);
+                let pieces = (0..content.len())
+                    .step_by(UPLOAD_PIECE)
+                    .map(move |start| {
+                        let end = (start + UPLOAD_PIECE).min(content.len());
+                        Ok::<_, std::convert::Infallible>(content.slice(start..end))
+                    })
+                    .collect::<Vec<_>>();
+                let body = futures::stream::iter(pieces);
+                self.world.envd.upload(&self.file, body, &options).await
+            }
+            WriteContent::Stream(chunks) => {
+                // The stream's own error is kept whole: the upload reports
+                // only that its source failed.
+                let source_error = Arc::new(std::sync::Mutex::new(None));
+                let recorded = Arc::clone(&source_error);
+                let body = chunks.map(move |chunk| {
+                    chunk.map_err(|err| {
+                        let message = err.to_string();
+                        *recorded.lock().unwrap_or_else(PoisonError::into_inner) = Some(err);
+                        message
+                    })
+                });
+                let uploaded = self.world.envd.upload(&self.file, body, &options).await;
+                let source_error = source_error
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                if let Some(err) = source_error {
+                    return Err(err);
+                }
+                uploaded
+            }
+        };
+        uploaded.map_err(|err| op.remote(&err))?;
         Ok(())
     }
 

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use dsh_plugin_api::fs::{FileKind, Version, WriteGuard};
-use dsh_plugin_api::{Bytes, ErrorKind, Result};
+use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::content::WriteContent;
 use dsh_provider_kit::guard;
 use e2b_client::EntryInfo;
 
@@ -18,7 +19,8 @@ use crate::world::{EnvdTransport, World};
 ///
 /// Round trips: the preparing command, the upload, the rename and the
 /// staging directory's removal; a guarded write adds one `Stat` under the
-/// target's lock, and replacing a set-user-ID or set-group-ID file one
+/// target's lock (a guarded stream one more before its upload, so a write
+/// that cannot commit pulls nothing), and replacing a set-user-ID or set-group-ID file one
 /// `chmod` (envd's upload clears those bits).
 ///
 /// Cancellation: dropping the future before the rename leaves the target
@@ -28,10 +30,17 @@ pub(crate) async fn write<T: EnvdTransport>(
     world: &Arc<World<T>>,
     op: Op<'_>,
     path: &str,
-    content: Bytes,
+    content: WriteContent,
     guard: WriteGuard,
 ) -> Result<Version> {
     let mut staged = Staged::prepare(world, op, path).await?;
+    if matches!(content, WriteContent::Stream(_)) && guard != WriteGuard::Overwrite {
+        let current = world.stat_if_exists(op, &staged.target).await;
+        if let Err(err) = current.and_then(|current| check_guard(op, current.as_ref(), &guard)) {
+            staged.discard().await;
+            return Err(err);
+        }
+    }
     match stage(world, op, &mut staged, content, &guard).await {
         Ok(lock) => staged.publish(op, lock).await,
         Err(err) => {
@@ -47,7 +56,7 @@ async fn stage<T: EnvdTransport>(
     world: &World<T>,
     op: Op<'_>,
     staged: &mut Staged<T>,
-    content: Bytes,
+    content: WriteContent,
     guard: &WriteGuard,
 ) -> Result<TargetLock> {
     staged.upload(op, content).await?;

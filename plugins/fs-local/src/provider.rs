@@ -9,6 +9,7 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Bytes, Error, Result, async_trait};
+use dsh_provider_kit::content::WriteContent;
 use dsh_provider_kit::paths::{check_cwd, cwd_problem};
 use dsh_provider_kit::uri::file_uri;
 
@@ -23,7 +24,7 @@ use crate::{edit, list, meta, paths, read, tree, write};
 /// in `block_in_place` on a multi-thread runtime (the blocking pool on a
 /// current-thread one). Streams read each chunk when polled and need no
 /// runtime context. Dropping a method's future cancels it:
-/// reads and metadata calls then have no effect, `write` and `edit` leave
+/// reads and metadata calls then have no effect, `write`, `write_stream` and `edit` leave
 /// the target as it was and remove their staging directory (their rename is
 /// the commit point and is never abandoned once issued), `remove` of a
 /// directory tree may have removed part of it.
@@ -142,7 +143,19 @@ impl FsProvider for FsLocal {
 
     async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         let path = self.absolute("write", path)?;
+        let content = WriteContent::Whole(content);
         write::write(Op::new("write", &path), &path, content, guard).await
+    }
+
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        let path = self.absolute("write_stream", path)?;
+        let content = WriteContent::Stream(content);
+        write::write(Op::new("write_stream", &path), &path, content, guard).await
     }
 
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {

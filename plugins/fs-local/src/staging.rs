@@ -7,7 +7,9 @@ use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::{Bytes, ErrorKind, Result};
+use futures::StreamExt;
 
 use crate::blocking::{self, INLINE_LIMIT};
 use crate::errors::Op;
@@ -55,6 +57,17 @@ impl Staged {
         }
         .map_err(|err| op.io_at(format_args!("write {}", dir.staged.display()), &err))?;
         Ok(Staged { dir, file })
+    }
+
+    /// Appends each chunk of `content` to the staged file as it arrives
+    /// (each as [`Staged::fill`] writes it). An error of the stream is the
+    /// operation's error; the staging is then removed.
+    pub(crate) async fn fill_stream(self, op: Op<'_>, mut content: ByteStream) -> Result<Staged> {
+        let mut staged = self;
+        while let Some(chunk) = content.next().await {
+            staged = staged.fill(op, chunk?).await?;
+        }
+        Ok(staged)
     }
 
     /// The staged file, open.

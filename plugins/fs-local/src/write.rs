@@ -3,7 +3,8 @@
 use std::path::Path;
 
 use dsh_plugin_api::fs::{Version, WriteGuard};
-use dsh_plugin_api::{Bytes, ErrorKind, Result};
+use dsh_plugin_api::{ErrorKind, Result};
+use dsh_provider_kit::content::WriteContent;
 
 use crate::blocking::INLINE_LIMIT;
 use crate::commit::{self, check_guard};
@@ -16,7 +17,7 @@ use crate::tree::ensure_dir;
 /// Writes `content` to the canonical target of `path` (symlinks followed,
 /// as a shell redirection does).
 ///
-/// Steps: canonicalise; for a guarded or large write, fail fast if the
+/// Steps: canonicalise; for a guarded, large or streamed write, fail fast if the
 /// guard already fails or the target is a directory (so nothing is staged
 /// or created in vain — a plain small write skips this `stat`, its commit
 /// check is authoritative and it has nothing to undo); stage the content,
@@ -24,20 +25,22 @@ use crate::tree::ensure_dir;
 /// the target's lock; re-check the guard and publish (see
 /// [`commit::commit`]).
 ///
-/// Cancellation: the awaits are the lock and, on a current-thread runtime,
-/// the large-content write on the blocking pool. Dropping the future at
-/// either removes the staging directory before the drop returns and leaves
+/// Cancellation: the awaits are the lock, the stream's next chunk and, on a
+/// current-thread runtime, the large-content write on the blocking pool.
+/// Dropping the future at any of them removes the staging directory before the drop returns and leaves
 /// the target untouched; after the lock is held, nothing awaits until the
 /// commit is done.
 pub(crate) async fn write(
     op: Op<'_>,
     path: &Path,
-    content: Bytes,
+    content: WriteContent,
     guard: WriteGuard,
 ) -> Result<Version> {
     let target = paths::canonicalize(op, path)?;
     let (parent, name) = paths::split_file(op, &target)?;
-    if guard != WriteGuard::Overwrite || content.len() as u64 > INLINE_LIMIT {
+    // A stream's size is unknown: it counts as large.
+    let large = content.known_len().is_none_or(|len| len > INLINE_LIMIT);
+    if guard != WriteGuard::Overwrite || large {
         check_guard(op, commit::current(op, &target)?.as_ref(), &guard)?;
     }
     let staged = match Staged::create(op, &parent, &name) {
@@ -47,7 +50,10 @@ pub(crate) async fn write(
         }
         staged => staged?,
     };
-    let staged = staged.fill(op, content).await?;
+    let staged = match content {
+        WriteContent::Whole(bytes) => staged.fill(op, bytes).await?,
+        WriteContent::Stream(chunks) => staged.fill_stream(op, chunks).await?,
+    };
     let lock = locks::lock(&target).await;
     commit::commit(op, staged, &target, &guard, &lock)
 }

@@ -207,6 +207,31 @@ impl FsProvider for BrokenFs {
         self.version_after(path, version).await
     }
 
+    async fn write_stream(
+        &self,
+        path: &str,
+        mut content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        if self.flaw == FsFlaw::NonAtomicWrite && guard == WriteGuard::Overwrite {
+            // Truncates first, then appends each chunk as it arrives.
+            self.write_in_place(path, Vec::new()).await?;
+            let target = self.inner.resolve(path, None).await?.path;
+            let mut file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&target)
+                .map_err(|e| Error::from_io("write_stream", &e))?;
+            while let Some(chunk) = content.next().await {
+                file.write_all(&chunk?)
+                    .map_err(|e| Error::from_io("write_stream", &e))?;
+            }
+            return Ok(self.inner.stat(path).await?.version);
+        }
+        let guard = self.real_guard(path, guard).await?;
+        let version = self.inner.write_stream(path, content, guard).await?;
+        self.version_after(path, version).await
+    }
+
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {
         if self.flaw == FsFlaw::UnserialisedEdit {
             let file = self.inner.read_text(path).await?;

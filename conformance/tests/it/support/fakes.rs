@@ -98,6 +98,16 @@ impl FsProvider for FaultyFs {
         self.inner.write(path, content, guard).await
     }
 
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        self.gate("write_stream", true).await?;
+        self.inner.write_stream(path, content, guard).await
+    }
+
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {
         self.gate("edit", true).await?;
         self.inner.edit(path, edits, guard).await

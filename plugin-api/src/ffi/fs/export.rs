@@ -16,6 +16,7 @@ use crate::ffi::future::{FfiFut, export_call};
 use crate::ffi::registry;
 use crate::ffi::stream::{
     ChunkType, FfiByteStream, FfiStream_TO, FfiTextStream, PlainStream, export_stream,
+    import_stream,
 };
 use crate::fs::{FsProvider, ReadStream};
 
@@ -94,6 +95,18 @@ impl FfiFs for FsExport {
             fs.write(path.as_str(), content.into_bytes(), guard.into())
         };
         export_call(self, "write", call, FfiVersion::from)
+    }
+
+    fn write_stream<'a>(
+        &'a self,
+        path: RStr<'a>,
+        content: FfiByteStream,
+        guard: FfiWriteGuard,
+    ) -> FfiFut<'a, FfiVersion> {
+        let call = move |fs: &'a dyn FsProvider| {
+            fs.write_stream(path.as_str(), import_stream(content), guard.into())
+        };
+        export_call(self, "write_stream", call, FfiVersion::from)
     }
 
     fn edit<'a>(

@@ -43,6 +43,12 @@ pub trait FfiFs: Send + Sync {
         content: FfiBytes,
         guard: FfiWriteGuard,
     ) -> FfiFut<'a, FfiVersion>;
+    fn write_stream<'a>(
+        &'a self,
+        path: RStr<'a>,
+        content: FfiByteStream,
+        guard: FfiWriteGuard,
+    ) -> FfiFut<'a, FfiVersion>;
     fn edit<'a>(
         &'a self,
         path: RStr<'a>,

@@ -9,9 +9,10 @@ use bytes::Bytes;
 use super::{FfiFs_TO, FfiFsObject, FfiReadStream};
 use crate::error::Result;
 use crate::ffi::bytes::FfiBytes;
+use crate::ffi::context::CallContext;
 use crate::ffi::future::import;
 use crate::ffi::registry;
-use crate::ffi::stream::{FfiByteStream, FfiTextStream, import_stream};
+use crate::ffi::stream::{FfiByteStream, FfiTextStream, export_stream, import_stream};
 use crate::fs::{
     DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
     WriteGuard,
@@ -96,6 +97,18 @@ impl FsProvider for FsProxy {
     async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
         let content = FfiBytes::from_bytes(content);
         import(self.object.write(path.into(), content, guard.into())).await
+    }
+
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        // The content is pulled by the provider from this side, in this
+        // side's runtime (see `CallContext::host`).
+        let content = export_stream::<FfiBytes>(content, &CallContext::host(), "write_stream");
+        import(self.object.write_stream(path.into(), content, guard.into())).await
     }
 
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {

@@ -614,6 +614,25 @@ impl FsProvider for MemoryFs {
         self.store("write", path, content, &guard)
     }
 
+    /// The content is held in memory anyway: collected, then stored at
+    /// once (the guard checked before and again at the store).
+    async fn write_stream(
+        &self,
+        path: &str,
+        content: ByteStream,
+        guard: WriteGuard,
+    ) -> Result<Version> {
+        self.magic("write_stream", path).await?;
+        {
+            // The guard refuses before anything is pulled.
+            let tree = self.lock();
+            let resolved = Self::resolve_in(&tree, &self.absolute(path, None), true, 0)?;
+            Self::check_guard(&tree, "write_stream", path, &resolved, &guard)?;
+        }
+        let content = dsh_plugin_api::stream::collect_bytes(content).await?;
+        self.store("write_stream", path, Bytes::from(content), &guard)
+    }
+
     async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {
         self.magic("edit", path).await?;
         let (content, _) = self.file_content("edit", path)?;
