@@ -1,6 +1,6 @@
-//! File operations performed with the acting user's permissions, as E2B's envd performs them for
-//! the user a request names (`username=` on `/files`, the Basic-auth user of an RPC, else the
-//! default user): a user's request must not read root-only files or write where that user cannot.
+//! File operations performed with the acting user's permissions: the user a request names
+//! (`username=` on `/files`, the Basic-auth user of an RPC, else the default user) must not read
+//! root-only files or write where that user cannot.
 //!
 //! Linux credentials belong to a thread, not to the process (the raw `setres[ug]id` and
 //! `setgroups` system calls change the calling thread only; glibc's wrappers would broadcast to
@@ -9,6 +9,11 @@
 //! capabilities (`CAP_DAC_OVERRIDE`, `CAP_CHOWN`, …) — and ends with the work: no thread whose
 //! credentials were changed is ever reused, so tokio's blocking pool keeps root's. Root's work
 //! runs on the blocking pool as before.
+//!
+//! That is a deliberate departure from E2B's envd (docs/design.md §7), which runs as root and
+//! performs every file operation as root whatever user the request names (it only chowns what it
+//! creates to that user). [`FileAccess::AsRoot`] restores that behaviour: every user's work then
+//! runs on the blocking pool, as root's does. This module is the one place that choice is made.
 
 use std::io;
 
@@ -17,19 +22,35 @@ use rustix::thread::{set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 
 use crate::users::{User, UserDb};
 
-/// Runs `work` with `user`'s filesystem permissions and returns its result.
+/// Whose permissions file operations (Stat, ListDir, MakeDir, Move, Remove, the watch path check,
+/// `/files` download and upload) run with. Ownership of what they create goes to the requesting
+/// user either way, and processes always run as that user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileAccess {
+    /// The requesting user's (e2b-local's default, a departure from E2B's envd): a user's
+    /// request cannot read root-only files nor write where that user may not.
+    #[default]
+    AsUser,
+    /// Root's, whatever user the request names, as E2B's envd does.
+    AsRoot,
+}
+
+/// Runs `work` with the filesystem permissions `access` gives `user`'s request and returns its
+/// result.
 ///
-/// Runs on tokio's blocking pool for root, on a fresh thread with the user's effective ids and
-/// groups otherwise (see the module docs). An `Err` is the failure to take on the identity (the
-/// user's groups could not be read, the thread could not be started or changed ids) or a panic
-/// of `work`; `work` does not run then. Dropping the future does not stop `work`: it runs to its
-/// end and its result is dropped.
+/// Runs on tokio's blocking pool for root or under [`FileAccess::AsRoot`], on a fresh thread
+/// with the user's effective ids and groups otherwise (see the module docs). An `Err` is the
+/// failure to take on the identity (the user's groups could not be read, the thread could not be
+/// started or changed ids) or a panic of `work`; `work` does not run then. Dropping the future
+/// does not stop `work`: it runs to its end and its result is dropped.
 pub(crate) async fn as_user<T: Send + 'static>(
     users: &UserDb,
+    access: FileAccess,
     user: &User,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<T> {
-    if user.uid == 0 {
+    if user.uid == 0 || access == FileAccess::AsRoot {
         return tokio::task::spawn_blocking(work)
             .await
             .map_err(|err| io::Error::other(format!("filesystem task failed: {err}")));
@@ -83,12 +104,19 @@ mod tests {
                 rustix::process::getegid().as_raw(),
             )
         };
-        let seen = as_user(&UserDb::default(), &nobody, ids).await.unwrap();
+        let seen = as_user(&UserDb::default(), FileAccess::AsUser, &nobody, ids)
+            .await
+            .unwrap();
         assert_eq!(seen, (65534, 65534));
         // No other thread changed identity: the blocking pool and this one
         // are still root's.
         let pool = tokio::task::spawn_blocking(ids).await.unwrap();
         assert_eq!(pool, (0, 0));
         assert_eq!(ids(), (0, 0));
+        // As E2B's envd: the user's work keeps root's identity.
+        let seen = as_user(&UserDb::default(), FileAccess::AsRoot, &nobody, ids)
+            .await
+            .unwrap();
+        assert_eq!(seen, (0, 0));
     }
 }

@@ -58,6 +58,7 @@ mod stream_timing;
 mod users;
 mod xattr;
 
+pub use acting_user::FileAccess;
 pub use error::EnvdError;
 pub use server::{DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener, serve};
 

@@ -15,6 +15,7 @@ use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::JoinSet;
 
+use crate::acting_user::FileAccess;
 use crate::dispatch::App;
 use crate::env_vars::{EnvVars, validate_env_var};
 use crate::state::{Daemon, Options, Settings};
@@ -54,15 +55,27 @@ pub async fn serve(
 }
 
 impl Envd {
-    /// A daemon for `config` with envd's defaults (30 s exit retention, 32 MiB message cap).
+    /// A daemon for `config` with envd's defaults (30 s exit retention, 32 MiB message cap) and
+    /// file operations performed with the requesting user's permissions
+    /// ([`FileAccess::AsUser`]).
     pub fn new(config: EnvdConfig) -> Self {
         Self {
             config,
             options: Options {
                 exit_retention: DEFAULT_EXIT_RETENTION,
                 max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+                file_access: FileAccess::default(),
             },
         }
+    }
+
+    /// Whose permissions file operations (the `filesystem.Filesystem` RPCs and `/files`) run
+    /// with: the requesting user's ([`FileAccess::AsUser`], the default) or root's whatever the
+    /// user ([`FileAccess::AsRoot`], as E2B's envd). What they create is chowned to the
+    /// requesting user either way, and processes run as that user either way.
+    pub fn file_access(mut self, access: FileAccess) -> Self {
+        self.options.file_access = access;
+        self
     }
 
     /// How long a process's exit stays available to `Connect` after it ended (default 30 s).

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use crate::acting_user::FileAccess;
 use crate::env_vars::EnvVars;
 use crate::filesystem::watchers::WatcherRegistry;
 use crate::metrics::CpuSampler;
@@ -29,6 +30,8 @@ pub(crate) struct Options {
     pub exit_retention: Duration,
     /// Largest accepted Connect request message (and body), in bytes.
     pub max_message_size: usize,
+    /// Whose permissions file operations run with.
+    pub file_access: FileAccess,
 }
 
 /// Why a request's user could not be determined.

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use e2b_local::server::{ServeConfig, ServerInfo};
 use e2b_local::world::cgroup::FreezerKind;
+use e2b_local_envd::FileAccess;
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +26,12 @@ enum Freezer {
     Auto,
     V1,
     V2,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EnvdFileAccess {
+    AsUser,
+    AsRoot,
 }
 
 #[derive(Subcommand)]
@@ -49,6 +56,13 @@ enum Command {
         /// cgroup freezer used to pause sandboxes: v1 if present, else v2 (auto), or forced.
         #[arg(long, value_enum, default_value_t = Freezer::Auto)]
         freezer: Freezer,
+        /// Whose permissions envd's file operations (Stat, ListDir, MakeDir, Move, Remove,
+        /// /files download and upload) run with: the requesting user's (as-user, so a request as
+        /// `user` cannot read /etc/shadow), or root's whatever the user (as-root, as E2B's envd
+        /// does). Either way what they create is owned by the requesting user and commands run as
+        /// that user.
+        #[arg(long, value_enum, default_value_t = EnvdFileAccess::AsUser)]
+        envd_file_access: EnvdFileAccess,
     },
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
@@ -69,6 +83,7 @@ fn main() -> ExitCode {
             api_key,
             state_dir,
             freezer,
+            envd_file_access,
         } => {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
@@ -88,6 +103,10 @@ fn main() -> ExitCode {
                     Freezer::Auto => None,
                     Freezer::V1 => Some(FreezerKind::V1),
                     Freezer::V2 => Some(FreezerKind::V2),
+                },
+                envd_file_access: match envd_file_access {
+                    EnvdFileAccess::AsUser => FileAccess::AsUser,
+                    EnvdFileAccess::AsRoot => FileAccess::AsRoot,
                 },
             })
         }

@@ -14,6 +14,7 @@ use crate::preflight::{self, PreflightError, StateLock};
 use crate::registry::Registry;
 use crate::world::WorldFactory;
 use crate::world::cgroup::FreezerKind;
+use e2b_local_envd::FileAccess;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -32,6 +33,8 @@ pub struct ServeConfig {
     pub exe: PathBuf,
     /// Force a cgroup freezer version; `None` picks v1 if present, else v2.
     pub freezer: Option<FreezerKind>,
+    /// Whose permissions every sandbox's envd performs file operations with (`--envd-file-access`).
+    pub envd_file_access: FileAccess,
 }
 
 /// What a client needs to reach the server, known once it listens.
@@ -89,6 +92,7 @@ pub async fn serve(
         state_dir.clone(),
         &instance,
         config.freezer,
+        config.envd_file_access,
     )
     .map_err(|e| ServeError::Setup(format!("prepare sandbox worlds: {e}")))?;
     let swept = factory

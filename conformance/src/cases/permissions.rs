@@ -1,7 +1,8 @@
-//! One identity: `fs` reads and writes with exactly the permissions of the
-//! user the world's commands run as (docs/design.md §5.1 identity), so it
-//! succeeds exactly where `cat` / a shell write through `subprocess` does —
-//! whether that user is root (everything allowed on both sides) or not.
+//! One identity: `fs` reads, writes, lists and changes the tree with exactly
+//! the permissions of the user the world's commands run as (docs/design.md
+//! §5.1 identity), so it succeeds exactly where `cat`, `ls` or a shell write
+//! through `subprocess` does — whether that user is root (everything
+//! allowed on both sides) or not.
 
 use dsh_plugin_api::fs::WriteGuard;
 use dsh_plugin_api::{Bytes, Error, ErrorKind};
@@ -15,7 +16,7 @@ pub(crate) const CASES: &[CaseInfo] = &[case!(
     "coherence.permissions_agree",
     Coherence,
     [Fs, FsWrite, Subprocess],
-    "fs reads and writes succeed exactly when a command does: /etc/shadow, a mode-0000 file, a new file in a directory without write permission",
+    "fs succeeds exactly when a command does: reading /etc/shadow and a mode-0000 file, writing, mkdir, rename and remove in a directory without write permission, listing one without read permission",
     permissions_agree
 )];
 
@@ -24,8 +25,9 @@ const ROOT_ONLY: &str = "/etc/shadow";
 
 async fn permissions_agree(cx: &Cx) -> CaseResult {
     cx.sh_ok(
-        "make a mode-0000 file and a directory without write permission",
-        "printf secret > locked && chmod 000 locked && mkdir sealed && chmod 555 sealed",
+        "make a mode-0000 file and directories without write and read permission",
+        "printf secret > locked && chmod 000 locked && mkdir sealed hidden && : > sealed/inner \
+         && chmod 555 sealed && chmod 000 hidden",
         &[],
     )
     .await?;
@@ -34,7 +36,7 @@ async fn permissions_agree(cx: &Cx) -> CaseResult {
     let restored = cx
         .sh_ok(
             "restore the permissions",
-            "chmod 755 sealed && chmod 644 locked",
+            "chmod 755 sealed hidden && chmod 644 locked",
             &[],
         )
         .await;
@@ -112,7 +114,56 @@ async fn compare(cx: &Cx) -> CaseResult {
             .map(drop);
         agree(&format!("write {ROOT_ONLY}"), ROOT_ONLY, false, by_fs)?;
     }
-    Ok(())
+    tree(cx).await
+}
+
+/// `mkdir`, `rename` and `remove` in the directory without write
+/// permission, and `list` of the one without read permission. Whether the
+/// user may change the directory is the kernel's own access check (`test
+/// -w -a -x`), so no probe changes anything; when allowed (a root world),
+/// `fs` really renames and then removes.
+async fn tree(cx: &Cx) -> CaseResult {
+    let sealed = cx.path("sealed");
+    let may_change = cx
+        .sh(
+            &format!("may the user change {sealed}"),
+            r#"test -w "$1" -a -x "$1""#,
+            &[&sealed],
+        )
+        .await?
+        .status
+        .success();
+    let sub = cx.path("sealed/sub");
+    let by_fs = cx
+        .within(&format!("mkdir {sub}"), cx.fs().mkdir(&sub))
+        .await?;
+    agree(&format!("mkdir {sub}"), &sub, may_change, by_fs)?;
+    let (inner, renamed) = (cx.path("sealed/inner"), cx.path("sealed/renamed"));
+    let by_fs = cx
+        .within(&format!("rename {inner}"), cx.fs().rename(&inner, &renamed))
+        .await?;
+    agree(&format!("rename {inner}"), &inner, may_change, by_fs)?;
+    let left = if may_change { renamed } else { inner };
+    let by_fs = cx
+        .within(&format!("remove {left}"), cx.fs().remove(&left))
+        .await?
+        .map(drop);
+    agree(&format!("remove {left}"), &left, may_change, by_fs)?;
+    let hidden = cx.path("hidden");
+    let by_command = cx
+        .sh(
+            &format!("ls {hidden}"),
+            r#"ls -- "$1" > /dev/null"#,
+            &[&hidden],
+        )
+        .await?
+        .status
+        .success();
+    let by_fs = cx
+        .within(&format!("list {hidden}"), cx.fs().list(&hidden))
+        .await?
+        .map(drop);
+    agree(&format!("list {hidden}"), &hidden, by_command, by_fs)
 }
 
 /// Reads the whole content of `path` through `fs`, bounded by the call

@@ -1,6 +1,6 @@
 //! The `filesystem.Filesystem` Connect service (docs/e2b-protocol.md §6). Every operation runs
-//! with the acting user's permissions ([`as_user`]); paths follow envd's resolution rules for
-//! that user.
+//! with the acting user's permissions, or root's under [`FileAccess::AsRoot`](crate::FileAccess)
+//! ([`as_user`]); paths follow envd's resolution rules for that user.
 
 mod inotify;
 mod ops;
@@ -57,14 +57,16 @@ impl FilesystemService {
             .map_err(|err| ConnectError::invalid_argument(format!("{operation}: {field}: {err}")))
     }
 
-    /// Runs blocking filesystem `work` with `user`'s permissions ([`as_user`]); failing to act
-    /// as the user, or a panic, is `internal`.
+    /// Runs blocking filesystem `work` with the permissions of `user` (or root's, as the
+    /// daemon's [`FileAccess`](crate::FileAccess) says: [`as_user`]); failing to act as the
+    /// user, or a panic, is `internal`.
     async fn as_user<T: Send + 'static>(
         &self,
         user: &User,
         work: impl FnOnce() -> Result<T, ConnectError> + Send + 'static,
     ) -> Result<T, ConnectError> {
-        as_user(&self.daemon.users, user, work)
+        let daemon = &self.daemon;
+        as_user(&daemon.users, daemon.options.file_access, user, work)
             .await
             .map_err(|err| ConnectError::internal(err.to_string()))?
     }

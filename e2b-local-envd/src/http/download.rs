@@ -43,11 +43,13 @@ pub(crate) async fn get_files(daemon: &Arc<Daemon>, request: Request<Incoming>) 
             );
         }
     };
-    // Opened with the acting user's permissions (crate::acting_user); reading an open file needs
-    // no further permission, so the content streams from the ordinary blocking pool.
+    // Opened with the acting user's permissions, or root's under FileAccess::AsRoot
+    // (crate::acting_user); reading an open file needs no further permission, so the content
+    // streams from the ordinary blocking pool.
     let opened = {
         let path = path.clone();
-        as_user(&daemon.users, &files.user, move || {
+        let access = daemon.options.file_access;
+        as_user(&daemon.users, access, &files.user, move || {
             let meta = std::fs::metadata(&path)?;
             // A directory is refused below, before anything is opened.
             let file = (!meta.is_dir())

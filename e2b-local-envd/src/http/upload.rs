@@ -24,7 +24,7 @@ use tokio::io::AsyncWriteExt;
 use super::encoding::{self, Coding};
 use super::files_prologue;
 use super::response::{Body, json, json_error};
-use crate::acting_user::as_user;
+use crate::acting_user::{FileAccess, as_user};
 use crate::auth::Operation;
 use crate::paths::{base_name, ensure_dirs, expand_and_resolve, parent};
 use crate::state::Daemon;
@@ -94,6 +94,7 @@ pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>)
     let body = decoded_body(request.into_body(), coding);
     let context = Target {
         users: &daemon.users,
+        access: daemon.options.file_access,
         user: &files.user,
         workdir: workdir.as_deref(),
         metadata: &metadata,
@@ -254,6 +255,8 @@ async fn upload_multipart(
 /// Who and where uploads land.
 struct Target<'a> {
     users: &'a UserDb,
+    /// Whose permissions the user's uploads are prepared with.
+    access: FileAccess,
     user: &'a User,
     workdir: Option<&'a Path>,
     metadata: &'a BTreeMap<String, String>,
@@ -273,9 +276,11 @@ impl Target<'_> {
         let (uid, gid) = (self.user.uid, self.user.gid);
         let prepared = {
             let path = path.to_path_buf();
-            as_user(self.users, self.user, move || prepare(&path, uid, gid))
-                .await
-                .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??
+            as_user(self.users, self.access, self.user, move || {
+                prepare(&path, uid, gid)
+            })
+            .await
+            .map_err(|err| Failure::internal(format!("upload task failed: {err}")))??
         };
         let mut file =
             tokio::io::BufWriter::with_capacity(256 << 10, tokio::fs::File::from_std(prepared));
@@ -333,7 +338,8 @@ fn denied_or(err: &std::io::Error, message: String, otherwise: fn(String) -> Fai
 
 /// Parents, directory check, ownership and the truncating open, in envd's order. Runs as the
 /// acting user: an existing file it may write but not own (group-writable, say) keeps its owner,
-/// since only root may give a file away.
+/// since only root may give a file away. Under [`FileAccess::AsRoot`] it runs as root, and such
+/// a file is given to the user, as envd does.
 fn prepare(path: &Path, uid: u32, gid: u32) -> Result<std::fs::File, Failure> {
     ensure_dirs(&parent(path), uid, gid).map_err(|err| {
         let message = format!("error ensuring directories: {err}");

@@ -1,12 +1,14 @@
-//! File operations act with the requested user's permissions, as E2B's envd performs them for
-//! that user: `/files?…&username=` and the Filesystem RPCs of a Basic-auth user neither read
-//! root-only files nor write where that user cannot, and a refusal changes nothing.
+//! File operations act with the requested user's permissions (a departure from E2B's envd, which
+//! acts as root): `/files?…&username=` and the Filesystem RPCs of a Basic-auth user neither read
+//! root-only files nor write where that user cannot, and a refusal changes nothing — unless the
+//! daemon is told to act as root ([`FileAccess::AsRoot`]), as E2B's envd does.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use bytes::Bytes;
 use connectrpc::ErrorCode;
+use e2b_local_envd::{Envd, FileAccess};
 use envd_proto::filesystem::{
     ListDirRequest, MakeDirRequest, MoveRequest, RemoveRequest, StatRequest,
 };
@@ -201,5 +203,64 @@ async fn filesystem_rpcs_act_as_the_basic_auth_user() {
     })
     .await
     .expect("root stats inside a root-only directory");
+    daemon.stop().await;
+}
+
+/// With [`FileAccess::AsRoot`] (E2B's envd) a user's file operations run as root: nobody reads
+/// and lists root-only files and writes in root-owned directories, and what it creates — or
+/// overwrites — is given to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_root_file_access_serves_any_user_as_root() {
+    let dir = world();
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    let daemon = TestDaemon::start_with(Envd::new(config()).file_access(FileAccess::AsRoot)).await;
+
+    let url = |name: &str| {
+        daemon.url(&format!(
+            "/files?path={}&username=nobody",
+            encode(&path(name))
+        ))
+    };
+    let reply = send(Method::GET, &url("private/inner"), &[], body(Bytes::new())).await;
+    assert_eq!((reply.status.as_u16(), reply.text()), (200, "inner".into()));
+    for name in ["public", "made/new"] {
+        let reply = send(
+            Method::POST,
+            &url(name),
+            &[("content-type", "application/octet-stream")],
+            body(Bytes::from_static(b"changed")),
+        )
+        .await;
+        assert_eq!(reply.status, 200, "{name}: {}", reply.text());
+        let meta = std::fs::metadata(dir.path().join(name)).unwrap();
+        assert_eq!((meta.uid(), meta.len()), (65534, 7), "{name}");
+    }
+    assert_eq!(
+        std::fs::metadata(dir.path().join("made")).unwrap().uid(),
+        65534
+    );
+
+    let fs = daemon.fs_with_headers(false, &[("authorization", &common::basic("nobody"))]);
+    let listed = fs
+        .list_dir(ListDirRequest {
+            path: path("private"),
+            depth: 1,
+            ..Default::default()
+        })
+        .await
+        .expect("list a root-only directory")
+        .into_owned()
+        .entries;
+    assert_eq!(listed.len(), 1);
+    fs.make_dir(MakeDirRequest {
+        path: path("dir"),
+        ..Default::default()
+    })
+    .await
+    .expect("mkdir in a root-owned directory");
+    assert_eq!(
+        std::fs::metadata(dir.path().join("dir")).unwrap().uid(),
+        65534
+    );
     daemon.stop().await;
 }

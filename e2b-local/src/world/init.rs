@@ -167,13 +167,11 @@ fn run_envd(config: &InitConfig, listener: UnixListener) -> i32 {
         let shutdown = async move {
             terminate.recv().await;
         };
-        e2b_local_envd::serve(
-            envd_config,
-            e2b_local_envd::EnvdListener::Unix(listener),
-            shutdown,
-        )
-        .await
-        .map_err(|e| format!("serve: {e}"))
+        e2b_local_envd::Envd::new(envd_config)
+            .file_access(config.envd_file_access)
+            .serve(e2b_local_envd::EnvdListener::Unix(listener), shutdown)
+            .await
+            .map_err(|e| format!("serve: {e}"))
     });
     match result {
         Ok(()) => 0,

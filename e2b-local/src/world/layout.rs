@@ -60,6 +60,8 @@ pub struct InitConfig {
     /// Host directories covered by an empty read-only tmpfs inside (every e2b-local state dir,
     /// `/run/e2b-local`).
     pub hide: Vec<PathBuf>,
+    /// Whose permissions envd performs file operations with (`serve --envd-file-access`).
+    pub envd_file_access: e2b_local_envd::FileAccess,
 }
 
 impl InitConfig {

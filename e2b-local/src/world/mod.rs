@@ -60,6 +60,8 @@ pub struct WorldFactory {
     state_dir: PathBuf,
     sandboxes_dir: PathBuf,
     freezer: FreezerRoot,
+    /// Whose permissions each world's envd performs file operations with.
+    envd_file_access: e2b_local_envd::FileAccess,
     /// This instance's state dir, listed for every instance's worlds to hide.
     _listed: instances::Registration,
 }
@@ -67,12 +69,14 @@ pub struct WorldFactory {
 impl WorldFactory {
     /// `exe` is the e2b-local binary (it re-executes itself as [`INIT_SUBCOMMAND`]);
     /// `state_dir` must exist, be locked by this server, and not be on overlayfs.
-    /// `freezer` forces a cgroup freezer version (`None`: v1 if present, else v2).
+    /// `freezer` forces a cgroup freezer version (`None`: v1 if present, else v2);
+    /// `envd_file_access` is handed to every world's envd.
     pub fn new(
         exe: PathBuf,
         state_dir: PathBuf,
         instance: &str,
         freezer: Option<cgroup::FreezerKind>,
+        envd_file_access: e2b_local_envd::FileAccess,
     ) -> io::Result<Self> {
         let sandboxes_dir = state_dir.join("sandboxes");
         std::fs::create_dir_all(&sandboxes_dir).map_err(|e| {
@@ -89,6 +93,7 @@ impl WorldFactory {
             state_dir,
             sandboxes_dir,
             freezer,
+            envd_file_access,
             _listed: listed,
         })
     }
@@ -134,6 +139,7 @@ impl WorldFactory {
             access_token: spec.access_token,
             dir: dirs.dir.clone(),
             hide: self.hidden_dirs(),
+            envd_file_access: self.envd_file_access,
         };
         let world = World {
             id: id.clone(),

@@ -137,6 +137,7 @@ fn help_documents_serve_and_hides_internal_subcommands() {
         "--state-dir",
         "--host",
         "--freezer",
+        "--envd-file-access",
     ] {
         assert!(serve.contains(flag), "{flag} in {serve}");
     }

@@ -1,11 +1,12 @@
 //! e2b-local's integration tests, one binary: the built server as a client
-//! and the host see it (command line, control plane, envd front, isolation
-//! of sandbox worlds), and the official SDKs' suites in `sdk-peers/` run
-//! against it.
+//! and the host see it (command line, control plane, envd front, envd's file
+//! access, isolation of sandbox worlds), and the official SDKs' suites in
+//! `sdk-peers/` run against it.
 
 mod cli;
 mod common;
 mod control_plane;
+mod file_access;
 mod front;
 mod hostile;
 mod isolation;

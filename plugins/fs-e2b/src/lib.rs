@@ -23,6 +23,9 @@
 //!   version; literal edits (LF-normalised matching, dominant CRLF kept)
 //!   serialised per canonical target; create/version guards; `mkdir -p`,
 //!   recursive remove, rename with parent creation;
+//! - **one identity** — the world's user's permissions even against an
+//!   envd that acts as root (E2B's own): probed once, then reads and
+//!   listings checked and tree mutations performed as the user;
 //! - **faults** — envd's answers mapped onto the fs vocabulary; a gone
 //!   sandbox is `Unavailable`, promptly; cancellation honoured before a
 //!   commit and never during its rename.
@@ -38,6 +41,7 @@ mod canonical;
 mod chunks;
 mod edit;
 mod errors;
+mod identity;
 mod list;
 mod locks;
 mod lookup;

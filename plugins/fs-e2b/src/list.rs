@@ -10,6 +10,7 @@ use e2b_client::EntryInfo;
 use futures::{StreamExt, TryStreamExt};
 
 use crate::errors::Op;
+use crate::identity::UserAccess;
 use crate::meta::{kind_of, project};
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
 use dsh_provider_kit::paths::child;
@@ -26,11 +27,14 @@ impl<T: EnvdTransport> World<T> {
     /// every link's text and one `Stat` per link target, concurrently. An
     /// entry removed while listing is skipped.
     pub(crate) async fn list(&self, op: Op<'_>, dir: &str) -> Result<Vec<DirEntry>> {
-        let mut entries = self
-            .envd
-            .list_dir(dir, 1, &self.fs_options)
-            .await
-            .map_err(|err| op.remote(&err))?;
+        let (entries, listable) = futures::future::join(
+            self.envd.list_dir(dir, 1, &self.fs_options),
+            self.require_user_access(op, UserAccess::List, dir),
+        )
+        .await;
+        // envd's own refusal (missing, not a directory) comes first.
+        let mut entries = entries.map_err(|err| op.remote(&err))?;
+        listable?;
         entries.sort_unstable_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
         let links: Vec<EntryInfo> = entries
             .iter()

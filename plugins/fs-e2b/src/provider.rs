@@ -41,7 +41,10 @@ use crate::{edit, write};
 /// — acts as the world's user (envd's default user; `user` below envd
 /// 0.4.0), the user `dsh-subprocess-e2b` runs commands as, so `fs` reaches
 /// exactly the files a command could (docs/design.md §5.1): a root-only
-/// file is `PermissionDenied`, and nothing is run as root.
+/// file is `PermissionDenied`, and nothing is run as root. Against an envd
+/// that performs file operations as root whatever user it is told (E2B's
+/// own), reads and listings are checked, and `mkdir`, `remove` and
+/// `rename` performed, by commands as the user (see [`crate::identity`]).
 ///
 /// **Runtime.** Every method runs on the tokio runtime that polls it (the
 /// plugin's own under dsh) and must be polled inside one. Work that must
@@ -121,6 +124,8 @@ impl<T: EnvdTransport> FsE2b<T> {
                 user,
                 envd,
                 sandbox_id: Arc::from(info.sandbox_id.as_str()),
+                runtime_root: info.runtime_root.clone(),
+                file_access: tokio::sync::OnceCell::new(),
                 tasks: TaskTracker::new(),
             }),
             cwd: info.cwd.clone(),

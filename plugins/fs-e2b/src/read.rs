@@ -14,6 +14,7 @@ use futures::StreamExt;
 
 use crate::chunks::{Pieces, byte_stream, text_stream};
 use crate::errors::Op;
+use crate::identity::UserAccess;
 use crate::lookup::Followed;
 use crate::meta::{kind_of, other_kind_name};
 use crate::version::version_of;
@@ -25,14 +26,15 @@ impl<T: EnvdTransport> World<T> {
     /// FIFOs, sockets and devices are refused (`InvalidInput`), because
     /// reading them can block forever or never end.
     ///
-    /// The world's user must be able to read it: asked of the sandbox by a
-    /// command as that user, alongside the `Stat`, because an envd that
-    /// serves `/files` as root whatever `username` says (E2B's own, per
-    /// docs/e2b-protocol.md §9.1) would otherwise let `fs` read what the
-    /// user's commands cannot (docs/design.md §5.1 identity).
+    /// The world's user must be able to read it (checked alongside the
+    /// `Stat` by [`World::require_user_access`], which asks nothing of an
+    /// envd that itself acts as the user).
     pub(crate) async fn open_regular(&self, op: Op<'_>, path: &str) -> Result<Followed> {
-        let (followed, readable) =
-            futures::future::join(self.stat_followed(op, path), self.readable(op, path)).await;
+        let (followed, readable) = futures::future::join(
+            self.stat_followed(op, path),
+            self.require_user_access(op, UserAccess::Read, path),
+        )
+        .await;
         let followed = followed?;
         match kind_of(&followed.entry) {
             FileKind::File => {
@@ -47,21 +49,6 @@ impl<T: EnvdTransport> World<T> {
                     other_kind_name(&followed.entry)
                 ),
             )),
-        }
-    }
-
-    /// `PermissionDenied` unless the world's user may read `path` (`test
-    /// -r` as that user, following symlinks as `open` does).
-    async fn readable(&self, op: Op<'_>, path: &str) -> Result<()> {
-        let command = self.shell.exec("test", ["-r", path]);
-        let output = self.control(op, &command).await?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(op.error(
-                ErrorKind::PermissionDenied,
-                format_args!("{path}: permission denied (the sandbox user may not read it)"),
-            ))
         }
     }
 

@@ -285,9 +285,16 @@ impl<T: EnvdTransport> Staged<T> {
     }
 
     /// Removes the staging directory now (an error path of the operation).
+    ///
+    /// A failed upload (its source failed, or envd refused it mid-body) may
+    /// still be finishing in envd and recreate the directory, so it is
+    /// removed once more a moment later, from a tracked task.
     pub(crate) async fn discard(mut self) {
         self.remove_dir().await;
         self.armed = false;
+        let (world, dir) = (Arc::clone(&self.world), std::mem::take(&mut self.dir));
+        let tasks = world.tasks.clone();
+        tasks.spawn_on(remove_again_later(world, dir), &self.handle);
     }
 
     async fn remove_dir(&self) {
@@ -306,12 +313,19 @@ impl<T: EnvdTransport> Drop for Staged<T> {
         tasks.spawn_on(
             async move {
                 remove(&world, &dir).await;
-                tokio::time::sleep(SECOND_CLEANUP_AFTER).await;
-                remove(&world, &dir).await;
+                remove_again_later(world, dir).await;
             },
             &self.handle,
         );
     }
+}
+
+/// The second clean-up of an abandoned staging directory, after
+/// [`SECOND_CLEANUP_AFTER`]: an upload abandoned in flight may have
+/// recreated it meanwhile.
+async fn remove_again_later<T: EnvdTransport>(world: Arc<World<T>>, dir: String) {
+    tokio::time::sleep(SECOND_CLEANUP_AFTER).await;
+    remove(&world, &dir).await;
 }
 
 /// Removes a staging directory and whatever is in it. Failures are logged,

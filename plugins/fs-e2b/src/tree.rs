@@ -1,11 +1,13 @@
 //! Directory-tree mutations through envd, as users of the E2B SDK expect:
 //! `mkdir -p` (`MakeDir`), recursive remove (`Remove`), rename with parent
-//! creation (`Move`).
+//! creation (`Move`) — or, against an envd that would perform them as root,
+//! the same through commands as the world's user (see [`crate::identity`]).
 
 use dsh_plugin_api::fs::FileKind;
 use dsh_plugin_api::{ErrorKind, Result};
 
 use crate::errors::Op;
+use crate::identity::EnvdFileAccess;
 use crate::locks;
 use crate::meta::kind_of;
 use crate::world::{EnvdTransport, World};
@@ -17,6 +19,11 @@ impl<T: EnvdTransport> World<T> {
     /// non-directory at `path` is `AlreadyExists`, one among its parents
     /// `NotADirectory`.
     pub(crate) async fn mkdir(&self, op: Op<'_>, path: &str) -> Result<()> {
+        if self.envd_file_access(op).await? == EnvdFileAccess::AsRoot {
+            return self
+                .mutate_as_user(op, "mkdir", "mkdir", &["-p", "--", path])
+                .await;
+        }
         match self.envd.make_dir(path, &self.fs_options).await {
             Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => Ok(()),
             Err(err) => Err(op.remote(&err)),
@@ -33,6 +40,11 @@ impl<T: EnvdTransport> World<T> {
         let _lock = locks::lock(&self.sandbox_id, &target).await;
         if self.stat_if_exists(op, &target).await?.is_none() {
             return Ok(false);
+        }
+        if self.envd_file_access(op).await? == EnvdFileAccess::AsRoot {
+            let args = ["-rf", "--", target.as_str()];
+            self.mutate_as_user(op, "rm", "rm", &args).await?;
+            return Ok(true);
         }
         self.envd
             .remove(&target, &self.fs_options)
@@ -60,6 +72,14 @@ impl<T: EnvdTransport> World<T> {
                 ErrorKind::InvalidInput,
                 format_args!("cannot move directory {source} into itself ({dest})"),
             ));
+        }
+        if self.envd_file_access(op).await? == EnvdFileAccess::AsRoot {
+            let parent = ["-p", "--", parents[1].as_str()];
+            self.mutate_as_user(op, "creating the destination's parents", "mkdir", &parent)
+                .await?;
+            // `-T`: rename(2) onto `dest` itself, never into a directory there.
+            let args = ["-f", "-T", "--", source.as_str(), dest.as_str()];
+            return self.mutate_as_user(op, "mv", "mv", &args).await;
         }
         self.envd
             .rename(&source, &dest, &self.fs_options)

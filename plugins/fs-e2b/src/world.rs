@@ -16,6 +16,7 @@ use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
 
 use crate::errors::Op;
+use crate::identity::EnvdFileAccess;
 
 /// What the provider needs of an envd transport: any `connectrpc`
 /// transport whose response body `Envd` can read — the owner's
@@ -56,6 +57,12 @@ pub(crate) struct World<T> {
     pub shell: ControlShell,
     /// Identifies the sandbox in the process-wide lock table.
     pub sandbox_id: Arc<str>,
+    /// The owner's private directory, root's alone: what the probe of
+    /// [`World::envd_file_access`] lists.
+    pub runtime_root: String,
+    /// How envd acts for the world's user, once probed (see
+    /// [`crate::identity`]).
+    pub file_access: tokio::sync::OnceCell<EnvdFileAccess>,
     /// Detached work (commits, staging clean-up) that must finish even when
     /// the operation that started it was dropped.
     pub tasks: TaskTracker,
@@ -151,6 +158,8 @@ fn classify_stderr(stderr: &str) -> ErrorKind {
         ErrorKind::PermissionDenied
     } else if text.contains("not a directory") {
         ErrorKind::NotADirectory
+    } else if text.contains("file exists") {
+        ErrorKind::AlreadyExists
     } else if text.contains("no such file or directory") {
         ErrorKind::NotFound
     } else {

@@ -1,5 +1,6 @@
-//! Test support: a minimal HTTP client for the control plane and a minimal Connect-JSON client
-//! for envd's `process.Process/Start`, plus host-side process accounting.
+//! Test support: a minimal HTTP client for the control plane, a Connect client for envd's
+//! `process.Process/Start` and one for `filesystem.Filesystem`, plus host-side process
+//! accounting.
 
 pub mod peers;
 
@@ -155,20 +156,9 @@ pub struct Exec {
 /// binary protobuf (the SDK suites cover JSON), and waits for the end event.
 pub async fn exec(server: &LocalServer, id: &str, user: Option<&str>, script: &str) -> Exec {
     use envd_proto::process::__buffa::oneof::process_event::{Event, data_event::Output};
-    let base = server.sandbox_url().parse().expect("sandbox URL");
-    let mut config = connectrpc::client::ClientConfig::new(base)
-        .proto()
-        .with_default_header("e2b-sandbox-id", id)
-        .with_default_header("e2b-sandbox-port", "49983");
-    if let Some(user) = user {
-        config = config.with_default_header(
-            "authorization",
-            format!("Basic {}", STANDARD.encode(format!("{user}:"))),
-        );
-    }
     let client = envd_proto::process::ProcessClient::new(
         connectrpc::client::HttpClient::plaintext(),
-        config,
+        envd_client_config(server, id, user),
     );
     let request = envd_proto::process::StartRequest {
         process: buffa::MessageField::some(envd_proto::process::ProcessConfig {
@@ -217,6 +207,39 @@ pub async fn exec(server: &LocalServer, id: &str, user: Option<&str>, script: &s
     }
     assert!(ended, "Start in {id}: stream had no end event");
     exec
+}
+
+/// envd's `filesystem.Filesystem` in sandbox `id` through the server's envd front, as `user`
+/// (Basic auth; envd's default user when `None`), speaking Connect binary protobuf.
+pub fn filesystem(
+    server: &LocalServer,
+    id: &str,
+    user: Option<&str>,
+) -> envd_proto::filesystem::FilesystemClient<connectrpc::client::HttpClient> {
+    envd_proto::filesystem::FilesystemClient::new(
+        connectrpc::client::HttpClient::plaintext(),
+        envd_client_config(server, id, user),
+    )
+}
+
+/// Connect binary protobuf to sandbox `id`'s envd through the front, as `user` (Basic auth).
+fn envd_client_config(
+    server: &LocalServer,
+    id: &str,
+    user: Option<&str>,
+) -> connectrpc::client::ClientConfig {
+    let base = server.sandbox_url().parse().expect("sandbox URL");
+    let mut config = connectrpc::client::ClientConfig::new(base)
+        .proto()
+        .with_default_header("e2b-sandbox-id", id)
+        .with_default_header("e2b-sandbox-port", "49983");
+    if let Some(user) = user {
+        config = config.with_default_header(
+            "authorization",
+            format!("Basic {}", STANDARD.encode(format!("{user}:"))),
+        );
+    }
+    config
 }
 
 /// One Connect envelope (flags 0) around `payload`.

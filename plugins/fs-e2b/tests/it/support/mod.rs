@@ -42,7 +42,13 @@ impl Env {
     /// Starts a server, creates a sandbox and prepares its cwd and runtime
     /// root.
     pub async fn start() -> Env {
-        let server = LocalServer::start();
+        Env::start_with(&[]).await
+    }
+
+    /// [`Env::start`] on a server started with `args` (`e2b-local serve
+    /// ARGS…`).
+    pub async fn start_with(args: &[&str]) -> Env {
+        let server = LocalServer::start_with_args(args);
         let api = Api::new(
             ConnectionOptions::default()
                 .with_api_key(server.api_key())
@@ -180,18 +186,29 @@ impl Ran {
 /// fixture command provider making what `fs` cannot) and asserts that
 /// exactly the kit's fs cases ran and all passed.
 pub async fn run_fs_half(env: &Env, fs: Arc<dyn FsProvider>) {
+    run_fs_half_and(env, fs, &[]).await;
+}
+
+/// [`run_fs_half`] and the cases named in `also` (e.g. a coherence case
+/// the fixture commands can serve), all passing.
+pub async fn run_fs_half_and(env: &Env, fs: Arc<dyn FsProvider>, also: &[&str]) {
     let world = World {
         fs: Some(fs),
         subprocess: Some(Arc::new(env.commands())),
     };
     let options = KitOptions {
-        filter: Some("fs.".to_owned()),
+        filter: Some(
+            std::iter::once("fs.")
+                .chain(also.iter().copied())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
         ..KitOptions::default()
     };
     let report = run(&world, &options, |case| eprintln!("{case}")).await;
     let expected: Vec<&str> = cases()
         .iter()
-        .filter(|case| case.seam == Seam::Fs)
+        .filter(|case| case.seam == Seam::Fs || also.contains(&case.name))
         .map(|case| case.name)
         .collect();
     let ran: Vec<&str> = report.cases.iter().map(|case| case.name).collect();
