@@ -229,7 +229,8 @@ impl Registry {
     }
 
     /// Connect/resume: a running sandbox's deadline is only ever extended to `now + timeout`;
-    /// a paused one is thawed and runs for `timeout`.
+    /// a paused one is thawed and runs for `timeout`. Runs to the end even when the caller
+    /// leaves (see [`to_the_end`]).
     pub async fn connect(
         &self,
         id: &str,
@@ -237,26 +238,7 @@ impl Registry {
     ) -> Result<(Arc<Sandbox>, Connected), ApiError> {
         let op = "connect sandbox";
         let sandbox = self.lookup(op, id)?;
-        let _guard = sandbox.op.lock().await;
-        match sandbox.phase() {
-            Phase::Running { deadline, .. } => {
-                if Instant::now() + timeout > deadline {
-                    sandbox.set_phase(deadline_after(timeout));
-                }
-                Ok((sandbox.clone(), Connected::WasRunning))
-            }
-            Phase::Paused { .. } => {
-                sandbox
-                    .world
-                    .thaw()
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))?;
-                sandbox.set_phase(deadline_after(timeout));
-                tracing::info!(sandbox = %id, "sandbox resumed");
-                Ok((sandbox.clone(), Connected::Resumed))
-            }
-            Phase::Dead => Err(ApiError::sandbox_not_found(op, id)),
-        }
+        to_the_end(op, id, connect_now(sandbox, timeout)).await
     }
 
     /// Sets the deadline to `now + timeout` (may shorten it). On a paused sandbox it only
@@ -275,33 +257,32 @@ impl Registry {
         Ok(())
     }
 
-    /// Freezes a running sandbox; 409 if it is already paused.
+    /// Freezes a running sandbox; 409 if it is already paused. Runs to the end even when the
+    /// caller leaves (see [`to_the_end`]).
     pub async fn pause(&self, id: &str) -> Result<(), ApiError> {
         let op = "pause sandbox";
         let sandbox = self.lookup(op, id)?;
-        let _guard = sandbox.op.lock().await;
-        pause_locked(&sandbox).await
+        let pause = async move {
+            let _guard = sandbox.op.lock().await;
+            pause_locked(&sandbox).await
+        };
+        to_the_end(op, id, pause).await
     }
 
     /// Kills a sandbox (running or paused): every process dies, its files are deleted, and it is
-    /// forgotten. Resolves after teardown.
-    ///
-    /// Once the sandbox is taken out of the registry the teardown runs on a task of its own, so
-    /// dropping this future (axum drops a handler's future when its client disconnects) does not
-    /// stop it halfway: it still runs to the end and logs its outcome; only the answer is lost.
+    /// forgotten. Resolves after teardown. Once the sandbox is taken out of the registry the
+    /// teardown runs to the end even when the caller leaves (see [`to_the_end`]) and logs its
+    /// outcome.
     pub async fn kill(&self, id: &str) -> Result<(), ApiError> {
         let op = "kill sandbox";
         let sandbox = self.sandboxes.write().expect("registry lock").remove(id);
         let sandbox = sandbox.ok_or_else(|| ApiError::sandbox_not_found(op, id))?;
-        let mut waiter = TeardownWaiter {
-            id: id.to_owned(),
-            done: false,
+        let teardown = async move {
+            terminate(&sandbox)
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))
         };
-        let result = tokio::spawn(async move { terminate(&sandbox).await })
-            .await
-            .map_err(|e| ApiError::internal(format!("{op} {id}: teardown task failed: {e}")))?;
-        waiter.done = true;
-        result.map_err(|e| ApiError::internal(e.to_string()))
+        to_the_end(op, id, teardown).await
     }
 
     /// Refuses new sandboxes and kills every existing one, concurrently. Returns the errors of
@@ -320,6 +301,33 @@ impl Registry {
             .into_iter()
             .filter_map(|r| r.err().map(|e| e.to_string()))
             .collect()
+    }
+}
+
+/// [`Registry::connect`]'s work, under the sandbox's operation lock.
+async fn connect_now(
+    sandbox: Arc<Sandbox>,
+    timeout: Duration,
+) -> Result<(Arc<Sandbox>, Connected), ApiError> {
+    let _guard = sandbox.op.lock().await;
+    match sandbox.phase() {
+        Phase::Running { deadline, .. } => {
+            if Instant::now() + timeout > deadline {
+                sandbox.set_phase(deadline_after(timeout));
+            }
+            Ok((sandbox.clone(), Connected::WasRunning))
+        }
+        Phase::Paused { .. } => {
+            sandbox
+                .world
+                .thaw()
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))?;
+            sandbox.set_phase(deadline_after(timeout));
+            tracing::info!(sandbox = %sandbox.id, "sandbox resumed");
+            Ok((sandbox.clone(), Connected::Resumed))
+        }
+        Phase::Dead => Err(ApiError::sandbox_not_found("connect sandbox", &sandbox.id)),
     }
 }
 
@@ -343,16 +351,40 @@ async fn pause_locked(sandbox: &Sandbox) -> Result<(), ApiError> {
     }
 }
 
-/// Logs a kill whose caller stopped waiting (a client that disconnected) before teardown ended.
-struct TeardownWaiter {
+/// Runs `change` — a state change of sandbox `id` — on a task of its own and waits for it.
+///
+/// Dropping the returned future (axum drops a handler's future when its client disconnects)
+/// does not stop the change halfway — a world frozen but still marked running, thawed but still
+/// marked paused, half torn down —: it runs to its end, and the client's leaving is logged; only
+/// the answer is lost.
+async fn to_the_end<T: Send + 'static>(
+    op: &'static str,
+    id: &str,
+    change: impl Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    let mut waiter = Waiter {
+        op,
+        id: id.to_owned(),
+        done: false,
+    };
+    let result = tokio::spawn(change)
+        .await
+        .map_err(|e| ApiError::internal(format!("{op} {id}: task failed: {e}")))?;
+    waiter.done = true;
+    result
+}
+
+/// Logs a state change whose caller stopped waiting before it ended.
+struct Waiter {
+    op: &'static str,
     id: String,
     done: bool,
 }
 
-impl Drop for TeardownWaiter {
+impl Drop for Waiter {
     fn drop(&mut self) {
         if !self.done {
-            tracing::info!(sandbox = %self.id, "kill sandbox: the client left before teardown ended; it continues");
+            tracing::info!(sandbox = %self.id, "{}: the client left before it ended; it continues", self.op);
         }
     }
 }

@@ -175,22 +175,13 @@ async fn kill_leaves_no_process_and_no_overlay() {
 /// server finishes the teardown on its own task and logs it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kill_whose_client_disconnects_still_tears_down() {
-    use tokio::io::AsyncWriteExt;
     let server = LocalServer::start();
     let api = Api::new(&server);
     let id = api.sandbox().await;
     exec(&server, &id, None, "setsid sleep 300 >/dev/null 2>&1 &").await;
     let namespaces = sandbox_pid_namespaces(&id);
-    let address = server.api_url().strip_prefix("http://").unwrap();
-    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
-    let request = format!(
-        "DELETE /sandboxes/{id} HTTP/1.1\r\nHost: {address}\r\nX-API-KEY: {}\r\n\r\n",
-        server.api_key()
-    );
-    stream.write_all(request.as_bytes()).await.unwrap();
     // Give the server time to start the teardown, then go away without reading the answer.
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    drop(stream);
+    send_and_leave(&server, "DELETE", &format!("/sandboxes/{id}"), "", 5).await;
     assert_world_gone(&id, &namespaces, server.state_dir()).await;
     let sandbox_dir = server.state_dir().join("sandboxes").join(&id);
     assert_eq!(
@@ -207,6 +198,94 @@ async fn a_kill_whose_client_disconnects_still_tears_down() {
     })
     .await;
     assert_eq!(api.info(&id).await.status, StatusCode::NOT_FOUND);
+}
+
+/// Sends one API request on a raw connection and closes it `after_ms` later without reading the
+/// answer, as a client that is killed or times out does.
+async fn send_and_leave(server: &LocalServer, method: &str, path: &str, body: &str, after_ms: u64) {
+    use tokio::io::AsyncWriteExt;
+    let address = server.api_url().strip_prefix("http://").unwrap();
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {address}\r\nX-API-KEY: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        server.api_key(),
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(after_ms)).await;
+    drop(stream);
+}
+
+/// Whether the sandbox's freezer holds it frozen (cgroup v1 `freezer.state`, v2
+/// `cgroup.freeze`).
+fn frozen(id: &str) -> bool {
+    let cgroup = sandbox_cgroup(id).expect("sandbox cgroup");
+    match std::fs::read_to_string(cgroup.join("freezer.state")) {
+        Ok(state) => state.trim() != "THAWED",
+        Err(_) => {
+            std::fs::read_to_string(cgroup.join("cgroup.freeze"))
+                .expect("freezer")
+                .trim()
+                == "1"
+        }
+    }
+}
+
+/// A pause or a connect whose client leaves at any moment still completes or never starts:
+/// once the server is done, the state it reports and the sandbox's freezer agree (paused ⇔
+/// frozen), and the sandbox still pauses, resumes and runs commands.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pause_or_connect_whose_client_leaves_leaves_state_and_freezer_agreeing() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let state = |reply: common::Reply| {
+        reply.json()["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    for after_ms in [0, 1, 2, 3, 5, 8, 13] {
+        for (path, body) in [("pause", ""), ("connect", r#"{"timeout":60}"#)] {
+            send_and_leave(
+                &server,
+                "POST",
+                &format!("/sandboxes/{id}/{path}"),
+                body,
+                after_ms,
+            )
+            .await;
+            // A change left behind may still be under way: the two must come to agree (a
+            // change stopped halfway would leave them disagreeing for good).
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            let (mut last, mut agreed) = (String::new(), false);
+            while !agreed && tokio::time::Instant::now() < deadline {
+                last = state(api.info(&id).await);
+                agreed = (last == "paused") == frozen(&id);
+                if !agreed {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            assert!(
+                agreed,
+                "{path} left after {after_ms} ms: the server says {last}, the freezer disagrees"
+            );
+        }
+    }
+    // Whatever happened, it still works.
+    if state(api.info(&id).await) == "paused" {
+        api.call(
+            Method::POST,
+            &format!("/sandboxes/{id}/connect"),
+            r#"{"timeout":60}"#,
+        )
+        .await;
+    }
+    assert_eq!(
+        exec(&server, &id, None, "echo alive").await.stdout,
+        "alive\n"
+    );
 }
 
 /// Mounts under `dir` in the mount namespace of any process on the host.
