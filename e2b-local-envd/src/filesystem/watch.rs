@@ -25,8 +25,10 @@ const SMB2_MAGIC: i64 = 0xFE53_4D42;
 const FUSE_SUPER_MAGIC: i64 = 0x6573_5546;
 
 /// Checks that `path` can be watched: it must exist (`not_found`), be a directory
-/// (`invalid_argument`) and, unless `allow_network_mounts`, not live on NFS/CIFS/SMB/FUSE.
-/// Returns the cleaned path used as the base of event names.
+/// (`invalid_argument`) the acting user may list (`permission_denied`: the watch itself is added
+/// by the daemon, as root, and its events would name the entries) and, unless
+/// `allow_network_mounts`, not live on NFS/CIFS/SMB/FUSE. Runs with the acting user's
+/// identity ([`crate::acting_user`]). Returns the cleaned path used as the base of event names.
 pub(crate) fn check_watch_path(
     path: &Path,
     allow_network_mounts: bool,
@@ -43,6 +45,16 @@ pub(crate) fn check_watch_path(
             "path {} not a directory",
             path.display()
         )));
+    }
+    // Opening the directory checks read permission with the thread's effective ids (the
+    // acting user's), as listing it would.
+    if let Err(err) = std::fs::read_dir(path) {
+        let message = format!("cannot watch {}: {err}", path.display());
+        return Err(if err.kind() == std::io::ErrorKind::PermissionDenied {
+            ConnectError::permission_denied(message)
+        } else {
+            ConnectError::internal(message)
+        });
     }
     if !allow_network_mounts {
         let stat = rustix::fs::statfs(path).map_err(|err| {

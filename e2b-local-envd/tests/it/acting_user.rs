@@ -264,3 +264,50 @@ async fn as_root_file_access_serves_any_user_as_root() {
     );
     daemon.stop().await;
 }
+
+/// A watch reports the names of a directory's entries, so the acting user must be allowed to
+/// list the directory (the daemon adds the watch itself, as root): `nobody` watching the
+/// root-only `private/` is `permission_denied`, on the stream and for a polling watcher alike,
+/// while its own `mine/` can be watched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_need_the_acting_users_read_permission() {
+    let dir = world();
+    let daemon = TestDaemon::start(config()).await;
+    let nobody = common::basic("nobody");
+    for (name, code) in [("private", Some("permission_denied")), ("mine", None)] {
+        let path = dir.path().join(name);
+        let request = format!(r#"{{"path":"{}"}}"#, path.display());
+        let headers = [
+            ("authorization", nobody.as_str()),
+            ("connect-timeout-ms", "500"),
+        ];
+        let stream = common::RawStream::open(
+            &daemon.url("/filesystem.Filesystem/WatchDir"),
+            &request,
+            &headers,
+        )
+        .await;
+        let envelopes = stream.collect().await;
+        let first = envelopes.first().expect("an answer").json();
+        match code {
+            Some(code) => assert_eq!(first["error"]["code"], code, "watch {name}: {first}"),
+            None => assert!(first.get("start").is_some(), "watch {name}: {first}"),
+        }
+        let created = send(
+            Method::POST,
+            &daemon.url("/filesystem.Filesystem/CreateWatcher"),
+            &[
+                ("content-type", "application/json"),
+                ("authorization", nobody.as_str()),
+            ],
+            body(request.clone()),
+        )
+        .await;
+        let answer = created.text();
+        match code {
+            Some(code) => assert!(answer.contains(code), "watcher on {name}: {answer}"),
+            None => assert!(answer.contains("watcherId"), "watcher on {name}: {answer}"),
+        }
+    }
+    daemon.stop().await;
+}
