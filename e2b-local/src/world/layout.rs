@@ -37,9 +37,21 @@ impl SandboxDirs {
         self.dir.join("tmp")
     }
 
-    /// Backing dir of the sandbox's fresh `/home/user`.
+    /// Backing dir of the sandbox's fresh `/home`: holds only [`SandboxDirs::home`], so the
+    /// host's other home directories stay out of the sandbox.
+    pub fn homes(&self) -> PathBuf {
+        self.dir.join("homes")
+    }
+
+    /// Backing dir of the sandbox's fresh `/home/user` (inside [`SandboxDirs::homes`]).
     pub fn home(&self) -> PathBuf {
-        self.dir.join("home")
+        self.homes().join("user")
+    }
+
+    /// Backing dir of the sandbox's fresh `/root`: the host root's home (its keys, history and
+    /// credentials) stays out of the sandbox.
+    pub fn root_home(&self) -> PathBuf {
+        self.dir.join("root-home")
     }
 
     /// Unix socket the sandbox's envd listens on; the front connects here.

@@ -196,21 +196,29 @@ fn prepare_dirs(dirs: &SandboxDirs) -> io::Result<()> {
         dirs.work(),
         dirs.root(),
         dirs.tmp(),
+        dirs.homes(),
         dirs.home(),
+        dirs.root_home(),
     ] {
         std::fs::create_dir(&dir).map_err(ctx(&dir))?;
     }
     std::fs::set_permissions(dirs.tmp(), std::fs::Permissions::from_mode(0o1777))
         .map_err(ctx(&dirs.tmp()))?;
+    std::fs::set_permissions(dirs.homes(), std::fs::Permissions::from_mode(0o755))
+        .map_err(ctx(&dirs.homes()))?;
+    let root_home = dirs.root_home();
+    copy_skeleton(Path::new("/etc/skel"), &root_home, 0).map_err(ctx(&root_home))?;
+    std::fs::set_permissions(&root_home, std::fs::Permissions::from_mode(0o700))
+        .map_err(ctx(&root_home))?;
     let home = dirs.home();
-    copy_skeleton(Path::new("/etc/skel"), &home).map_err(ctx(&home))?;
+    copy_skeleton(Path::new("/etc/skel"), &home, users::UID).map_err(ctx(&home))?;
     chown(&home, Some(users::UID), Some(users::GID)).map_err(ctx(&home))?;
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o755)).map_err(ctx(&home))
 }
 
 /// Copies the regular files of `/etc/skel` (`.bashrc`, `.profile`, …) into a fresh home, owned by
-/// `user`, as `useradd -m` would.
-fn copy_skeleton(skel: &Path, home: &Path) -> io::Result<()> {
+/// `uid` (and the group of the same number), as `useradd -m` would.
+fn copy_skeleton(skel: &Path, home: &Path, uid: u32) -> io::Result<()> {
     let Ok(entries) = std::fs::read_dir(skel) else {
         return Ok(());
     };
@@ -218,7 +226,7 @@ fn copy_skeleton(skel: &Path, home: &Path) -> io::Result<()> {
         if entry.file_type().is_ok_and(|t| t.is_file()) {
             let target = home.join(entry.file_name());
             std::fs::copy(entry.path(), &target)?;
-            chown(&target, Some(users::UID), Some(users::GID))?;
+            chown(&target, Some(uid), Some(uid))?;
         }
     }
     Ok(())

@@ -134,14 +134,19 @@ fn mount_dev(root: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// `/tmp` and `/home/user` are bind mounts of empty dirs the server prepared in the sandbox dir,
-/// so they start fresh whatever the host has there and live on a real disk.
+/// `/tmp`, `/home` (holding only `user`) and `/root` are bind mounts of fresh dirs the server
+/// prepared in the sandbox dir, so they start fresh whatever the host has there — the host's
+/// other users' homes and root's keys, history and credentials stay out — and live on a real
+/// disk.
 fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
     bind(&dirs.tmp(), &root.join("tmp"))?;
-    let home = under(root, Path::new(users::HOME));
-    std::fs::create_dir_all(&home)
-        .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", home.display())))?;
-    bind(&dirs.home(), &home)
+    for (source, target) in [(dirs.homes(), "home"), (dirs.root_home(), "root")] {
+        let target = root.join(target);
+        std::fs::create_dir_all(&target)
+            .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", target.display())))?;
+        bind(&source, &target)?;
+    }
+    Ok(())
 }
 
 fn pivot(root: &Path) -> io::Result<()> {

@@ -89,11 +89,18 @@ fn fix_table(text: &str, id: u32, entry: &str) -> (String, Vec<String>) {
 pub fn fix_shadow(text: &str, removed: &[String], password: &str) -> String {
     let mut out = String::with_capacity(text.len() + 32);
     for line in text.lines() {
-        let name = line.split(':').next().unwrap_or("");
+        let mut fields = line.splitn(3, ':');
+        let name = fields.next().unwrap_or("");
         if name == USER || removed.iter().any(|r| r == name) {
             continue;
         }
-        out.push_str(line);
+        // The host's password hashes never enter a sandbox: every account is locked there
+        // (`user` needs none: its sudo is passwordless).
+        let _hash = fields.next();
+        match fields.next() {
+            Some(rest) => out.push_str(&format!("{name}:{password}:{rest}")),
+            None => out.push_str(line),
+        }
         out.push('\n');
     }
     if password == "*" {
@@ -142,8 +149,15 @@ mod tests {
     fn groups_and_shadow_follow() {
         let (group, removed) = fix_group("root:x:0:\nsudo:x:27:cloudsdk\ncloudsdk:x:1000:\n");
         assert_eq!(group, "root:x:0:\nsudo:x:27:cloudsdk\nuser:x:1000:\n");
-        let shadow = fix_shadow("root:*:1::::::\ncloudsdk:!:1::::::\n", &removed, "*");
-        assert_eq!(shadow, "root:*:1::::::\nuser:*:19000:0:99999:7:::\n");
+        let shadow = fix_shadow(
+            "root:$6$salt$hash:1::::::\ncloudsdk:!:1::::::\ndaemon:*:1::::::\n",
+            &removed,
+            "*",
+        );
+        assert_eq!(
+            shadow, "root:*:1::::::\ndaemon:*:1::::::\nuser:*:19000:0:99999:7:::\n",
+            "the host's hash is gone"
+        );
     }
 
     #[test]

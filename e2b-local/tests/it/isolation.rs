@@ -581,6 +581,48 @@ async fn root_inside_holds_no_capability_over_the_host() {
     }
 }
 
+/// The host's secrets stay out even of root inside: root's home (keys, history, credentials),
+/// other users' homes and the password hashes are the sandbox's own — a fresh `/root` and `/home`
+/// holding only `user`, every account locked in `/etc/shadow` — while `user`'s home is as E2B's.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_hosts_homes_and_password_hashes_stay_out() {
+    let marker = unique("host-secret");
+    let root_marker = Path::new("/root").join(&marker);
+    let other_home = Path::new("/home").join(&marker);
+    std::fs::write(&root_marker, "secret").unwrap();
+    std::fs::create_dir_all(&other_home).unwrap();
+    let server = LocalServer::start();
+    let id = Api::new(&server).sandbox().await;
+    let seen = exec(
+        &server,
+        &id,
+        Some("root"),
+        "ls -A /root /home; stat -c '%U %a' /root /home/user; cut -d: -f2 /etc/shadow | sort -u",
+    )
+    .await;
+    std::fs::remove_file(&root_marker).unwrap();
+    std::fs::remove_dir(&other_home).unwrap();
+    assert!(
+        !seen.stdout.contains(&marker),
+        "a host home shows inside: {seen:?}"
+    );
+    assert!(
+        seen.stdout.contains("/home:\nuser\n"),
+        "/home holds only user: {seen:?}"
+    );
+    assert!(seen.stdout.contains("root 700\nuser 755\n"), "{seen:?}");
+    let hashes: Vec<&str> = seen
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("user "))
+        .skip(1)
+        .collect();
+    assert!(
+        !hashes.is_empty() && hashes.iter().all(|h| ["*", "!", "!*", ""].contains(h)),
+        "every account is locked inside: {hashes:?}"
+    );
+}
+
 /// No e2b-local state dir is visible inside: not this server's (with its other sandboxes'
 /// overlays), not another running instance's — started before the sandbox or after it —, not
 /// the default one, not the instance list.
