@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Installs the official E2B SDKs that e2b-local's peer tests drive:
-#   sdk-peers/js      npm `e2b` pinned in package.json / package-lock.json (npm ci)
-#   sdk-peers/python  PyPI `e2b` + pytest pinned in requirements.txt, in sdk-peers/python/.venv
+# Installs the official SDKs that the peer tests drive (E2B's against e2b-local, MCP's against
+# `dsh mcp`):
+#   sdk-peers/js      npm `e2b`, `@modelcontextprotocol/sdk` pinned in package.json /
+#                     package-lock.json (npm ci)
+#   sdk-peers/python  PyPI `e2b`, `mcp` + pytest pinned in requirements.txt, in
+#                     sdk-peers/python/.venv
 # Idempotent: a peer whose pinned inputs did not change since the last successful install is left
 # alone. Uses only the npm and PyPI registries.
 set -euo pipefail
@@ -36,7 +39,7 @@ install_python() {
   local stamp
   stamp=$(stamp_of "$py/requirements.txt")
   if [ -f "$py/.venv/.install-stamp" ] && [ "$(cat "$py/.venv/.install-stamp")" = "$stamp" ] \
-    && "$py/.venv/bin/python" -c 'import e2b, pytest' >/dev/null 2>&1; then
+    && "$py/.venv/bin/python" -c 'import e2b, mcp, pytest' >/dev/null 2>&1; then
     echo "install-sdk-peers: python peer up to date"
     return
   fi

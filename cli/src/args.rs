@@ -54,6 +54,29 @@ pub enum Command {
     Fs(FsCommand),
     /// Run the conformance kit against the composition's fs and subprocess.
     Conformance(ConformanceArgs),
+    /// Serve the world as MCP tools (files, commands, terminals) to an agent:
+    /// over stdio (the default: the agent starts `dsh mcp`), or streamable
+    /// HTTP with `--http`. The composition lives exactly as long as the
+    /// server: until stdin closes, SIGINT or SIGTERM.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g.
+    /// 127.0.0.1:8787; port 0 picks one, printed on stderr). A non-loopback
+    /// address requires a bearer token.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer token HTTP clients must send (`Authorization: Bearer
+    /// TOKEN`); default from DSH_MCP_TOKEN.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "DSH_MCP_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,7 @@ mod conformance;
 mod exec;
 mod failure;
 mod fs;
+mod mcp;
 mod plugins;
 mod stdout;
 mod streams;
@@ -92,6 +93,7 @@ async fn run(cli: Cli) -> i32 {
             })
             .await
         }
+        Command::Mcp(args) => with_host(&composition, |host| Box::pin(mcp::run(host, args))).await,
     };
     match outcome {
         Ok(code) => code,

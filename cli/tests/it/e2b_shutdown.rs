@@ -32,7 +32,7 @@ pub fn dsh_e2b(server: &LocalServer, args: &[&str]) -> Command {
 }
 
 /// The sandboxes the server lists (its API, as a client sees them).
-fn sandboxes(server: &LocalServer) -> usize {
+pub fn sandboxes(server: &LocalServer) -> usize {
     let output = Command::new("curl")
         .args(["-sSf", "-m", "10", "-H"])
         .arg(format!("X-API-Key: {}", server.api_key()))

@@ -9,6 +9,7 @@ mod e2b_shutdown;
 mod exec;
 mod fs;
 mod hostile;
+mod mcp;
 mod plugins;
 mod probes;
 mod sh;

@@ -1,0 +1,284 @@
+//! `dsh mcp` driven by the official MCP SDKs (npm `@modelcontextprotocol/sdk`, PyPI `mcp`) as
+//! independent clients: one scenario (`sdk-peers/mcp/scenario.json`, every tool at least once)
+//! over stdio and streamable HTTP, on the local composition and on a fresh e2b-local, must give
+//! the same transcript everywhere, with exactly the expected tool errors; nothing the tools
+//! started outlives the server; a client that disappears mid-call stops what the call started.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use e2b_local::harness::LocalServer;
+use serde_json::Value;
+
+use crate::e2b_shutdown::sandboxes;
+use crate::shutdown::{processes_with, send};
+use crate::support::{config_dir, dsh, dsh_binary, plugin_dir, require, wait_until};
+
+const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-peers")
+}
+
+/// An official MCP client running the scenario.
+#[derive(Debug, Clone, Copy)]
+enum Client {
+    Js,
+    Python,
+}
+
+impl Client {
+    fn command(self) -> Command {
+        let peers = peers();
+        let (program, script) = match self {
+            Client::Js => (PathBuf::from("node"), peers.join("js/mcp/scenario.mjs")),
+            Client::Python => (
+                peers.join("python/.venv/bin/python"),
+                peers.join("python/mcp_peer/scenario.py"),
+            ),
+        };
+        assert!(
+            script.is_file() && (program.is_file() || program == Path::new("node")),
+            "the MCP SDK peers are not installed: run scripts/install-sdk-peers.sh"
+        );
+        let mut command = Command::new(program);
+        command
+            .arg(script)
+            .env("DSH_PLUGIN_PATH", plugin_dir())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        command
+    }
+}
+
+/// How the client reaches the server.
+enum Transport<'a> {
+    /// The client starts `dsh mcp ARGS…` itself, in `cwd`.
+    Stdio { args: &'a [String], cwd: &'a Path },
+    /// A running `dsh mcp --http` at this URL, with this token.
+    Http { url: &'a str, token: &'a str },
+}
+
+/// Runs the scenario with `client` over `transport` and returns its transcript.
+fn transcript(client: Client, transport: &Transport<'_>, envs: &[(String, String)]) -> Value {
+    let mut command = client.command();
+    command.envs(envs.iter().map(|(k, v)| (k, v)));
+    match transport {
+        Transport::Stdio { args, cwd } => {
+            let mut argv = vec![dsh_binary().display().to_string(), "mcp".to_owned()];
+            argv.extend(args.iter().cloned());
+            command
+                .env("DSH_MCP_COMMAND", serde_json::to_string(&argv).unwrap())
+                .current_dir(cwd);
+        }
+        Transport::Http { url, token } => {
+            command.env("DSH_MCP_URL", url).env("DSH_MCP_TOKEN", token);
+        }
+    }
+    let output = command.output().expect("run the MCP client");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{client:?} client failed: {stderr}"
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|err| {
+        panic!(
+            "{client:?} transcript ({err}): {}\n{stderr}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    })
+}
+
+/// Every step ran, failed exactly when the scenario expects, and every text it looked for was
+/// there.
+fn check(transcript: &Value, what: &str) {
+    let scenario: Value = serde_json::from_str(
+        &std::fs::read_to_string(peers().join("mcp/scenario.json")).expect("scenario"),
+    )
+    .expect("scenario JSON");
+    let steps = scenario["steps"].as_array().expect("steps");
+    let entries = transcript.as_array().expect("a transcript");
+    assert_eq!(entries.len(), steps.len(), "{what}: every step ran");
+    for (step, entry) in steps.iter().zip(entries) {
+        let name = &step["name"];
+        assert_eq!(&entry["step"], name, "{what}");
+        let expected_error = step["error"].as_bool().unwrap_or(false);
+        assert_eq!(
+            entry["error"].as_bool(),
+            Some(expected_error),
+            "{what}: step {name}: {entry}"
+        );
+        for (key, value) in entry.as_object().expect("an entry") {
+            if key.contains(" contains ") {
+                assert_eq!(value, &Value::Bool(true), "{what}: step {name}: {key}");
+            }
+        }
+    }
+}
+
+/// Processes whose working directory lies under `dir` (what a local composition started
+/// there), other than this test.
+fn processes_under(dir: &Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cwd = std::fs::read_link(entry.path().join("cwd")).ok()?;
+            cwd.starts_with(dir).then_some(pid)
+        })
+        .filter(|pid| *pid != std::process::id())
+        .collect()
+}
+
+/// `dsh mcp --http 127.0.0.1:0 --token TOKEN ARGS…` in `cwd`, and its URL once it serves.
+fn http_server(args: &[String], cwd: &Path, envs: &[(String, String)]) -> (Child, String) {
+    let mut child = dsh()
+        .args(["mcp", "--http", "127.0.0.1:0", "--token", TOKEN])
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (k, v)))
+        .current_dir(cwd)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dsh mcp --http");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| line.strip_prefix("dsh mcp: serving ").map(str::to_owned))
+        .expect("dsh mcp announces its URL");
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    (child, url)
+}
+
+const TOKEN: &str = "test-token-0123456789";
+
+/// Runs the scenario with each client over each transport against the composition `args`
+/// selects, and returns the transcripts; `after` checks what is left once each server is gone.
+fn scenario_runs(
+    args: &[String],
+    envs: &[(String, String)],
+    runs: &[(Client, bool)],
+    mut after: impl FnMut(&Path, &str),
+) -> Vec<Value> {
+    let mut transcripts = Vec::new();
+    for &(client, over_http) in runs {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let what = format!(
+            "{client:?} over {}",
+            if over_http { "http" } else { "stdio" }
+        );
+        let transcript = if over_http {
+            let (mut server, url) = http_server(args, dir.path(), envs);
+            let transport = Transport::Http {
+                url: &url,
+                token: TOKEN,
+            };
+            let transcript = transcript(client, &transport, envs);
+            send(server.id(), libc::SIGTERM);
+            let status = server.wait().expect("wait for dsh mcp");
+            assert_eq!(status.code(), Some(143), "{what}: SIGTERM ends dsh mcp");
+            transcript
+        } else {
+            let transport = Transport::Stdio {
+                args,
+                cwd: dir.path(),
+            };
+            transcript(client, &transport, envs)
+        };
+        check(&transcript, &what);
+        after(dir.path(), &what);
+        transcripts.push(transcript);
+    }
+    transcripts
+}
+
+fn assert_same(transcripts: &[Value], reference: &Value) {
+    for transcript in transcripts {
+        assert_eq!(transcript, reference, "transcripts differ");
+    }
+}
+
+#[test]
+fn the_scenario_gives_the_same_results_on_both_compositions_over_both_transports_and_sdks() {
+    require(&LOCAL);
+    require(&E2B);
+    let runs = [
+        (Client::Js, false),
+        (Client::Python, false),
+        (Client::Js, true),
+        (Client::Python, true),
+    ];
+    let local = scenario_runs(&[], &[], &runs, |dir, what| {
+        assert!(
+            wait_until(Duration::from_secs(10), || processes_under(dir).is_empty()),
+            "{what}: processes outlived dsh mcp: {:?}",
+            processes_under(dir)
+        );
+    });
+    let server = LocalServer::start();
+    let config = vec![
+        "--config".to_owned(),
+        config_dir().join("e2b-local.yaml").display().to_string(),
+    ];
+    let e2b = scenario_runs(
+        &config,
+        &server.env(),
+        &[(Client::Js, false), (Client::Python, true)],
+        |_, what| {
+            assert!(
+                wait_until(Duration::from_secs(10), || sandboxes(&server) == 0),
+                "{what}: the sandbox outlived dsh mcp"
+            );
+        },
+    );
+    assert_same(&local[1..], &local[0]);
+    assert_same(&e2b, &local[0]);
+}
+
+/// A client killed in the middle of a call (`run` of a long command): dsh sees its stdin
+/// close, stops the call — the command's whole process group — and exits.
+#[test]
+fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
+    require(&LOCAL);
+    let marker = format!("mcp-disconnect-{}", std::process::id());
+    let connect = peers().join("js/mcp/connect.mjs");
+    let script = format!(
+        "import {{ connect }} from {connect:?};\n\
+         const client = await connect();\n\
+         console.log('calling');\n\
+         await client.callTool({{ name: 'run', arguments: {{ command: 'sleep 300; : {marker}' }} }});",
+        connect = connect.display().to_string(),
+    );
+    let argv = serde_json::to_string(&[dsh_binary().display().to_string(), "mcp".into()]).unwrap();
+    let mut node = Command::new("node")
+        .args(["--input-type=module", "-e", &script])
+        .current_dir(peers().join("js"))
+        .env("DSH_PLUGIN_PATH", plugin_dir())
+        .env("DSH_MCP_COMMAND", argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run node");
+    // The client's own command line carries the marker too.
+    let client = node.id();
+    assert!(
+        wait_until(Duration::from_secs(30), || processes_with(&marker)
+            .iter()
+            .any(|pid| *pid != client)),
+        "the command did not start"
+    );
+    node.kill().expect("kill the client");
+    node.wait().expect("reap the client");
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "the call's command or dsh outlived the client: {:?}",
+        processes_with(&marker)
+    );
+}

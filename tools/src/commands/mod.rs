@@ -1,0 +1,98 @@
+//! Commands in the world: `run` (foreground or background), `read_output`
+//! by cursor, `write_stdin`, `close_stdin`, `kill`, `list_commands`.
+//!
+//! Each command runs through the `subprocess` seam as the leader of its own
+//! process group, with stdout and stderr merged in the world (see
+//! [`Commands::run`] for how). The provider keeps the last 128 KiB of
+//! the output in memory and a lossless copy of up to 1 GiB in a spill file
+//! on the world's disk; `read_output` serves any offset from one or the
+//! other, so output of any size can be read to its end in bounded memory.
+//! A command is known by an id (`cmd-<n>`) from its start until
+//! [`MAX_COMMANDS`] newer commands push it out (the oldest finished
+//! first; forgetting a command ends what is left of its group and removes
+//! its spill files) or [`Commands::shutdown`].
+
+mod errors;
+mod kill;
+mod list;
+mod output;
+mod read;
+mod registry;
+mod run;
+mod status;
+mod stdin;
+mod terminate;
+mod text;
+mod tracked;
+
+use std::sync::Arc;
+
+use dsh_plugin_api::Error;
+use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::subprocess::SubprocessProvider;
+
+pub use kill::{DEFAULT_KILL_GRACE_MS, KillRequest, KillResult, MAX_KILL_GRACE_MS};
+pub use list::{CommandInfo, ListCommandsRequest, ListCommandsResult, MAX_LISTED_LINE_CHARS};
+pub use read::{
+    DEFAULT_READ_BYTES, DEFAULT_UNTIL_WAIT_MS, MAX_PATTERN_BYTES, MAX_READ_BYTES, MAX_WAIT_MS,
+    ReadOutputRequest, ReadOutputResult, SCAN_OVERLAP, Until,
+};
+pub use run::{
+    DEFAULT_TIMEOUT_MS, HEAD_BYTES, MAX_BACKGROUND_TIMEOUT_MS, MAX_COMMAND_BYTES, MAX_ENV_ENTRIES,
+    MAX_FOREGROUND_TIMEOUT_MS, MAX_STDIN_BYTES, RunRequest, RunResult, TAIL_BYTES,
+};
+pub use status::{CommandStatus, ExitInfo};
+pub use stdin::{
+    CloseStdinRequest, CloseStdinResult, MAX_WRITE_BYTES, WRITE_TIMEOUT, WriteStdinRequest,
+    WriteStdinResult,
+};
+
+// Shared with the terminal tools.
+pub(crate) use errors::{from_seam, invalid};
+pub(crate) use registry::{Kind, Registry, Tracked};
+pub(crate) use terminate::until_proven_gone;
+pub(crate) use text::{cut_character_start, decode_piece, quote_argv};
+
+use tracked::TrackedCommand;
+
+/// How many commands are remembered. When a new one would exceed it, the
+/// oldest finished command is forgotten (what is left of its group ended,
+/// its spill files removed); when all are running, `run` refuses with
+/// `Busy`.
+pub const MAX_COMMANDS: usize = 64;
+
+/// The command tools of one world.
+pub struct Commands {
+    subprocess: Arc<dyn SubprocessProvider>,
+    /// Reads and removes spill files (they live on the world's disk).
+    fs: Arc<dyn FsProvider>,
+    registry: Registry<TrackedCommand>,
+}
+
+impl Commands {
+    /// The command tools of the world `subprocess` and `fs` serve (the
+    /// same world: spill files written by one are read through the other).
+    pub fn new(subprocess: Arc<dyn SubprocessProvider>, fs: Arc<dyn FsProvider>) -> Commands {
+        Commands {
+            subprocess,
+            fs,
+            registry: Registry::new(Kind {
+                prefix: "cmd",
+                noun: "command",
+                list_tool: "list_commands",
+                end_tool: "kill",
+                max: MAX_COMMANDS,
+            }),
+        }
+    }
+
+    /// Refuses new commands, then ends every remembered command's process
+    /// group (running or not: a finished command may have left descendants
+    /// in it), retrying while the world reports a group busy, and removes
+    /// every spill file. Returns what could not be done — each group not
+    /// proven gone, each spill file not removed; empty when everything
+    /// ended. A second call has nothing left to do.
+    pub async fn shutdown(&self) -> Vec<Error> {
+        self.registry.shutdown().await
+    }
+}
