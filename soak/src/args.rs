@@ -57,10 +57,11 @@ pub struct Args {
     #[arg(long, default_value_t = 1.2)]
     pub max_rss_ratio: f64,
 
-    /// Add `dsh`s started at the same moment on one sandbox to the mix (each owner's start
-    /// empties the sandbox's runtime root, so today they break each other's helper install).
+    /// Leave out of the mix the `dsh`s started at the same moment on one sandbox (each
+    /// installs its helper while the other starts: an owner's start must not sweep the state
+    /// of an owner running now).
     #[arg(long)]
-    pub concurrent_starts: bool,
+    pub no_concurrent_starts: bool,
 
     /// e2b-local's log filter (its log goes to this program's stderr).
     #[arg(long, default_value = "e2b_local=warn")]

@@ -84,7 +84,7 @@ pub async fn soak(
             (args.duration.mul_f64(0.5)).max(Duration::from_secs(5)),
         ),
         ephemeral,
-        concurrent_starts: args.concurrent_starts,
+        concurrent_starts: !args.no_concurrent_starts,
     });
 
     let counted = Arc::clone(&shared);

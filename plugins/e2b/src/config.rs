@@ -220,7 +220,8 @@ impl OwnerConfig {
 /// `/var/lib`, whose every ancestor is root's and writable by root only, so
 /// the sandbox user can neither rename it away nor replace a component of
 /// its path (a directory inside the user's cwd could be renamed by that
-/// user). One per sandbox: an owner connecting to a sandbox sweeps it.
+/// user). One per sandbox: an owner connecting to a sandbox sweeps it of
+/// what owners killed a day or more ago left.
 pub const RUNTIME_ROOT: &str = "/var/lib/dsh-e2b";
 
 /// `cwd` as an absolute POSIX path without `.`, `..`, repeated or

@@ -2,7 +2,8 @@
 //! the private runtime root ([`RUNTIME_ROOT`], docs/design.md §6.4) is a
 //! real directory, mode 0700, owned by root — verified with envd's own
 //! metadata — whose every ancestor is a real directory owned by root and
-//! writable by root only, and empty of any earlier owner's state.
+//! writable by root only, and swept of the state of earlier owners that
+//! were killed before their disposal.
 //!
 //! The runtime root is root's so that control state the adapters write
 //! there (as root) cannot be read or forged by the sandbox user; its
@@ -28,13 +29,21 @@ use crate::config::RUNTIME_ROOT;
 const SETUP_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How much of a setup command's output is kept for messages.
 const SETUP_OUTPUT_LIMIT: usize = 16 * 1024;
+/// How old an entry of the runtime root must be (minutes since it last
+/// changed) for a starting owner to sweep it: a day, longer than an E2B
+/// sandbox runs without a pause, so no live owner's state is that old.
+const STALE_AFTER_MINUTES: u32 = 24 * 60;
 /// The mode of the runtime root.
 const RUNTIME_ROOT_MODE: u32 = 0o700;
 /// The owner of the runtime root (envd reports user names).
 const RUNTIME_ROOT_OWNER: &str = "root";
 
 /// Creates the runtime root or, when it exists and is a real directory
-/// owned by root, empties it. `$1` is the runtime root. Exit 0: created;
+/// owned by root, sweeps it of entries older than [`STALE_AFTER_MINUTES`]:
+/// what owners killed before their disposal left. Younger entries may
+/// belong to an owner running now on the same sandbox (two `dsh` processes
+/// started together): removing its helper while it installs failed it.
+/// `$1` is the runtime root, `$2` the age in minutes. Exit 0: created;
 /// 5: existed, swept (the removed names on stdout); 3: it exists but is not
 /// a root-owned real directory, or mkdir failed (its error on stderr) —
 /// the verification below says which; 4: the sweep failed; 6: an ancestor
@@ -57,7 +66,7 @@ while :; do
 done
 if err=$(mkdir -m 0700 -- "$r" 2>&1); then exit 0; fi
 [[ -d $r && ! -L $r && -O $r ]] || { printf '%s\n' "$err" >&2; exit 3; }
-find -P "$r" -mindepth 1 -maxdepth 1 -printf '%f\n' -exec rm -rf -- {} + || exit 4
+find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" -printf '%f\n' -exec rm -rf -- {} + || exit 4
 exit 5"#;
 
 /// Creates the missing components of `$1` as root, each mode 0755 and
@@ -77,7 +86,7 @@ pub struct Workspace {
     pub cwd: String,
     /// [`RUNTIME_ROOT`].
     pub runtime_root: String,
-    /// How many entries of an earlier owner the sweep removed.
+    /// How many stale entries of earlier owners the sweep removed.
     pub swept: usize,
 }
 
@@ -142,6 +151,7 @@ where
 
     let runtime_root = RUNTIME_ROOT.to_owned();
     let shell = ControlShell::new(runtime_root.clone());
+    let stale_after = STALE_AFTER_MINUTES.to_string();
     let command = shell.exec(
         dsh_e2b_gateway::CONTROL_SHELL,
         [
@@ -151,6 +161,7 @@ where
             PREPARE_RUNTIME_ROOT,
             "dsh-setup",
             runtime_root.as_str(),
+            stale_after.as_str(),
         ],
     );
     let output = match shell

@@ -123,17 +123,21 @@ async fn pause_and_leave_keep_the_sandbox_and_sandbox_id_reconnects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconnecting_sweeps_stale_adapter_state_and_keeps_the_user_files() {
+async fn reconnecting_sweeps_stale_adapter_state_keeps_a_live_owners_and_the_user_files() {
     let world = World::start();
     let first = world.owner(json!({"onDispose": "leave"})).await.unwrap();
     let id = first.owner().info().sandbox_id;
     let sandbox = first.sandbox().clone();
-    // What adapters left behind (as root, like their control commands).
+    // What adapters of owners killed days ago left behind (as root, like
+    // their control commands), and the fresh state of an owner starting now
+    // on the same sandbox.
     root(
         &sandbox,
         "mkdir -p /var/lib/dsh-e2b/proc-17/spill && \
          echo 9 > /var/lib/dsh-e2b/proc-17/exit && \
-         touch '/var/lib/dsh-e2b/we ird\nname'",
+         touch '/var/lib/dsh-e2b/we ird\nname' && \
+         touch -h -d '2 days ago' /var/lib/dsh-e2b/proc-17 '/var/lib/dsh-e2b/we ird\nname' && \
+         mkdir /var/lib/dsh-e2b/subprocess-e2b-live",
     )
     .await;
     run_as(
@@ -148,8 +152,11 @@ async fn reconnecting_sweeps_stale_adapter_state_and_keeps_the_user_files() {
         .owner(json!({"sandboxId": id}))
         .await
         .expect("reconnect");
-    let listing = root(&sandbox, "ls -A /var/lib/dsh-e2b | wc -l").await;
-    assert_eq!(listing.trim(), "0", "stale state was swept");
+    let listing = root(&sandbox, "ls -A /var/lib/dsh-e2b").await;
+    assert_eq!(
+        listing, "subprocess-e2b-live\n",
+        "stale state was swept, the live owner's kept"
+    );
     let notes = root(&sandbox, "cat /home/user/workspace/notes.txt").await;
     assert_eq!(notes, "keep\n");
     let mode = root(&sandbox, "stat -c '%U %a %F' /var/lib/dsh-e2b").await;
