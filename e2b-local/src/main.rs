@@ -85,13 +85,10 @@ fn main() -> ExitCode {
             freezer,
             envd_file_access,
         } => {
-            let exe = match std::env::current_exe() {
-                Ok(exe) => exe,
-                Err(err) => {
-                    eprintln!("e2b-local: cannot locate its own executable: {err}");
-                    return ExitCode::FAILURE;
-                }
-            };
+            // The running binary itself (its inode), not its path: each sandbox's init is this
+            // binary re-executed, and a rebuild while the server runs must not change what
+            // later sandboxes run (a new build may not speak this server's init protocol).
+            let exe = std::path::PathBuf::from("/proc/self/exe");
             serve(ServeConfig {
                 host,
                 api_port,

@@ -106,7 +106,12 @@ fn world_mount_namespaces() -> BTreeMap<String, u32> {
 /// (a multi-threaded process may not enter another mount namespace). Paths resolve inside that
 /// namespace, against the world's root.
 fn hide_in(pid: u32, dir: &Path) -> io::Result<()> {
-    let namespace = std::fs::File::open(format!("/proc/{pid}/ns/mnt"))?;
+    let namespace = match std::fs::File::open(format!("/proc/{pid}/ns/mnt")) {
+        Ok(namespace) => namespace,
+        // The world ended since it was listed: nothing left to hide from.
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(err) => return Err(err),
+    };
     let target = CString::new(dir.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
     let tmpfs = c"tmpfs";
