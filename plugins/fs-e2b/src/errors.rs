@@ -36,7 +36,7 @@ impl<'a> Op<'a> {
     /// A failure of an envd call made for this operation, in the fs
     /// vocabulary (see [`classify`]).
     pub(crate) fn remote(&self, err: &e2b_client::Error) -> Error {
-        self.error(classify(err), describe(self.subject, err))
+        self.error(classify(err), describe(self.name, self.subject, err))
     }
 
     /// An owned copy, for work that outlives the caller's borrow (streams,
@@ -110,13 +110,19 @@ fn refine(text: &str) -> Option<ErrorKind> {
 
 /// The error's text without a repetition of the subject: `e2b_client`
 /// errors start with `"<call> <subject>: "`; when the call was about the
-/// operation's own subject, only the call's name is kept.
-fn describe(subject: &str, err: &e2b_client::Error) -> String {
+/// operation's own subject, only the call's name is kept (and not even
+/// that when the operation has the same name).
+fn describe(operation: &str, subject: &str, err: &e2b_client::Error) -> String {
     let text = err.to_string();
     if let Some(context) = err.context()
         && context.subject == subject
         && let Some(rest) = text.strip_prefix(&format!("{context}: "))
     {
+        // The envd call of the same name as the operation (`stat` for
+        // `stat`) is not named twice.
+        if context.op == operation {
+            return rest.to_owned();
+        }
         return format!("{}: {rest}", context.op);
     }
     text
@@ -193,6 +199,12 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert_eq!(err.subject(), Some("/w/a"));
         assert_eq!(err.message(), "read_text: stat: not found: file not found");
+        // The envd call the operation is named after is not named twice.
+        let err = Op::new("stat", "/w/a").remote(&e2b_client::Error::NotFound {
+            context: Context::new("stat", "/w/a"),
+            message: "file not found".into(),
+        });
+        assert_eq!(err.message(), "stat: not found: file not found");
         // About another path (a link's target): that path is kept.
         let err = Op::new("stat", "/w/link").remote(&e2b_client::Error::NotFound {
             context: Context::new("stat", "/w/target"),
