@@ -66,6 +66,16 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
                     .boxed(),
             )
         }
+        Err(err) if reset_by_us(&err) => {
+            // The client's request body failed (it went away mid-request, e.g. killed): the
+            // stream to envd was reset on its behalf, and nobody is left to answer.
+            tracing::debug!(sandbox = %sandbox.id, "request abandoned by its client: {err:?}");
+            error_response(
+                StatusCode::BAD_REQUEST,
+                &sandbox.id,
+                "the request body ended abnormally",
+            )
+        }
         Err(err) => {
             tracing::warn!(sandbox = %sandbox.id, "envd unreachable: {err:?}");
             unroutable(&Unroutable {
@@ -74,6 +84,19 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
             })
         }
     }
+}
+
+/// Whether `err` is an HTTP/2 stream reset this side initiated — what the client does when the
+/// request body it forwards fails — rather than envd's or the connection's failure.
+fn reset_by_us(err: &(dyn StdError + 'static)) -> bool {
+    let mut source = Some(err);
+    while let Some(err) = source {
+        if let Some(h2) = err.downcast_ref::<h2::Error>() {
+            return h2.is_reset() && !h2.is_remote();
+        }
+        source = err.source();
+    }
+    false
 }
 
 fn strip_hop_by_hop(headers: &mut HeaderMap) {
