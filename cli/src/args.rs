@@ -141,8 +141,40 @@ pub enum FsCommand {
         /// Replace every occurrence.
         #[arg(long)]
         all: bool,
+        /// Show the unified diff of the (unique) replacement; write nothing.
+        #[arg(long, conflicts_with = "all")]
+        dry_run: bool,
         #[command(flatten)]
         guard: GuardArgs,
+    },
+    /// Search file contents with a regular expression (file:line: text),
+    /// skipping binary files and what .gitignore ignores; bounded.
+    Grep {
+        pattern: String,
+        /// File or directory to search (default: the world's cwd).
+        path: Option<String>,
+        /// Only files whose path matches this glob (e.g. `*.rs`).
+        #[arg(long)]
+        glob: Option<String>,
+        /// Match case-insensitively.
+        #[arg(long, short = 'i')]
+        ignore_case: bool,
+        /// Lines of context around each match.
+        #[arg(long, short = 'C', value_name = "LINES")]
+        context: Option<u64>,
+        /// The most matches shown.
+        #[arg(long, value_name = "N")]
+        max: Option<u64>,
+    },
+    /// Paths under a directory matching a glob (e.g. `**/*.rs`), skipping
+    /// what .gitignore ignores; bounded.
+    Find {
+        pattern: String,
+        /// Directory to search (default: the world's cwd).
+        path: Option<String>,
+        /// The most paths shown.
+        #[arg(long, value_name = "N")]
+        max: Option<u64>,
     },
     /// Remove a path recursively.
     Rm {

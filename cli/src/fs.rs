@@ -16,6 +16,8 @@ use crate::plugins::print_json;
 use crate::stdout::{self, outln};
 use crate::streams::stdin_bytes;
 use dsh_plugin_api::Bytes;
+use dsh_tools::Outcome;
+use dsh_tools::files::{EditFileRequest, Files, FindFilesRequest, GrepRequest};
 
 /// Runs one fs command; 0 on success, a [`Failure`] naming the operation
 /// and path otherwise.
@@ -101,8 +103,31 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             path,
             old,
             new,
+            dry_run: true,
+            guard,
+            ..
+        } => {
+            let request = EditFileRequest {
+                path: path.clone(),
+                old_string: old,
+                new_string: new,
+                expected_replacements: None,
+                if_version: guard.if_version,
+                dry_run: Some(true),
+            };
+            let outcome = Files::new(fs)
+                .edit_file(request)
+                .await
+                .map_err(|err| Failure::seam("edit", &path, &err))?;
+            report_outcome(json, &outcome)?;
+        }
+        FsCommand::Edit {
+            path,
+            old,
+            new,
             all,
             guard,
+            ..
         } => {
             let edit = Edit {
                 old,
@@ -119,6 +144,46 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
                 &outcome.version,
                 json!({ "replacements": outcome.replacements }),
             )?;
+        }
+        FsCommand::Grep {
+            pattern,
+            path,
+            glob,
+            ignore_case,
+            context,
+            max,
+        } => {
+            let subject = path.clone().unwrap_or_else(|| ".".to_owned());
+            let request = GrepRequest {
+                pattern,
+                path,
+                glob,
+                case_insensitive: Some(ignore_case),
+                max_matches: max,
+                context,
+            };
+            let outcome = Files::new(fs)
+                .grep(request)
+                .await
+                .map_err(|err| Failure::seam("grep", &subject, &err))?;
+            report_outcome(json, &outcome)?;
+            if outcome.match_count == 0 {
+                // As grep(1): no match is exit 1.
+                return Ok(EXIT_FAILURE);
+            }
+        }
+        FsCommand::Find { pattern, path, max } => {
+            let subject = path.clone().unwrap_or_else(|| ".".to_owned());
+            let request = FindFilesRequest {
+                path,
+                pattern,
+                max_results: max,
+            };
+            let outcome = Files::new(fs)
+                .find_files(request)
+                .await
+                .map_err(|err| Failure::seam("find", &subject, &err))?;
+            report_outcome(json, &outcome)?;
         }
         FsCommand::Rm { path, force } => {
             let existed = fs
@@ -176,6 +241,18 @@ fn report_version(
         print_json(&value)
     } else {
         outln!("{version}")
+    }
+}
+
+/// A `dsh-tools` outcome: its structured value with `--json`, else the text
+/// a model would read.
+fn report_outcome<O: Outcome>(json: bool, outcome: &O) -> Result<(), Failure> {
+    if json {
+        let value = serde_json::to_value(outcome)
+            .map_err(|err| Failure::new(EXIT_FAILURE, format!("encode the result: {err}")))?;
+        print_json(&value)
+    } else {
+        outln!("{}", outcome.text())
     }
 }
 

@@ -322,3 +322,52 @@ fn stat_shows_rfc3339_times_and_json_keeps_raw_seconds() {
         serde_json::from_str(&ok(&["fs", "stat", "--json", &file])).expect("JSON");
     assert_eq!(json["modified"], 1_000_000_000.25);
 }
+
+/// `fs grep`, `fs find` and `fs edit --dry-run` are the agent tools' library from the command
+/// line: grep's exit status is grep(1)'s, `.gitignore` is honoured, a dry run writes nothing.
+#[test]
+fn grep_find_and_a_dry_run_edit_come_from_the_tools_library() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    std::fs::create_dir_all(root.join("src")).expect("mkdir");
+    std::fs::create_dir_all(root.join("build")).expect("mkdir");
+    std::fs::write(root.join("src/a.txt"), "alpha\nbeta\n").expect("write");
+    std::fs::write(root.join("build/a.txt"), "beta\n").expect("write");
+    std::fs::write(root.join(".gitignore"), "build/\n").expect("write");
+    let at = |args: &[&str]| {
+        let output = dsh().args(args).current_dir(root).output().expect("dsh");
+        let (stdout, stderr) = text(&output);
+        (output.status.code(), stdout, stderr)
+    };
+    let (code, stdout, stderr) = at(&["fs", "grep", "be+ta"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.starts_with("src/a.txt:2:beta\n"), "{stdout}");
+    assert!(
+        !stdout.contains("build/"),
+        "ignored by .gitignore: {stdout}"
+    );
+    let (code, _, _) = at(&["fs", "grep", "nowhere"]);
+    assert_eq!(code, Some(1), "no match is exit 1, as grep(1)");
+    let (code, stdout, stderr) = at(&["--json", "fs", "find", "**/*.txt"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let found: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(found["matches"][0]["path"], "src/a.txt", "{stdout}");
+    assert_eq!(
+        found["matches"].as_array().map(Vec::len),
+        Some(1),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = at(&["fs", "edit", "src/a.txt", "beta", "BETA", "--dry-run"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("-beta\n+BETA\n"), "{stdout}");
+    let content = std::fs::read_to_string(root.join("src/a.txt")).expect("read");
+    assert_eq!(content, "alpha\nbeta\n", "a dry run writes nothing");
+    let (code, _, stderr) = at(&["fs", "edit", "src/a.txt", "a", "A", "--dry-run"]);
+    assert_eq!(
+        code,
+        Some(2),
+        "an ambiguous edit is invalid input: {stderr}"
+    );
+    assert!(stderr.contains("matches"), "{stderr}");
+}

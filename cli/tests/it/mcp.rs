@@ -282,3 +282,90 @@ fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
         processes_with(&marker)
     );
 }
+
+/// Runs `body` (an ES module body with `client` connected to `dsh mcp` over stdio, on the local
+/// composition) with the official TypeScript SDK; its last stdout line is returned parsed.
+fn js_session(body: &str) -> Value {
+    let connect = peers().join("js/mcp/connect.mjs");
+    let script = format!(
+        "import {{ connect }} from {connect:?};\nconst client = await connect();\n{body}\nawait client.close();",
+        connect = connect.display().to_string(),
+    );
+    let argv = serde_json::to_string(&[dsh_binary().display().to_string(), "mcp".into()]).unwrap();
+    let output = Command::new("node")
+        .args(["--input-type=module", "-e", &script])
+        .current_dir(peers().join("js"))
+        .env("DSH_PLUGIN_PATH", plugin_dir())
+        .env("DSH_MCP_COMMAND", argv)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.lines().last().expect("a result line")).expect("JSON result")
+}
+
+/// A long wait reports progress to a client that asked for it; a client's cancellation stops
+/// the call's command at once and the server keeps serving; concurrent calls all complete.
+#[test]
+fn progress_cancellation_and_concurrent_calls() {
+    require(&LOCAL);
+    let marker = format!("mcp-cancel-{}", std::process::id());
+    // A pattern for the marker that its own command line does not match.
+    let (head, last) = marker.split_at(marker.len() - 1);
+    let pattern = format!("{head}[{last}]");
+    let result = js_session(&format!(
+        r#"
+const progress = [];
+const bg = await client.callTool({{ name: "run", arguments: {{ command: "sleep 12; echo done", background: true }} }});
+const waited = await client.callTool(
+  {{ name: "read_output", arguments: {{ id: bg.structuredContent.id, wait_ms: 20000, until: "exit" }} }},
+  undefined,
+  {{ onprogress: (p) => progress.push(p.progress), resetTimeoutOnProgress: true }},
+);
+const controller = new AbortController();
+const cancelled = client.callTool(
+  {{ name: "run", arguments: {{ command: "sleep 300; : {marker}" }} }},
+  undefined,
+  {{ signal: controller.signal }},
+).then(() => "completed", (e) => "rejected: " + e.message);
+await new Promise((r) => setTimeout(r, 1500));
+controller.abort();
+const outcome = await cancelled;
+await new Promise((r) => setTimeout(r, 2000));
+const left = await client.callTool({{ name: "run", arguments: {{ command: "pgrep -f '{pattern}' | wc -l" }} }});
+const many = await Promise.all(Array.from({{ length: 12 }}, (_, i) =>
+  client.callTool({{ name: "run", arguments: {{ argv: ["echo", String(i)] }} }})));
+console.log(JSON.stringify({{
+  progress: progress.length,
+  waited: waited.structuredContent.output,
+  outcome,
+  left: left.structuredContent.output.trim(),
+  many: many.map((r) => r.structuredContent.output.trim()),
+}}));
+"#
+    ));
+    assert!(
+        result["progress"].as_u64().unwrap_or(0) >= 2,
+        "progress while waiting 12 s: {result}"
+    );
+    assert_eq!(result["waited"], "done\n", "{result}");
+    assert!(
+        result["outcome"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("rejected"),
+        "{result}"
+    );
+    // `pgrep` counts itself's shell only when the command line matches: the sleep is gone.
+    assert_eq!(
+        result["left"], "1",
+        "the cancelled call's command is gone: {result}"
+    );
+    let many: Vec<String> = (0..12).map(|i| i.to_string()).collect();
+    assert_eq!(result["many"], serde_json::json!(many), "{result}");
+}
