@@ -33,11 +33,23 @@ const PROBE_LIMIT: usize = 8 << 20;
 /// the user's identity and the ambient environment, NUL-separated:
 /// version, uid, gid, groups, home, then `env -0`. `$1` upload, `$2` final
 /// path, `$3` SHA-256, `$4` user.
+///
+/// Running the helper can fail for a moment with "Text file busy": a
+/// process envd forked (for another request) while the upload was open for
+/// writing holds a copy of that descriptor until its own exec. Found by the
+/// soak with two `dsh` starting on one sandbox (2 of ~1,000); that error is
+/// retried for up to 5 s, any other fails at once.
 const INSTALL_AND_PROBE: &str = r#"
 chmod 0700 -- "$1" || exit 3
 printf '%s  %s\n' "$3" "$1" | sha256sum --check --status || { printf 'dsh: the uploaded helper %s does not match its SHA-256\n' "$1" >&2; exit 3; }
 mv -f -- "$1" "$2" || exit 3
-version=$("$2" version) || { printf 'dsh: the helper %s does not run\n' "$2" >&2; exit 4; }
+tries=0
+until version=$("$2" version 2>"$1.err"); do
+  if grep -q 'Text file busy' -- "$1.err" && [ $((tries += 1)) -lt 50 ]; then sleep 0.1; continue; fi
+  cat -- "$1.err" >&2; rm -f -- "$1.err"
+  printf 'dsh: the helper %s does not run\n' "$2" >&2; exit 4
+done
+rm -f -- "$1.err"
 uid=$(id -u -- "$4") && gid=$(id -g -- "$4") && groups=$(id -G -- "$4") || { printf 'dsh: the sandbox has no user %s\n' "$4" >&2; exit 5; }
 home=$(getent passwd "$4" | cut -d: -f6)
 [ -n "$home" ] || { printf 'dsh: user %s has no passwd entry with a home\n' "$4" >&2; exit 5; }
@@ -171,6 +183,42 @@ mod tests {
         }
         out.extend_from_slice(b"PATH=/usr/bin\0E2B_SANDBOX=true\0");
         out
+    }
+
+    /// The install script, run by bash on this host: a helper that some
+    /// other process holds open for writing for a moment (as a process envd
+    /// forked meanwhile does) is retried until it runs.
+    #[test]
+    fn a_helper_busy_for_a_moment_is_installed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let upload = dir.path().join("helper.part");
+        let installed = dir.path().join("helper");
+        let helper = b"#!/bin/sh\necho dsh-e2b-run test\n";
+        std::fs::write(&upload, helper).expect("write");
+        let digest: String = Sha256::digest(helper)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        // Holds the file open for writing for 0.5 s (the same inode after the rename).
+        let mut holder = std::process::Command::new("bash")
+            .args(["-c", "exec 3>>\"$1\"; sleep 0.5", "holder"])
+            .arg(&upload)
+            .spawn()
+            .expect("holder");
+        std::thread::sleep(Duration::from_millis(100));
+        let output = std::process::Command::new("bash")
+            .args(["-c", INSTALL_AND_PROBE, "dsh-control"])
+            .arg(&upload)
+            .arg(&installed)
+            .arg(&digest)
+            .arg("root")
+            .output()
+            .expect("run the install script");
+        holder.wait().expect("holder");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{stderr}");
+        assert!(output.stdout.starts_with(b"dsh-e2b-run test\0"), "{stderr}");
+        assert!(!dir.path().join("helper.part.err").exists(), "no leftover");
     }
 
     #[test]
