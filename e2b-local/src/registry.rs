@@ -230,7 +230,7 @@ impl Registry {
 
     /// Connect/resume: a running sandbox's deadline is only ever extended to `now + timeout`;
     /// a paused one is thawed and runs for `timeout`. Runs to the end even when the caller
-    /// leaves (see [`to_the_end`]).
+    /// leaves (see `to_the_end`).
     pub async fn connect(
         &self,
         id: &str,
@@ -258,7 +258,7 @@ impl Registry {
     }
 
     /// Freezes a running sandbox; 409 if it is already paused. Runs to the end even when the
-    /// caller leaves (see [`to_the_end`]).
+    /// caller leaves (see `to_the_end`).
     pub async fn pause(&self, id: &str) -> Result<(), ApiError> {
         let op = "pause sandbox";
         let sandbox = self.lookup(op, id)?;
@@ -271,7 +271,7 @@ impl Registry {
 
     /// Kills a sandbox (running or paused): every process dies, its files are deleted, and it is
     /// forgotten. Resolves after teardown. Once the sandbox is taken out of the registry the
-    /// teardown runs to the end even when the caller leaves (see [`to_the_end`]) and logs its
+    /// teardown runs to the end even when the caller leaves (see `to_the_end`) and logs its
     /// outcome.
     pub async fn kill(&self, id: &str) -> Result<(), ApiError> {
         let op = "kill sandbox";

@@ -44,7 +44,7 @@ use crate::{edit, write};
 /// file is `PermissionDenied`, and nothing is run as root. Against an envd
 /// that performs file operations as root whatever user it is told (E2B's
 /// own), reads and listings are checked, and `mkdir`, `remove` and
-/// `rename` performed, by commands as the user (see [`crate::identity`]).
+/// `rename` performed, by commands as the user (see the crate docs, "one identity").
 ///
 /// **Runtime.** Every method runs on the tokio runtime that polls it (the
 /// plugin's own under dsh) and must be polled inside one. Work that must
