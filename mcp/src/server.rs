@@ -104,8 +104,10 @@ impl ServerHandler for DshMcp {
         let call = (entry.call)(Arc::clone(&self.tools), arguments);
         let token = context.meta.get_progress_token();
         let mut call = std::pin::pin!(call);
-        let mut ticks = tokio::time::interval(PROGRESS_EVERY);
-        ticks.tick().await;
+        // The first tick one period from now: awaiting an immediate first tick costs a turn of
+        // the timer wheel (about a millisecond) on every call.
+        let mut ticks =
+            tokio::time::interval_at(tokio::time::Instant::now() + PROGRESS_EVERY, PROGRESS_EVERY);
         let mut reported = 0u32;
         loop {
             tokio::select! {
