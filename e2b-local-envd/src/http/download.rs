@@ -312,7 +312,7 @@ async fn serve_content(
     let (status, body, length, content_range, content_type) = match ranges.as_slice() {
         [] => (
             StatusCode::OK,
-            file_body(file, None, head_only),
+            file_body(file, Some(size), head_only),
             size,
             None,
             content_type.to_owned(),

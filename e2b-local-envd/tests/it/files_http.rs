@@ -672,3 +672,42 @@ async fn a_full_disk_answers_507() {
     tokio::time::sleep(Duration::from_millis(10)).await;
     daemon.stop().await;
 }
+
+/// A file that grows while it is downloaded is sent exactly as long as the `Content-Length` its
+/// response announced (what envd's `ServeContent` does): sending on to the new end broke the
+/// body for the client (a command's spill file read while the command still writes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_growing_file_is_sent_as_long_as_announced() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("growing.log");
+    let announced = 64 << 20;
+    std::fs::write(&file, vec![b'a'; announced]).unwrap();
+    let daemon = TestDaemon::start(config()).await;
+    let url = daemon.url(&format!("/files?path={}", encode(file.to_str().unwrap())));
+    let request = http::Request::builder()
+        .method(Method::GET)
+        .uri(url)
+        .body(body(Bytes::new()))
+        .unwrap();
+    // Over h2c, as the front asks: a body longer than announced is a stream error there.
+    let response = common::h2_client().request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    let length: usize = response.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, announced);
+    // The file grows while the body is still being sent (the client has not read it yet).
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&file)
+        .unwrap()
+        .write_all(&vec![b'b'; 4 << 20])
+        .unwrap();
+    let received = response.into_body().collect().await.expect("a whole body");
+    let received = received.to_bytes();
+    assert_eq!(received.len(), announced);
+    assert!(received.iter().all(|&b| b == b'a'));
+    daemon.stop().await;
+}

@@ -190,10 +190,14 @@ pub async fn send_h2(
     headers: &[(&str, &str)],
     request_body: RequestBody,
 ) -> Reply {
-    let client = Client::builder(TokioExecutor::new())
+    send_with(h2_client(), method, url, headers, request_body).await
+}
+
+/// An h2c client (prior knowledge), as e2b-local's front speaks to the daemon.
+pub fn h2_client() -> Client<HttpConnector, RequestBody> {
+    Client::builder(TokioExecutor::new())
         .http2_only(true)
-        .build_http();
-    send_with(client, method, url, headers, request_body).await
+        .build_http()
 }
 
 async fn send_with(
