@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The `dsh mcp` benchmark (issue 10): the official MCP TypeScript SDK client drives, over stdio,
+# a release-built `dsh mcp` and the peers as published on npm — @modelcontextprotocol/server-
+# filesystem (read 1 KiB, write 1 KiB, edit, list 1,000 entries) and @wonderwhy-er/desktop-
+# commander (start `true` and read its output; 100 MiB of output read to the end, with the peak
+# RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition. Prints
+# medians and ratios measured in the same run, and the verdicts against the issue's targets.
+#
+# Builds dsh and e2b-local in release, installs the pinned peers (benches/mcp/package-lock.json,
+# npm ci, install scripts off: no browser download, no install telemetry), starts its own
+# e2b-local on ephemeral ports (needs root), runs bench.mjs, and stops the server.
+#
+# Usage: benches/mcp/run.sh [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick]
+#                           [--json FILE]
+#   DSH_BENCH_NO_E2B=1   skip the e2b-local leg (no root needed)
+#   DSH_BENCH_DIR=DIR    where the local scratch files go (default $TMPDIR)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bench="$root/benches/mcp"
+cd "$root"
+
+for tool in node npm cargo; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "bench: '$tool' is required but not on PATH" >&2; exit 1; }
+done
+
+echo "bench: building dsh and e2b-local (release)" >&2
+cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local \
+  -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b -p e2b-local
+
+# The peers, pinned; reinstalled only when package.json / package-lock.json change.
+stamp=$(sha256sum "$bench/package.json" "$bench/package-lock.json" | sha256sum | cut -d' ' -f1)
+if [ -f "$bench/node_modules/.install-stamp" ] && [ "$(cat "$bench/node_modules/.install-stamp")" = "$stamp" ]; then
+  echo "bench: peers up to date" >&2
+else
+  echo "bench: installing the peers (npm ci)" >&2
+  (cd "$bench" && PUPPETEER_SKIP_DOWNLOAD=true npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
+  echo "$stamp" >"$bench/node_modules/.install-stamp"
+fi
+
+export DSH_BIN="$root/target/release/dsh"
+
+if [ -n "${DSH_BENCH_NO_E2B:-}" ]; then
+  (cd "$bench" && node bench.mjs "$@")
+  exit
+fi
+
+state=$(mktemp -d /var/tmp/dsh-bench-mcp-e2b.XXXXXX)
+out="$state.out"
+target/release/e2b-local serve --api-port 0 --envd-port 0 --state-dir "$state" >"$out" 2>"$state.log" &
+server=$!
+cleanup() {
+  kill -TERM "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  rm -rf "$state" "$state.log" "$out"
+}
+trap cleanup EXIT
+for _ in $(seq 1 300); do
+  grep -q '^# e2b-local ready' "$out" && break
+  kill -0 "$server" 2>/dev/null || break
+  sleep 0.1
+done
+grep -q '^# e2b-local ready' "$out" || { cat "$state.log" >&2; echo "bench: e2b-local did not start" >&2; exit 1; }
+eval "$(grep '^export ' "$out")"
+export DSH_E2B_CONFIG="$root/config/e2b-local.yaml"
+(cd "$bench" && node bench.mjs "$@")
