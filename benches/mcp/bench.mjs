@@ -539,7 +539,7 @@ try {
 
   console.log(`# dsh mcp benchmark — ${started.date}, Linux ${os.release()}, ${os.cpus().length} CPUs, load average ${started.load}`);
   console.log(`# ${dshVersion}; client @modelcontextprotocol/sdk ${versions.sdk} over stdio; peers @modelcontextprotocol/server-filesystem ${versions.fsPeer}, @wonderwhy-er/desktop-commander ${versions.dc}`);
-  console.log(`# ${opts.rounds} interleaved rounds of ${opts.batch} calls per contender after a warm-up round; bulk: ${opts.bulkRuns} run(s) of ${opts.bulkMiB} MiB; e2b-local leg: ${withE2b ? "yes" : "skipped (no DSH_E2B_CONFIG / E2B_API_URL)"}`);
+  console.log(`# ${opts.rounds} interleaved rounds of ${opts.batch} calls per contender after a warm-up round; bulk: ${opts.bulkRuns} run(s) of ${opts.bulkMiB} MiB; e2b-local leg: ${withE2b ? `dsh mcp --config ${E2B_CONFIG}` : "skipped (no DSH_E2B_CONFIG / E2B_API_URL)"}`);
   console.log(`# files in ${scratch}`);
 
   const dshF = dshFileOps(dsh);

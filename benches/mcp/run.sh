@@ -51,7 +51,7 @@ server=$!
 cleanup() {
   kill -TERM "$server" 2>/dev/null || true
   wait "$server" 2>/dev/null || true
-  rm -rf "$state" "$state.log" "$out"
+  rm -rf "$state" "$state.log" "$out" "$state.e2b-local.yaml"
 }
 trap cleanup EXIT
 for _ in $(seq 1 300); do
@@ -61,5 +61,10 @@ for _ in $(seq 1 300); do
 done
 grep -q '^# e2b-local ready' "$out" || { cat "$state.log" >&2; echo "bench: e2b-local did not start" >&2; exit 1; }
 eval "$(grep '^export ' "$out")"
-export DSH_E2B_CONFIG="$root/config/e2b-local.yaml"
+# config/e2b-local.yaml with a one-hour sandbox lifetime: its `timeoutMs` (5 minutes) is the
+# sandbox's whole life — it is not extended while dsh uses it — and a full run takes longer.
+manifest="$state.e2b-local.yaml"
+sed 's/^\(      timeoutMs:\) 300000$/\1 3600000/' config/e2b-local.yaml >"$manifest"
+grep -q '^      timeoutMs: 3600000$' "$manifest" || { echo "bench: could not set timeoutMs in $manifest" >&2; exit 1; }
+export DSH_E2B_CONFIG="$manifest"
 (cd "$bench" && node bench.mjs "$@")
