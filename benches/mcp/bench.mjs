@@ -380,6 +380,13 @@ async function dshBulk(dsh, bytes, { afterExit = false } = {}) {
   return { ms, delivered: cursor, calls, complete: true, note: "" };
 }
 
+// dsh keeps a finished command's whole output (its spill file) until COMMANDS_KEPT newer commands
+// push it out; untimed, after each bulk run, so the runs do not pile up 100 MiB files on the disk.
+const COMMANDS_KEPT = 64;
+async function pushOut(dsh) {
+  for (let i = 0; i < COMMANDS_KEPT; i++) await dsh.call("run", { command: "true" });
+}
+
 // desktop-commander pages its output by lines: `offset` 0 reads the lines new since the last
 // read while the process runs (waiting up to timeout_ms for some), but restarts at line 0 once the
 // session has finished, so a finished session is read with absolute offsets. It keeps at most 50 M
@@ -595,22 +602,25 @@ try {
   if (e2b) bulk.rssBefore.e2b = procStatus(e2b.pid).rss;
   const report = (k, run, r) =>
     console.log(`#   ${opts.bulkMiB} MiB run ${run + 1}, ${k}: ${fmtTime(r.ms)}, ${r.calls} calls, ${fmtMiB(r.delivered)} delivered${r.note ? ` (${r.note})` : ""}`);
-  const attempt = async (f) => {
+  const attempt = async (f, server) => {
+    let r;
     try {
-      return await f();
+      r = await f();
     } catch (err) {
       // A failed run is reported, not fatal: the other contenders' figures still stand.
-      return { ms: NaN, delivered: NaN, calls: NaN, complete: false, failed: true, note: `FAILED: ${err.message}` };
+      r = { ms: NaN, delivered: NaN, calls: NaN, complete: false, failed: true, note: `FAILED: ${err.message}` };
     }
+    if (server) await pushOut(server).catch(() => {});
+    return r;
   };
   // dsh local and e2b-local first, interleaved; desktop-commander last, because a run it cannot
   // finish keeps its process busy (and the machine loaded) after it is stopped. It runs again
   // only while it completes.
-  const dshContenders = [["dsh", () => dshBulk(dsh, BULK_BYTES)], ...(e2b ? [["e2b", () => dshBulk(e2b, BULK_BYTES)]] : [])];
+  const dshContenders = [["dsh", dsh], ...(e2b ? [["e2b", e2b]] : [])];
   for (let run = 0; run < opts.bulkRuns; run++) {
     for (let j = 0; j < dshContenders.length; j++) {
-      const [k, f] = dshContenders[(run + j) % dshContenders.length];
-      const r = await attempt(f);
+      const [k, server] = dshContenders[(run + j) % dshContenders.length];
+      const r = await attempt(() => dshBulk(server, BULK_BYTES), server);
       bulk[k].push(r);
       report(k, run, r);
     }
@@ -621,7 +631,7 @@ try {
     for (let run = 0; run < opts.bulkRuns; run++) {
       for (let j = 0; j < 2; j++) {
         const [k, server] = [["dsh", dsh], ["e2b", e2b]][(run + j) % 2];
-        const r = await attempt(() => dshBulk(server, BULK_BYTES, { afterExit: true }));
+        const r = await attempt(() => dshBulk(server, BULK_BYTES, { afterExit: true }), server);
         afterExit[k].push(r);
         report(`${k}, read after exit`, run, r);
       }
