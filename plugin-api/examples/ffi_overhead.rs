@@ -70,9 +70,8 @@ fn main() {
         .build()
         .expect("host runtime");
     host.block_on(async {
-        let dir = std::env::temp_dir().join(format!("dsh-ffi-overhead-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("one-kib.txt");
+        let dir = tempfile::tempdir().expect("scratch dir");
+        let file = dir.path().join("one-kib.txt");
         let text = "x".repeat(1023) + "\n";
         std::fs::write(&file, &text).expect("write");
 

@@ -283,20 +283,23 @@ fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
     );
 }
 
-/// Runs `body` (an ES module body with `client` connected to `dsh mcp` over stdio, on the local
-/// composition) with the official TypeScript SDK; its last stdout line is returned parsed.
-fn js_session(body: &str) -> Value {
+/// Runs `body` (an ES module body with `client` connected to `dsh mcp ARGS` over stdio, with
+/// `envs` added to its environment) with the official TypeScript SDK; its last stdout line is
+/// returned parsed.
+fn js_session(args: &[String], envs: &[(String, String)], body: &str) -> Value {
     let connect = peers().join("js/mcp/connect.mjs");
     let script = format!(
         "import {{ connect }} from {connect:?};\nconst client = await connect();\n{body}\nawait client.close();",
         connect = connect.display().to_string(),
     );
-    let argv = serde_json::to_string(&[dsh_binary().display().to_string(), "mcp".into()]).unwrap();
+    let mut argv = vec![dsh_binary().display().to_string(), "mcp".into()];
+    argv.extend_from_slice(args);
     let output = Command::new("node")
         .args(["--input-type=module", "-e", &script])
         .current_dir(peers().join("js"))
         .env("DSH_PLUGIN_PATH", plugin_dir())
-        .env("DSH_MCP_COMMAND", argv)
+        .env("DSH_MCP_COMMAND", serde_json::to_string(&argv).unwrap())
+        .envs(envs.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null())
         .output()
         .expect("run node");
@@ -318,8 +321,11 @@ fn progress_cancellation_and_concurrent_calls() {
     // A pattern for the marker that its own command line does not match.
     let (head, last) = marker.split_at(marker.len() - 1);
     let pattern = format!("{head}[{last}]");
-    let result = js_session(&format!(
-        r#"
+    let result = js_session(
+        &[],
+        &[],
+        &format!(
+            r#"
 const progress = [];
 const bg = await client.callTool({{ name: "run", arguments: {{ command: "sleep 12; echo done", background: true }} }});
 const waited = await client.callTool(
@@ -348,7 +354,8 @@ console.log(JSON.stringify({{
   many: many.map((r) => r.structuredContent.output.trim()),
 }}));
 "#
-    ));
+        ),
+    );
     assert!(
         result["progress"].as_u64().unwrap_or(0) >= 2,
         "progress while waiting 12 s: {result}"
@@ -368,4 +375,41 @@ console.log(JSON.stringify({{
     );
     let many: Vec<String> = (0..12).map(|i| i.to_string()).collect();
     assert_eq!(result["many"], serde_json::json!(many), "{result}");
+}
+
+/// `dsh mcp` on the E2B composition keeps its one sandbox for as long as it serves, well past
+/// the manifest's `timeoutMs` (the owner renews the lease), and the sandbox ends with it.
+#[test]
+fn an_e2b_world_lives_exactly_as_long_as_the_server() {
+    require(&LOCAL);
+    require(&E2B);
+    let server = LocalServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let manifest = dir.path().join("short-lease.yaml");
+    let text = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("manifest");
+    assert!(text.contains("timeoutMs: 300000"), "{text}");
+    std::fs::write(
+        &manifest,
+        text.replace("timeoutMs: 300000", "timeoutMs: 3000"),
+    )
+    .expect("write the manifest");
+    let result = js_session(
+        &["--config".to_owned(), manifest.display().to_string()],
+        &server.env(),
+        r#"
+const text = (r) => r.structuredContent;
+await client.callTool({ name: "write_file", arguments: { path: "lease.txt", content: "one sandbox\n" } });
+const busy = await client.callTool({ name: "run", arguments: { command: "sleep 4; echo slept" } });
+await new Promise((r) => setTimeout(r, 4000));
+const read = await client.callTool({ name: "read_file", arguments: { path: "lease.txt" } });
+console.log(JSON.stringify({ busy: text(busy).output, read: text(read).content, error: read.isError ?? false }));
+"#,
+    );
+    assert_eq!(result["busy"], "slept\n", "{result}");
+    assert_eq!(result["error"], false, "{result}");
+    assert_eq!(result["read"], "one sandbox\n", "{result}");
+    assert!(
+        wait_until(Duration::from_secs(10), || sandboxes(&server) == 0),
+        "the sandbox outlived dsh mcp"
+    );
 }

@@ -179,8 +179,8 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_a_shared_library() {
-        let dir = std::env::temp_dir().join(format!("dsh-elf-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let text = dir.join("text.so");
         std::fs::write(
             &text,
@@ -197,6 +197,5 @@ mod tests {
         // A test executable is ET_EXEC or ET_DYN (PIE); either way it parses
         // or is refused with a reason, never a panic.
         let _ = exported_symbols_with_prefix(&exe, "x");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -12,11 +12,15 @@ use serde_json::{Value, json};
 
 use crate::support::{self, World};
 
-fn scratch(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("dsh-lifecycle-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir.join("events.jsonl")
+/// A record file in a fresh directory; the directory is removed when the
+/// returned guard drops.
+fn scratch(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("dsh-lifecycle-test-{name}-"))
+        .tempdir()
+        .expect("scratch dir");
+    let record = dir.path().join("events.jsonl");
+    (dir, record)
 }
 
 fn records(path: &Path) -> Vec<Value> {
@@ -85,7 +89,7 @@ async fn create_err(package: &str, id: &str, config: Value, services: Vec<Servic
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_show_order_injection_proofs_and_complete_reverse_disposal() {
-    let record = scratch("order");
+    let (_scratch, record) = scratch("order");
     let world = World::new(json!({"record": record, "disposeDelayMs": 20})).await;
     let events = records(&record);
     let ids: Vec<(&str, &str)> = events
@@ -147,7 +151,7 @@ async fn records_show_order_injection_proofs_and_complete_reverse_disposal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_create_is_reported_and_leaves_nothing_running() {
-    let record = scratch("fail-create");
+    let (_scratch, record) = scratch("fail-create");
     let err = create_err(
         "dsh-probe-e2b",
         "fc-error",
@@ -185,7 +189,7 @@ async fn a_failing_create_is_reported_and_leaves_nothing_running() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
-    let record = scratch("fail-dispose");
+    let (_scratch, record) = scratch("fail-dispose");
     let instance = support::create(
         "dsh-probe-e2b",
         "fd-error",
@@ -289,7 +293,7 @@ async fn injected_services_must_match_the_descriptor() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_create_finishes_and_disposes_itself() {
-    let record = scratch("cancelled");
+    let (_scratch, record) = scratch("cancelled");
     let library = support::load("dsh-probe-e2b");
     let mut create = Box::pin(library.create(CreateRequest {
         id: "cancelled".into(),

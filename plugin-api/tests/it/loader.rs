@@ -8,10 +8,12 @@ use dsh_plugin_api::host::{API_VERSION, LoadError, PluginLibrary, library_file_n
 
 use crate::support;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("dsh-loader-test-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    dir
+/// A fresh directory, removed when the guard drops.
+fn scratch(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("dsh-loader-test-{name}-"))
+        .tempdir()
+        .expect("scratch dir")
 }
 
 fn refused(path: &std::path::Path) -> LoadError {
@@ -23,7 +25,8 @@ fn refused(path: &std::path::Path) -> LoadError {
 
 #[test]
 fn descriptors_are_read_at_load_and_nothing_is_created() {
-    let record = scratch("descriptors").join("events.jsonl");
+    let scratch = scratch("descriptors");
+    let record = scratch.path().join("events.jsonl");
     let e2b = support::load("dsh-probe-e2b");
     let fs = support::load("dsh-probe-fs");
     let subprocess = support::load("dsh-probe-subprocess");
@@ -75,7 +78,7 @@ fn a_second_plugin_is_never_mistaken_for_the_first() {
 #[test]
 fn a_renamed_library_still_loads() {
     let dir = scratch("renamed");
-    let copy = dir.join("my-owner.so");
+    let copy = dir.path().join("my-owner.so");
     std::fs::copy(support::library("dsh-probe-e2b"), &copy).expect("copy");
     let library = PluginLibrary::load(&copy).expect("renamed copy loads");
     assert_eq!(library.descriptor().name, "dsh-probe-e2b");
@@ -93,7 +96,8 @@ fn library_file_names_follow_the_documented_rule() {
 
 #[test]
 fn a_missing_file_is_refused_as_open() {
-    let path = scratch("missing").join("libnothing.so");
+    let dir = scratch("missing");
+    let path = dir.path().join("libnothing.so");
     let err = refused(&path);
     assert!(matches!(err, LoadError::Open { .. }), "{err:?}");
     assert_eq!(err.path(), path);
@@ -105,14 +109,15 @@ fn a_missing_file_is_refused_as_open() {
 #[test]
 fn a_directory_is_refused_as_open() {
     let dir = scratch("directory");
-    let err = refused(&dir);
+    let err = refused(dir.path());
     assert!(matches!(err, LoadError::Open { .. }), "{err:?}");
     assert!(err.to_string().contains("is a directory"), "{err}");
 }
 
 #[test]
 fn a_file_that_is_not_a_library_is_not_a_plugin() {
-    let path = scratch("text").join("libtext.so");
+    let dir = scratch("text");
+    let path = dir.path().join("libtext.so");
     std::fs::write(
         &path,
         "this is a text file pretending to be a shared library\n",

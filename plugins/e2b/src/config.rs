@@ -7,7 +7,8 @@
 //! | `apiKey` | `E2B_API_KEY` | control-plane key; only ever an `X-API-KEY` header, never logged, never installed in the sandbox |
 //! | `template` | `base` | template of a created sandbox |
 //! | `cwd` | `/home/user/workspace` | the world's cwd: absolute POSIX, no `.`/`..` components |
-//! | `timeoutMs` | `300000` | sandbox lifetime (created), or the least remaining lifetime (connected) |
+//! | `timeoutMs` | `300000` | the sandbox's lease: while the owner lives, its remaining lifetime is renewed to this every third of it (see [`crate::lease`]); a created sandbox starts with it, a connected one keeps at least it |
+//! | `keepAlive` | `true` | renew the lease; `false` makes `timeoutMs` a fixed lifetime the sandbox ends at, owner or not |
 //! | `sandboxId` | — | connect to this sandbox instead of creating one |
 //! | `onDispose` | `kill` | `kill`, `pause` or `leave` the sandbox when the owner is disposed |
 //! | `apiUrl`, `sandboxUrl`, `domain` | `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_DOMAIN` | where the control plane and envd are |
@@ -61,6 +62,7 @@ struct RawConfig {
     template: Option<String>,
     cwd: Option<String>,
     timeout_ms: Option<u64>,
+    keep_alive: Option<bool>,
     sandbox_id: Option<String>,
     on_dispose: Option<OnDispose>,
     api_url: Option<String>,
@@ -89,9 +91,11 @@ pub struct OwnerConfig {
     pub acquisition: Acquisition,
     /// The world's cwd, normalised (no repeated or trailing `/`).
     pub cwd: String,
-    /// Lifetime of a created sandbox, least remaining lifetime of a
-    /// connected one.
+    /// The lease: lifetime of a created sandbox, least remaining lifetime
+    /// of a connected one, renewed while the owner lives when `keep_alive`.
     pub timeout: Duration,
+    /// Whether the owner renews the lease.
+    pub keep_alive: bool,
     /// What disposal does.
     pub on_dispose: OnDispose,
     /// Control-plane and envd settings, credentials included.
@@ -205,6 +209,7 @@ impl OwnerConfig {
             acquisition,
             cwd,
             timeout: Duration::from_millis(timeout_ms),
+            keep_alive: raw.keep_alive.unwrap_or(true),
             on_dispose: raw.on_dispose.unwrap_or_default(),
             connection,
         })

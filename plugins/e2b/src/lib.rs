@@ -19,7 +19,11 @@
 //! nothing this plugin sends puts it into the sandbox, and it is never
 //! logged.
 //!
-//! Disposal refuses new gateway calls, then applies `onDispose`: `kill`
+//! While the owner lives, it keeps the sandbox alive: its timeout is a
+//! lease the owner renews ([`lease`]), so a sandbox outlives its owner by
+//! at most `timeoutMs`.
+//!
+//! Disposal ends the lease, refuses new gateway calls, then applies `onDispose`: `kill`
 //! (default), `pause` or `leave`; a sandbox already gone counts as done.
 //!
 //! Configuration: see [`config`]. Everything runs on the plugin's own
@@ -30,10 +34,11 @@
 pub mod acquire;
 pub mod config;
 pub mod dispose;
+pub mod lease;
 pub mod owner;
 pub mod setup;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait,
@@ -42,6 +47,7 @@ use e2b_client::{Api, Sandbox};
 
 use crate::acquire::{KillOnDrop, Origin, acquire};
 use crate::config::{OnDispose, OwnerConfig};
+use crate::lease::Lease;
 pub use crate::owner::SandboxOwner;
 
 /// The `dsh-e2b` plugin: one sandbox and its owner service.
@@ -50,6 +56,9 @@ pub struct E2bPlugin {
     owner: Arc<SandboxOwner>,
     sandbox: Sandbox,
     on_dispose: OnDispose,
+    /// Renews the sandbox's timeout until disposal takes it (`None` with
+    /// `keepAlive: false`, in debug mode, and after disposal).
+    lease: Mutex<Option<Lease>>,
 }
 
 impl E2bPlugin {
@@ -110,10 +119,14 @@ impl E2bPlugin {
             runtime_root = %workspace.runtime_root,
             "sandbox ready"
         );
+        // Debug mode has no control plane to renew with (and no timeout).
+        let lease = (config.keep_alive && !sandbox.api().config().debug())
+            .then(|| Lease::start(sandbox.clone(), config.timeout));
         Ok(E2bPlugin {
             owner: Arc::new(SandboxOwner::new(&sandbox, workspace)),
             sandbox,
             on_dispose: config.on_dispose,
+            lease: Mutex::new(lease),
         })
     }
 
@@ -146,9 +159,16 @@ impl Plugin for E2bPlugin {
         vec![Service::E2b(self.owner.clone())]
     }
 
-    /// Refuses new gateway calls, then applies `onDispose` (setup finished
-    /// before the owner existed, so there is none to await).
+    /// Ends the lease, refuses new gateway calls, then applies `onDispose`
+    /// (setup finished before the owner existed, so there is none to
+    /// await).
     async fn dispose(&self) -> Result<()> {
+        drop(
+            self.lease
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
         self.owner.close();
         dispose::release(&self.sandbox, self.on_dispose).await
     }

@@ -5,6 +5,7 @@
 mod cloud;
 mod faults;
 mod host;
+mod lease;
 mod lifecycle;
 mod manifests;
 mod secrets;
