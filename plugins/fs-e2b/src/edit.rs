@@ -9,6 +9,7 @@ use dsh_provider_kit::literal;
 use dsh_provider_kit::utf8::into_text;
 use futures::StreamExt;
 
+use crate::direct;
 use crate::errors::Op;
 use crate::locks;
 use crate::meta::{kind_of, mode_of, other_kind_name};
@@ -38,6 +39,9 @@ pub(crate) async fn edit<T: EnvdTransport>(
     guard: WriteGuard,
 ) -> Result<EditOutcome> {
     literal::validate(&edits).map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
+    if let Some(outcome) = direct::edit(world, op, path, &edits, &guard).await? {
+        return Ok(outcome);
+    }
     let mut staged = Staged::prepare(world, op, path).await?;
     let lock = locks::lock(&world.sandbox_id, &staged.target).await;
     match stage(world, op, &mut staged, &edits, &guard).await {
@@ -97,7 +101,7 @@ async fn stage<T: EnvdTransport>(
 }
 
 /// The whole file as strict UTF-8 text.
-async fn read_all<T: EnvdTransport>(
+pub(crate) async fn read_all<T: EnvdTransport>(
     world: &World<T>,
     op: Op<'_>,
     path: &str,

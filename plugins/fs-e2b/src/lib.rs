@@ -39,6 +39,7 @@
 
 mod canonical;
 mod chunks;
+mod direct;
 mod edit;
 mod errors;
 mod identity;

@@ -126,6 +126,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 sandbox_id: Arc::from(info.sandbox_id.as_str()),
                 runtime_root: info.runtime_root.clone(),
                 file_access: tokio::sync::OnceCell::new(),
+                upload_attrs: std::sync::OnceLock::new(),
                 tasks: TaskTracker::new(),
             }),
             cwd: info.cwd.clone(),

@@ -30,6 +30,7 @@ use std::time::Duration;
 use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
 use dsh_provider_kit::content::WriteContent;
+use e2b_client::EntryInfo;
 use futures::StreamExt;
 use tokio::runtime::Handle;
 
@@ -117,10 +118,11 @@ pub(crate) struct Staged<T: EnvdTransport> {
     handle: Handle,
     /// The canonical target the content will replace.
     pub target: String,
-    /// The staging directory (mode 0700).
+    /// The staging directory (mode 0700); for a direct write
+    /// ([`Staged::direct`]) the staged file itself.
     dir: String,
-    /// The staged file in it.
-    file: String,
+    /// The staged file.
+    pub file: String,
     /// The file being replaced, as seen when staging.
     pub existing: Option<Existing>,
     /// The staged file's mode as this provider set it (`None`: as the
@@ -167,6 +169,23 @@ impl<T: EnvdTransport> Staged<T> {
                 format_args!("preparing the write failed: {err}"),
             )
         })?
+    }
+
+    /// A staged file of a direct write ([`crate::direct`]): `file`, beside
+    /// `target`, with no staging directory around it. Nothing exists yet;
+    /// until it is published, dropping it (or [`Staged::discard`]) removes
+    /// `file` if an upload made it.
+    pub(crate) fn direct(world: &Arc<World<T>>, target: &str, file: String) -> Staged<T> {
+        Staged {
+            world: Arc::clone(world),
+            handle: World::<T>::handle(),
+            target: target.to_owned(),
+            dir: file.clone(),
+            file,
+            existing: None,
+            mode: None,
+            armed: true,
+        }
     }
 
     /// Uploads `content` as the staged file, tagged with a fresh write
@@ -253,11 +272,20 @@ impl<T: EnvdTransport> Staged<T> {
     /// until the rename is done. The rename and the removal of the staging
     /// directory run in a task of the provider, so dropping this future
     /// never abandons a rename that was started.
-    pub(crate) async fn publish<L: Send + 'static>(
+    pub(crate) async fn publish<L: Send + 'static>(self, op: Op<'_>, lock: L) -> Result<Version> {
+        self.publish_entry(op, lock)
+            .await
+            .map(|entry| version_of(&entry))
+    }
+
+    /// [`Staged::publish`], answering envd's description of the published
+    /// file. A direct write's staged file is consumed by the rename: there
+    /// is nothing left to remove unless the rename failed.
+    pub(crate) async fn publish_entry<L: Send + 'static>(
         mut self,
         op: Op<'_>,
         lock: L,
-    ) -> Result<Version> {
+    ) -> Result<EntryInfo> {
         // From here the task owns the clean-up.
         self.armed = false;
         let world = Arc::clone(&self.world);
@@ -272,10 +300,10 @@ impl<T: EnvdTransport> Staged<T> {
                 .await;
             // Empty after a successful rename; holding the content after a
             // failed one.
-            self.remove_dir().await;
-            moved
-                .map(|entry| version_of(&entry))
-                .map_err(|err| owned.op().remote(&err))
+            if moved.is_err() || self.dir != self.file {
+                self.remove_dir().await;
+            }
+            moved.map_err(|err| owned.op().remote(&err))
         };
         world
             .tasks
@@ -328,12 +356,15 @@ async fn remove_again_later<T: EnvdTransport>(world: Arc<World<T>>, dir: String)
     remove(&world, &dir).await;
 }
 
-/// Removes a staging directory and whatever is in it. Failures are logged,
-/// not returned: the operation's outcome is already decided, and a leftover
-/// directory is recognisable by its [`STAGING_PREFIX`].
+/// Removes a staging directory and whatever is in it (or a direct write's
+/// staged file); one that does not exist is fine. Failures are logged, not
+/// returned: the operation's outcome is already decided, and a leftover is
+/// recognisable by its [`STAGING_PREFIX`].
 async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str) {
-    if let Err(err) = world.envd.remove(dir, &world.fs_options).await {
-        tracing::warn!(dir, %err, "could not remove a staging directory");
+    match world.envd.remove(dir, &world.fs_options).await {
+        Ok(()) => {}
+        Err(err) if err.is_not_found() => {}
+        Err(err) => tracing::warn!(dir, %err, "could not remove a staging directory"),
     }
 }
 

@@ -15,6 +15,7 @@ use http_body::Body;
 use tokio::runtime::Handle;
 use tokio_util::task::TaskTracker;
 
+use crate::direct::UploadAttrs;
 use crate::errors::Op;
 use crate::identity::EnvdFileAccess;
 
@@ -63,6 +64,9 @@ pub(crate) struct World<T> {
     /// How envd acts for the world's user, once probed (see
     /// [`crate::identity`]).
     pub file_access: tokio::sync::OnceCell<EnvdFileAccess>,
+    /// What a fresh upload's file gets from this envd, once learned (see
+    /// [`crate::direct`]).
+    pub upload_attrs: std::sync::OnceLock<UploadAttrs>,
     /// Detached work (commits, staging clean-up) that must finish even when
     /// the operation that started it was dropped.
     pub tasks: TaskTracker,

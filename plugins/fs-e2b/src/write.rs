@@ -8,6 +8,7 @@ use dsh_provider_kit::content::WriteContent;
 use dsh_provider_kit::guard;
 use e2b_client::EntryInfo;
 
+use crate::direct;
 use crate::errors::Op;
 use crate::locks::{self, TargetLock};
 use crate::meta::{kind_of, mode_of};
@@ -17,7 +18,9 @@ use crate::world::{EnvdTransport, World};
 
 /// Writes `content` to the canonical target of the absolute `path`.
 ///
-/// Round trips: the preparing command, the upload, the rename and the
+/// Whole content goes the direct way when it can ([`crate::direct`]: a
+/// `Stat` alongside the upload, and the `Move`). Otherwise, staged —
+/// round trips: the preparing command, the upload, the rename and the
 /// staging directory's removal; a guarded write adds one `Stat` under the
 /// target's lock (a guarded stream one more before its upload, so a write
 /// that cannot commit pulls nothing), and replacing a set-user-ID or set-group-ID file one
@@ -33,6 +36,11 @@ pub(crate) async fn write<T: EnvdTransport>(
     content: WriteContent,
     guard: WriteGuard,
 ) -> Result<Version> {
+    if let WriteContent::Whole(bytes) = &content
+        && let Some(version) = direct::write(world, op, path, bytes, &guard).await?
+    {
+        return Ok(version);
+    }
     let mut staged = Staged::prepare(world, op, path).await?;
     if matches!(content, WriteContent::Stream(_)) && guard != WriteGuard::Overwrite {
         let current = world.stat_if_exists(op, &staged.target).await;

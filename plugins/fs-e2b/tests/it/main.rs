@@ -7,6 +7,7 @@ mod behaviour;
 mod cli;
 mod cloud;
 mod conformance;
+mod direct;
 mod faults;
 mod plugin;
 mod support;
