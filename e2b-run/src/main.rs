@@ -24,6 +24,7 @@
 //! dsh-e2b-run signal-foreground SID SIGNAL        → ok <pgid> | error …
 //! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
 //! dsh-e2b-run version                             → dsh-e2b-run <wire version>
+//! dsh-e2b-run probe USER UPLOAD                   → version, account, environment (NUL-separated)
 //! ```
 //!
 //! Control lines end with a newline; `error <errno> <message>` reports a
@@ -32,6 +33,7 @@
 mod ctl;
 mod exec;
 mod launch;
+mod probe;
 mod run;
 mod sys;
 
@@ -73,6 +75,10 @@ fn ladder_args(
 
 fn cli(args: &[String]) -> i32 {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
+    // Binary output of its own (NUL-separated), not a control line.
+    if let ["probe", user, upload] = words.as_slice() {
+        return probe::main(user, upload);
+    }
     let result = match words.as_slice() {
         ["version"] => Ok(format!("dsh-e2b-run {}", wire::VERSION)),
         ["run"] => match request_bytes().and_then(|b| RunRequest::decode(&b).map_err(|e| e.0)) {

@@ -51,21 +51,28 @@ const RUNTIME_ROOT_OWNER: &str = "root";
 const PREPARE_RUNTIME_ROOT: &str = r#"r=$1
 parent=${r%/*}
 parent=${parent:-/}
-mkdir -p -- "$parent" || exit 6
-d=$parent
+[[ -d $parent ]] || mkdir -p -- "$parent" || exit 6
+ancestors=() d=$parent
 while :; do
-  if [[ -L $d || ! -d $d ]]; then printf '%s is not a real directory\n' "$d" >&2; exit 6; fi
-  read -r uid mode < <(stat -c '%u %a' -- "$d")
-  if [[ $uid != 0 ]] || (( 8#$mode & 8#022 )); then
-    printf '%s is not a directory only root may write (owner uid %s, mode %s)\n' "$d" "$uid" "$mode" >&2
-    exit 6
-  fi
+  ancestors+=("$d")
   [[ $d == / ]] && break
   d=${d%/*}
   d=${d:-/}
 done
-if err=$(mkdir -m 0700 -- "$r" 2>&1); then exit 0; fi
-[[ -d $r && ! -L $r && -O $r ]] || { printf '%s\n' "$err" >&2; exit 3; }
+# One stat for them all (every program run costs a fork and an exec).
+i=0
+while read -r uid mode kind; do
+  d=${ancestors[i++]}
+  if [[ $kind != directory ]]; then printf '%s is not a real directory\n' "$d" >&2; exit 6; fi
+  if [[ $uid != 0 ]] || (( 8#$mode & 8#022 )); then
+    printf '%s is not a directory only root may write (owner uid %s, mode %s)\n' "$d" "$uid" "$mode" >&2
+    exit 6
+  fi
+done < <(stat -c '%u %a %F' -- "${ancestors[@]}")
+(( i == ${#ancestors[@]} )) || { printf 'the ancestors of %s could not be checked\n' "$r" >&2; exit 6; }
+mkdir -m 0700 -- "$r" 2>/dev/null && exit 0
+# Again for its error message (rare: no capture's fork on the common path).
+[[ -d $r && ! -L $r && -O $r ]] || { mkdir -m 0700 -- "$r"; exit 3; }
 find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" -printf '%f\n' -exec rm -rf -- {} + || exit 4
 exit 5"#;
 
@@ -102,6 +109,32 @@ pub struct Workspace {
 /// its ancestors is not a real directory only root may write (nothing is
 /// changed through it); the mapped envd error when a call fails.
 pub async fn prepare<T>(envd: &Envd<T>, cwd: &str) -> Result<Workspace>
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
+    // Independent: both at once.
+    let (cwd_ready, swept) = tokio::join!(prepare_cwd(envd, cwd), prepare_runtime_root(envd, cwd));
+    cwd_ready?;
+    let swept = swept?;
+    if swept > 0 {
+        tracing::info!(
+            runtime_root = RUNTIME_ROOT,
+            swept,
+            "removed stale adapter state"
+        );
+    }
+    Ok(Workspace {
+        cwd: cwd.to_owned(),
+        runtime_root: RUNTIME_ROOT.to_owned(),
+        swept,
+    })
+}
+
+/// Creates `cwd` for envd's default user (unless it exists) and checks it
+/// is a real directory.
+async fn prepare_cwd<T>(envd: &Envd<T>, cwd: &str) -> Result<()>
 where
     T: ClientTransport,
     T::ResponseBody: Unpin,
@@ -149,6 +182,17 @@ where
         return Err(cwd_error(cwd, "exists and is not a directory"));
     }
 
+    Ok(())
+}
+
+/// Creates or sweeps the runtime root ([`PREPARE_RUNTIME_ROOT`]) and
+/// verifies it; how many stale entries the sweep removed.
+async fn prepare_runtime_root<T>(envd: &Envd<T>, cwd: &str) -> Result<usize>
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
     let runtime_root = RUNTIME_ROOT.to_owned();
     let shell = ControlShell::new(runtime_root.clone());
     let stale_after = STALE_AFTER_MINUTES.to_string();
@@ -203,14 +247,7 @@ where
     };
     let entry = stat_runtime_root(envd, &runtime_root, "").await?;
     verify_runtime_root(&runtime_root, &entry)?;
-    if swept > 0 {
-        tracing::info!(%runtime_root, swept, "removed stale adapter state");
-    }
-    Ok(Workspace {
-        cwd: cwd.to_owned(),
-        runtime_root,
-        swept,
-    })
+    Ok(swept)
 }
 
 /// Creates `cwd` for envd's default user where that user may not: the

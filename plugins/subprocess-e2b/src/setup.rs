@@ -29,32 +29,22 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most probe output read (the ambient environment).
 const PROBE_LIMIT: usize = 8 << 20;
 
-/// Verifies and installs the uploaded helper, checks it runs, and reports
-/// the user's identity and the ambient environment, NUL-separated:
-/// version, uid, gid, groups, home, then `env -0`. `$1` upload, `$2` final
-/// path, `$3` SHA-256, `$4` user.
+/// Verifies and installs the uploaded helper, then runs it to report the
+/// user's identity and the ambient environment (its `probe`: version, uid,
+/// gid, groups, home, then `env -0`; it removes the upload). `$1` upload,
+/// `$2` final path, `$3` SHA-256, `$4` user. Three programs in all: every
+/// fork and exec costs milliseconds in a sandbox.
 ///
-/// Running the helper can fail for a moment with "Text file busy": a
-/// process envd forked (for another request) while the upload was open for
-/// writing holds a copy of that descriptor until its own exec. Found by the
-/// soak with two `dsh` starting on one sandbox (2 of ~1,000); that error is
-/// retried for up to 5 s, any other fails at once.
+/// The helper is installed as a copy (`install`), not by renaming the
+/// upload: a process envd forks (for another request) while the upload is
+/// open for writing holds a copy of that descriptor until its own exec,
+/// and running the uploaded inode meanwhile fails with "Text file busy"
+/// (found by the soak with two `dsh` starting on one sandbox). The copy is
+/// a new inode only `install` ever opened.
 const INSTALL_AND_PROBE: &str = r#"
-chmod 0700 -- "$1" || exit 3
-printf '%s  %s\n' "$3" "$1" | sha256sum --check --status || { printf 'dsh: the uploaded helper %s does not match its SHA-256\n' "$1" >&2; exit 3; }
-mv -f -- "$1" "$2" || exit 3
-tries=0
-until version=$("$2" version 2>"$1.err"); do
-  if grep -q 'Text file busy' -- "$1.err" && [ $((tries += 1)) -lt 50 ]; then sleep 0.1; continue; fi
-  cat -- "$1.err" >&2; rm -f -- "$1.err"
-  printf 'dsh: the helper %s does not run\n' "$2" >&2; exit 4
-done
-rm -f -- "$1.err"
-uid=$(id -u -- "$4") && gid=$(id -g -- "$4") && groups=$(id -G -- "$4") || { printf 'dsh: the sandbox has no user %s\n' "$4" >&2; exit 5; }
-home=$(getent passwd "$4" | cut -d: -f6)
-[ -n "$home" ] || { printf 'dsh: user %s has no passwd entry with a home\n' "$4" >&2; exit 5; }
-printf '%s\0' "$version" "$uid" "$gid" "$groups" "$home"
-exec /usr/bin/env -0
+sha256sum --check --status <<< "$3  $1" || { printf 'dsh: the uploaded helper %s does not match its SHA-256\n' "$1" >&2; exit 3; }
+install -m 0700 -- "$1" "$2" || exit 3
+exec "$2" probe "$4" "$1"
 "#;
 
 /// What commands of one provider need to know about the sandbox.
@@ -185,23 +175,23 @@ mod tests {
         out
     }
 
-    /// The install script, run by bash on this host: a helper that some
-    /// other process holds open for writing for a moment (as a process envd
-    /// forked meanwhile does) is retried until it runs.
+    /// The install script, run by bash on this host: an upload that some
+    /// other process still holds open for writing (as a process envd forked
+    /// meanwhile does) is installed and runs at once — its copy is another
+    /// inode — and the installed helper's probe ends the script.
     #[test]
-    fn a_helper_busy_for_a_moment_is_installed() {
+    fn an_upload_held_open_for_writing_is_installed_and_runs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let upload = dir.path().join("helper.part");
         let installed = dir.path().join("helper");
-        let helper = b"#!/bin/sh\necho dsh-e2b-run test\n";
+        let helper = b"#!/bin/sh\nrm -f -- \"$3\"\nprintf 'dsh-e2b-run test\\0%s\\0' \"$2\"\n";
         std::fs::write(&upload, helper).expect("write");
         let digest: String = Sha256::digest(helper)
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
-        // Holds the file open for writing for 0.5 s (the same inode after the rename).
         let mut holder = std::process::Command::new("bash")
-            .args(["-c", "exec 3>>\"$1\"; sleep 0.5", "holder"])
+            .args(["-c", "exec 3>>\"$1\"; sleep 1", "holder"])
             .arg(&upload)
             .spawn()
             .expect("holder");
@@ -211,14 +201,35 @@ mod tests {
             .arg(&upload)
             .arg(&installed)
             .arg(&digest)
-            .arg("root")
+            .arg("someone")
             .output()
             .expect("run the install script");
         holder.wait().expect("holder");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
-        assert!(output.stdout.starts_with(b"dsh-e2b-run test\0"), "{stderr}");
-        assert!(!dir.path().join("helper.part.err").exists(), "no leftover");
+        assert_eq!(output.stdout, b"dsh-e2b-run test\0someone\0", "{stderr}");
+        assert!(!upload.exists(), "the probe removes the upload");
+        let mode = std::fs::metadata(&installed).expect("installed").permissions();
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o700);
+    }
+
+    /// A corrupted upload is refused before it runs.
+    #[test]
+    fn an_upload_that_does_not_match_its_digest_is_not_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let upload = dir.path().join("helper.part");
+        std::fs::write(&upload, b"#!/bin/sh\necho ran\n").expect("write");
+        let output = std::process::Command::new("bash")
+            .args(["-c", INSTALL_AND_PROBE, "dsh-control"])
+            .arg(&upload)
+            .arg(dir.path().join("helper"))
+            .arg("0".repeat(64))
+            .arg("user")
+            .output()
+            .expect("run the install script");
+        assert_eq!(output.status.code(), Some(3));
+        assert!(output.stdout.is_empty());
+        assert!(String::from_utf8_lossy(&output.stderr).contains("does not match its SHA-256"));
     }
 
     #[test]

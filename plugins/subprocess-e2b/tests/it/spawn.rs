@@ -189,6 +189,31 @@ async fn identity_user_and_environment_boundary() {
     provider.dispose().await.expect("dispose");
 }
 
+/// The identity the helper's probe learns from the account files is the one
+/// `id` reports for the user: uid, primary group, supplementary groups in
+/// order (one added before the provider starts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_have_the_users_uid_and_every_group() {
+    let world = World::start().await;
+    let expected = world
+        .root(
+            "groupadd -g 4242 dsh-extra && gpasswd -a user dsh-extra >/dev/null && id -u user && id -g user && id -G user",
+            &[],
+        )
+        .await;
+    assert!(expected.status.success(), "{}", expected.stderr_text());
+    let expected = String::from_utf8(expected.stdout).expect("utf-8");
+    assert!(expected.contains("4242"), "{expected}");
+    let provider = world.provider();
+    let process = provider
+        .spawn(sh("id -u; id -g; id -G"))
+        .await
+        .expect("spawn");
+    let out = String::from_utf8(stdout_of(&*process).await).expect("utf-8");
+    assert_eq!(out, expected);
+    provider.dispose().await.expect("dispose");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_never_appear_on_a_command_line() {
     let world = World::start().await;
