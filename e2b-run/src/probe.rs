@@ -46,7 +46,10 @@ pub fn lookup(user: &str, passwd: &str, group: &str) -> Result<Account, String> 
         return Err(format!("user {user} has no passwd entry with a home"));
     }
     let mut groups = vec![gid];
-    for fields in group.lines().map(|line| line.split(':').collect::<Vec<_>>()) {
+    for fields in group
+        .lines()
+        .map(|line| line.split(':').collect::<Vec<_>>())
+    {
         let [_, _, id, members] = fields.as_slice() else {
             continue;
         };

@@ -227,6 +227,9 @@ impl Cgroup {
     /// `deadline`. Fails only if processes survive `deadline`.
     pub fn kill_all_and_remove(&self, deadline: Duration, spare: Option<i32>) -> io::Result<()> {
         let start = Instant::now();
+        // Killed processes are usually gone within a millisecond: look again soon, then less
+        // and less often (a fixed 5 ms made every kill take 5 ms).
+        let mut pause = Backoff::new();
         loop {
             let pids = match self.pids() {
                 Ok(pids) => pids,
@@ -251,9 +254,10 @@ impl Cgroup {
                     ),
                 ));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            pause.sleep();
         }
         // rmdir can race the last exiting task's release; retry briefly.
+        let mut pause = Backoff::new();
         loop {
             match std::fs::remove_dir(&self.path) {
                 Ok(()) => return Ok(()),
@@ -261,7 +265,7 @@ impl Cgroup {
                 Err(e) if start.elapsed() > deadline => {
                     return Err(annotate(e, "remove cgroup", &self.path));
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => pause.sleep(),
             }
         }
     }
@@ -278,6 +282,7 @@ impl Cgroup {
 
     fn wait_for(&self, mut done: impl FnMut() -> io::Result<bool>, what: &str) -> io::Result<()> {
         let start = Instant::now();
+        let mut pause = Backoff::new();
         while !done()? {
             if start.elapsed() > Duration::from_secs(10) {
                 return Err(io::Error::new(
@@ -288,9 +293,26 @@ impl Cgroup {
                     ),
                 ));
             }
-            std::thread::sleep(Duration::from_millis(2));
+            pause.sleep();
         }
         Ok(())
+    }
+}
+
+/// Pauses between polls of a state the kernel settles soon: 100 µs first, doubling up to 5 ms.
+struct Backoff(Duration);
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_micros(100);
+    const MOST: Duration = Duration::from_millis(5);
+
+    fn new() -> Backoff {
+        Backoff(Self::FIRST)
+    }
+
+    fn sleep(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(Self::MOST);
     }
 }
 

@@ -209,8 +209,13 @@ mod tests {
         assert!(output.status.success(), "{stderr}");
         assert_eq!(output.stdout, b"dsh-e2b-run test\0someone\0", "{stderr}");
         assert!(!upload.exists(), "the probe removes the upload");
-        let mode = std::fs::metadata(&installed).expect("installed").permissions();
-        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777, 0o700);
+        let mode = std::fs::metadata(&installed)
+            .expect("installed")
+            .permissions();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+            0o700
+        );
     }
 
     /// A corrupted upload is refused before it runs.

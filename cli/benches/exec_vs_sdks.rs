@@ -1,0 +1,205 @@
+//! A whole cold `dsh --config config/e2b-local.yaml exec -- true` — a fresh
+//! `dsh` process: start, plugin loading, sandbox create, owner setup, helper
+//! install, the command, kill — against the official E2B SDKs doing create,
+//! `commands.run('true')` and kill from an already-warm process
+//! (`sdk-peers/bench/lifecycle.{mjs,py}`), on the same e2b-local, in
+//! interleaved rounds (the order rotates each round).
+//!
+//! Run (as root: e2b-local needs it; the SDK peers from
+//! `scripts/install-sdk-peers.sh`):
+//!
+//! ```sh
+//! cargo build --release -p e2b-local -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b
+//! cargo bench -p dsh-cli --bench exec_vs_sdks
+//! ```
+//!
+//! `DSH_BENCH_ROUNDS` (default 40) sets the rounds. Prints each contender's
+//! median and quartiles, and dsh's median over each peer's (paired per
+//! round: < 1 favours dsh).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail, ensure};
+use e2b_local::harness::{LocalServer, SdkDriver};
+
+/// The plugin libraries the manifest loads, next to `dsh`.
+const PLUGINS: [&str; 3] = ["dsh_e2b", "dsh_fs_e2b", "dsh_subprocess_e2b"];
+
+fn main() -> Result<()> {
+    let rounds: usize = match std::env::var("DSH_BENCH_ROUNDS") {
+        Ok(value) => value.parse().context("DSH_BENCH_ROUNDS")?,
+        Err(_) => 40,
+    };
+    let dsh = PathBuf::from(env!("CARGO_BIN_EXE_dsh"));
+    let dir = dsh.parent().context("dsh has a directory")?;
+    for plugin in PLUGINS {
+        let library = dir.join(format!("lib{plugin}.so"));
+        ensure!(
+            library.is_file(),
+            "{} is missing: cargo build --release -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b",
+            library.display()
+        );
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/e2b-local.yaml");
+    let server = LocalServer::start();
+    let mut contenders = vec![
+        Contender::Cold(ColdDsh {
+            dsh: dsh.clone(),
+            manifest,
+            env: server.env(),
+        }),
+        Contender::Warm(Warm::start(&SdkDriver::js("lifecycle"), &server)?),
+        Contender::Warm(Warm::start(&SdkDriver::python("lifecycle"), &server)?),
+    ];
+    // One untimed round: the page cache, e2b-local's first worlds.
+    for contender in &mut contenders {
+        contender.once()?;
+    }
+    let mut samples = vec![Vec::with_capacity(rounds); contenders.len()];
+    for round in 0..rounds {
+        for offset in 0..contenders.len() {
+            let index = (round + offset) % contenders.len();
+            samples[index].push(contenders[index].once()?);
+        }
+    }
+    println!(
+        "\n{rounds} interleaved rounds; a fresh dsh process per round, the SDKs warm in one process each\n"
+    );
+    println!(
+        "{:<44} {:>10} {:>18} {:>12}",
+        "contender", "median ms", "p25-p75 ms", "dsh / it"
+    );
+    for (contender, times) in contenders.iter().zip(&samples) {
+        let ratios: Vec<f64> = samples[0]
+            .iter()
+            .zip(times)
+            .map(|(ours, theirs)| ours.as_secs_f64() / theirs.as_secs_f64())
+            .collect();
+        println!(
+            "{:<44} {:>10.1} {:>8.1}-{:<9.1} {:>11.2}x",
+            contender.name(),
+            ms(quantile(times, 0.5)),
+            ms(quantile(times, 0.25)),
+            ms(quantile(times, 0.75)),
+            median_f64(ratios),
+        );
+    }
+    println!("\ntarget: dsh median <= 50 ms and <= the JS SDK's (dsh / it <= 1)");
+    Ok(())
+}
+
+enum Contender {
+    Cold(ColdDsh),
+    Warm(Warm),
+}
+
+impl Contender {
+    fn name(&self) -> String {
+        match self {
+            Contender::Cold(_) => "dsh exec -- true (cold process, release)".to_owned(),
+            Contender::Warm(warm) => format!("{} (warm)", warm.name),
+        }
+    }
+
+    fn once(&mut self) -> Result<Duration> {
+        match self {
+            Contender::Cold(cold) => cold.once(),
+            Contender::Warm(warm) => warm.once(),
+        }
+    }
+}
+
+/// A fresh `dsh` process per iteration, timed from spawn to exit.
+struct ColdDsh {
+    dsh: PathBuf,
+    manifest: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl ColdDsh {
+    fn once(&self) -> Result<Duration> {
+        let start = Instant::now();
+        let status = Command::new(&self.dsh)
+            .arg("--config")
+            .arg(&self.manifest)
+            .args(["exec", "--", "true"])
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .stdin(Stdio::null())
+            .status()
+            .context("run dsh")?;
+        let took = start.elapsed();
+        ensure!(status.success(), "dsh exec -- true: {status}");
+        Ok(took)
+    }
+}
+
+/// An SDK driver kept running; each line sent is one timed iteration.
+struct Warm {
+    name: &'static str,
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Warm {
+    fn start(driver: &SdkDriver, server: &LocalServer) -> Result<Warm> {
+        let mut child = driver
+            .command(server, "steps", &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .with_context(|| {
+                format!(
+                    "start the {} driver (scripts/install-sdk-peers.sh)",
+                    driver.name
+                )
+            })?;
+        let input = child.stdin.take().context("stdin")?;
+        let mut output = BufReader::new(child.stdout.take().context("stdout")?);
+        let mut line = String::new();
+        output.read_line(&mut line)?;
+        ensure!(
+            line.trim() == "ready",
+            "{}: expected `ready`, got {line:?}",
+            driver.name
+        );
+        Ok(Warm {
+            name: driver.name,
+            child,
+            input,
+            output,
+        })
+    }
+
+    fn once(&mut self) -> Result<Duration> {
+        writeln!(self.input, "go")?;
+        self.input.flush()?;
+        let mut line = String::new();
+        if self.output.read_line(&mut line)? == 0 {
+            bail!("{} ended: {:?}", self.name, self.child.wait()?);
+        }
+        let ms: f64 = line
+            .trim()
+            .parse()
+            .with_context(|| format!("{}: {line:?} is not milliseconds", self.name))?;
+        Ok(Duration::from_secs_f64(ms / 1000.0))
+    }
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+fn quantile(samples: &[Duration], q: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+fn median_f64(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
