@@ -266,6 +266,14 @@ fn is_transient(err: &std::io::Error) -> bool {
     )
 }
 
+/// HTTP/2 receive window of each request body (an upload): how much a client may send before
+/// the daemon has read it. hyper's default (1 MiB) stalls an upload once per MiB for a window
+/// update, which halved upload throughput; 8 MiB keeps a loopback upload streaming. e2b-local's
+/// front, which relays uploads here, receives with the same windows.
+pub const RECEIVE_STREAM_WINDOW: u32 = 8 << 20;
+/// HTTP/2 receive window of a whole connection: four uploads at full speed.
+pub const RECEIVE_CONNECTION_WINDOW: u32 = 32 << 20;
+
 async fn serve_connection<S>(stream: S, app: App)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -274,7 +282,11 @@ where
         let app = app.clone();
         async move { Ok::<_, Infallible>(app.handle(request).await) }
     });
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
+        .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
     if let Err(err) = builder
         .serve_connection(TokioIo::new(stream), service)
         .await

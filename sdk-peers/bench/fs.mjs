@@ -3,7 +3,10 @@
 // the same e2b-local. Connects with E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY and prints one
 // JSON object of raw samples (milliseconds) on stdout; the bench computes medians and ratios.
 //
-//   node fs.mjs latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms}
+//   node fs.mjs latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms, edit_small_ms}
+//
+// `edit_small_ms` is an agent's edit done with the SDK: read the file as text, replace one
+// character, write it back.
 //   node fs.mjs throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
 //   node fs.mjs stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
 //
@@ -52,8 +55,17 @@ if (mode === 'latency') {
     const content = new Uint8Array(size).fill(48 + (i % 10))
     write.push(await timed(() => sbx.files.write(target, content)))
   }
+  const edit = []
+  for (let i = 0; i < count; i++) {
+    edit.push(
+      await timed(async () => {
+        const text = await sbx.files.read(target)
+        await sbx.files.write(target, String(i % 10) + text.slice(1))
+      }),
+    )
+  }
   await sbx.files.remove(target)
-  console.log(JSON.stringify({ stat_ms: stat, read_small_ms: read, write_small_ms: write }))
+  console.log(JSON.stringify({ stat_ms: stat, read_small_ms: read, write_small_ms: write, edit_small_ms: edit }))
 } else if (mode === 'throughput') {
   const size = (await sbx.files.getInfo(path)).size
   const read = []

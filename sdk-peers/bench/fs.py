@@ -5,7 +5,10 @@ the same file operations on the same sandbox of the same e2b-local. Connects wit
 E2B_SANDBOX_URL / E2B_API_KEY and prints one JSON object of raw samples (milliseconds) on
 stdout; the bench computes medians and ratios.
 
-  python fs.py latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms}
+  python fs.py latency    <sandboxId> <small file> <iterations>  -> {stat_ms, read_small_ms, write_small_ms, edit_small_ms}
+
+`edit_small_ms` is an agent's edit done with the SDK: read the file as text, replace one
+character, write it back.
   python fs.py throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
   python fs.py stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
 
@@ -58,8 +61,20 @@ def main(argv):
         for i in range(count):
             content = bytes([48 + i % 10]) * size
             write.append(timed(lambda: sbx.files.write(target, content))[0])
+        edit = []
+        for i in range(count):
+
+            def edit_once():
+                text = sbx.files.read(target)
+                sbx.files.write(target, str(i % 10) + text[1:])
+
+            edit.append(timed(edit_once)[0])
         sbx.files.remove(target)
-        print(json.dumps({"stat_ms": stat, "read_small_ms": read, "write_small_ms": write}))
+        print(
+            json.dumps(
+                {"stat_ms": stat, "read_small_ms": read, "write_small_ms": write, "edit_small_ms": edit}
+            )
+        )
     elif mode == "throughput":
         size = sbx.files.get_info(path).size
         read, write = [], []

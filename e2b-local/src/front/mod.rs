@@ -11,6 +11,7 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
+use e2b_local_envd::{RECEIVE_CONNECTION_WINDOW, RECEIVE_STREAM_WINDOW};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -41,7 +42,11 @@ pub async fn serve(
                             let registry = registry.clone();
                             async move { Ok::<_, Infallible>(handle(&registry, request).await) }
                         });
-                        let builder = auto::Builder::new(TokioExecutor::new());
+                        let mut builder = auto::Builder::new(TokioExecutor::new());
+                        builder
+                            .http2()
+                            .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
+                            .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
                         if let Err(err) = builder.serve_connection(TokioIo::new(stream), service).await {
                             tracing::debug!("front connection ended: {err}");
                         }

@@ -35,6 +35,9 @@ pub struct Figures {
     pub stat: Vec<Duration>,
     pub read_small: Vec<Duration>,
     pub write_small: Vec<Duration>,
+    /// One character of the small file changed: `edit` for dsh, read +
+    /// write for the SDKs.
+    pub edit_small: Vec<Duration>,
     pub read_large: Vec<Duration>,
     pub write_large: Vec<Duration>,
     /// Peak RSS (bytes) of a process streaming the large file, and the

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use dsh_host::{Host, ManifestFormat};
-use dsh_plugin_api::fs::{FsProvider, WriteGuard};
+use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
 use e2b_local::harness::LocalServer;
 
@@ -144,6 +144,26 @@ impl World {
                     fs.write(&target, Bytes::from(content), WriteGuard::Overwrite)
                         .await
                         .map(drop)
+                })
+                .await?,
+            );
+        }
+        // One digit, then letters: each edit replaces the digit (a unique match).
+        let fixture = format!("9{}\n", "x".repeat(SMALL - 2));
+        fs.write(&target, Bytes::from(fixture), WriteGuard::Overwrite)
+            .await?;
+        for i in 0..plan.iterations {
+            let (old, new) = ((i + 9) % 10, i % 10);
+            figures.edit_small.push(
+                timed(|| async {
+                    let edit = Edit {
+                        old: old.to_string(),
+                        new: new.to_string(),
+                        replace_all: false,
+                    };
+                    let outcome = fs.edit(&target, vec![edit], WriteGuard::Overwrite).await?;
+                    anyhow::ensure!(outcome.replacements == 1, "{outcome:?}");
+                    Ok(())
                 })
                 .await?,
             );

@@ -31,6 +31,7 @@ pub fn measure(
         stat: millisecond_samples(&latency, "stat_ms")?,
         read_small: millisecond_samples(&latency, "read_small_ms")?,
         write_small: millisecond_samples(&latency, "write_small_ms")?,
+        edit_small: millisecond_samples(&latency, "edit_small_ms")?,
         read_large: millisecond_samples(&throughput, "read_ms")?,
         write_large: millisecond_samples(&throughput, "write_ms")?,
         ..Figures::default()

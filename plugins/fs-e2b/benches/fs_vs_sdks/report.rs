@@ -57,6 +57,11 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
             [dsh, js, python].map(|f| ms(median(&f.write_small))),
         ),
         (
+            "edit 1 KiB median (ms; SDKs: read + write)".to_owned(),
+            Better::Lower,
+            [dsh, js, python].map(|f| ms(median(&f.edit_small))),
+        ),
+        (
             format!("read 64 MiB (MiB/s, median of {})", plan.runs),
             Better::Higher,
             [dsh, js, python].map(|f| mib_per_s(&f.read_large)),
