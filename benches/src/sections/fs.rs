@@ -1,11 +1,11 @@
 //! `fs`: dsh-fs-local through the host against `std::fs` — whole-file
 //! reads, a streamed read and atomic writes, of 1 KiB and 64 MiB.
 
-use std::fs::{DirBuilder, File};
+use std::fs::{File, OpenOptions, Permissions};
 use std::hint::black_box;
 use std::io::{Read, Write};
-use std::os::unix::fs::DirBuilderExt;
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -321,35 +321,35 @@ fn owned_copies(content: &[u8], n: usize) -> Vec<Vec<u8>> {
     (0..n).map(|_| content.to_vec()).collect()
 }
 
-/// fs-local's atomic write protocol in plain std: a 0700 staging
-/// directory beside the target, the content written into a new file there,
-/// the target checked, the file renamed over it, its metadata read (the
-/// version), the directory removed.
+/// fs-local's atomic write protocol in plain std: a new private file (mode
+/// 0600) beside the target, the content written into it, the target
+/// checked, the file given its final mode, renamed over the target, and
+/// its metadata read (the version).
 fn std_atomic_write(target: &Path, content: Vec<u8>) -> Result<()> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let staging = target.with_file_name(format!(
+    let staged = target.with_file_name(format!(
         ".peer-stage-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
-    DirBuilder::new()
-        .mode(0o700)
-        .create(&staging)
-        .with_context(|| format!("create {}", staging.display()))?;
-    let staged: PathBuf = staging.join("content");
-    let mut file =
-        File::create_new(&staged).with_context(|| format!("create {}", staged.display()))?;
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&staged)
+        .with_context(|| format!("create {}", staged.display()))?;
     file.write_all(&content)
         .with_context(|| format!("write {}", staged.display()))?;
     drop(content);
     black_box(std::fs::symlink_metadata(target).ok());
+    file.set_permissions(Permissions::from_mode(0o644))
+        .with_context(|| format!("chmod {}", staged.display()))?;
     std::fs::rename(&staged, target)
         .with_context(|| format!("rename {} to {}", staged.display(), target.display()))?;
     black_box(
         file.metadata()
             .with_context(|| format!("stat {}", target.display()))?,
     );
-    std::fs::remove_dir(&staging).with_context(|| format!("remove {}", staging.display()))?;
     Ok(())
 }
 

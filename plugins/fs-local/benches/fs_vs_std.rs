@@ -7,10 +7,10 @@
 //! Operations run inside a 2-worker multi-thread runtime like a plugin's
 //! own, called in-process (the ABI layer's cost is not included).
 
-use std::fs::{self, DirBuilder, File};
+use std::fs::{self, File};
 use std::hint::black_box;
 use std::io::{Read, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -205,18 +205,22 @@ fn chunked_std_read(path: &Path, text: bool) {
     }
 }
 
-/// The same atomic protocol with plain std calls: a 0700 staging directory
-/// beside the target, write, rename, remove the directory, stat.
+/// The same atomic protocol with plain std calls: a new private file (mode
+/// 0600) beside the target, write, stat the target, chmod, rename, stat.
 fn std_atomic_write(target: &Path, content: Vec<u8>) {
-    let staging = target.with_file_name(format!(".peer-stage-{:016x}", rand_u64()));
-    DirBuilder::new().mode(0o700).create(&staging).unwrap();
-    let staged = staging.join("f");
-    let mut file = File::create_new(&staged).unwrap();
+    let staged = target.with_file_name(format!(".peer-stage-{:016x}", rand_u64()));
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&staged)
+        .unwrap();
     file.write_all(&content).unwrap();
     let _ = fs::symlink_metadata(target);
+    file.set_permissions(fs::Permissions::from_mode(0o644))
+        .unwrap();
     fs::rename(&staged, target).unwrap();
     black_box(file.metadata().unwrap());
-    fs::remove_dir(&staging).unwrap();
 }
 
 fn rand_u64() -> u64 {

@@ -33,7 +33,7 @@ fn fixture() -> Fixture {
     }
 }
 
-fn staging_dirs(dir: &Path) -> Vec<PathBuf> {
+fn staged_files(dir: &Path) -> Vec<PathBuf> {
     std::fs::read_dir(dir)
         .expect("read_dir")
         .map(|entry| entry.expect("entry").path())
@@ -76,18 +76,19 @@ async fn a_write_dropped_before_its_commit_leaves_the_old_file_and_no_staging() 
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
     // Staged and waiting for the lock: the new content exists beside the
     // target, complete, but unpublished.
-    let staged = staging_dirs(&fx.root);
-    assert_eq!(staged.len(), 1, "one staging directory while waiting");
-    assert_eq!(
-        std::fs::read(staged[0].join("keep.txt")).unwrap(),
-        b"replacement"
+    let staged = staged_files(&fx.root);
+    assert_eq!(staged.len(), 1, "one staged file while waiting");
+    assert_eq!(std::fs::read(&staged[0]).unwrap(), b"replacement");
+    let private = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&staged[0]).unwrap().permissions(),
     );
+    assert_eq!(private & 0o777, 0o600, "private until published");
     assert_eq!(std::fs::read(&target).unwrap(), b"original");
 
     drop(write);
     assert!(
-        staging_dirs(&fx.root).is_empty(),
-        "dropping removed the staging directory"
+        staged_files(&fx.root).is_empty(),
+        "dropping removed the staged file"
     );
     assert_eq!(std::fs::read(&target).unwrap(), b"original");
     drop(lock);
@@ -137,15 +138,15 @@ async fn large_write_dropped_before_commit(hold_lock: bool) {
     );
     assert!(matches!(futures::poll!(write.as_mut()), Poll::Pending));
     if hold_lock {
-        let staged = staging_dirs(&fx.root);
+        let staged = staged_files(&fx.root);
         assert_eq!(staged.len(), 1);
-        let size = std::fs::metadata(staged[0].join("big.bin")).unwrap().len();
+        let size = std::fs::metadata(&staged[0]).unwrap().len();
         assert_eq!(size, 64 * 1024 * 1024, "fully staged, waiting to commit");
     }
     drop(write);
-    assert!(staging_dirs(&fx.root).is_empty());
+    assert!(staged_files(&fx.root).is_empty());
     wait_for_no_open_files_under(&fx.root).await;
-    assert!(staging_dirs(&fx.root).is_empty(), "nothing reappeared");
+    assert!(staged_files(&fx.root).is_empty(), "nothing reappeared");
     assert_eq!(std::fs::read(&target).unwrap(), b"original");
     drop(lock);
     assert!(!locks::is_tracked(&target));
@@ -165,7 +166,7 @@ async fn a_new_file_write_dropped_before_its_commit_creates_nothing() {
     drop(write);
     drop(lock);
     assert!(!target.exists());
-    assert!(staging_dirs(&fx.root.join("sub")).is_empty());
+    assert!(staged_files(&fx.root.join("sub")).is_empty());
 }
 
 #[tokio::test]
@@ -190,7 +191,7 @@ async fn an_edit_dropped_while_waiting_for_its_target_changes_nothing() {
         crate::version::version_of(&before),
         crate::version::version_of(&after)
     );
-    assert!(staging_dirs(&fx.root).is_empty());
+    assert!(staged_files(&fx.root).is_empty());
     fx.fs
         .edit("e.txt", edits, WriteGuard::Overwrite)
         .await
@@ -215,7 +216,7 @@ async fn a_large_edit_dropped_mid_flight_changes_nothing() {
     assert!(matches!(futures::poll!(edit.as_mut()), Poll::Pending));
     drop(edit);
     wait_for_no_open_files_under(&fx.root).await;
-    assert!(staging_dirs(&fx.root).is_empty());
+    assert!(staged_files(&fx.root).is_empty());
     assert_eq!(std::fs::read_to_string(&target).unwrap(), original);
     assert!(
         !locks::is_tracked(&target),

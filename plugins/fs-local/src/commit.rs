@@ -54,8 +54,8 @@ pub(crate) fn check_guard(op: Op<'_>, state: Option<&Metadata>, guard: &WriteGua
 /// rename is issued it completes. The replaced file's permission bits are
 /// kept; so are its owner and group where the process may set them (as
 /// root) — where it may not, set-user-ID and set-group-ID bits are dropped
-/// rather than granted to a new owner. A new file keeps the umask-derived
-/// mode it was created with. `CreateNew` publishes with
+/// rather than granted to a new owner. A new file gets the umask-derived
+/// mode of any new file (the staged file was private until then). `CreateNew` publishes with
 /// `RENAME_NOREPLACE`, so even a file created by another process in the
 /// meantime is never replaced.
 pub(crate) fn commit(
@@ -67,8 +67,9 @@ pub(crate) fn commit(
 ) -> Result<Version> {
     let state = current(op, target)?;
     check_guard(op, state.as_ref(), guard)?;
-    if let Some(existing) = &state {
-        preserve(op, &staged, existing)?;
+    match &state {
+        Some(existing) => preserve(op, &staged, existing)?,
+        None => staged.set_new_file_mode(op)?,
     }
     rename_into_place(op, &staged, target, matches!(guard, WriteGuard::CreateNew))?;
     let file = staged.published();

@@ -26,7 +26,7 @@ use crate::version::version_of;
 ///
 /// Cancellation: dropping the future while it waits for the lock, reads a
 /// large file or stages large content leaves the file untouched and no
-/// staging directory behind.
+/// staged file behind.
 pub(crate) async fn edit(
     op: Op<'_>,
     path: &Path,
@@ -35,7 +35,7 @@ pub(crate) async fn edit(
 ) -> Result<EditOutcome> {
     literal::validate(&edits).map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     let target = paths::canonicalize(op, path)?;
-    let (parent, name) = paths::split_file(op, &target)?;
+    let (parent, _) = paths::split_file(op, &target)?;
     let lock = locks::lock(&target).await;
     let (file, meta) = open_regular(op, &target)?;
     check_guard(op, Some(&meta), &guard)?;
@@ -44,7 +44,7 @@ pub(crate) async fn edit(
     let applied = literal::apply(&original, &edits)
         .map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
     drop(original);
-    let staged = Staged::create(op, &parent, &name)?
+    let staged = Staged::create(op, &parent)?
         .fill(op, Bytes::from(applied.text))
         .await?;
     let version = commit::commit(

@@ -25,7 +25,7 @@ use crate::{edit, list, meta, paths, read, tree, write};
 /// current-thread one). Streams read each chunk when polled and need no
 /// runtime context. Dropping a method's future cancels it:
 /// reads and metadata calls then have no effect, `write`, `write_stream` and `edit` leave
-/// the target as it was and remove their staging directory (their rename is
+/// the target as it was and remove their staged file (their rename is
 /// the commit point and is never abandoned once issued), `remove` of a
 /// directory tree may have removed part of it.
 ///

@@ -1,11 +1,18 @@
-//! Staging: new content is written into a private directory beside its
-//! target, so publishing it is one same-filesystem rename.
+//! Staging: new content is written into a private file beside its target,
+//! so publishing it is one same-filesystem rename.
+//!
+//! The staged file is created with mode 0600 — private from its creation,
+//! before any content exists — and given its final mode (the replaced
+//! file's, or a new file's umask-derived one) just before the rename. One
+//! file, not a private directory around it: a directory's `mkdir` and
+//! `rmdir` cost more than the 1 KiB write itself on a journaling
+//! filesystem (docs/design.md §5.1, `write`).
 
-use std::ffi::OsStr;
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::{Bytes, ErrorKind, Result};
@@ -14,49 +21,71 @@ use futures::StreamExt;
 use crate::blocking::{self, INLINE_LIMIT};
 use crate::errors::Op;
 
-/// Name prefix of staging directories (`.dsh-stage-<16 hex digits>`).
+/// Name prefix of staged files (`.dsh-stage-<16 hex digits>`).
 pub const STAGING_PREFIX: &str = ".dsh-stage-";
 
-/// How many random names are tried before giving up on a staging directory.
+/// How many random names are tried before giving up on a staged file.
 const NAME_ATTEMPTS: usize = 16;
 
 /// Content staged beside its target, ready to be published.
 ///
 /// Dropping it unpublished — on an error, or because the operation's future
-/// was dropped — removes the staged file and the staging directory at once,
-/// synchronously. (A blocking write still filling the file then writes into
-/// an unlinked inode that disappears when it finishes.)
+/// was dropped — removes the staged file at once, synchronously. (A
+/// blocking write still filling the file then writes into an unlinked
+/// inode that disappears when it finishes.)
 #[derive(Debug)]
 pub(crate) struct Staged {
-    dir: StagingDir,
+    path: StagedPath,
     file: File,
 }
 
 impl Staged {
-    /// Creates a staging directory (mode 0700, random name) in `parent`
-    /// and, in it, an empty file `name` (mode 0666 less the umask, as any
-    /// new file). A missing `parent` is `NotFound`.
-    pub(crate) fn create(op: Op<'_>, parent: &Path, name: &OsStr) -> Result<Staged> {
-        let dir = StagingDir::create(op, parent, name)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&dir.staged)
-            .map_err(|err| op.io_at(format_args!("create {}", dir.staged.display()), &err))?;
-        Ok(Staged { dir, file })
+    /// Creates an empty staged file (mode 0600, random name) in `parent`.
+    /// A missing `parent` is `NotFound`.
+    pub(crate) fn create(op: Op<'_>, parent: &Path) -> Result<Staged> {
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true).mode(0o600);
+        for _ in 0..NAME_ATTEMPTS {
+            let path = parent.join(format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>()));
+            match options.open(&path) {
+                Ok(file) => {
+                    return Ok(Staged {
+                        path: StagedPath {
+                            path,
+                            published: false,
+                        },
+                        file,
+                    });
+                }
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) => {
+                    return Err(op.io_at(
+                        format_args!("create a staged file in {}", parent.display()),
+                        &err,
+                    ));
+                }
+            }
+        }
+        Err(op.error(
+            ErrorKind::Io,
+            format_args!(
+                "create a staged file in {}: {NAME_ATTEMPTS} random names were all taken",
+                parent.display()
+            ),
+        ))
     }
 
     /// Writes `content` into the staged file — inline when small, through
     /// [`blocking::run`] when large.
     pub(crate) async fn fill(self, op: Op<'_>, content: Bytes) -> Result<Staged> {
-        let Staged { dir, file } = self;
+        let Staged { path, file } = self;
         let file = if content.len() as u64 <= INLINE_LIMIT {
             (&file).write_all(&content).map(|()| file)
         } else {
             blocking::run(op, move || (&file).write_all(&content).map(|()| file)).await?
         }
-        .map_err(|err| op.io_at(format_args!("write {}", dir.staged.display()), &err))?;
-        Ok(Staged { dir, file })
+        .map_err(|err| op.io_at(format_args!("write {}", path.path.display()), &err))?;
+        Ok(Staged { path, file })
     }
 
     /// Appends each chunk of `content` to the staged file as it arrives
@@ -77,81 +106,65 @@ impl Staged {
 
     /// Where the staged file is.
     pub(crate) fn staged_path(&self) -> &Path {
-        &self.dir.staged
+        &self.path.path
     }
 
-    /// After the staged file was renamed onto its target: removes the (now
-    /// empty) staging directory and returns the published file, still open.
+    /// Gives a staged file that will be a new file the mode any new file
+    /// gets: 0666 less the process's umask.
+    pub(crate) fn set_new_file_mode(&self, op: Op<'_>) -> Result<()> {
+        let mode = 0o666 & !umask();
+        self.file
+            .set_permissions(fs::Permissions::from_mode(mode))
+            .map_err(|err| op.io_at(format_args!("chmod {}", self.staged_path().display()), &err))
+    }
+
+    /// After the staged file was renamed onto its target: the published
+    /// file, still open.
     pub(crate) fn published(self) -> File {
-        let Staged { mut dir, file } = self;
-        dir.published = true;
-        if let Err(err) = fs::remove_dir(&dir.path) {
-            // The commit happened; a leftover directory is worth a warning,
-            // not a failed write.
-            tracing::warn!(dir = %dir.path.display(), %err, "could not remove a staging directory after publishing");
-            let _ = fs::remove_dir_all(&dir.path);
-        }
+        let Staged { mut path, file } = self;
+        path.published = true;
         file
     }
 }
 
-/// The staging directory and the staged file's path in it; removes both on
-/// drop unless the file was published.
+/// The staged file's path; removes the file on drop unless it was
+/// published.
 #[derive(Debug)]
-struct StagingDir {
+struct StagedPath {
     path: PathBuf,
-    staged: PathBuf,
     published: bool,
 }
 
-impl StagingDir {
-    fn create(op: Op<'_>, parent: &Path, name: &OsStr) -> Result<StagingDir> {
-        let mut builder = DirBuilder::new();
-        builder.mode(0o700);
-        for _ in 0..NAME_ATTEMPTS {
-            let path = parent.join(format!("{STAGING_PREFIX}{:016x}", rand::random::<u64>()));
-            match builder.create(&path) {
-                Ok(()) => {
-                    let staged = path.join(name);
-                    return Ok(StagingDir {
-                        path,
-                        staged,
-                        published: false,
-                    });
-                }
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(err) => {
-                    return Err(op.io_at(
-                        format_args!("create staging directory in {}", parent.display()),
-                        &err,
-                    ));
-                }
-            }
-        }
-        Err(op.error(
-            ErrorKind::Io,
-            format_args!(
-                "create staging directory in {}: {NAME_ATTEMPTS} random names were all taken",
-                parent.display()
-            ),
-        ))
-    }
-}
-
-impl Drop for StagingDir {
+impl Drop for StagedPath {
     fn drop(&mut self) {
         if self.published {
             return;
         }
-        let _ = fs::remove_file(&self.staged);
-        match fs::remove_dir(&self.path) {
+        match fs::remove_file(&self.path) {
             Ok(()) => {}
             Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-            Err(_) => {
-                if let Err(err) = fs::remove_dir_all(&self.path) {
-                    tracing::warn!(dir = %self.path.display(), %err, "could not remove an abandoned staging directory");
-                }
+            Err(err) => {
+                tracing::warn!(file = %self.path.display(), %err, "could not remove an abandoned staged file");
             }
         }
     }
+}
+
+/// The process's file-mode creation mask, read once from
+/// `/proc/self/status` (`umask(2)` can only be read by setting it, which
+/// races with every other thread creating files). Without `/proc`, the
+/// common 022.
+fn umask() -> u32 {
+    static UMASK: OnceLock<u32> = OnceLock::new();
+    *UMASK.get_or_init(|| {
+        fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|status| {
+                status
+                    .lines()
+                    .find_map(|line| line.strip_prefix("Umask:"))
+                    .and_then(|value| u32::from_str_radix(value.trim(), 8).ok())
+            })
+            .unwrap_or(0o022)
+    })
 }

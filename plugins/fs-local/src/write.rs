@@ -21,13 +21,13 @@ use crate::tree::ensure_dir;
 /// guard already fails or the target is a directory (so nothing is staged
 /// or created in vain — a plain small write skips this `stat`, its commit
 /// check is authoritative and it has nothing to undo); stage the content,
-/// creating missing parents when the staging directory cannot be made; take
+/// creating missing parents when the staged file cannot be made; take
 /// the target's lock; re-check the guard and publish (see
 /// [`commit::commit`]).
 ///
 /// Cancellation: the awaits are the lock, the stream's next chunk and, on a
 /// current-thread runtime, the large-content write on the blocking pool.
-/// Dropping the future at any of them removes the staging directory before the drop returns and leaves
+/// Dropping the future at any of them removes the staged file before the drop returns and leaves
 /// the target untouched; after the lock is held, nothing awaits until the
 /// commit is done.
 pub(crate) async fn write(
@@ -37,16 +37,16 @@ pub(crate) async fn write(
     guard: WriteGuard,
 ) -> Result<Version> {
     let target = paths::canonicalize(op, path)?;
-    let (parent, name) = paths::split_file(op, &target)?;
+    let (parent, _) = paths::split_file(op, &target)?;
     // A stream's size is unknown: it counts as large.
     let large = content.known_len().is_none_or(|len| len > INLINE_LIMIT);
     if guard != WriteGuard::Overwrite || large {
         check_guard(op, commit::current(op, &target)?.as_ref(), &guard)?;
     }
-    let staged = match Staged::create(op, &parent, &name) {
+    let staged = match Staged::create(op, &parent) {
         Err(err) if err.kind() == ErrorKind::NotFound => {
             ensure_dir(op, &parent)?;
-            Staged::create(op, &parent, &name)?
+            Staged::create(op, &parent)?
         }
         staged => staged?,
     };

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};
 
-use crate::common::{World, assert_names, expect_err, staging_dirs};
+use crate::common::{World, assert_names, expect_err, staged_files};
 
 fn edit(old: &str, new: &str) -> Edit {
     Edit {
@@ -35,7 +35,7 @@ async fn an_edit_replaces_once_and_returns_version_and_count() {
         outcome.version,
         world.fs.stat("lib.rs").await.unwrap().version
     );
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -131,7 +131,7 @@ async fn ambiguous_and_non_matching_edits_fail_naming_edit_and_count() {
     // Nothing was stored, not even the first (valid) edit.
     assert_eq!(world.get("dup.txt"), b"same\nsame\nsame\n");
     assert_eq!(world.fs.stat("dup.txt").await.unwrap().version, before);
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -290,7 +290,7 @@ async fn concurrent_edits_are_serialised_without_lost_updates() {
         );
     }
     assert_eq!(text.matches("\r\n").count(), 62, "CRLF kept throughout");
-    assert!(staging_dirs(&world.path("dir")).is_empty());
+    assert!(staged_files(&world.path("dir")).is_empty());
 }
 
 /// Writes and edits of one target interleave only at whole operations.

@@ -7,7 +7,7 @@ use dsh_plugin_api::fs::{FsProvider, Version, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};
 
 use crate::common::{
-    World, as_unprivileged, assert_names, block_on, expect_err, staging_dirs, umask,
+    World, as_unprivileged, assert_names, block_on, expect_err, staged_files, umask,
 };
 
 #[tokio::test]
@@ -32,7 +32,7 @@ async fn write_creates_replaces_and_returns_the_committed_version() {
     assert_eq!(world.get("a.txt"), b"second");
     assert_ne!(created, replaced);
     assert_eq!(replaced, world.fs.read_text("a.txt").await.unwrap().version);
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -90,7 +90,7 @@ async fn binary_empty_and_large_contents_round_trip() {
         .await
         .unwrap();
     assert_eq!(world.get("large"), large);
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -110,7 +110,7 @@ async fn create_new_refuses_an_existing_file_and_changes_nothing() {
     );
     assert_names(&err, "write", &world.abs("exists"));
     assert_eq!(world.get("exists"), b"keep");
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -233,7 +233,7 @@ async fn concurrent_guarded_writes_of_one_version_let_exactly_one_win() {
         }
     }
     assert_eq!(created, 1);
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
 }
 
 #[tokio::test]
@@ -387,7 +387,7 @@ async fn writing_a_directory_or_under_a_file_fails_and_stages_nothing() {
             .await,
         ErrorKind::InvalidInput,
     );
-    assert!(staging_dirs(world.root()).is_empty());
+    assert!(staged_files(world.root()).is_empty());
     assert_eq!(world.get("file"), b"f");
 }
 
@@ -407,9 +407,9 @@ fn a_write_the_world_refuses_is_permission_denied_and_leaves_nothing() {
     });
     let err = expect_err(result, ErrorKind::PermissionDenied);
     assert_names(&err, "write", &world.abs("locked/f"));
-    assert!(err.message().contains("staging directory"), "{err}");
+    assert!(err.message().contains("staged file"), "{err}");
     assert_eq!(world.get("locked/f"), b"keep");
-    assert!(staging_dirs(&dir).is_empty());
+    assert!(staged_files(&dir).is_empty());
 }
 
 #[tokio::test]

@@ -56,8 +56,8 @@ impl World {
     }
 }
 
-/// Names of staging directories left in `dir`.
-pub fn staging_dirs(dir: &Path) -> Vec<String> {
+/// Names of staged files left in `dir`.
+pub fn staged_files(dir: &Path) -> Vec<String> {
     std::fs::read_dir(dir)
         .expect("read_dir")
         .map(|entry| {
