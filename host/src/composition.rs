@@ -47,6 +47,11 @@ pub struct PluginInfo {
     pub provides: Vec<ServiceKind>,
     /// Injected services with their providers, in the descriptor's order.
     pub inject: Vec<InjectedFrom>,
+    /// The services this entry serves to the composition's user
+    /// ([`Host::fs`], `dsh`): decided at validation (`serve` in the
+    /// manifest, else the only or the outermost provider; docs/design.md §3).
+    #[serde(serialize_with = "crate::loader::serialize_kinds")]
+    pub serves: Vec<ServiceKind>,
 }
 
 struct Planned {
@@ -227,6 +232,12 @@ impl Composition {
                                 provider: entries[*provider].id.clone(),
                             })
                             .collect(),
+                        serves: plan
+                            .served
+                            .iter()
+                            .filter(|(_, server)| **server == index)
+                            .map(|(service, _)| *service)
+                            .collect(),
                     },
                     config: entry.config.clone(),
                     factory: library.factory,
@@ -251,6 +262,12 @@ impl Composition {
     /// The plugins in create order.
     pub fn plugins(&self) -> impl ExactSizeIterator<Item = &PluginInfo> {
         self.planned.iter().map(|planned| &planned.info)
+    }
+
+    /// The id of the entry serving `kind` to the composition's user, if
+    /// one does (see [`PluginInfo::serves`]).
+    pub fn served(&self, kind: ServiceKind) -> Option<&str> {
+        served_by(self.plugins(), kind)
     }
 
     /// Creates every plugin in order (providers first): each gets
@@ -324,6 +341,16 @@ pub enum Started {
         /// was abandoned: whatever it was making (a sandbox) may be left.
         abandoned: Option<String>,
     },
+}
+
+/// The entry among `plugins` that serves `kind`.
+pub(crate) fn served_by<'a>(
+    mut plugins: impl Iterator<Item = &'a PluginInfo>,
+    kind: ServiceKind,
+) -> Option<&'a str> {
+    plugins
+        .find(|plugin| plugin.serves.contains(&kind))
+        .map(|plugin| plugin.id.as_str())
 }
 
 fn declared(descriptor: &PluginDescriptor) -> Declared<'_> {
@@ -489,26 +516,67 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn typed_accessors_report_missing_and_ambiguous_services() {
+    async fn typed_accessors_report_missing_and_unserved_services() {
         let mut world = World::new();
         world.plugin("dsh-a", &[Fs], &[]);
         world.plugin("dsh-b", &[Fs], &[]);
+        world.plugin("dsh-c", &[], &[Fs]);
+        // `c` and `d` consume both providers: no fs is served outside.
         let host = world
-            .compose("- {id: a, name: dsh-a}\n- {id: b, name: dsh-b}\n")
+            .compose(
+                "- {id: a, name: dsh-a}\n- {id: b, name: dsh-b}\n\
+                 - {id: c, name: dsh-c, inject: {fs: a}}\n- {id: d, name: dsh-c, inject: {fs: b}}\n\
+                 - {id: e, name: dsh-c, inject: {fs: b}, disabled: true}\n",
+            )
             .expect("valid")
             .start()
             .await
             .expect("start");
-        let err = host.fs().err().expect("ambiguous");
+        let err = host.fs().err().expect("not served");
         assert_eq!(
             err.to_string(),
-            "fs: fs is provided by several plugins (a, b); ask for one by id"
+            "fs: no entry serves fs (\"a\" and \"b\" provide it to other entries); choose one with `serve: [fs]` on its entry"
         );
         let err = host.subprocess().err().expect("missing");
         assert_eq!(
             err.to_string(),
             "subprocess: no plugin in this composition provides subprocess"
         );
+        host.dispose().await.expect("dispose");
+    }
+
+    #[tokio::test]
+    async fn serve_chooses_among_unconsumed_providers_before_anything_is_created() {
+        let mut world = World::new();
+        world.plugin("dsh-base", &[Fs], &[]);
+        world.plugin("dsh-deco", &[Fs], &[Fs]);
+        let manifest = "- {id: base, name: dsh-base}\n- {id: deco, name: dsh-deco, inject: {fs: base}}\n- {id: spare, name: dsh-base}\n";
+        let Err(HostError::Invalid(invalid)) = world.compose(manifest) else {
+            panic!("several unconsumed providers must be refused");
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "m.yaml: entry \"deco\" (line 2): fs is served by \"deco\" and \"spare\" (no other entry consumes them); choose one with `serve: [fs]` on its entry"
+        );
+        assert!(world.journal().is_empty(), "nothing was created");
+
+        let composition = world
+            .compose(&manifest.replace(
+                "spare, name: dsh-base",
+                "spare, name: dsh-base, serve: [fs]",
+            ))
+            .expect("valid with serve");
+        assert_eq!(composition.served(Fs), Some("spare"));
+        let serves: Vec<(&str, &[ServiceKind])> = composition
+            .plugins()
+            .map(|plugin| (plugin.id.as_str(), plugin.serves.as_slice()))
+            .collect();
+        assert_eq!(serves, [("base", &[][..]), ("deco", &[]), ("spare", &[Fs])]);
+        let host = composition.start().await.expect("start");
+        let Service::Fs(spare) = host.service_of("spare", Fs).expect("spare") else {
+            panic!("not fs");
+        };
+        assert!(Arc::ptr_eq(&host.fs().expect("served"), &spare));
         host.dispose().await.expect("dispose");
     }
 

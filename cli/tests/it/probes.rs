@@ -388,3 +388,50 @@ fn embedder(record: &str) {
         std::future::pending::<()>().await;
     });
 }
+
+#[test]
+fn a_panic_names_the_plugin_and_nothing_is_printed_outside_tracing() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let path = scratch.write("m.yaml", &probe_manifest(&record, &[]));
+    let output = dsh()
+        .args(["--config", &path, "fs", "stat", "/.probe/panic"])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // One line: the error, naming the instance that panicked. The plugin's
+    // panic hook reports through tracing (at info, below the default
+    // level), so std's raw `thread '…' panicked at` print never appears.
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("plugin \"fs\" panicked: stat: probe panic on /.probe/panic"),
+        "{stderr}"
+    );
+    // At info the hook's report arrives through the host's subscriber,
+    // labelled with the plugin.
+    let output = dsh()
+        .args([
+            "--log",
+            "info",
+            "--config",
+            &path,
+            "fs",
+            "stat",
+            "/.probe/panic",
+        ])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("thread '"), "{stderr}");
+    let report = stderr
+        .lines()
+        .find(|line| line.contains("dsh_plugin_api::panic"))
+        .unwrap_or_else(|| panic!("no tracing report of the panic: {stderr}"));
+    assert!(
+        report.contains("dsh.plugin") && report.contains("fs") && report.contains("memory_fs.rs"),
+        "{report}"
+    );
+}

@@ -16,7 +16,7 @@ use crate::ffi::instance::{FfiInstance_TO, FfiInstanceObject, InstanceExport, gu
 use crate::ffi::log::FfiSink;
 use crate::ffi::log_forward;
 use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, PluginModule, PluginModuleRef};
-use crate::ffi::panic::catch;
+use crate::ffi::panic::{Side, catch, install_hook};
 use crate::ffi::runtime::{PluginRuntime, Stopped};
 use crate::ffi::service::{FfiService, export_service, import_service, kind_code};
 use crate::plugin::{CreateContext, Injected, Plugin, ServiceKind};
@@ -64,25 +64,36 @@ fn failed<T: Send + 'static>(err: Error) -> FfiFuture<FfiResult<T>> {
 }
 
 extern "C" fn descriptor<P: Plugin>() -> FfiResult<FfiDescriptor> {
-    let read = catch("descriptor", || FfiDescriptor {
-        name: P::DESCRIPTOR.name.into(),
-        version: P::DESCRIPTOR.version.into(),
-        provides: codes(P::DESCRIPTOR.provides),
-        inject: codes(P::DESCRIPTOR.inject),
+    let read = catch(Side::Library(P::DESCRIPTOR.name), "descriptor", || {
+        FfiDescriptor {
+            name: P::DESCRIPTOR.name.into(),
+            version: P::DESCRIPTOR.version.into(),
+            provides: codes(P::DESCRIPTOR.provides),
+            inject: codes(P::DESCRIPTOR.inject),
+        }
     });
     lower(read)
 }
 
 extern "C" fn install_log_sink<P: Plugin>(sink: FfiSink) -> FfiResult<bool> {
-    lower(catch("install_log_sink", || {
-        log_forward::install(sink, P::DESCRIPTOR.name)
-    }))
+    lower(catch(
+        Side::Library(P::DESCRIPTOR.name),
+        "install_log_sink",
+        || {
+            // Only a loaded library gets here, never a program linking the
+            // plugin as an rlib, whose hook is the program's own.
+            install_hook();
+            log_forward::install(sink, P::DESCRIPTOR.name)
+        },
+    ))
 }
 
 extern "C" fn create<P: Plugin>(
     request: FfiCreateRequest,
 ) -> FfiFuture<FfiResult<FfiInstanceObject>> {
-    catch("create", || start_create::<P>(request)).unwrap_or_else(failed)
+    // The id is copied outside the guard so that a panic can name it.
+    let id = request.id.to_string();
+    catch(Side::Instance(&id), "create", || start_create::<P>(request)).unwrap_or_else(failed)
 }
 
 /// Why a create failed, and the runtime's shutdown to wait for.
@@ -114,7 +125,7 @@ fn start_create<P: Plugin>(request: FfiCreateRequest) -> FfiFuture<FfiResult<Ffi
     });
     let label = runtime.context().label().clone();
     drop(runtime);
-    guarded_ffi("create", async move {
+    guarded_ffi(label.clone(), "create", async move {
         match report.await {
             Ok(Ok(instance)) => RResult::ROk(FfiInstance_TO::from_ptr(RArc::new(instance), TD_Opaque)),
             Ok(Err((err, stopped))) => {
@@ -158,6 +169,7 @@ async fn build<P: Plugin>(
         P::DESCRIPTOR.inject,
     )?;
     let plugin = guarded(
+        context,
         "create",
         P::create(CreateContext {
             id: id.clone(),
@@ -166,7 +178,7 @@ async fn build<P: Plugin>(
         }),
     )
     .await?;
-    let provided = catch("services", || plugin.services()).and_then(|provided| {
+    let provided = catch(context.side(), "services", || plugin.services()).and_then(|provided| {
         check_kinds(
             &id,
             "services()",
@@ -180,7 +192,7 @@ async fn build<P: Plugin>(
         Ok(provided) => provided,
         Err(err) => {
             // The plugin exists: undo it before reporting.
-            let disposed = guarded("dispose", Plugin::dispose(&plugin)).await;
+            let disposed = guarded(context, "dispose", Plugin::dispose(&plugin)).await;
             drop(plugin);
             return Err(match disposed {
                 Ok(()) => err,

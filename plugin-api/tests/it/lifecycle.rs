@@ -174,7 +174,7 @@ async fn a_failing_create_is_reported_and_leaves_nothing_running() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "create: the plugin panicked: create: panicking as configured (failCreate)"
+        "create: plugin \"fc-panic\" panicked: create: panicking as configured (failCreate)"
     );
     assert_stopped("fc-panic").await;
     let events = records(&record);
@@ -217,7 +217,7 @@ async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "dispose: the plugin panicked: dispose: panicking as configured (failDispose)"
+        "dispose: plugin \"fd-panic\" panicked: dispose: panicking as configured (failDispose)"
     );
     assert_stopped("fd-panic").await;
     assert_eq!(
