@@ -157,7 +157,26 @@ impl Composition {
                     });
                     libraries.push(None);
                 }
-                Ok(library) => libraries.push(Some((path, library))),
+                Ok(library) => {
+                    // Every entry's config is judged now, by its plugin's
+                    // own config type, so that a config `create` would
+                    // refuse fails here with everything else.
+                    match library.factory.validate_config(&entry.config) {
+                        Ok(problems) => errors.extend(problems.into_iter().map(|problem| {
+                            ValidationError::Config {
+                                entry: entry.label.clone(),
+                                plugin: entry.name.clone(),
+                                problem: problem.to_string(),
+                            }
+                        })),
+                        Err(err) => errors.push(ValidationError::Config {
+                            entry: entry.label.clone(),
+                            plugin: entry.name.clone(),
+                            problem: format!("config could not be checked: {err}"),
+                        }),
+                    }
+                    libraries.push(Some((path, library)));
+                }
                 Err(failure) => {
                     errors.push(ValidationError::LibraryUnusable {
                         entry: entry.label.clone(),
@@ -578,6 +597,48 @@ mod tests {
         };
         assert!(Arc::ptr_eq(&host.fs().expect("served"), &spare));
         host.dispose().await.expect("dispose");
+    }
+
+    #[test]
+    fn every_config_error_of_every_entry_is_reported_before_anything_is_created() {
+        let mut world = World::new();
+        let mut strict = FakeFactory::new(&world.journal, &[]);
+        strict.config_errors = vec![
+            dsh_plugin_api::FieldError::new(
+                "deny",
+                "invalid type: string \"rm\", expected an array",
+            ),
+            dsh_plugin_api::FieldError::new("extra", "unknown field (expected deny)"),
+        ];
+        world.library(
+            "dsh-strict",
+            Ok(LoadedLibrary {
+                descriptor: PluginDescriptor {
+                    name: "dsh-strict".to_owned(),
+                    version: "1.0.0".to_owned(),
+                    api_version: 1,
+                    provides: vec![],
+                    inject: vec![],
+                },
+                factory: Arc::new(strict),
+            }),
+        );
+        world.plugin("dsh-other", &[], &[]);
+        let Err(HostError::Invalid(invalid)) = world.compose(
+            "- {id: a, name: dsh-strict, config: {deny: rm, extra: 1}}\n\
+             - {id: b, name: dsh-strict}\n- {id: b, name: dsh-other}\n",
+        ) else {
+            panic!("bad configs must be refused");
+        };
+        assert_eq!(
+            invalid.to_string().lines().collect::<Vec<_>>(),
+            [
+                "m.yaml: entry \"a\" (line 1): plugin dsh-strict: config.deny: invalid type: string \"rm\", expected an array",
+                "m.yaml: entry \"a\" (line 1): plugin dsh-strict: config.extra: unknown field (expected deny)",
+                "m.yaml: entry \"b\" (line 3): duplicate id \"b\" (first used by entry \"b\" (line 2))",
+            ]
+        );
+        assert!(world.journal().is_empty(), "nothing was created");
     }
 
     #[tokio::test]

@@ -153,6 +153,16 @@ pub enum ValidationError {
         /// The unconsumed providers' ids, in manifest order.
         candidates: Vec<String>,
     },
+    /// The entry's `config` is not what its plugin accepts: one error per
+    /// problem, all of them (the plugin's config type decides, checked
+    /// through its library without creating anything).
+    #[error("{entry}: plugin {plugin}: {problem}")]
+    Config {
+        entry: EntryLabel,
+        plugin: String,
+        /// `config.deny: invalid type: …`, or why the check could not run.
+        problem: String,
+    },
     /// Entries that (transitively) inject from each other.
     #[error("{entry}: dependency cycle: {}", path.join(" -> "))]
     Cycle {
@@ -184,6 +194,7 @@ impl ValidationError {
             | ValidationError::ServeNotProvided { entry, .. }
             | ValidationError::ServeConflict { entry, .. }
             | ValidationError::AmbiguousServed { entry, .. }
+            | ValidationError::Config { entry, .. }
             | ValidationError::Cycle { entry, .. } => entry,
         }
     }

@@ -457,3 +457,41 @@ fn bad_serve_lists_are_reported() {
         ],
     );
 }
+
+#[test]
+fn a_bad_plugin_config_fails_check_with_every_field_error() {
+    require(&["dsh-fs-local", "dsh-subprocess-local"]);
+    let err = rejected(
+        "m.yaml",
+        "\
+- id: fs
+  name: dsh-fs-local
+  config: {cwd: 3}
+- id: subprocess
+  name: dsh-subprocess-local
+  config: {killGraceMs: soon, spillDir: [/tmp], extra: 1}
+",
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert_mentions(
+        lines[0],
+        &[
+            "entry \"fs\" (line 1): plugin dsh-fs-local: config.cwd: invalid type: number 3, expected a string",
+        ],
+    );
+    assert_mentions(
+        lines[1],
+        &[
+            "entry \"subprocess\" (line 4): plugin dsh-subprocess-local: config.extra: unknown field (expected cwd, killGraceMs, spillDir)",
+        ],
+    );
+    assert_mentions(
+        lines[2],
+        &["config.killGraceMs: invalid type: string \"soon\", expected an integer"],
+    );
+    assert_mentions(
+        lines[3],
+        &["config.spillDir: invalid type: a list, expected a string"],
+    );
+}

@@ -190,17 +190,18 @@ async fn every_dispose_runs_and_failures_are_aggregated() {
     );
 }
 
-#[tokio::test]
-async fn plugin_config_errors_name_the_field() {
+#[test]
+fn plugin_config_errors_name_the_field_before_anything_is_created() {
     require(&PROBES);
     let scratch = Scratch::new();
     let record = scratch.record("events.jsonl");
-    let composition =
-        compose(&probe_manifest(&record, &[("fs", "bogusField: 1")])).expect("valid graph");
-    let err = composition.start().await.expect_err("strict config");
+    let err =
+        compose(&probe_manifest(&record, &[("fs", "bogusField: 1")])).expect_err("strict config");
+    assert!(err.is_config_error(), "{err}");
     let text = err.to_string();
-    assert!(text.contains("\"fs\""), "{text}");
-    assert!(text.contains("bogusField"), "{text}");
+    assert!(text.contains("entry \"fs\""), "{text}");
+    assert!(text.contains("config.bogusField: unknown field"), "{text}");
+    assert!(read_record(&record).is_empty(), "nothing was created");
 }
 
 /// Runs `dsh exec -- sleep` (the probe world's `sleep` never ends) over the
@@ -280,6 +281,7 @@ fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
     require(&PROBES);
     let scratch = Scratch::new();
     let record = scratch.record("events.jsonl");
+    // A config its type refuses is caught at validation: nothing created.
     let manifest = scratch.write(
         "bad-config.yaml",
         &probe_manifest(&record, &[("subprocess", "disposeDelayMs: soon")]),
@@ -291,8 +293,31 @@ fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("create \"subprocess\" (dsh-probe-subprocess): ")
-            && stderr.contains("config.disposeDelayMs"),
+        stderr.contains(
+            "entry \"subprocess\" (line 1): plugin dsh-probe-subprocess: config.disposeDelayMs"
+        ),
+        "{stderr}"
+    );
+    assert!(events(&record).is_empty(), "nothing was created");
+    // A config only `create` can judge (a cwd that does not exist) is a
+    // Config error at create: exit 2 too, after rolling back.
+    let manifest = scratch.write(
+        "bad-cwd.yaml",
+        &format!(
+            "- {{id: e2b, name: dsh-probe-e2b, config: {{record: {record}}}}}\n\
+             - {{id: fs, name: dsh-probe-fs, config: {{record: {record}}}}}\n\
+             - {{id: subprocess, name: dsh-subprocess-local, config: {{cwd: /nonexistent/dir}}}}\n"
+        ),
+    );
+    let output = dsh()
+        .args(["--config", &manifest, "exec", "--", "true"])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("create \"subprocess\" (dsh-subprocess-local): ")
+            && stderr.contains("config.cwd"),
         "{stderr}"
     );
     // The providers created before it were rolled back.

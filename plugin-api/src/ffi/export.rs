@@ -6,16 +6,19 @@ use std::sync::Arc;
 use abi_stable::library::{CheckTypeLayout, LibHeader, RootModuleResult};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RArc, RResult, RVec};
+use abi_stable::std_types::{RArc, RResult, RStr, RVec};
 use async_ffi::{FfiFuture, FutureExt as _};
 
+use crate::config::{self, FieldError};
 use crate::error::{Error, Result};
 use crate::ffi::error::{FfiResult, lower};
 use crate::ffi::future::guarded_ffi;
 use crate::ffi::instance::{FfiInstance_TO, FfiInstanceObject, InstanceExport, guarded};
 use crate::ffi::log::FfiSink;
 use crate::ffi::log_forward;
-use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, PluginModule, PluginModuleRef};
+use crate::ffi::module::{
+    FfiCreateRequest, FfiDescriptor, FfiFieldError, PluginModule, PluginModuleRef,
+};
 use crate::ffi::panic::{Side, catch, install_hook};
 use crate::ffi::runtime::{PluginRuntime, Stopped};
 use crate::ffi::service::{FfiService, export_service, import_service, kind_code};
@@ -51,6 +54,7 @@ fn root_module<P: Plugin>() -> PluginModuleRef {
         descriptor: descriptor::<P>,
         install_log_sink: install_log_sink::<P>,
         create: create::<P>,
+        validate_config: validate_config::<P>,
     }
     .leak_into_prefix()
 }
@@ -86,6 +90,35 @@ extern "C" fn install_log_sink<P: Plugin>(sink: FfiSink) -> FfiResult<bool> {
             log_forward::install(sink, P::DESCRIPTOR.name)
         },
     ))
+}
+
+extern "C" fn validate_config<P: Plugin>(config: RStr<'_>) -> FfiResult<RVec<FfiFieldError>> {
+    lower(catch(
+        Side::Library(P::DESCRIPTOR.name),
+        "validate_config",
+        || {
+            let errors = match serde_json::from_str(config.as_str()) {
+                Ok(value) => config_problems::<P>(&value),
+                Err(err) => vec![FieldError::new("", format!("not valid JSON: {err}"))],
+            };
+            errors
+                .into_iter()
+                .map(|error| FfiFieldError {
+                    path: error.path.into(),
+                    message: error.message.into(),
+                })
+                .collect::<RVec<FfiFieldError>>()
+        },
+    ))
+}
+
+/// Every problem of `config` for `P`: the schema derived from `P::Config`,
+/// its deserialisation, then `P::check_config`.
+fn config_problems<P: Plugin>(config: &serde_json::Value) -> Vec<FieldError> {
+    match config::validate::<P::Config>(config) {
+        Ok(parsed) => P::check_config(&parsed),
+        Err(errors) => errors,
+    }
 }
 
 extern "C" fn create<P: Plugin>(
@@ -157,6 +190,13 @@ async fn build<P: Plugin>(
         Error::config(format!("create: the config is not valid JSON: {err}"))
             .with_subject(id.clone())
     })?;
+    // The host validated it before creating anything; checked again here
+    // so that a host that did not (or a changed config) cannot reach
+    // `create` with a config `dsh check` would refuse.
+    let problems = config_problems::<P>(&config);
+    if !problems.is_empty() {
+        return Err(config::config_error(&id, &problems));
+    }
     let injected = services
         .into_iter()
         .map(|service| import_service(service, context))
