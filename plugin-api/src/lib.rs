@@ -19,6 +19,7 @@
 //! which stays private to this crate.
 
 pub mod config;
+pub mod decorate;
 pub mod e2b;
 pub mod error;
 mod ffi;
