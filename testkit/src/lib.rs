@@ -23,7 +23,8 @@
 //! builds their libraries into `target/<profile>/deps` with your tests; a
 //! plugin of your own is found there too once your test crate depends on it
 //! (a `[dev-dependencies]` line). [`World::e2b_local`] also needs the
-//! `e2b-local` binary (`cargo build -p e2b-local`, or `E2B_LOCAL_BIN`).
+//! `e2b-local` binary (`cargo build -p e2b-local`, or `E2B_LOCAL_BIN`), and
+//! the default feature `e2b-local`; without it the kit builds no E2B crate.
 
 #![forbid(unsafe_code)]
 

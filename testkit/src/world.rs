@@ -5,10 +5,15 @@ use std::sync::Arc;
 use dsh_host::{Host, Manifest, ManifestFormat, SearchPath};
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::SubprocessProvider;
+#[cfg(feature = "e2b-local")]
 use e2b_local::harness::LocalServer;
+/// Without the E2B feature no world has a server.
+#[cfg(not(feature = "e2b-local"))]
+type LocalServer = std::convert::Infallible;
 
 use crate::plugins::plugin_dirs;
 
+#[cfg(feature = "e2b-local")]
 /// The cwd of the E2B world (the sandbox user's workspace, as the shipped
 /// `config/e2b-local.yaml` sets it).
 const E2B_CWD: &str = "/home/user/workspace";
@@ -30,6 +35,7 @@ impl World {
         World::start(dsh_host::embedded::LOCAL_YAML, "<dsh-testkit local>", None).await
     }
 
+    #[cfg(feature = "e2b-local")]
     /// The E2B composition on a fresh e2b-local server started for this
     /// world: one sandbox (cwd `/home/user/workspace`), killed with the
     /// server at [`World::dispose`].
@@ -110,11 +116,14 @@ impl World {
     pub async fn dispose(self) {
         let World { host, server } = self;
         let disposed = host.dispose().await;
+        #[cfg(feature = "e2b-local")]
         if let Some(server) = server {
             tokio::task::spawn_blocking(move || server.stop())
                 .await
                 .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
         }
+        #[cfg(not(feature = "e2b-local"))]
+        let _: Option<LocalServer> = server;
         disposed.unwrap_or_else(|err| panic!("dsh-testkit: dispose: {err}"));
     }
 }
