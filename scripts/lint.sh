@@ -17,6 +17,8 @@ step() { printf 'lint: %s\n' "$*"; }
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+# The provider template is its own workspace (outside this one's members).
+cargo fmt --manifest-path templates/provider/Cargo.toml -- --check
 
 if [ "${1:-}" = "--clippy-by-build" ]; then
   step "clippy while building every target (warnings denied)"

@@ -1,5 +1,6 @@
 //! `dsh conformance`: the kit against the running composition.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use dsh_conformance::{KitOptions, World};
@@ -36,14 +37,31 @@ pub async fn run(host: &Host, args: ConformanceArgs, json: bool) -> Result<i32, 
     };
     // A closed stdout does not stop the kit mid-case (its cleanup must run);
     // the run ends quietly once the report is due.
+    let served: BTreeMap<String, String> = [ServiceKind::Fs, ServiceKind::Subprocess]
+        .into_iter()
+        .filter_map(|kind| {
+            let plugin = host
+                .plugins()
+                .iter()
+                .find(|plugin| plugin.serves.contains(&kind))?;
+            Some((kind.name().to_owned(), plugin.id.clone()))
+        })
+        .collect();
+    if !json {
+        // Which entry the kit is judging, when decorators stack.
+        for (seam, id) in &served {
+            outln!("{seam}: served by entry {id:?}")?;
+        }
+    }
     let mut printed = Ok(());
-    let report = dsh_conformance::run(&world, &options, |case| {
+    let mut report = dsh_conformance::run(&world, &options, |case| {
         if !json && printed.is_ok() {
             printed = outln!("{case}");
         }
     })
     .await;
     printed?;
+    report.served = served;
     if json {
         print_json(&report)?;
     } else {

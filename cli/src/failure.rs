@@ -43,7 +43,7 @@ impl Failure {
         let config = err.is_config_error()
             || matches!(
                 err,
-                HostError::ServiceMissing { .. } | HostError::ServiceAmbiguous { .. }
+                HostError::ServiceMissing { .. } | HostError::ServiceNotServed { .. }
             )
             || matches!(err, HostError::Create(create) if create.error.kind() == ErrorKind::Config);
         Failure::new(

@@ -1,6 +1,7 @@
 //! `dsh plugins` and `dsh check`: what a composition is, without creating it.
 
 use dsh_host::{Composition, PluginInfo};
+use dsh_plugin_api::ServiceKind;
 
 use crate::failure::{EXIT_FAILURE, Failure};
 use crate::stdout::outln;
@@ -12,7 +13,7 @@ pub fn list(composition: &Composition, json: bool) -> Result<i32, Failure> {
         print_json(&plugins)?;
         return Ok(0);
     }
-    let rows: Vec<[String; 6]> = plugins
+    let rows: Vec<[String; 7]> = plugins
         .iter()
         .enumerate()
         .map(|(index, plugin)| {
@@ -28,14 +29,21 @@ pub fn list(composition: &Composition, json: bool) -> Result<i32, Failure> {
                         .iter()
                         .map(|from| format!("{}<-{}", from.service, from.provider)),
                 ),
+                join_or_dash(plugin.serves.iter().map(|kind| kind.name().to_owned())),
             ]
         })
         .collect();
-    print_table(["#", "ID", "NAME", "VERSION", "PROVIDES", "INJECTS"], &rows)?;
+    print_table(
+        [
+            "#", "ID", "NAME", "VERSION", "PROVIDES", "INJECTS", "SERVES",
+        ],
+        &rows,
+    )?;
     Ok(0)
 }
 
-/// Validates (already done by loading the composition) and says so.
+/// Validates (already done by loading the composition) and says so, with
+/// the entry serving each seam.
 pub fn check(composition: &Composition, json: bool) -> Result<i32, Failure> {
     let count = composition.plugins().len();
     if json {
@@ -43,6 +51,7 @@ pub fn check(composition: &Composition, json: bool) -> Result<i32, Failure> {
             "ok": true,
             "manifest": composition.origin(),
             "plugins": composition.plugins().map(|p| &p.id).collect::<Vec<_>>(),
+            "served": served(composition).collect::<std::collections::BTreeMap<_, _>>(),
         }))?;
     } else {
         let ids: Vec<&str> = composition.plugins().map(|p| p.id.as_str()).collect();
@@ -56,8 +65,18 @@ pub fn check(composition: &Composition, json: bool) -> Result<i32, Failure> {
                 ids.join(", ")
             }
         )?;
+        for (service, id) in served(composition) {
+            outln!("{service}: served by entry {id:?}")?;
+        }
     }
     Ok(0)
+}
+
+/// `(service, entry id)` for every service an entry serves.
+fn served(composition: &Composition) -> impl Iterator<Item = (&'static str, &str)> {
+    ServiceKind::ALL
+        .into_iter()
+        .filter_map(|kind| composition.served(kind).map(|id| (kind.name(), id)))
 }
 
 fn join_or_dash(items: impl Iterator<Item = String>) -> String {

@@ -1,6 +1,7 @@
 //! What a kit run reports: one [`CaseReport`] per selected case, gathered in
 //! a [`Report`] that serialises to JSON for `dsh conformance --json`.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -127,6 +128,11 @@ pub struct Report {
     /// running is charged to that case; this holds what is left, e.g. the
     /// scratch directory that could not be removed).
     pub cleanup_errors: Vec<String>,
+    /// Which provider served each seam (`fs` → the manifest entry id), as
+    /// the caller that composed the [`crate::World`] knows it — `dsh
+    /// conformance` fills it from the composition; the kit itself sees
+    /// only the plain traits and leaves it empty.
+    pub served: BTreeMap<String, String>,
 }
 
 impl Report {
@@ -183,7 +189,8 @@ impl fmt::Display for Report {
 
 impl Serialize for Report {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut state = serializer.serialize_struct("Report", 6)?;
+        let mut state = serializer.serialize_struct("Report", 7)?;
+        state.serialize_field("served", &self.served)?;
         state.serialize_field("passed", &self.passed())?;
         state.serialize_field("failed", &self.failed())?;
         state.serialize_field("skipped", &self.skipped())?;
@@ -221,8 +228,7 @@ mod tests {
                     Outcome::Skipped("no fs provider in this world".into()),
                 ),
             ],
-            scratch_dir: None,
-            cleanup_errors: vec![],
+            ..Report::default()
         };
         assert_eq!(report.cases[0].to_string(), "PASS fs.a.b (12 ms)");
         assert_eq!(

@@ -47,6 +47,11 @@ pub struct PluginInfo {
     pub provides: Vec<ServiceKind>,
     /// Injected services with their providers, in the descriptor's order.
     pub inject: Vec<InjectedFrom>,
+    /// The services this entry serves to the composition's user
+    /// ([`Host::fs`], `dsh`): decided at validation (`serve` in the
+    /// manifest, else the only or the outermost provider; docs/design.md §3).
+    #[serde(serialize_with = "crate::loader::serialize_kinds")]
+    pub serves: Vec<ServiceKind>,
 }
 
 struct Planned {
@@ -152,7 +157,26 @@ impl Composition {
                     });
                     libraries.push(None);
                 }
-                Ok(library) => libraries.push(Some((path, library))),
+                Ok(library) => {
+                    // Every entry's config is judged now, by its plugin's
+                    // own config type, so that a config `create` would
+                    // refuse fails here with everything else.
+                    match library.factory.validate_config(&entry.config) {
+                        Ok(problems) => errors.extend(problems.into_iter().map(|problem| {
+                            ValidationError::Config {
+                                entry: entry.label.clone(),
+                                plugin: entry.name.clone(),
+                                problem: problem.to_string(),
+                            }
+                        })),
+                        Err(err) => errors.push(ValidationError::Config {
+                            entry: entry.label.clone(),
+                            plugin: entry.name.clone(),
+                            problem: format!("config could not be checked: {err}"),
+                        }),
+                    }
+                    libraries.push(Some((path, library)));
+                }
                 Err(failure) => {
                     errors.push(ValidationError::LibraryUnusable {
                         entry: entry.label.clone(),
@@ -227,6 +251,12 @@ impl Composition {
                                 provider: entries[*provider].id.clone(),
                             })
                             .collect(),
+                        serves: plan
+                            .served
+                            .iter()
+                            .filter(|(_, server)| **server == index)
+                            .map(|(service, _)| *service)
+                            .collect(),
                     },
                     config: entry.config.clone(),
                     factory: library.factory,
@@ -251,6 +281,12 @@ impl Composition {
     /// The plugins in create order.
     pub fn plugins(&self) -> impl ExactSizeIterator<Item = &PluginInfo> {
         self.planned.iter().map(|planned| &planned.info)
+    }
+
+    /// The id of the entry serving `kind` to the composition's user, if
+    /// one does (see [`PluginInfo::serves`]).
+    pub fn served(&self, kind: ServiceKind) -> Option<&str> {
+        served_by(self.plugins(), kind)
     }
 
     /// Creates every plugin in order (providers first): each gets
@@ -324,6 +360,16 @@ pub enum Started {
         /// was abandoned: whatever it was making (a sandbox) may be left.
         abandoned: Option<String>,
     },
+}
+
+/// The entry among `plugins` that serves `kind`.
+pub(crate) fn served_by<'a>(
+    mut plugins: impl Iterator<Item = &'a PluginInfo>,
+    kind: ServiceKind,
+) -> Option<&'a str> {
+    plugins
+        .find(|plugin| plugin.serves.contains(&kind))
+        .map(|plugin| plugin.id.as_str())
 }
 
 fn declared(descriptor: &PluginDescriptor) -> Declared<'_> {
@@ -489,20 +535,26 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn typed_accessors_report_missing_and_ambiguous_services() {
+    async fn typed_accessors_report_missing_and_unserved_services() {
         let mut world = World::new();
         world.plugin("dsh-a", &[Fs], &[]);
         world.plugin("dsh-b", &[Fs], &[]);
+        world.plugin("dsh-c", &[], &[Fs]);
+        // `c` and `d` consume both providers: no fs is served outside.
         let host = world
-            .compose("- {id: a, name: dsh-a}\n- {id: b, name: dsh-b}\n")
+            .compose(
+                "- {id: a, name: dsh-a}\n- {id: b, name: dsh-b}\n\
+                 - {id: c, name: dsh-c, inject: {fs: a}}\n- {id: d, name: dsh-c, inject: {fs: b}}\n\
+                 - {id: e, name: dsh-c, inject: {fs: b}, disabled: true}\n",
+            )
             .expect("valid")
             .start()
             .await
             .expect("start");
-        let err = host.fs().err().expect("ambiguous");
+        let err = host.fs().err().expect("not served");
         assert_eq!(
             err.to_string(),
-            "fs: fs is provided by several plugins (a, b); ask for one by id"
+            "fs: no entry serves fs (\"a\" and \"b\" provide it to other entries); choose one with `serve: [fs]` on its entry"
         );
         let err = host.subprocess().err().expect("missing");
         assert_eq!(
@@ -510,6 +562,83 @@ mod tests {
             "subprocess: no plugin in this composition provides subprocess"
         );
         host.dispose().await.expect("dispose");
+    }
+
+    #[tokio::test]
+    async fn serve_chooses_among_unconsumed_providers_before_anything_is_created() {
+        let mut world = World::new();
+        world.plugin("dsh-base", &[Fs], &[]);
+        world.plugin("dsh-deco", &[Fs], &[Fs]);
+        let manifest = "- {id: base, name: dsh-base}\n- {id: deco, name: dsh-deco, inject: {fs: base}}\n- {id: spare, name: dsh-base}\n";
+        let Err(HostError::Invalid(invalid)) = world.compose(manifest) else {
+            panic!("several unconsumed providers must be refused");
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "m.yaml: entry \"deco\" (line 2): fs is served by \"deco\" and \"spare\" (no other entry consumes them); choose one with `serve: [fs]` on its entry"
+        );
+        assert!(world.journal().is_empty(), "nothing was created");
+
+        let composition = world
+            .compose(&manifest.replace(
+                "spare, name: dsh-base",
+                "spare, name: dsh-base, serve: [fs]",
+            ))
+            .expect("valid with serve");
+        assert_eq!(composition.served(Fs), Some("spare"));
+        let serves: Vec<(&str, &[ServiceKind])> = composition
+            .plugins()
+            .map(|plugin| (plugin.id.as_str(), plugin.serves.as_slice()))
+            .collect();
+        assert_eq!(serves, [("base", &[][..]), ("deco", &[]), ("spare", &[Fs])]);
+        let host = composition.start().await.expect("start");
+        let Service::Fs(spare) = host.service_of("spare", Fs).expect("spare") else {
+            panic!("not fs");
+        };
+        assert!(Arc::ptr_eq(&host.fs().expect("served"), &spare));
+        host.dispose().await.expect("dispose");
+    }
+
+    #[test]
+    fn every_config_error_of_every_entry_is_reported_before_anything_is_created() {
+        let mut world = World::new();
+        let mut strict = FakeFactory::new(&world.journal, &[]);
+        strict.config_errors = vec![
+            dsh_plugin_api::FieldError::new(
+                "deny",
+                "invalid type: string \"rm\", expected an array",
+            ),
+            dsh_plugin_api::FieldError::new("extra", "unknown field (expected deny)"),
+        ];
+        world.library(
+            "dsh-strict",
+            Ok(LoadedLibrary {
+                descriptor: PluginDescriptor {
+                    name: "dsh-strict".to_owned(),
+                    version: "1.0.0".to_owned(),
+                    api_version: 1,
+                    provides: vec![],
+                    inject: vec![],
+                },
+                factory: Arc::new(strict),
+            }),
+        );
+        world.plugin("dsh-other", &[], &[]);
+        let Err(HostError::Invalid(invalid)) = world.compose(
+            "- {id: a, name: dsh-strict, config: {deny: rm, extra: 1}}\n\
+             - {id: b, name: dsh-strict}\n- {id: b, name: dsh-other}\n",
+        ) else {
+            panic!("bad configs must be refused");
+        };
+        assert_eq!(
+            invalid.to_string().lines().collect::<Vec<_>>(),
+            [
+                "m.yaml: entry \"a\" (line 1): plugin dsh-strict: config.deny: invalid type: string \"rm\", expected an array",
+                "m.yaml: entry \"a\" (line 1): plugin dsh-strict: config.extra: unknown field (expected deny)",
+                "m.yaml: entry \"b\" (line 3): duplicate id \"b\" (first used by entry \"b\" (line 2))",
+            ]
+        );
+        assert!(world.journal().is_empty(), "nothing was created");
     }
 
     #[tokio::test]

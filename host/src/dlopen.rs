@@ -45,6 +45,13 @@ impl LibraryLoader for DlopenLoader {
 struct LibraryFactory(PluginLibrary);
 
 impl Factory for LibraryFactory {
+    fn validate_config(
+        &self,
+        config: &serde_json::Value,
+    ) -> Result<Vec<dsh_plugin_api::FieldError>, PluginError> {
+        self.0.validate_config(config)
+    }
+
     fn create(&self, input: CreateInput) -> BoxFuture<'_, Result<Box<dyn Instance>, PluginError>> {
         Box::pin(async move {
             let instance = self

@@ -31,12 +31,13 @@ pub enum HostError {
         operation: &'static str,
         service: ServiceKind,
     },
-    /// Several plugins provide the service; ask for one by id.
+    /// Plugins provide the service, but only to other entries (validation
+    /// refuses a composition where the served one would be a guess).
     #[error(
-        "{operation}: {service} is provided by several plugins ({}); ask for one by id",
-        providers.join(", ")
+        "{operation}: no entry serves {service} ({} provide it to other entries); choose one with `serve: [{service}]` on its entry",
+        crate::validation::quote_ids(providers)
     )]
-    ServiceAmbiguous {
+    ServiceNotServed {
         operation: &'static str,
         service: ServiceKind,
         providers: Vec<String>,

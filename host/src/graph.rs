@@ -15,7 +15,13 @@
 //! - a binding must name a known service the plugin injects and an enabled
 //!   entry whose plugin provides it;
 //! - create order is topological (providers first), manifest order
-//!   breaking ties; a cycle is reported as `a -> b -> a`.
+//!   breaking ties; a cycle is reported as `a -> b -> a`;
+//! - each provided service has at most one *served* entry — the one the
+//!   composition's user (`dsh`, `Host::fs` …) gets: the entry whose `serve`
+//!   lists it, else the only provider, else the only provider no other
+//!   entry consumes (a decorator over what it wraps). Several unconsumed
+//!   providers and no `serve` is an error naming them; when every provider
+//!   is consumed, none is served (the user asks by id).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -48,6 +54,8 @@ pub(crate) struct Plan {
     /// Per node, the provider node of each injected service, in the
     /// descriptor's inject order (empty for disabled nodes).
     pub wiring: Vec<Vec<(ServiceKind, usize)>>,
+    /// The node serving each service that has a served entry.
+    pub served: BTreeMap<ServiceKind, usize>,
 }
 
 /// Validates the graph; on success, the create order and wiring.
@@ -194,12 +202,116 @@ pub(crate) fn plan(nodes: &[Node<'_>]) -> Result<Plan, Vec<ValidationError>> {
         }
     }
 
+    let served = served(nodes, &by_id, &wiring, &mut errors);
     let order = topological_order(nodes, &wiring, &mut errors);
     if errors.is_empty() {
-        Ok(Plan { order, wiring })
+        Ok(Plan {
+            order,
+            wiring,
+            served,
+        })
     } else {
         Err(errors)
     }
+}
+
+/// The served entry of every provided service (see the module docs),
+/// reporting bad `serve` lists and ambiguity.
+fn served(
+    nodes: &[Node<'_>],
+    by_id: &HashMap<&str, usize>,
+    wiring: &[Vec<(ServiceKind, usize)>],
+    errors: &mut Vec<ValidationError>,
+) -> BTreeMap<ServiceKind, usize> {
+    // Enabled, readable entries that own their id.
+    let members = || {
+        nodes.iter().enumerate().filter_map(|(index, node)| {
+            let declared = node.declared?;
+            (!node.entry.disabled && by_id.get(node.entry.id.as_str()) == Some(&index))
+                .then_some((index, node.entry, declared))
+        })
+    };
+    let unwired = |service: ServiceKind| {
+        members().any(|(index, _, declared)| {
+            declared.inject.contains(&service)
+                && !wiring[index].iter().any(|(kind, _)| *kind == service)
+        })
+    };
+    let mut served: BTreeMap<ServiceKind, usize> = BTreeMap::new();
+    for (index, entry, declared) in members() {
+        let label = || {
+            let mut label = entry.label.clone();
+            label.line = entry.serve_line.or(label.line);
+            label
+        };
+        for name in &entry.serve {
+            let Some(service) = ServiceKind::from_name(name) else {
+                errors.push(ValidationError::ServeUnknownService {
+                    entry: label(),
+                    service: name.clone(),
+                });
+                continue;
+            };
+            if !declared.provides.contains(&service) {
+                errors.push(ValidationError::ServeNotProvided {
+                    entry: label(),
+                    service,
+                    plugin: declared.name.to_owned(),
+                    provides: declared.provides.to_vec(),
+                });
+                continue;
+            }
+            if let Some(first) = served.get(&service) {
+                errors.push(ValidationError::ServeConflict {
+                    entry: label(),
+                    service,
+                    first: nodes[*first].entry.label.clone(),
+                });
+                continue;
+            }
+            served.insert(service, index);
+        }
+    }
+    for service in ServiceKind::ALL {
+        if served.contains_key(&service) {
+            continue;
+        }
+        let providers: Vec<usize> = members()
+            .filter(|(_, _, declared)| declared.provides.contains(&service))
+            .map(|(index, _, _)| index)
+            .collect();
+        let consumed = |provider: usize| {
+            wiring
+                .iter()
+                .flatten()
+                .any(|(kind, from)| *kind == service && *from == provider)
+        };
+        let unconsumed: Vec<usize> = providers
+            .iter()
+            .copied()
+            .filter(|provider| !consumed(*provider))
+            .collect();
+        match (providers.as_slice(), unconsumed.as_slice()) {
+            ([], _) => {}
+            ([only], _) | (_, [only]) => {
+                served.insert(service, *only);
+            }
+            // Every provider is consumed: nothing is offered outside.
+            (_, []) => {}
+            // An injection of the service left unwired (already reported)
+            // would have consumed one of them: its error is the one to fix.
+            (_, _) if unwired(service) => {}
+            (_, several) => errors.push(ValidationError::AmbiguousServed {
+                entry: nodes[several[0]].entry.label.clone(),
+                service,
+                candidates: several
+                    .iter()
+                    .map(|index| nodes[*index].entry.id.clone())
+                    .collect(),
+            }),
+        }
+    }
+    served
 }
 
 /// Kahn's algorithm over the wired edges, lowest manifest index first among
@@ -315,6 +427,7 @@ mod tests {
         provides: &'static [ServiceKind],
         inject: &'static [ServiceKind],
         bindings: &'static [(&'static str, &'static str)],
+        serve: &'static [&'static str],
         disabled: bool,
         readable: bool,
     }
@@ -330,6 +443,7 @@ mod tests {
             provides,
             inject,
             bindings: &[],
+            serve: &[],
             disabled: false,
             readable: true,
         }
@@ -359,6 +473,12 @@ mod tests {
                     })
                     .collect(),
                 inject_line: None,
+                serve: spec
+                    .serve
+                    .iter()
+                    .map(|service| (*service).to_owned())
+                    .collect(),
+                serve_line: None,
             })
             .collect()
     }
@@ -491,6 +611,68 @@ mod tests {
                 "entry \"e\" (line 13): inject: fs is bound to \"a\", which does not provide fs (it provides subprocess)",
                 "entry \"e\" (line 13): inject: binds e2b, but plugin dsh-x does not inject e2b (it injects fs)",
                 "entry \"e\" (line 13): inject: e2b is bound to \"a\", which does not provide e2b (it provides subprocess)",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_served_entry_is_the_only_or_the_outermost_provider() {
+        let plan = run(&[
+            spec("e2b", &[E2b], &[]),
+            spec("fs", &[Fs], &[E2b]),
+            spec("ro", &[Fs], &[Fs]),
+        ])
+        .expect("valid");
+        assert_eq!(plan.served, BTreeMap::from([(E2b, 0), (Fs, 2)]));
+        // Every provider consumed: nothing is served outside.
+        let mut a = spec("a", &[], &[Fs]);
+        a.bindings = &[("fs", "x")];
+        let mut b = spec("b", &[], &[Fs]);
+        b.bindings = &[("fs", "y")];
+        let plan = run(&[spec("x", &[Fs], &[]), spec("y", &[Fs], &[]), a, b]).expect("valid");
+        assert_eq!(plan.served.get(&Fs), None);
+    }
+
+    #[test]
+    fn several_unconsumed_providers_need_serve() {
+        // The case: a decorator over `fs` plus a spare provider.
+        let specs = || {
+            [
+                spec("fs", &[Fs], &[]),
+                spec("ro", &[Fs], &[Fs]),
+                spec("spare", &[Fs], &[]),
+            ]
+        };
+        let mut ro = spec("ro", &[Fs], &[Fs]);
+        ro.bindings = &[("fs", "fs")];
+        let [fs, _, spare] = specs();
+        assert_eq!(
+            messages(&[fs, ro, spare]),
+            [
+                "entry \"ro\" (line 4): fs is served by \"ro\" and \"spare\" (no other entry consumes them); choose one with `serve: [fs]` on its entry"
+            ]
+        );
+        let mut ro = spec("ro", &[Fs], &[Fs]);
+        ro.bindings = &[("fs", "fs")];
+        let mut spare = spec("spare", &[Fs], &[]);
+        spare.serve = &["fs"];
+        let [fs, _, _] = specs();
+        let plan = run(&[fs, ro, spare]).expect("valid");
+        assert_eq!(plan.served.get(&Fs), Some(&2));
+    }
+
+    #[test]
+    fn bad_serve_lists_are_each_reported() {
+        let mut a = spec("a", &[Fs], &[]);
+        a.serve = &["db", "subprocess", "fs"];
+        let mut b = spec("b", &[Fs], &[]);
+        b.serve = &["fs"];
+        assert_eq!(
+            messages(&[a, b]),
+            [
+                "entry \"a\" (line 1): serve: unknown service \"db\" (services: fs, subprocess, e2b)",
+                "entry \"a\" (line 1): serve: plugin dsh-x does not provide subprocess (it provides fs)",
+                "entry \"b\" (line 4): serve: fs is already served by entry \"a\" (line 1)",
             ]
         );
     }

@@ -113,9 +113,12 @@ impl Host {
         &self.plugins
     }
 
-    /// The composition's `fs` service: the only provider, or else the only
-    /// one not injected into another plugin (a decorator over the provider
-    /// it wraps); an error if there is none or the choice is ambiguous.
+    /// The composition's `fs` service: the entry whose `serve` lists it, or
+    /// the only provider, or else the only one not injected into another
+    /// plugin (a decorator over the provider it wraps) — chosen at
+    /// validation, which refuses a composition where that is ambiguous; an
+    /// error if no entry provides it, or every provider is consumed by
+    /// another entry (then [`Host::service_of`] asks by id).
     pub fn fs(&self) -> Result<Arc<dyn FsProvider>, HostError> {
         self.only("fs", ServiceKind::Fs, |service| match service {
             Service::Fs(fs) => Some(fs),
@@ -158,6 +161,8 @@ impl Host {
             })
     }
 
+    /// The served `kind` service, as validation chose it
+    /// ([`PluginInfo::serves`]).
     fn only<T>(
         &self,
         operation: &'static str,
@@ -165,42 +170,34 @@ impl Host {
         typed: fn(Service) -> Option<T>,
     ) -> Result<T, HostError> {
         self.check_live(operation)?;
-        let providers: Vec<&(String, Service)> = self
-            .services
-            .iter()
-            .filter(|(_, service)| service.kind() == kind)
-            .collect();
-        // A provider injected into another plugin (e.g. the `fs` a
-        // decorator wraps) is not what the composition offers outside.
-        let outermost: Vec<&&(String, Service)> = providers
-            .iter()
-            .filter(|(id, _)| !self.is_consumed(id, kind))
-            .collect();
-        match (providers.as_slice(), outermost.as_slice()) {
-            ([], _) => Err(HostError::ServiceMissing {
-                operation,
-                service: kind,
-            }),
-            ([(_, service)], _) | (_, [(_, service)]) => {
+        let of_kind = || {
+            self.services
+                .iter()
+                .filter(move |(_, service)| service.kind() == kind)
+        };
+        match crate::composition::served_by(self.plugins.iter(), kind) {
+            Some(id) => {
+                let (_, service) = of_kind()
+                    .find(|(owner, _)| owner == id)
+                    .expect("a served entry provides the service");
                 Ok(typed(service.clone()).expect("filtered by kind"))
             }
-            (several, _) => Err(HostError::ServiceAmbiguous {
-                operation,
-                service: kind,
-                providers: several.iter().map(|(id, _)| id.clone()).collect(),
-            }),
+            None => {
+                let providers: Vec<String> = of_kind().map(|(id, _)| id.clone()).collect();
+                if providers.is_empty() {
+                    Err(HostError::ServiceMissing {
+                        operation,
+                        service: kind,
+                    })
+                } else {
+                    Err(HostError::ServiceNotServed {
+                        operation,
+                        service: kind,
+                        providers,
+                    })
+                }
+            }
         }
-    }
-
-    /// Whether the `kind` service of plugin `id` is injected into another
-    /// plugin of this composition.
-    fn is_consumed(&self, id: &str, kind: ServiceKind) -> bool {
-        self.plugins.iter().any(|plugin| {
-            plugin
-                .inject
-                .iter()
-                .any(|from| from.service == kind && from.provider == id)
-        })
     }
 
     fn check_live(&self, operation: &'static str) -> Result<(), HostError> {

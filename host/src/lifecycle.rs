@@ -27,6 +27,13 @@ pub(crate) struct CreateInput {
 
 /// Something that creates plugin instances (a loaded library).
 pub(crate) trait Factory: Send + Sync {
+    /// Every problem of an entry's `config` for this plugin (empty: valid),
+    /// without creating anything; `Err` if the check itself failed.
+    fn validate_config(
+        &self,
+        config: &serde_json::Value,
+    ) -> Result<Vec<dsh_plugin_api::FieldError>, PluginError>;
+
     /// Creates one instance. Runs the plugin's own create on the plugin's
     /// runtime; the returned future may be polled from any runtime.
     fn create(&self, input: CreateInput) -> BoxFuture<'_, Result<Box<dyn Instance>, PluginError>>;
@@ -348,7 +355,7 @@ pub(crate) mod fake {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use dsh_plugin_api::{Error as PluginError, Service, ServiceKind};
+    use dsh_plugin_api::{Error as PluginError, FieldError, Service, ServiceKind};
     use futures::future::BoxFuture;
 
     use super::{CreateInput, Factory, Instance};
@@ -363,6 +370,8 @@ pub(crate) mod fake {
         pub fail_create: bool,
         pub fail_dispose: bool,
         pub create_delay: Duration,
+        /// What `validate_config` reports for any non-null config.
+        pub config_errors: Vec<FieldError>,
     }
 
     impl FakeFactory {
@@ -373,6 +382,7 @@ pub(crate) mod fake {
                 fail_create: false,
                 fail_dispose: false,
                 create_delay: Duration::ZERO,
+                config_errors: Vec::new(),
             }
         }
     }
@@ -385,6 +395,17 @@ pub(crate) mod fake {
     }
 
     impl Factory for FakeFactory {
+        fn validate_config(
+            &self,
+            config: &serde_json::Value,
+        ) -> Result<Vec<FieldError>, PluginError> {
+            Ok(if config.is_null() {
+                Vec::new()
+            } else {
+                self.config_errors.clone()
+            })
+        }
+
         fn create(
             &self,
             input: CreateInput,

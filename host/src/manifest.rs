@@ -10,6 +10,7 @@
 //! disabled = false           # optional: leave the entry out entirely
 //! config = { root = "/tmp" } # optional: handed to the plugin as JSON
 //! inject = { e2b = "owner" } # optional: service name -> provider entry id
+//! serve = ["fs"]             # optional: the services this entry serves to the composition's user
 //! ```
 //!
 //! YAML, as a `plugins:` list or — as the reference system's notes write
@@ -38,7 +39,9 @@ use crate::syntax::{self, RawEntry, RawPair};
 pub use crate::syntax::ManifestFormat;
 
 /// The keys an entry may have.
-pub const ENTRY_KEYS: [&str; 6] = ["id", "name", "path", "config", "disabled", "inject"];
+pub const ENTRY_KEYS: [&str; 7] = [
+    "id", "name", "path", "config", "disabled", "inject", "serve",
+];
 
 /// The largest manifest [`Manifest::from_path`] reads: 1 MiB, a thousand
 /// times a large real composition, small enough that a hostile path
@@ -151,6 +154,12 @@ pub struct Entry {
     pub inject: Vec<Binding>,
     /// Line of the `inject` key, for messages about bindings.
     pub inject_line: Option<usize>,
+    /// The services this entry serves to the composition's user (`dsh`,
+    /// `Host::fs` …) when several entries provide them, as written;
+    /// validated against the known services by the graph.
+    pub serve: Vec<String>,
+    /// Line of the `serve` key, for messages about it.
+    pub serve_line: Option<usize>,
 }
 
 /// A parsed manifest.
@@ -409,6 +418,8 @@ fn read_entry(index: usize, raw: &RawEntry, problems: &mut Vec<ManifestProblem>)
     let mut disabled = false;
     let mut inject = Vec::new();
     let mut inject_line = None;
+    let mut serve = Vec::new();
+    let mut serve_line = None;
     for RawPair { key, line, value } in pairs {
         let at = *line;
         match key.as_str() {
@@ -479,6 +490,37 @@ fn read_entry(index: usize, raw: &RawEntry, problems: &mut Vec<ManifestProblem>)
                     ),
                 }
             }
+            "serve" => {
+                serve_line = at;
+                match value {
+                    Json::Null => {}
+                    Json::Array(services) => {
+                        for service in services {
+                            match service.as_str() {
+                                Some(service) if !service.is_empty() => {
+                                    serve.push(service.to_owned());
+                                }
+                                _ => problem(
+                                    ProblemKind::InvalidValue,
+                                    at,
+                                    format!(
+                                        "`serve` lists service names (non-empty strings), found {}",
+                                        type_name(service)
+                                    ),
+                                ),
+                            }
+                        }
+                    }
+                    other => problem(
+                        ProblemKind::InvalidValue,
+                        at,
+                        format!(
+                            "`serve` must be a list of service names (e.g. [fs]), found {}",
+                            type_name(other)
+                        ),
+                    ),
+                }
+            }
             unknown => problem(ProblemKind::UnknownKey, at, unknown_key_message(unknown)),
         }
     }
@@ -503,6 +545,8 @@ fn read_entry(index: usize, raw: &RawEntry, problems: &mut Vec<ManifestProblem>)
         disabled,
         inject,
         inject_line,
+        serve,
+        serve_line,
     })
 }
 
@@ -609,6 +653,7 @@ disabled = true
         for entry in &mut manifest.entries {
             entry.label.line = None;
             entry.inject_line = None;
+            entry.serve_line = None;
         }
         manifest
     }
@@ -690,7 +735,7 @@ disabled = true
         assert_eq!(err.problems[0].kind, ProblemKind::UnknownKey);
         assert_eq!(
             err.to_string(),
-            "m.yaml:4: entry \"fs\": unknown key \"inejct\" (did you mean \"inject\"? entry keys: id, name, path, config, disabled, inject)"
+            "m.yaml:4: entry \"fs\": unknown key \"inejct\" (did you mean \"inject\"? entry keys: id, name, path, config, disabled, inject, serve)"
         );
         let err = problems(toml(
             "[[plugins]]\nid = \"fs\"\nname = \"dsh-fs-local\"\nextra = 1\n",
@@ -752,6 +797,24 @@ disabled = true
                 "m.yaml:13: entry #6: missing required key `id`",
             ],
             "{rendered}"
+        );
+    }
+
+    #[test]
+    fn serve_is_a_list_of_service_names() {
+        let manifest = yaml("- {id: a, name: dsh-a, serve: [fs, subprocess]}\n").expect("valid");
+        assert_eq!(manifest.entries()[0].serve, ["fs", "subprocess"]);
+        let err = problems(yaml(
+            "- {id: a, name: dsh-a, serve: fs}\n- {id: b, name: dsh-b, serve: [3]}\n",
+        ));
+        let rendered = err.to_string();
+        let lines: Vec<&str> = rendered.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "m.yaml:1: entry \"a\": `serve` must be a list of service names (e.g. [fs]), found string \"fs\"",
+                "m.yaml:2: entry \"b\": `serve` lists service names (non-empty strings), found number 3",
+            ]
         );
     }
 

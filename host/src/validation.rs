@@ -118,6 +118,51 @@ pub enum ValidationError {
         plugin: String,
         candidates: Vec<String>,
     },
+    /// A `serve` name that is not a service.
+    #[error("{entry}: serve: unknown service {service:?} (services: fs, subprocess, e2b)")]
+    ServeUnknownService { entry: EntryLabel, service: String },
+    /// `serve` lists a service the entry's plugin does not provide.
+    #[error(
+        "{entry}: serve: plugin {plugin} does not provide {service} (it provides {})",
+        list_services(provides)
+    )]
+    ServeNotProvided {
+        entry: EntryLabel,
+        service: ServiceKind,
+        plugin: String,
+        provides: Vec<ServiceKind>,
+    },
+    /// Two entries claim to serve one service.
+    #[error("{entry}: serve: {service} is already served by {first}")]
+    ServeConflict {
+        entry: EntryLabel,
+        service: ServiceKind,
+        first: EntryLabel,
+    },
+    /// Several providers of a service that no other entry consumes, and no
+    /// `serve` choosing among them: which one the composition's user gets
+    /// would be a guess.
+    #[error(
+        "{entry}: {service} is served by {} (no other entry consumes them); choose one with `serve: [{service}]` on its entry",
+        quote_ids(candidates)
+    )]
+    AmbiguousServed {
+        /// The first candidate.
+        entry: EntryLabel,
+        service: ServiceKind,
+        /// The unconsumed providers' ids, in manifest order.
+        candidates: Vec<String>,
+    },
+    /// The entry's `config` is not what its plugin accepts: one error per
+    /// problem, all of them (the plugin's config type decides, checked
+    /// through its library without creating anything).
+    #[error("{entry}: plugin {plugin}: {problem}")]
+    Config {
+        entry: EntryLabel,
+        plugin: String,
+        /// `config.deny: invalid type: …`, or why the check could not run.
+        problem: String,
+    },
     /// Entries that (transitively) inject from each other.
     #[error("{entry}: dependency cycle: {}", path.join(" -> "))]
     Cycle {
@@ -145,6 +190,11 @@ impl ValidationError {
             | ValidationError::BindingNotInjected { entry, .. }
             | ValidationError::MissingProvider { entry, .. }
             | ValidationError::AmbiguousProvider { entry, .. }
+            | ValidationError::ServeUnknownService { entry, .. }
+            | ValidationError::ServeNotProvided { entry, .. }
+            | ValidationError::ServeConflict { entry, .. }
+            | ValidationError::AmbiguousServed { entry, .. }
+            | ValidationError::Config { entry, .. }
             | ValidationError::Cycle { entry, .. } => entry,
         }
     }
@@ -161,7 +211,7 @@ fn list_services(services: &[ServiceKind]) -> String {
         .join(", ")
 }
 
-fn quote_ids(ids: &[String]) -> String {
+pub(crate) fn quote_ids(ids: &[String]) -> String {
     let quoted: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
     match quoted.as_slice() {
         [] => "no entries".to_owned(),

@@ -18,6 +18,8 @@
 //! FFI types; the export layer wraps them into the stable ABI (abi_stable),
 //! which stays private to this crate.
 
+pub mod config;
+pub mod decorate;
 pub mod e2b;
 pub mod error;
 mod ffi;
@@ -34,8 +36,12 @@ pub use async_trait::async_trait;
 /// crosses the ABI (its glue does), so host and plugins need not agree on a
 /// `bytes` version.
 pub use bytes::Bytes;
+pub use config::{FieldError, NoConfig};
 pub use error::{Error, ErrorKind, Result};
 pub use plugin::{CreateContext, Descriptor, Injected, Plugin, Service, ServiceKind};
+/// The derive every config type needs (`#[derive(Deserialize, JsonSchema)]`):
+/// [`Plugin::Config`] is validated against the schema derived from it.
+pub use schemars::JsonSchema;
 pub use text::Text;
 
 /// The plugin API version. A host loads only libraries built against the
@@ -43,7 +49,7 @@ pub use text::Text;
 /// host or plugin cannot handle (a changed type layout, a new required
 /// method, a changed meaning); abi_stable's layout check backs it up for
 /// layout changes that were missed.
-pub const API_VERSION: u32 = 3;
+pub const API_VERSION: u32 = 4;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///
@@ -78,6 +84,7 @@ pub const API_VERSION: u32 = 3;
 ///
 /// #[async_trait]
 /// impl Plugin for MyPlugin {
+///     type Config = dsh_plugin_api::NoConfig;
 ///     const DESCRIPTOR: Descriptor = Descriptor {
 ///         name: "my-owner",
 ///         version: "0.1.0",

@@ -12,6 +12,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 
+use schemars::JsonSchema;
+
+use crate::config::FieldError;
 use crate::e2b::E2bOwner;
 use crate::error::{Error, Result};
 use crate::fs::FsProvider;
@@ -196,8 +199,27 @@ impl CreateContext {
 /// [`Plugin::dispose`] returns.
 #[async_trait]
 pub trait Plugin: Send + Sync + Sized + 'static {
+    /// The type of the entry's `config`, deriving `Deserialize` and
+    /// [`crate::JsonSchema`] (use `#[serde(deny_unknown_fields)]`;
+    /// [`crate::NoConfig`] for none). The host validates every entry's config
+    /// against it before anything is created (`dsh check`), reporting every
+    /// field error at once (see [`crate::config`]); `create` is only ever
+    /// called with a config that passed, and reads it with
+    /// [`CreateContext::config`].
+    type Config: DeserializeOwned + JsonSchema;
+
     /// The static description (see [`Descriptor`]).
     const DESCRIPTOR: Descriptor;
+
+    /// Checks of a parsed config that its type cannot express (a range, a
+    /// path's shape, fields that exclude each other), each problem with
+    /// its path; run with the schema check, before anything is created.
+    /// The default has none. Must not block or touch the world: it runs on
+    /// the host's thread, outside any instance.
+    fn check_config(config: &Self::Config) -> Vec<FieldError> {
+        let _ = config;
+        Vec::new()
+    }
 
     /// Creates an instance. A failure after partial setup must undo that
     /// setup before returning (the host disposes only created instances).

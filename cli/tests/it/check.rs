@@ -358,3 +358,140 @@ fn a_cycle_is_printed() {
         &["entry \"a\" (line 1): dependency cycle: a -> b -> a"],
     );
 }
+
+/// The issue's composition: a decorator bound to `fs`, plus a spare `fs`
+/// provider nobody consumes. Which one `dsh` would use is a guess.
+fn ambiguous_served(record: &str, serve: &str) -> String {
+    format!(
+        "\
+- {{id: e2b, name: dsh-probe-e2b, config: {{record: {record}}}}}
+- {{id: fs, name: dsh-probe-fs, config: {{record: {record}}}}}
+- {{id: ro, name: dsh-example-fs-readonly, inject: {{fs: fs}}}}
+- {{id: spare, name: dsh-probe-fs, config: {{record: {record}}}{serve}}}
+- {{id: subprocess, name: dsh-probe-subprocess, config: {{record: {record}}}, inject: {{fs: fs}}}}
+"
+    )
+}
+
+#[test]
+fn several_unconsumed_providers_fail_before_anything_is_created() {
+    require(&PROBES);
+    require(&["dsh-example-fs-readonly"]);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let manifest = ambiguous_served(&record, "");
+    let err = rejected("m.yaml", &manifest);
+    assert_mentions(
+        &err,
+        &[
+            "entry \"ro\" (line 3): fs is served by \"ro\" and \"spare\" (no other entry consumes them); choose one with `serve: [fs]` on its entry",
+        ],
+    );
+    assert!(
+        !err.contains("\"fs\" and"),
+        "the consumed provider is no candidate: {err}"
+    );
+    // Commands that create fail the same way, before creating anything.
+    let path = scratch.write("m.yaml", &manifest);
+    let output = run_dsh(&["--config", &path, "fs", "stat", "/"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output).1);
+    assert_mentions(&text(&output).1, &["choose one with `serve: [fs]`"]);
+    assert!(
+        crate::support::read_record(&record).is_empty(),
+        "no plugin was created"
+    );
+}
+
+#[test]
+fn serve_names_the_served_entry_and_plugins_shows_it() {
+    require(&PROBES);
+    require(&["dsh-example-fs-readonly"]);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let path = scratch.write("m.yaml", &ambiguous_served(&record, ", serve: [fs]"));
+    let output = run_dsh(&["--config", &path, "check"]);
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_mentions(
+        &stdout,
+        &[
+            "fs: served by entry \"spare\"",
+            "subprocess: served by entry \"subprocess\"",
+        ],
+    );
+    let output = run_dsh(&["--config", &path, "plugins", "--json"]);
+    let plugins: serde_json::Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    let serves: Vec<(&str, &serde_json::Value)> = plugins
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|plugin| (plugin["id"].as_str().expect("id"), &plugin["serves"]))
+        .filter(|(_, serves)| serves.as_array().is_some_and(|list| !list.is_empty()))
+        .collect();
+    assert_eq!(
+        serves,
+        [
+            ("e2b", &serde_json::json!(["e2b"])),
+            ("spare", &serde_json::json!(["fs"])),
+            ("subprocess", &serde_json::json!(["subprocess"])),
+        ]
+    );
+    // The chosen entry is what `dsh fs` talks to: the spare probe, not
+    // the read-only decorator (which would refuse the write).
+    let output = run_dsh(&["--config", &path, "fs", "write", "/x", "hello"]);
+    assert!(output.status.success(), "{}", text(&output).1);
+}
+
+#[test]
+fn bad_serve_lists_are_reported() {
+    require(&PROBES);
+    let err = rejected(
+        "m.yaml",
+        "- {id: e2b, name: dsh-probe-e2b, serve: [fs, db]}\n",
+    );
+    assert_mentions(
+        &err,
+        &[
+            "entry \"e2b\" (line 1): serve: plugin dsh-probe-e2b does not provide fs (it provides e2b)",
+            "entry \"e2b\" (line 1): serve: unknown service \"db\"",
+        ],
+    );
+}
+
+#[test]
+fn a_bad_plugin_config_fails_check_with_every_field_error() {
+    require(&["dsh-fs-local", "dsh-subprocess-local"]);
+    let err = rejected(
+        "m.yaml",
+        "\
+- id: fs
+  name: dsh-fs-local
+  config: {cwd: 3}
+- id: subprocess
+  name: dsh-subprocess-local
+  config: {killGraceMs: soon, spillDir: [/tmp], extra: 1}
+",
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert_mentions(
+        lines[0],
+        &[
+            "entry \"fs\" (line 1): plugin dsh-fs-local: config.cwd: invalid type: number 3, expected a string",
+        ],
+    );
+    assert_mentions(
+        lines[1],
+        &[
+            "entry \"subprocess\" (line 4): plugin dsh-subprocess-local: config.extra: unknown field (expected cwd, killGraceMs, spillDir)",
+        ],
+    );
+    assert_mentions(
+        lines[2],
+        &["config.killGraceMs: invalid type: string \"soon\", expected an integer"],
+    );
+    assert_mentions(
+        lines[3],
+        &["config.spillDir: invalid type: a list, expected a string"],
+    );
+}

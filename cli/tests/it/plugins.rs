@@ -46,7 +46,7 @@ fn plugins_lists_load_order_services_and_versions() {
     assert!(lines[0].starts_with("#  ID"), "{listing}");
     let first: Vec<&str> = lines[1].split_whitespace().collect();
     assert_eq!(first[..3], ["1", "fs", "dsh-fs-local"], "{listing}");
-    assert_eq!(first[4..], ["fs", "-"], "{listing}");
+    assert_eq!(first[4..], ["fs", "-", "fs"], "{listing}");
     let second: Vec<&str> = lines[2].split_whitespace().collect();
     assert_eq!(
         second[..3],
@@ -61,6 +61,7 @@ fn plugins_lists_load_order_services_and_versions() {
     assert_eq!(list[0]["id"], "fs");
     assert_eq!(list[0]["provides"], serde_json::json!(["fs"]));
     assert_eq!(list[1]["provides"], serde_json::json!(["subprocess"]));
+    assert_eq!(list[1]["serves"], serde_json::json!(["subprocess"]));
     assert!(list[0]["version"].as_str().is_some_and(|v| !v.is_empty()));
     assert!(
         list[0]["library"]
@@ -75,13 +76,21 @@ fn check_validates_without_creating() {
     require(&LOCAL);
     let out = plugins(&["check"]);
     assert_eq!(
-        out.trim(),
-        "<embedded config/local.yaml>: ok, 2 plugins in load order: fs, subprocess"
+        out.lines().collect::<Vec<_>>(),
+        [
+            "<embedded config/local.yaml>: ok, 2 plugins in load order: fs, subprocess",
+            "fs: served by entry \"fs\"",
+            "subprocess: served by entry \"subprocess\"",
+        ]
     );
     let json: serde_json::Value =
         serde_json::from_str(&plugins(&["check", "--json"])).expect("JSON");
     assert_eq!(json["ok"], true);
     assert_eq!(json["plugins"], serde_json::json!(["fs", "subprocess"]));
+    assert_eq!(
+        json["served"],
+        serde_json::json!({"fs": "fs", "subprocess": "subprocess"})
+    );
 }
 
 #[test]

@@ -190,17 +190,18 @@ async fn every_dispose_runs_and_failures_are_aggregated() {
     );
 }
 
-#[tokio::test]
-async fn plugin_config_errors_name_the_field() {
+#[test]
+fn plugin_config_errors_name_the_field_before_anything_is_created() {
     require(&PROBES);
     let scratch = Scratch::new();
     let record = scratch.record("events.jsonl");
-    let composition =
-        compose(&probe_manifest(&record, &[("fs", "bogusField: 1")])).expect("valid graph");
-    let err = composition.start().await.expect_err("strict config");
+    let err =
+        compose(&probe_manifest(&record, &[("fs", "bogusField: 1")])).expect_err("strict config");
+    assert!(err.is_config_error(), "{err}");
     let text = err.to_string();
-    assert!(text.contains("\"fs\""), "{text}");
-    assert!(text.contains("bogusField"), "{text}");
+    assert!(text.contains("entry \"fs\""), "{text}");
+    assert!(text.contains("config.bogusField: unknown field"), "{text}");
+    assert!(read_record(&record).is_empty(), "nothing was created");
 }
 
 /// Runs `dsh exec -- sleep` (the probe world's `sleep` never ends) over the
@@ -280,6 +281,7 @@ fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
     require(&PROBES);
     let scratch = Scratch::new();
     let record = scratch.record("events.jsonl");
+    // A config its type refuses is caught at validation: nothing created.
     let manifest = scratch.write(
         "bad-config.yaml",
         &probe_manifest(&record, &[("subprocess", "disposeDelayMs: soon")]),
@@ -291,8 +293,31 @@ fn a_plugin_config_error_stops_dsh_with_exit_2_and_the_field_path() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("create \"subprocess\" (dsh-probe-subprocess): ")
-            && stderr.contains("config.disposeDelayMs"),
+        stderr.contains(
+            "entry \"subprocess\" (line 1): plugin dsh-probe-subprocess: config.disposeDelayMs"
+        ),
+        "{stderr}"
+    );
+    assert!(events(&record).is_empty(), "nothing was created");
+    // A config only `create` can judge (a cwd that does not exist) is a
+    // Config error at create: exit 2 too, after rolling back.
+    let manifest = scratch.write(
+        "bad-cwd.yaml",
+        &format!(
+            "- {{id: e2b, name: dsh-probe-e2b, config: {{record: {record}}}}}\n\
+             - {{id: fs, name: dsh-probe-fs, config: {{record: {record}}}}}\n\
+             - {{id: subprocess, name: dsh-subprocess-local, config: {{cwd: /nonexistent/dir}}}}\n"
+        ),
+    );
+    let output = dsh()
+        .args(["--config", &manifest, "exec", "--", "true"])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("create \"subprocess\" (dsh-subprocess-local): ")
+            && stderr.contains("config.cwd"),
         "{stderr}"
     );
     // The providers created before it were rolled back.
@@ -387,4 +412,51 @@ fn embedder(record: &str) {
         println!("{EMBEDDER_READY}");
         std::future::pending::<()>().await;
     });
+}
+
+#[test]
+fn a_panic_names_the_plugin_and_nothing_is_printed_outside_tracing() {
+    require(&PROBES);
+    let scratch = Scratch::new();
+    let record = scratch.record("events.jsonl");
+    let path = scratch.write("m.yaml", &probe_manifest(&record, &[]));
+    let output = dsh()
+        .args(["--config", &path, "fs", "stat", "/.probe/panic"])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    // One line: the error, naming the instance that panicked. The plugin's
+    // panic hook reports through tracing (at info, below the default
+    // level), so std's raw `thread '…' panicked at` print never appears.
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].contains("plugin \"fs\" panicked: stat: probe panic on /.probe/panic"),
+        "{stderr}"
+    );
+    // At info the hook's report arrives through the host's subscriber,
+    // labelled with the plugin.
+    let output = dsh()
+        .args([
+            "--log",
+            "info",
+            "--config",
+            &path,
+            "fs",
+            "stat",
+            "/.probe/panic",
+        ])
+        .output()
+        .expect("run dsh");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("thread '"), "{stderr}");
+    let report = stderr
+        .lines()
+        .find(|line| line.contains("dsh_plugin_api::panic"))
+        .unwrap_or_else(|| panic!("no tracing report of the panic: {stderr}"));
+    assert!(
+        report.contains("dsh.plugin") && report.contains("fs") && report.contains("memory_fs.rs"),
+        "{report}"
+    );
 }

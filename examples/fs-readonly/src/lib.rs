@@ -33,11 +33,12 @@ use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The plugin's config: none. An empty (or absent) `config` is the only
 /// valid one; any field is refused, naming it.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {}
 
@@ -137,6 +138,8 @@ pub struct FsReadonly {
 
 #[async_trait]
 impl Plugin for FsReadonly {
+    type Config = Config;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-example-fs-readonly",
         version: env!("CARGO_PKG_VERSION"),

@@ -25,7 +25,7 @@ use tokio::runtime::{EnterGuard, Handle};
 
 use crate::error::{Error, Result};
 use crate::ffi::log_forward::{self, InstanceScope};
-use crate::ffi::panic::{catch, drop_quietly};
+use crate::ffi::panic::{Side, catch, drop_quietly};
 
 /// Where exported calls run; shared by every object one side exports.
 #[derive(Debug)]
@@ -79,6 +79,15 @@ impl CallContext {
     /// The instance id (or `host`).
     pub fn label(&self) -> &Arc<str> {
         &self.label
+    }
+
+    /// Whose code runs in this context, as panic errors name it.
+    pub fn side(&self) -> Side<'_> {
+        if self.closable {
+            Side::Instance(&self.label)
+        } else {
+            Side::Host
+        }
     }
 
     /// The tokio handle of the exporting side, if it has one.
@@ -197,7 +206,7 @@ impl<S: ?Sized> Bound<Arc<S>> {
         if self.context.is_closed() {
             return Err(self.context.closed_error(operation));
         }
-        catch(operation, || f(&self.value))
+        catch(self.context.side(), operation, || f(&self.value))
     }
 }
 

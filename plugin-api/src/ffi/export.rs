@@ -6,17 +6,20 @@ use std::sync::Arc;
 use abi_stable::library::{CheckTypeLayout, LibHeader, RootModuleResult};
 use abi_stable::prefix_type::PrefixTypeTrait;
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RArc, RResult, RVec};
+use abi_stable::std_types::{RArc, RResult, RStr, RVec};
 use async_ffi::{FfiFuture, FutureExt as _};
 
+use crate::config::{self, FieldError};
 use crate::error::{Error, Result};
 use crate::ffi::error::{FfiResult, lower};
 use crate::ffi::future::guarded_ffi;
 use crate::ffi::instance::{FfiInstance_TO, FfiInstanceObject, InstanceExport, guarded};
 use crate::ffi::log::FfiSink;
 use crate::ffi::log_forward;
-use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, PluginModule, PluginModuleRef};
-use crate::ffi::panic::catch;
+use crate::ffi::module::{
+    FfiCreateRequest, FfiDescriptor, FfiFieldError, PluginModule, PluginModuleRef,
+};
+use crate::ffi::panic::{Side, catch, install_hook};
 use crate::ffi::runtime::{PluginRuntime, Stopped};
 use crate::ffi::service::{FfiService, export_service, import_service, kind_code};
 use crate::plugin::{CreateContext, Injected, Plugin, ServiceKind};
@@ -51,6 +54,7 @@ fn root_module<P: Plugin>() -> PluginModuleRef {
         descriptor: descriptor::<P>,
         install_log_sink: install_log_sink::<P>,
         create: create::<P>,
+        validate_config: validate_config::<P>,
     }
     .leak_into_prefix()
 }
@@ -64,25 +68,65 @@ fn failed<T: Send + 'static>(err: Error) -> FfiFuture<FfiResult<T>> {
 }
 
 extern "C" fn descriptor<P: Plugin>() -> FfiResult<FfiDescriptor> {
-    let read = catch("descriptor", || FfiDescriptor {
-        name: P::DESCRIPTOR.name.into(),
-        version: P::DESCRIPTOR.version.into(),
-        provides: codes(P::DESCRIPTOR.provides),
-        inject: codes(P::DESCRIPTOR.inject),
+    let read = catch(Side::Library(P::DESCRIPTOR.name), "descriptor", || {
+        FfiDescriptor {
+            name: P::DESCRIPTOR.name.into(),
+            version: P::DESCRIPTOR.version.into(),
+            provides: codes(P::DESCRIPTOR.provides),
+            inject: codes(P::DESCRIPTOR.inject),
+        }
     });
     lower(read)
 }
 
 extern "C" fn install_log_sink<P: Plugin>(sink: FfiSink) -> FfiResult<bool> {
-    lower(catch("install_log_sink", || {
-        log_forward::install(sink, P::DESCRIPTOR.name)
-    }))
+    lower(catch(
+        Side::Library(P::DESCRIPTOR.name),
+        "install_log_sink",
+        || {
+            // Only a loaded library gets here, never a program linking the
+            // plugin as an rlib, whose hook is the program's own.
+            install_hook();
+            log_forward::install(sink, P::DESCRIPTOR.name)
+        },
+    ))
+}
+
+extern "C" fn validate_config<P: Plugin>(config: RStr<'_>) -> FfiResult<RVec<FfiFieldError>> {
+    lower(catch(
+        Side::Library(P::DESCRIPTOR.name),
+        "validate_config",
+        || {
+            let errors = match serde_json::from_str(config.as_str()) {
+                Ok(value) => config_problems::<P>(&value),
+                Err(err) => vec![FieldError::new("", format!("not valid JSON: {err}"))],
+            };
+            errors
+                .into_iter()
+                .map(|error| FfiFieldError {
+                    path: error.path.into(),
+                    message: error.message.into(),
+                })
+                .collect::<RVec<FfiFieldError>>()
+        },
+    ))
+}
+
+/// Every problem of `config` for `P`: the schema derived from `P::Config`,
+/// its deserialisation, then `P::check_config`.
+fn config_problems<P: Plugin>(config: &serde_json::Value) -> Vec<FieldError> {
+    match config::validate::<P::Config>(config) {
+        Ok(parsed) => P::check_config(&parsed),
+        Err(errors) => errors,
+    }
 }
 
 extern "C" fn create<P: Plugin>(
     request: FfiCreateRequest,
 ) -> FfiFuture<FfiResult<FfiInstanceObject>> {
-    catch("create", || start_create::<P>(request)).unwrap_or_else(failed)
+    // The id is copied outside the guard so that a panic can name it.
+    let id = request.id.to_string();
+    catch(Side::Instance(&id), "create", || start_create::<P>(request)).unwrap_or_else(failed)
 }
 
 /// Why a create failed, and the runtime's shutdown to wait for.
@@ -114,7 +158,7 @@ fn start_create<P: Plugin>(request: FfiCreateRequest) -> FfiFuture<FfiResult<Ffi
     });
     let label = runtime.context().label().clone();
     drop(runtime);
-    guarded_ffi("create", async move {
+    guarded_ffi(label.clone(), "create", async move {
         match report.await {
             Ok(Ok(instance)) => RResult::ROk(FfiInstance_TO::from_ptr(RArc::new(instance), TD_Opaque)),
             Ok(Err((err, stopped))) => {
@@ -146,6 +190,13 @@ async fn build<P: Plugin>(
         Error::config(format!("create: the config is not valid JSON: {err}"))
             .with_subject(id.clone())
     })?;
+    // The host validated it before creating anything; checked again here
+    // so that a host that did not (or a changed config) cannot reach
+    // `create` with a config `dsh check` would refuse.
+    let problems = config_problems::<P>(&config);
+    if !problems.is_empty() {
+        return Err(config::config_error(&id, &problems));
+    }
     let injected = services
         .into_iter()
         .map(|service| import_service(service, context))
@@ -158,6 +209,7 @@ async fn build<P: Plugin>(
         P::DESCRIPTOR.inject,
     )?;
     let plugin = guarded(
+        context,
         "create",
         P::create(CreateContext {
             id: id.clone(),
@@ -166,7 +218,7 @@ async fn build<P: Plugin>(
         }),
     )
     .await?;
-    let provided = catch("services", || plugin.services()).and_then(|provided| {
+    let provided = catch(context.side(), "services", || plugin.services()).and_then(|provided| {
         check_kinds(
             &id,
             "services()",
@@ -180,7 +232,7 @@ async fn build<P: Plugin>(
         Ok(provided) => provided,
         Err(err) => {
             // The plugin exists: undo it before reporting.
-            let disposed = guarded("dispose", Plugin::dispose(&plugin)).await;
+            let disposed = guarded(context, "dispose", Plugin::dispose(&plugin)).await;
             drop(plugin);
             return Err(match disposed {
                 Ok(()) => err,

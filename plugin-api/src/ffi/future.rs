@@ -47,7 +47,8 @@ where
 {
     let future = {
         let _entered = context.enter();
-        catch(operation, make).unwrap_or_else(|err| Box::pin(std::future::ready(Err(err))))
+        catch(context.side(), operation, make)
+            .unwrap_or_else(|err| Box::pin(std::future::ready(Err(err))))
     };
     BorrowingFfiFuture::new(Exported {
         context,
@@ -63,6 +64,7 @@ where
 /// the boundary as async-ffi's `Panicked` poll (which the other side would
 /// re-raise).
 pub fn guarded_ffi<T: Send + 'static>(
+    id: Arc<str>,
     operation: &'static str,
     future: impl Future<Output = FfiResult<T>> + Send + 'static,
 ) -> async_ffi::FfiFuture<FfiResult<T>> {
@@ -71,7 +73,11 @@ pub fn guarded_ffi<T: Send + 'static>(
     async move {
         match std::panic::AssertUnwindSafe(future).catch_unwind().await {
             Ok(result) => result,
-            Err(payload) => fail(crate::ffi::panic::panicked(operation, payload)),
+            Err(payload) => fail(crate::ffi::panic::panicked(
+                crate::ffi::panic::Side::Instance(&id),
+                operation,
+                payload,
+            )),
         }
     }
     .into_ffi()
@@ -114,7 +120,7 @@ where
         let output = if context.is_closed() {
             Err(context.closed_error(this.operation))
         } else {
-            match catch(this.operation, || future.as_mut().poll(cx)) {
+            match catch(context.side(), this.operation, || future.as_mut().poll(cx)) {
                 Ok(Poll::Pending) => {
                     context.park(&mut this.parked, cx.waker());
                     return Poll::Pending;
@@ -131,7 +137,7 @@ where
         }
         let map = this.map.take();
         let output = match (output, map) {
-            (Ok(value), Some(map)) => catch(this.operation, || map(value)),
+            (Ok(value), Some(map)) => catch(context.side(), this.operation, || map(value)),
             (Ok(_), None) => Err(Error::closed(format!(
                 "{}: polled after completion",
                 this.operation

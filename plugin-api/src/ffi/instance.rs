@@ -18,6 +18,7 @@ use futures::FutureExt as _;
 use futures::future::BoxFuture;
 
 use crate::error::{Error, Result};
+use crate::ffi::context::CallContext;
 use crate::ffi::error::FfiResult;
 use crate::ffi::future::guarded_ffi;
 use crate::ffi::panic::{catch, drop_quietly, panicked};
@@ -51,11 +52,16 @@ impl<P: Plugin> Disposable for P {
     }
 }
 
-/// Awaits `future` with panics caught and turned into `Panicked` errors.
-pub async fn guarded<T>(operation: &str, future: BoxFuture<'_, Result<T>>) -> Result<T> {
+/// Awaits `future` of the instance owning `context` with panics caught and
+/// turned into `Panicked` errors naming the instance.
+pub async fn guarded<T>(
+    context: &CallContext,
+    operation: &str,
+    future: BoxFuture<'_, Result<T>>,
+) -> Result<T> {
     match std::panic::AssertUnwindSafe(future).catch_unwind().await {
         Ok(result) => result,
-        Err(payload) => Err(panicked(operation, payload)),
+        Err(payload) => Err(panicked(context.side(), operation, payload)),
     }
 }
 
@@ -66,8 +72,8 @@ pub async fn dispose_plugin(
     plugin: Box<dyn Disposable>,
     runtime: &PluginRuntime,
 ) -> (Result<()>, Stopped) {
-    let result = guarded("dispose", plugin.dispose()).await;
     let context = runtime.context();
+    let result = guarded(context, "dispose", plugin.dispose()).await;
     context.close();
     {
         let _entered = context.enter();
@@ -147,7 +153,7 @@ impl InstanceExport {
             let _ = done.send(outcome);
         });
         let label = context.label().clone();
-        guarded_ffi("dispose", async move {
+        guarded_ffi(label.clone(), "dispose", async move {
             match report.await {
                 Ok((result, stopped)) => {
                     stopped.await;
@@ -180,7 +186,8 @@ impl FfiInstance for InstanceExport {
     }
 
     fn dispose(&self) -> FfiFuture<FfiResult<()>> {
-        catch("dispose", || self.start_dispose())
+        let context = self.runtime.context();
+        catch(context.side(), "dispose", || self.start_dispose())
             .unwrap_or_else(|err| std::future::ready(RResult::RErr(err.into())).into_ffi())
     }
 }

@@ -25,7 +25,7 @@ use crate::ffi::log::{
     FfiCallsite, FfiInterest, FfiLogEvent, FfiLogSink, FfiLogSink_TO, FfiSink, LevelCode,
     filter_code, level_of,
 };
-use crate::ffi::panic::catch;
+use crate::ffi::panic::{Side, catch};
 
 /// The field carrying the emitting plugin instance's id.
 pub const PLUGIN_FIELD: &str = "dsh.plugin";
@@ -48,14 +48,14 @@ impl FfiLogSink for HostLogSink {
     }
 
     fn register_callsite(&self, callsite: FfiCallsite) -> FfiInterest {
-        catch("register_callsite", || register(callsite)).unwrap_or(FfiInterest {
+        catch(Side::Host, "register_callsite", || register(callsite)).unwrap_or(FfiInterest {
             id: u64::MAX,
             interest: 0,
         })
     }
 
     fn event(&self, event: FfiLogEvent<'_>) {
-        let _ = catch("log event", || emit(&event));
+        let _ = catch(Side::Host, "log event", || emit(&event));
     }
 }
 

@@ -5,7 +5,7 @@
 use abi_stable::StableAbi;
 use abi_stable::library::RootModule;
 use abi_stable::sabi_types::VersionStrings;
-use abi_stable::std_types::{RString, RVec};
+use abi_stable::std_types::{RStr, RString, RVec};
 use async_ffi::FfiFuture;
 
 use crate::ffi::error::FfiResult;
@@ -35,6 +35,14 @@ pub struct FfiCreateRequest {
     pub services: RVec<FfiService>,
 }
 
+/// One problem in a config ([`crate::FieldError`] as it crosses).
+#[repr(C)]
+#[derive(StableAbi, Debug)]
+pub struct FfiFieldError {
+    pub path: RString,
+    pub message: RString,
+}
+
 /// The root module.
 #[repr(C)]
 #[derive(StableAbi)]
@@ -47,8 +55,11 @@ pub struct PluginModule {
     /// library's forwarding subscriber is active.
     pub install_log_sink: extern "C" fn(FfiSink) -> FfiResult<bool>,
     /// Creates an instance on a runtime of its own.
-    #[sabi(last_prefix_field)]
     pub create: extern "C" fn(FfiCreateRequest) -> FfiFuture<FfiResult<FfiInstanceObject>>,
+    /// Validates an entry's config (JSON text) without creating anything:
+    /// every field error (empty: valid). Runs on the caller's thread.
+    #[sabi(last_prefix_field)]
+    pub validate_config: extern "C" fn(RStr<'_>) -> FfiResult<RVec<FfiFieldError>>,
 }
 
 impl RootModule for PluginModuleRef {

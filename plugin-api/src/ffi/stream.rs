@@ -156,7 +156,7 @@ impl<T: ChunkType> FfiStream<T> for StreamExport<T> {
             return FfiChunk::Error(self.context.closed_error(self.operation).into());
         }
         let (context, parked) = (&self.context, &mut self.parked);
-        let polled = catch(self.operation, || {
+        let polled = catch(self.context.side(), self.operation, || {
             cx.with_context(|cx| {
                 let polled = inner.as_mut().poll_next(cx);
                 if polled.is_pending() {

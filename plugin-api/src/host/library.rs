@@ -8,6 +8,7 @@ use abi_stable::library::{AbiHeaderRef, LibraryError, RawLibrary, RootModule};
 use super::error::LoadError;
 use super::instance::{CreateRequest, PluginInstance};
 use crate::API_VERSION;
+use crate::config::FieldError;
 use crate::error::{Error, Result};
 use crate::ffi::context::CallContext;
 use crate::ffi::error::lift;
@@ -15,7 +16,7 @@ use crate::ffi::export::{API_VERSION_SYMBOL_PREFIX, HEADER_SYMBOL_PREFIX};
 use crate::ffi::future::import;
 use crate::ffi::instance::FfiInstanceObject;
 use crate::ffi::log_sink::host_sink;
-use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, PluginModuleRef};
+use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, FfiFieldError, PluginModuleRef};
 use crate::ffi::service::{export_service, import_service, kind_of_code};
 use crate::host::elf::exported_symbols_with_prefix;
 use crate::plugin::ServiceKind;
@@ -212,6 +213,28 @@ impl PluginLibrary {
     /// The descriptor, read at load.
     pub fn descriptor(&self) -> &LoadedDescriptor {
         &self.inner.descriptor
+    }
+
+    /// Validates an entry's `config` against the plugin's config type
+    /// without creating anything: every field error, each with its path
+    /// (empty: valid). Runs the plugin's code on the caller's thread, under
+    /// the panic guard; an `Err` means the check itself could not run.
+    pub fn validate_config(&self, config: &serde_json::Value) -> Result<Vec<FieldError>> {
+        let text = serde_json::to_string(config).map_err(|err| {
+            Error::config(format!(
+                "validate_config: the config cannot be encoded as JSON: {err}"
+            ))
+        })?;
+        let errors = lift::<_, abi_stable::std_types::RVec<FfiFieldError>>((self
+            .inner
+            .module
+            .validate_config())(
+            text.as_str().into()
+        ))?;
+        Ok(errors
+            .into_iter()
+            .map(|error| FieldError::new(error.path.into_string(), error.message.into_string()))
+            .collect())
     }
 
     /// Creates an instance: the plugin gets its own runtime, receives

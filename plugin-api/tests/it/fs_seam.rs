@@ -214,7 +214,12 @@ async fn panics_become_panicked_errors_and_the_plugin_keeps_working() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "stat: the plugin panicked: stat: probe panic on /.probe/panic"
+        "stat: plugin \"fs\" panicked: stat: probe panic on /.probe/panic"
+    );
+    assert_eq!(
+        err.subject(),
+        Some("fs"),
+        "the panicking instance is the subject"
     );
     assert_eq!(
         fs.stat("/").await.expect("still works").kind,
@@ -235,7 +240,7 @@ async fn panics_become_panicked_errors_and_the_plugin_keeps_working() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert!(
         err.message()
-            .starts_with("read_bytes: the plugin panicked: read_bytes: probe stream panic"),
+            .starts_with("read_bytes: plugin \"fs\" panicked: read_bytes: probe stream panic"),
         "{err}"
     );
     assert!(chunks.next().await.is_none(), "a failed stream is over");

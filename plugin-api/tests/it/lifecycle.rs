@@ -174,7 +174,7 @@ async fn a_failing_create_is_reported_and_leaves_nothing_running() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "create: the plugin panicked: create: panicking as configured (failCreate)"
+        "create: plugin \"fc-panic\" panicked: create: panicking as configured (failCreate)"
     );
     assert_stopped("fc-panic").await;
     let events = records(&record);
@@ -217,7 +217,7 @@ async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "dispose: the plugin panicked: dispose: panicking as configured (failDispose)"
+        "dispose: plugin \"fd-panic\" panicked: dispose: panicking as configured (failDispose)"
     );
     assert_stopped("fd-panic").await;
     assert_eq!(
@@ -230,39 +230,39 @@ async fn a_failing_dispose_is_reported_and_the_runtime_still_stops() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn config_is_strict_and_errors_name_the_field() {
-    let err = create_err("dsh-probe-e2b", "strict", json!({"bogus": 1}), vec![]).await;
+async fn config_is_strict_and_every_field_error_is_named() {
+    // Validation through the library, creating nothing: every problem, each
+    // with its path, from the schema of the plugin's config type.
+    let probe = support::load("dsh-probe-e2b");
+    let bad = json!({"bogus": 1, "disposeDelayMs": "soon", "failCreate": "sometimes"});
+    let problems: Vec<String> = probe
+        .validate_config(&bad)
+        .expect("the check runs")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        problems,
+        [
+            "config.bogus: unknown field (expected createDelayMs, disposeDelayMs, failCreate, failDispose, record)",
+            "config.disposeDelayMs: invalid type: string \"soon\", expected an integer",
+            "config.failCreate: invalid value: string \"sometimes\", expected true or false, \"error\" or \"panic\"",
+        ]
+    );
+    assert_eq!(
+        probe
+            .validate_config(&json!({"failCreate": "panic", "record": "/tmp/x"}))
+            .expect("the check runs"),
+        []
+    );
+    assert_eq!(probe.validate_config(&Value::Null).expect("runs"), []);
+
+    // Create refuses the same config with the same list, before the
+    // plugin's own create runs.
+    let err = create_err("dsh-probe-e2b", "strict", bad, vec![]).await;
     assert_eq!(err.kind(), ErrorKind::Config);
-    assert!(
-        err.message()
-            .starts_with("config.bogus: unknown field `bogus`"),
-        "{err}"
-    );
+    assert_eq!(err.message(), problems.join("\n"));
     assert_eq!(err.subject(), Some("strict"));
-    let err = create_err(
-        "dsh-probe-e2b",
-        "strict",
-        json!({"disposeDelayMs": "soon"}),
-        vec![],
-    )
-    .await;
-    assert!(
-        err.message()
-            .starts_with("config.disposeDelayMs: invalid type"),
-        "{err}"
-    );
-    let err = create_err(
-        "dsh-probe-e2b",
-        "strict",
-        json!({"failCreate": "sometimes"}),
-        vec![],
-    )
-    .await;
-    assert!(
-        err.message()
-            .starts_with("config.failCreate: invalid value"),
-        "{err}"
-    );
     assert_stopped("strict").await;
 }
 

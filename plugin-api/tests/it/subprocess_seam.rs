@@ -277,7 +277,7 @@ async fn spawn_errors_panics_and_cancellation_cross() {
     assert_eq!(err.kind(), ErrorKind::Panicked);
     assert_eq!(
         err.message(),
-        "spawn: the plugin panicked: spawn: probe panic"
+        "spawn: plugin \"subprocess\" panicked: spawn: probe panic"
     );
 
     let hung = tokio::time::timeout(

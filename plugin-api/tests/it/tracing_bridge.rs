@@ -154,6 +154,28 @@ async fn plugin_events_reach_the_host_with_the_instance_id_at_the_host_level() {
         "polled on the host's thread: {}",
         event.thread
     );
+    // A panic is reported through tracing by the library's own panic hook
+    // (never printed raw), labelled with the instance that panicked.
+    fs.stat("/.probe/panic").await.expect_err("panics");
+    let panics: Vec<Captured> = {
+        let mut events = capture.events.lock().unwrap();
+        let (panics, kept) = events
+            .drain(..)
+            .partition(|event| event.target == "dsh_plugin_api::panic");
+        *events = kept;
+        panics
+    };
+    assert_eq!(panics.len(), 1, "{panics:?}");
+    assert_eq!(panics[0].level, Level::INFO);
+    assert_eq!(panics[0].fields[LOG_PLUGIN_FIELD], "fs");
+    assert_eq!(
+        panics[0].fields["message"],
+        "panicked: stat: probe panic on /.probe/panic"
+    );
+    assert!(
+        panics[0].fields["location"].contains("memory_fs.rs"),
+        "{panics:?}"
+    );
     fs.stat("/.probe/log/debug").await.expect("stat");
     fs.stat("/.probe/log/trace").await.expect("stat");
     assert!(capture.take("probe log event").is_empty());

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use dsh_plugin_api::{CreateContext, Error, Result};
 use e2b_client::{ConnectionConfig, ConnectionOptions, Secret};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The template of a created sandbox when none is configured.
@@ -42,7 +43,7 @@ pub const ENTRY_METADATA_KEY: &str = "dsh-entry";
 const MAX_TIMEOUT_MS: u64 = i32::MAX as u64 * 1000;
 
 /// What disposal does to the sandbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OnDispose {
     /// Delete it (the default).
@@ -54,10 +55,13 @@ pub enum OnDispose {
     Leave,
 }
 
-/// The `config` subtree as written.
-#[derive(Deserialize)]
+/// The `config` subtree as written (the plugin's `Config`: its schema is
+/// what `dsh check` validates against; [`OwnerConfig::from_context`]
+/// applies the defaults and the environment).
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RawConfig {
+pub struct RawConfig {
+    #[schemars(with = "Option<String>")]
     api_key: Option<Secret>,
     template: Option<String>,
     cwd: Option<String>,

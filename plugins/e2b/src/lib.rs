@@ -143,6 +143,8 @@ impl E2bPlugin {
 
 #[async_trait]
 impl Plugin for E2bPlugin {
+    type Config = config::RawConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-e2b",
         version: env!("CARGO_PKG_VERSION"),

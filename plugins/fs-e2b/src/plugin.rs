@@ -9,6 +9,7 @@ use dsh_plugin_api::e2b::E2bOwner;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::provider::FsE2b;
@@ -18,7 +19,7 @@ use crate::provider::FsE2b;
 const DISPOSE_WAIT: Duration = Duration::from_secs(30);
 
 /// The plugin's configuration: none. Any key is an error naming it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FsE2bConfig {}
 
@@ -49,6 +50,8 @@ impl FsE2bPlugin {
 
 #[async_trait]
 impl Plugin for FsE2bPlugin {
+    type Config = FsE2bConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-fs-e2b",
         version: env!("CARGO_PKG_VERSION"),

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::provider::FsLocal;
 
 /// The plugin's configuration (its manifest entry's `config`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FsLocalConfig {
     /// The world's cwd: an absolute path to an existing directory. Default:
@@ -64,6 +65,8 @@ fn check_cwd(cwd: &str) -> std::result::Result<(), String> {
 
 #[async_trait]
 impl Plugin for FsLocalPlugin {
+    type Config = FsLocalConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-fs-local",
         version: env!("CARGO_PKG_VERSION"),

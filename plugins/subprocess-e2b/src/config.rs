@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use dsh_plugin_api::{Error, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The default grace between the polite signal (SIGTERM, SIGHUP for
@@ -24,7 +25,7 @@ pub const DEFAULT_SPILL_PARENT: &str = "/tmp";
 /// ```
 ///
 /// Every field is optional; unknown fields are rejected.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// Grace in milliseconds between the polite signal and SIGKILL for

@@ -28,6 +28,8 @@ impl SubprocessE2bPlugin {
 
 #[async_trait]
 impl Plugin for SubprocessE2bPlugin {
+    type Config = Config;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-subprocess-e2b",
         version: env!("CARGO_PKG_VERSION"),

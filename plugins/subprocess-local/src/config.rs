@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dsh_plugin_api::{Error, Result};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// The default grace between SIGTERM (or SIGHUP for terminals) and SIGKILL
@@ -18,7 +19,7 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(1000);
 /// ```
 ///
 /// Every field is optional; unknown fields are rejected.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Config {
     /// The world's cwd: where commands run when their spec names none.

@@ -26,6 +26,8 @@ impl SubprocessLocalPlugin {
 
 #[async_trait]
 impl Plugin for SubprocessLocalPlugin {
+    type Config = Config;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-subprocess-local",
         version: env!("CARGO_PKG_VERSION"),

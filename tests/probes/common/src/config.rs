@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
 /// A probe's `config` subtree. Unknown fields are refused.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProbeConfig {
     /// A file to append one JSON line per lifecycle event to.
@@ -44,6 +45,17 @@ impl Failure {
             Failure::Error => Some("error"),
             Failure::Panic => Some("panic"),
         }
+    }
+}
+
+/// What the hand-written `Deserialize` below accepts.
+impl JsonSchema for Failure {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Failure".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({ "anyOf": [{ "type": "boolean" }, { "enum": ["error", "panic"] }] })
     }
 }
 

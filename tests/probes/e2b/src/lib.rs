@@ -19,6 +19,8 @@ pub struct ProbeE2b {
 
 #[async_trait]
 impl Plugin for ProbeE2b {
+    type Config = dsh_probe_common::config::ProbeConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-probe-e2b",
         version: env!("CARGO_PKG_VERSION"),

@@ -20,6 +20,8 @@ pub struct ProbeFs {
 
 #[async_trait]
 impl Plugin for ProbeFs {
+    type Config = dsh_probe_common::config::ProbeConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-probe-fs",
         version: env!("CARGO_PKG_VERSION"),

@@ -21,6 +21,8 @@ pub struct ProbeSubprocess {
 
 #[async_trait]
 impl Plugin for ProbeSubprocess {
+    type Config = dsh_probe_common::config::ProbeConfig;
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-probe-subprocess",
         version: env!("CARGO_PKG_VERSION"),

@@ -1,0 +1,143 @@
+//! Decorators without forwarding boilerplate.
+//!
+//! A decorator is a plugin that injects a service and provides the same
+//! one, changing some of what passes through (an audit log, a deny list, a
+//! read-only view). Writing it against the seam trait means forwarding every
+//! method it does not change — and, to see a command end, wrapping
+//! [`Process`] and [`Terminal`] as well and watching the processes nobody
+//! waits on. [`SubprocessHooks`] instead names the points a decorator acts
+//! at, each with a default that changes nothing, and
+//! [`DecoratedSubprocess`] applies them around the wrapped provider:
+//!
+//! - [`SubprocessHooks::on_spawn`] / [`SubprocessHooks::on_spawn_terminal`]
+//!   see every start before the wrapped provider does, and may refuse it
+//!   (the error reaches the caller; nothing starts) or change its spec;
+//! - [`SubprocessHooks::on_exit`] sees every started command and terminal
+//!   end, whether or not anybody calls `wait`, with its status.
+//!
+//! The handles returned are the wrapped provider's own — a decorator adds
+//! no layer to calls on a process or terminal (docs/design.md §4.9).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::subprocess::{
+    ExitStatus, Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec,
+};
+
+/// What a command or terminal [`SubprocessHooks::on_exit`] reports on was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Started {
+    /// Its pid (process-group or session leader).
+    pub pid: u32,
+    /// The argv it was started with (after [`SubprocessHooks::on_spawn`]).
+    pub argv: Vec<String>,
+    /// Whether it runs on a terminal (`spawn_terminal`).
+    pub terminal: bool,
+}
+
+/// The points a subprocess decorator acts at. Every hook defaults to
+/// changing nothing, so a decorator implements only what it changes.
+///
+/// Hooks run on the decorator's own runtime: `on_spawn*` inside the
+/// caller's `spawn*` call (dropping that call's future drops the hook's),
+/// `on_exit` in a task of the decorator that lives until the command ends
+/// or the decorator's instance is disposed.
+#[async_trait]
+pub trait SubprocessHooks: Send + Sync + 'static {
+    /// Before `spec` reaches the wrapped provider: an `Err` refuses the
+    /// start (the caller gets it, nothing runs); `Ok` carries the spec to
+    /// start, changed or not.
+    async fn on_spawn(&self, spec: SpawnSpec) -> Result<SpawnSpec> {
+        Ok(spec)
+    }
+
+    /// [`SubprocessHooks::on_spawn`] for terminals.
+    async fn on_spawn_terminal(&self, spec: TerminalSpec) -> Result<TerminalSpec> {
+        Ok(spec)
+    }
+
+    /// Once a started command or terminal has ended: its exit status, or
+    /// the error its `wait` reported (e.g. the world went away). Called
+    /// once per start, whether or not the caller waits. Must not block.
+    fn on_exit(&self, started: &Started, status: &Result<ExitStatus>) {
+        let _ = (started, status);
+    }
+}
+
+/// The provider `inner` with `hooks` applied (see the module docs).
+pub struct DecoratedSubprocess<H> {
+    inner: Arc<dyn SubprocessProvider>,
+    hooks: Arc<H>,
+}
+
+impl<H: SubprocessHooks> DecoratedSubprocess<H> {
+    /// Wraps `inner` (usually the injected `subprocess` service).
+    pub fn new(inner: Arc<dyn SubprocessProvider>, hooks: H) -> DecoratedSubprocess<H> {
+        DecoratedSubprocess {
+            inner,
+            hooks: Arc::new(hooks),
+        }
+    }
+
+    /// The hooks, for a decorator that keeps state in them.
+    pub fn hooks(&self) -> &Arc<H> {
+        &self.hooks
+    }
+
+    /// Reports the end of `started` to `on_exit` from a task of the
+    /// current (the decorator's) runtime, once `wait` answers. `wait` is
+    /// idempotent and may be called concurrently, so the caller's own
+    /// `wait` is unaffected.
+    fn watch<F>(&self, started: Started, wait: F)
+    where
+        F: Future<Output = Result<ExitStatus>> + Send + 'static,
+    {
+        let hooks = self.hooks.clone();
+        tokio::spawn(async move {
+            let status = wait.await;
+            hooks.on_exit(&started, &status);
+        });
+    }
+}
+
+#[async_trait]
+impl<H: SubprocessHooks> SubprocessProvider for DecoratedSubprocess<H> {
+    async fn resolve_executable(&self, name: &str, extra_path: &[String]) -> Result<String> {
+        self.inner.resolve_executable(name, extra_path).await
+    }
+
+    async fn spawn(&self, spec: SpawnSpec) -> Result<Arc<dyn Process>> {
+        let spec = self.hooks.on_spawn(spec).await?;
+        let argv = spec.argv.clone();
+        let process = self.inner.spawn(spec).await?;
+        let watched = process.clone();
+        self.watch(
+            Started {
+                pid: process.pid(),
+                argv,
+                terminal: false,
+            },
+            async move { watched.wait().await },
+        );
+        Ok(process)
+    }
+
+    async fn spawn_terminal(&self, spec: TerminalSpec) -> Result<Arc<dyn Terminal>> {
+        let spec = self.hooks.on_spawn_terminal(spec).await?;
+        let argv = spec.argv.clone();
+        let terminal = self.inner.spawn_terminal(spec).await?;
+        let watched = terminal.clone();
+        self.watch(
+            Started {
+                pid: terminal.pid(),
+                argv,
+                terminal: true,
+            },
+            async move { watched.wait().await },
+        );
+        Ok(terminal)
+    }
+}
