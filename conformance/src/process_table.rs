@@ -33,10 +33,12 @@ impl Cx {
             )
             .await?;
         let text = String::from_utf8_lossy(&out);
-        text.lines()
+        let rows: std::result::Result<Vec<_>, _> = text
+            .lines()
             .filter(|line| !line.trim().is_empty())
             .map(parse_ps_row)
-            .collect()
+            .collect();
+        Ok(rows?.into_iter().flatten().collect())
     }
 
     /// Live (non-zombie) processes whose process group is `pgid`.
@@ -66,7 +68,10 @@ impl Cx {
     }
 }
 
-fn parse_ps_row(line: &str) -> std::result::Result<PsRow, Failure> {
+/// One `ps` line; `None` for a process caught while it is being reaped,
+/// which `ps` shows dead (`X`) with ids it can no longer read (`-1`, or
+/// 4294967295): it runs nothing and belongs to no group any more.
+fn parse_ps_row(line: &str) -> std::result::Result<Option<PsRow>, Failure> {
     let bad = || Failure::new(format!("probe: ps -e: unparsable line {line:?}"));
     let mut rest = line.trim_start();
     let mut field = || {
@@ -76,19 +81,26 @@ fn parse_ps_row(line: &str) -> std::result::Result<PsRow, Failure> {
         value
     };
     let pid = field().parse().map_err(|_| bad())?;
-    let pgid = field().parse().map_err(|_| bad())?;
-    let sid = field().parse().map_err(|_| bad())?;
+    let (pgid, sid): (i64, i64) = (
+        field().parse().map_err(|_| bad())?,
+        field().parse().map_err(|_| bad())?,
+    );
     let stat = field().to_owned();
     if stat.is_empty() {
         return Err(bad());
     }
-    Ok(PsRow {
-        pid,
-        pgid,
-        sid,
-        stat,
-        args: rest.to_owned(),
-    })
+    let id = |value: i64| u32::try_from(value).ok().filter(|id| *id != u32::MAX);
+    match (id(pgid), id(sid)) {
+        (Some(pgid), Some(sid)) => Ok(Some(PsRow {
+            pid,
+            pgid,
+            sid,
+            stat,
+            args: rest.to_owned(),
+        })),
+        _ if stat.starts_with('X') => Ok(None),
+        _ => Err(bad()),
+    }
 }
 
 /// Renders process-table rows for a message.
@@ -112,7 +124,9 @@ mod tests {
 
     #[test]
     fn ps_rows_parse_with_spaces_in_args() {
-        let row = parse_ps_row("  123   120   100 Ss+  sh -c sleep 3; echo 'a  b'").unwrap();
+        let row = parse_ps_row("  123   120   100 Ss+  sh -c sleep 3; echo 'a  b'")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             row,
             PsRow {
@@ -124,8 +138,21 @@ mod tests {
             }
         );
         assert!(row.is_live());
-        assert!(!parse_ps_row("1 1 1 Z [x] <defunct>").unwrap().is_live());
+        assert!(
+            !parse_ps_row("1 1 1 Z [x] <defunct>")
+                .unwrap()
+                .unwrap()
+                .is_live()
+        );
         assert!(parse_ps_row("x 1 1 S a").is_err());
         assert!(parse_ps_row("1 1 1").is_err());
+    }
+
+    /// Seen once in CI: a process caught while being reaped.
+    #[test]
+    fn a_process_being_reaped_is_no_row() {
+        assert_eq!(parse_ps_row("19035 4294967295 -1 X+ [bash]").unwrap(), None);
+        // Unreadable ids of a live process are still a broken line.
+        assert!(parse_ps_row("19035 -1 -1 S+ bash").is_err());
     }
 }
