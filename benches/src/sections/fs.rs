@@ -113,8 +113,8 @@ pub fn measure(bench: &Bench, host: &Host) -> Result<Section> {
         figures,
         notes: vec![
             format!("files in {} ({filesystem}; set {BENCH_DIR_ENV} to measure elsewhere, e.g. /dev/shm)", root.display()),
-            "write: every contender gets an owned buffer prepared outside the timed region (a Vec for std, Bytes over one for dsh); fs-local stages in a 0700 sibling directory and renames (atomic, no fsync)".into(),
-            "std atomic: the same protocol in plain std — mkdir 0700, create_new + write, lstat target, rename, fstat, rmdir".into(),
+            "write: every contender gets an owned buffer prepared outside the timed region (a Vec for std, Bytes over one for dsh); fs-local stages in a private (0600) sibling file and renames (atomic, no fsync)".into(),
+            "std atomic: the same protocol in plain std — create_new 0600 + write, lstat target, fchmod, rename, fstat".into(),
             format!("read_bytes: the stream drained chunk by chunk vs std File::read into one reused {} KiB buffer", STREAM_READ / KIB),
         ],
     })
