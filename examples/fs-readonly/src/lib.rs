@@ -7,9 +7,10 @@
 //! with `PermissionDenied`, naming the operation, the instance and the path
 //! — before the wrapped provider is touched.
 //!
-//! It is built only against `dsh-plugin-api`: [`ReadOnlyFs`] is plain async
-//! Rust over the plain `FsProvider` trait, [`FsReadonly`] is a plain
-//! [`Plugin`], and one `export_plugin!` line makes the crate loadable.
+//! It is built only against `dsh-plugin-api`: [`ReadOnly`] implements the
+//! one hook it changes (`on_write`; [`DecoratedFs`] forwards everything
+//! else), [`FsReadonly`] is a plain [`Plugin`], and one `export_plugin!`
+//! line makes the crate loadable.
 //!
 //! ```yaml
 //! plugins:
@@ -24,12 +25,8 @@
 
 use std::sync::Arc;
 
-use dsh_plugin_api::Bytes;
-use dsh_plugin_api::fs::{
-    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
-    WriteGuard,
-};
-use dsh_plugin_api::stream::{ByteStream, TextStream};
+use dsh_plugin_api::decorate::{DecoratedFs, FsCall, FsHooks};
+use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -42,93 +39,29 @@ use serde::Deserialize;
 #[serde(deny_unknown_fields)]
 pub struct Config {}
 
-/// An `fs` that reads through `inner` and refuses to change anything.
-pub struct ReadOnlyFs {
-    inner: Arc<dyn FsProvider>,
+/// The hooks of a read-only `fs`: reads pass, every change is refused.
+pub struct ReadOnly {
     /// The instance id, for error messages.
     id: String,
 }
 
-impl ReadOnlyFs {
-    /// Wraps `inner`; `id` names this instance in refusals.
-    pub fn new(inner: Arc<dyn FsProvider>, id: impl Into<String>) -> ReadOnlyFs {
-        ReadOnlyFs {
-            inner,
-            id: id.into(),
-        }
-    }
-
-    fn refuse<T>(&self, operation: &str, path: &str) -> Result<T> {
+#[async_trait]
+impl FsHooks for ReadOnly {
+    async fn on_write(&self, call: FsCall<'_>) -> Result<()> {
         Err(Error::new(
             ErrorKind::PermissionDenied,
-            format!("{operation}: `{}` is a read-only fs", self.id),
+            format!("{}: `{}` is a read-only fs", call.operation, self.id),
         )
-        .with_subject(path))
+        .with_subject(call.path))
     }
 }
 
-#[async_trait]
-impl FsProvider for ReadOnlyFs {
-    async fn resolve(&self, path: &str, cwd: Option<&str>) -> Result<Resolved> {
-        self.inner.resolve(path, cwd).await
-    }
+/// An `fs` that reads through `inner` and refuses to change anything.
+pub type ReadOnlyFs = DecoratedFs<ReadOnly>;
 
-    async fn contains(&self, root: &str, target: &str) -> Result<bool> {
-        self.inner.contains(root, target).await
-    }
-
-    async fn stat(&self, path: &str) -> Result<Metadata> {
-        self.inner.stat(path).await
-    }
-
-    async fn lstat(&self, path: &str) -> Result<Metadata> {
-        self.inner.lstat(path).await
-    }
-
-    async fn list(&self, dir: &str) -> Result<Vec<DirEntry>> {
-        self.inner.list(dir).await
-    }
-
-    async fn read_text(&self, path: &str) -> Result<TextFile> {
-        self.inner.read_text(path).await
-    }
-
-    async fn stream_text(&self, path: &str) -> Result<ReadStream<TextStream>> {
-        self.inner.stream_text(path).await
-    }
-
-    async fn read_bytes(&self, path: &str) -> Result<ReadStream<ByteStream>> {
-        self.inner.read_bytes(path).await
-    }
-
-    async fn write(&self, path: &str, _content: Bytes, _guard: WriteGuard) -> Result<Version> {
-        self.refuse("write", path)
-    }
-
-    async fn write_stream(
-        &self,
-        path: &str,
-        _content: ByteStream,
-        _guard: WriteGuard,
-    ) -> Result<Version> {
-        self.refuse("write_stream", path)
-    }
-
-    async fn edit(&self, path: &str, _edits: Vec<Edit>, _guard: WriteGuard) -> Result<EditOutcome> {
-        self.refuse("edit", path)
-    }
-
-    async fn mkdir(&self, path: &str) -> Result<()> {
-        self.refuse("mkdir", path)
-    }
-
-    async fn remove(&self, path: &str) -> Result<bool> {
-        self.refuse("remove", path)
-    }
-
-    async fn rename(&self, from: &str, _to: &str) -> Result<()> {
-        self.refuse("rename", from)
-    }
+/// Wraps `inner`; `id` names this instance in refusals.
+pub fn read_only(inner: Arc<dyn FsProvider>, id: impl Into<String>) -> ReadOnlyFs {
+    DecoratedFs::new(inner, ReadOnly { id: id.into() })
 }
 
 /// The plugin: one [`ReadOnlyFs`] over the injected `fs`.
@@ -151,7 +84,7 @@ impl Plugin for FsReadonly {
         let Config {} = ctx.config()?;
         let inner = ctx.services.fs()?;
         Ok(FsReadonly {
-            fs: Arc::new(ReadOnlyFs::new(inner, ctx.id)),
+            fs: Arc::new(read_only(inner, ctx.id)),
         })
     }
 

@@ -2,6 +2,7 @@
 //! (built as cdylibs with these tests) loaded through the real loader, and
 //! every seam driven across the ABI in both directions.
 
+mod decorate_fs;
 mod e2b_seam;
 mod fs_seam;
 mod injected;

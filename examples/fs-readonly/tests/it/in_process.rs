@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use dsh_example_fs_readonly::{FsReadonly, ReadOnlyFs};
+use dsh_example_fs_readonly::{FsReadonly, ReadOnlyFs, read_only};
 use dsh_fs_local::FsLocal;
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::stream::TextStream;
@@ -32,7 +32,7 @@ fn fixture() -> Fixture {
     let cwd = dir.path().to_str().expect("UTF-8 temp dir").to_owned();
     let local: Arc<dyn FsProvider> = Arc::new(FsLocal::new(cwd).expect("fs-local"));
     Fixture {
-        fs: ReadOnlyFs::new(local, "ro"),
+        fs: read_only(local, "ro"),
         dir,
     }
 }

@@ -1,13 +1,5 @@
-//! Decorators without forwarding boilerplate.
-//!
-//! A decorator is a plugin that injects a service and provides the same
-//! one, changing some of what passes through (an audit log, a deny list, a
-//! read-only view). Writing it against the seam trait means forwarding every
-//! method it does not change — and, to see a command end, wrapping
-//! [`Process`] and [`Terminal`] as well and watching the processes nobody
-//! waits on. [`SubprocessHooks`] instead names the points a decorator acts
-//! at, each with a default that changes nothing, and
-//! [`DecoratedSubprocess`] applies them around the wrapped provider:
+//! [`SubprocessHooks`] and [`DecoratedSubprocess`]: a `subprocess`
+//! decorator's points of action.
 //!
 //! - [`SubprocessHooks::on_spawn`] / [`SubprocessHooks::on_spawn_terminal`]
 //!   see every start before the wrapped provider does, and may refuse it
