@@ -495,3 +495,31 @@ fn a_bad_plugin_config_fails_check_with_every_field_error() {
         &["config.spillDir: invalid type: a list, expected a string"],
     );
 }
+
+/// The owner's own rules (a range, a path's shape, fields that exclude each
+/// other) are `dsh check`'s too: every problem at once, before any sandbox
+/// exists (check creates nothing; no E2B variables are needed).
+#[test]
+fn the_e2b_owners_config_rules_fail_check_all_at_once() {
+    require(&["dsh-e2b"]);
+    let err = rejected(
+        "owner.yaml",
+        "\
+- id: e2b
+  name: dsh-e2b
+  config: {timeoutMs: 0, cwd: work, sandboxId: '', template: base}
+",
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert_mentions(
+        lines[0],
+        &["entry \"e2b\" (line 1): plugin dsh-e2b: config.cwd: "],
+    );
+    assert_mentions(lines[1], &["config.timeoutMs: must be positive"]);
+    assert_mentions(
+        lines[2],
+        &["config.template: applies only to a created sandbox; remove it or sandboxId"],
+    );
+    assert_mentions(lines[3], &["config.sandboxId: is empty"]);
+}

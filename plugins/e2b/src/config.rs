@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dsh_plugin_api::{CreateContext, Error, Result};
+use dsh_plugin_api::{CreateContext, Error, FieldError, Result};
 use e2b_client::{ConnectionConfig, ConnectionOptions, Secret};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -122,59 +122,26 @@ impl OwnerConfig {
             Error::config(format!("config.{field}: {why}")).with_subject(ctx.id.clone())
         };
 
+        // The checks that need no environment, as `dsh check` runs them.
+        if let Some(problem) = field_problems(&raw).into_iter().next() {
+            return Err(bad(&problem.path, problem.message));
+        }
         let cwd = normalize_cwd(raw.cwd.as_deref().unwrap_or(DEFAULT_CWD))
             .map_err(|why| bad("cwd", why))?;
         let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
-        if timeout_ms == 0 {
-            return Err(bad("timeoutMs", "must be positive".to_owned()));
-        }
-        if timeout_ms > MAX_TIMEOUT_MS {
-            return Err(bad(
-                "timeoutMs",
-                format!(
-                    "{timeout_ms} is more than {MAX_TIMEOUT_MS} (the API counts whole seconds in 32 bits)"
-                ),
-            ));
-        }
-
         let acquisition = match raw.sandbox_id {
-            Some(sandbox_id) => {
-                for (field, given) in [
-                    ("template", raw.template.is_some()),
-                    ("metadata", raw.metadata.is_some()),
-                ] {
-                    if given {
-                        return Err(bad(
-                            field,
-                            "applies only to a created sandbox; remove it or sandboxId".to_owned(),
-                        ));
-                    }
-                }
-                if sandbox_id.is_empty() {
-                    return Err(bad("sandboxId", "is empty".to_owned()));
-                }
-                Acquisition::Connect { sandbox_id }
-            }
+            Some(sandbox_id) => Acquisition::Connect { sandbox_id },
             None => {
-                let template = raw.template.unwrap_or_else(|| DEFAULT_TEMPLATE.to_owned());
-                if template.trim().is_empty() {
-                    return Err(bad("template", "is empty".to_owned()));
-                }
                 let mut metadata = raw.metadata.unwrap_or_default();
-                for reserved in [OWNER_METADATA_KEY, ENTRY_METADATA_KEY] {
-                    if metadata.contains_key(reserved) {
-                        return Err(bad(
-                            &format!("metadata.{reserved}"),
-                            "is reserved for dsh's own tag".to_owned(),
-                        ));
-                    }
-                }
                 metadata.insert(
                     OWNER_METADATA_KEY.to_owned(),
                     OWNER_METADATA_VALUE.to_owned(),
                 );
                 metadata.insert(ENTRY_METADATA_KEY.to_owned(), ctx.id.clone());
-                Acquisition::Create { template, metadata }
+                Acquisition::Create {
+                    template: raw.template.unwrap_or_else(|| DEFAULT_TEMPLATE.to_owned()),
+                    metadata,
+                }
             }
         };
 
@@ -232,6 +199,60 @@ impl OwnerConfig {
 /// user). One per sandbox: an owner connecting to a sandbox sweeps it of
 /// what owners killed a day or more ago left.
 pub const RUNTIME_ROOT: &str = "/var/lib/dsh-e2b";
+
+/// Every problem of `raw` that needs no environment, each with its field
+/// path: the owner's `check_config` (all of them, for `dsh check`) and the
+/// first one at creation.
+pub fn field_problems(raw: &RawConfig) -> Vec<FieldError> {
+    let mut problems = Vec::new();
+    if let Err(why) = normalize_cwd(raw.cwd.as_deref().unwrap_or(DEFAULT_CWD)) {
+        problems.push(FieldError::new("cwd", why));
+    }
+    match raw.timeout_ms {
+        Some(0) => problems.push(FieldError::new("timeoutMs", "must be positive")),
+        Some(ms) if ms > MAX_TIMEOUT_MS => problems.push(FieldError::new(
+            "timeoutMs",
+            format!("{ms} is more than {MAX_TIMEOUT_MS} (the API counts whole seconds in 32 bits)"),
+        )),
+        _ => {}
+    }
+    match &raw.sandbox_id {
+        Some(sandbox_id) => {
+            for (field, given) in [
+                ("template", raw.template.is_some()),
+                ("metadata", raw.metadata.is_some()),
+            ] {
+                if given {
+                    problems.push(FieldError::new(
+                        field,
+                        "applies only to a created sandbox; remove it or sandboxId",
+                    ));
+                }
+            }
+            if sandbox_id.is_empty() {
+                problems.push(FieldError::new("sandboxId", "is empty"));
+            }
+        }
+        None => {
+            if raw.template.as_ref().is_some_and(|t| t.trim().is_empty()) {
+                problems.push(FieldError::new("template", "is empty"));
+            }
+            for reserved in [OWNER_METADATA_KEY, ENTRY_METADATA_KEY] {
+                if raw
+                    .metadata
+                    .as_ref()
+                    .is_some_and(|m| m.contains_key(reserved))
+                {
+                    problems.push(FieldError::new(
+                        format!("metadata.{reserved}"),
+                        "is reserved for dsh's own tag",
+                    ));
+                }
+            }
+        }
+    }
+    problems
+}
 
 /// `cwd` as an absolute POSIX path without `.`, `..`, repeated or
 /// trailing `/`; refuses anything else with the reason.

@@ -145,6 +145,11 @@ impl E2bPlugin {
 impl Plugin for E2bPlugin {
     type Config = config::RawConfig;
 
+    /// The checks of [`config::field_problems`], all at once.
+    fn check_config(config: &config::RawConfig) -> Vec<dsh_plugin_api::FieldError> {
+        config::field_problems(config)
+    }
+
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-e2b",
         version: env!("CARGO_PKG_VERSION"),
