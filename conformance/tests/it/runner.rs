@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use dsh_conformance::{KitOptions, Need, Outcome, Report, SCRATCH_PREFIX, Seam, World, cases, run};
 
-use crate::support::fakes::{FaultyFs, FsFault, HangingWait};
+use crate::support::fakes::{FsFault, HangingWait, faulty_fs};
 use crate::support::{self, Local};
 
 fn skipped_reason<'a>(report: &'a Report, name: &str) -> &'a str {
@@ -170,10 +170,7 @@ async fn a_subprocess_only_world_makes_fixtures_with_commands() {
 async fn a_read_only_fs_runs_its_read_cases_on_fixtures_made_by_commands() {
     let local = Local::new();
     let world = World {
-        fs: Some(Arc::new(FaultyFs {
-            inner: local.fs.clone(),
-            fault: FsFault::ReadOnly,
-        })),
+        fs: Some(faulty_fs(local.fs.clone(), FsFault::ReadOnly)),
         subprocess: Some(local.subprocess.clone()),
     };
     let options = KitOptions {
@@ -254,10 +251,7 @@ async fn the_filter_selects_by_substring_and_reports_only_selected_cases() {
 async fn a_hanging_call_fails_its_case_and_the_run_goes_on() {
     let local = Local::new();
     let world = World {
-        fs: Some(Arc::new(FaultyFs {
-            inner: local.fs.clone(),
-            fault: FsFault::HangingStat,
-        })),
+        fs: Some(faulty_fs(local.fs.clone(), FsFault::HangingStat)),
         subprocess: Some(local.subprocess.clone()),
     };
     let options = KitOptions {
@@ -291,10 +285,7 @@ async fn a_hanging_call_fails_its_case_and_the_run_goes_on() {
 async fn a_world_that_never_answers_fails_setup_promptly() {
     let local = Local::new();
     let world = World {
-        fs: Some(Arc::new(FaultyFs {
-            inner: local.fs.clone(),
-            fault: FsFault::HangingEverything,
-        })),
+        fs: Some(faulty_fs(local.fs.clone(), FsFault::HangingEverything)),
         subprocess: None,
     };
     let options = KitOptions {
@@ -330,10 +321,7 @@ async fn a_world_that_never_answers_fails_setup_promptly() {
 async fn a_panicking_provider_fails_the_case() {
     let local = Local::new();
     let world = World {
-        fs: Some(Arc::new(FaultyFs {
-            inner: local.fs.clone(),
-            fault: FsFault::PanickingStat,
-        })),
+        fs: Some(faulty_fs(local.fs.clone(), FsFault::PanickingStat)),
         subprocess: None,
     };
     let options = KitOptions {

@@ -6,19 +6,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_fs_local::FsLocal;
-use dsh_plugin_api::fs::{
-    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
-    WriteGuard,
-};
-use dsh_plugin_api::stream::{ByteStream, ByteWriter, TextStream};
+use dsh_plugin_api::decorate::{DecoratedFs, FsCall, FsHooks};
+use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputSnapshot, OutputStream, Process, SpawnSpec, SubprocessProvider, Terminal,
     TerminalSpec,
 };
-use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
+use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_subprocess_local::LocalSubprocess;
 
-/// How a [`FaultyFs`] misbehaves.
+/// How a [`faulty_fs`] misbehaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FsFault {
     /// Mutations fail with `PermissionDenied` (a legitimate read-only fs).
@@ -31,14 +28,12 @@ pub enum FsFault {
     PanickingStat,
 }
 
-pub struct FaultyFs {
-    pub inner: Arc<FsLocal>,
-    pub fault: FsFault,
-}
+/// `fs-local` that misbehaves as its [`FsFault`] says (hooks over it).
+pub struct Faults(pub FsFault);
 
-impl FaultyFs {
+impl Faults {
     async fn gate(&self, operation: &str, mutation: bool) -> Result<()> {
-        match self.fault {
+        match self.0 {
             FsFault::ReadOnly if mutation => Err(Error::new(
                 ErrorKind::PermissionDenied,
                 format!("{operation}: this fs is read-only"),
@@ -52,81 +47,19 @@ impl FaultyFs {
 }
 
 #[async_trait]
-impl FsProvider for FaultyFs {
-    async fn resolve(&self, path: &str, cwd: Option<&str>) -> Result<Resolved> {
-        self.gate("resolve", false).await?;
-        self.inner.resolve(path, cwd).await
+impl FsHooks for Faults {
+    async fn on_read(&self, call: FsCall<'_>) -> Result<()> {
+        self.gate(call.operation, false).await
     }
 
-    async fn contains(&self, root: &str, target: &str) -> Result<bool> {
-        self.gate("contains", false).await?;
-        self.inner.contains(root, target).await
+    async fn on_write(&self, call: FsCall<'_>) -> Result<()> {
+        self.gate(call.operation, true).await
     }
+}
 
-    async fn stat(&self, path: &str) -> Result<Metadata> {
-        self.gate("stat", false).await?;
-        self.inner.stat(path).await
-    }
-
-    async fn lstat(&self, path: &str) -> Result<Metadata> {
-        self.gate("lstat", false).await?;
-        self.inner.lstat(path).await
-    }
-
-    async fn list(&self, dir: &str) -> Result<Vec<DirEntry>> {
-        self.gate("list", false).await?;
-        self.inner.list(dir).await
-    }
-
-    async fn read_text(&self, path: &str) -> Result<TextFile> {
-        self.gate("read_text", false).await?;
-        self.inner.read_text(path).await
-    }
-
-    async fn stream_text(&self, path: &str) -> Result<ReadStream<TextStream>> {
-        self.gate("stream_text", false).await?;
-        self.inner.stream_text(path).await
-    }
-
-    async fn read_bytes(&self, path: &str) -> Result<ReadStream<ByteStream>> {
-        self.gate("read_bytes", false).await?;
-        self.inner.read_bytes(path).await
-    }
-
-    async fn write(&self, path: &str, content: Bytes, guard: WriteGuard) -> Result<Version> {
-        self.gate("write", true).await?;
-        self.inner.write(path, content, guard).await
-    }
-
-    async fn write_stream(
-        &self,
-        path: &str,
-        content: ByteStream,
-        guard: WriteGuard,
-    ) -> Result<Version> {
-        self.gate("write_stream", true).await?;
-        self.inner.write_stream(path, content, guard).await
-    }
-
-    async fn edit(&self, path: &str, edits: Vec<Edit>, guard: WriteGuard) -> Result<EditOutcome> {
-        self.gate("edit", true).await?;
-        self.inner.edit(path, edits, guard).await
-    }
-
-    async fn mkdir(&self, path: &str) -> Result<()> {
-        self.gate("mkdir", true).await?;
-        self.inner.mkdir(path).await
-    }
-
-    async fn remove(&self, path: &str) -> Result<bool> {
-        self.gate("remove", true).await?;
-        self.inner.remove(path).await
-    }
-
-    async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.gate("rename", true).await?;
-        self.inner.rename(from, to).await
-    }
+/// `fs-local` with `fault`.
+pub fn faulty_fs(inner: Arc<FsLocal>, fault: FsFault) -> Arc<DecoratedFs<Faults>> {
+    Arc::new(DecoratedFs::new(inner, Faults(fault)))
 }
 
 /// `subprocess-local` whose process handles never answer `wait`: every
