@@ -61,6 +61,11 @@ use tracked::TrackedCommand;
 /// `Busy`.
 pub const MAX_COMMANDS: usize = 64;
 
+/// How many bytes of spill files finished commands keep in the world,
+/// together: beyond it, the oldest finished command is forgotten (its spill
+/// files removed) when the next one starts; the newest finished one stays.
+pub const MAX_KEPT_SPILL_BYTES: u64 = 1 << 30;
+
 /// The command tools of one world.
 pub struct Commands {
     subprocess: Arc<dyn SubprocessProvider>,
@@ -82,6 +87,7 @@ impl Commands {
                 list_tool: "list_commands",
                 end_tool: "kill",
                 max: MAX_COMMANDS,
+                max_kept_bytes: MAX_KEPT_SPILL_BYTES,
             }),
         }
     }

@@ -4,9 +4,11 @@
 //! Ids are `<prefix>-<n>` with `n` counting up from 1 and never reused.
 //! The registry keeps at most its bound of *live* handles: a start beyond
 //! it is refused with `Busy`. Finished handles stay (readable) until a
-//! newer insertion pushes the oldest finished one out, which is then
-//! retired (what is left of it ended, its files removed) on a task of its
-//! own, so a dropped call cannot cut that short. [`Registry::shutdown`]
+//! newer insertion pushes the oldest finished one out — beyond the bound
+//! of handles, or while what the finished ones keep in the world (spill
+//! files) exceeds its byte budget — which is then retired (what is left of
+//! it ended, its files removed) on a task of its own, so a dropped call
+//! cannot cut that short. [`Registry::shutdown`]
 //! retires everything, joins those tasks, and accepts nothing new.
 
 use std::collections::BTreeMap;
@@ -24,6 +26,8 @@ pub(crate) trait Tracked: Send + Sync + 'static {
     fn seq(&self) -> u64;
     /// Whether its program has ended (finished handles may be pushed out).
     fn is_finished(&self) -> bool;
+    /// Bytes a finished handle keeps in the world until it is retired.
+    fn kept_bytes(&self) -> u64;
     /// Ends what is left of the handle in the world for good and releases
     /// what it holds there; returns what could not be done.
     fn retire(self: Arc<Self>) -> impl Future<Output = Vec<Error>> + Send + 'static;
@@ -41,6 +45,9 @@ pub(crate) struct Kind {
     pub end_tool: &'static str,
     /// The most handles kept.
     pub max: usize,
+    /// The most bytes finished handles keep in the world, together (the
+    /// newest finished one stays whatever it keeps).
+    pub max_kept_bytes: u64,
 }
 
 pub(crate) struct Registry<T> {
@@ -129,13 +136,21 @@ impl<T: Tracked> Registry<T> {
         }
         state.handles.insert(handle.seq(), handle);
         state.retiring.retain(|task| !task.is_finished());
-        while state.handles.len() > self.kind.max {
-            let oldest_finished = state
+        loop {
+            let finished: Vec<(u64, u64)> = state
                 .handles
                 .iter()
-                .find(|(_, handle)| handle.is_finished())
-                .map(|(seq, _)| *seq);
-            let Some(handle) = oldest_finished.and_then(|seq| state.handles.remove(&seq)) else {
+                .filter(|(_, handle)| handle.is_finished())
+                .map(|(seq, handle)| (*seq, handle.kept_bytes()))
+                .collect();
+            let kept: u64 = finished.iter().map(|(_, bytes)| bytes).sum();
+            let over = state.handles.len() > self.kind.max
+                || (kept > self.kind.max_kept_bytes && finished.len() > 1);
+            let oldest = finished.first().map(|(seq, _)| *seq);
+            let Some(handle) = oldest
+                .filter(|_| over)
+                .and_then(|seq| state.handles.remove(&seq))
+            else {
                 break;
             };
             state.retiring.push(tokio::spawn(handle.retire()));
@@ -204,6 +219,7 @@ mod tests {
     struct Fake {
         seq: u64,
         finished: AtomicBool,
+        kept: u64,
         retired: Arc<Mutex<Vec<u64>>>,
     }
 
@@ -213,6 +229,9 @@ mod tests {
         }
         fn is_finished(&self) -> bool {
             self.finished.load(Ordering::Relaxed)
+        }
+        fn kept_bytes(&self) -> u64 {
+            self.kept
         }
         async fn retire(self: Arc<Self>) -> Vec<Error> {
             self.retired.lock().unwrap().push(self.seq);
@@ -227,14 +246,24 @@ mod tests {
             list_tool: "list_things",
             end_tool: "end_thing",
             max,
+            max_kept_bytes: 100,
         })
     }
 
     fn start(registry: &Registry<Fake>, retired: &Arc<Mutex<Vec<u64>>>) -> Result<Arc<Fake>> {
+        start_keeping(registry, retired, 0)
+    }
+
+    fn start_keeping(
+        registry: &Registry<Fake>,
+        retired: &Arc<Mutex<Vec<u64>>>,
+        kept: u64,
+    ) -> Result<Arc<Fake>> {
         let seq = registry.reserve("start")?;
         let fake = Arc::new(Fake {
             seq,
             finished: AtomicBool::new(false),
+            kept,
             retired: Arc::clone(retired),
         });
         registry.insert("start", Arc::clone(&fake))?;
@@ -271,6 +300,34 @@ mod tests {
         let mut retired = retired.lock().unwrap().clone();
         retired.sort();
         assert_eq!(retired, [1, 2, 3]);
+    }
+
+    /// Finished handles keeping more than the budget together are pushed
+    /// out oldest first when the next handle arrives, but the newest
+    /// finished one stays.
+    #[tokio::test]
+    async fn what_finished_handles_keep_is_bounded_in_bytes() {
+        let retired = Arc::default();
+        let registry = registry(8);
+        let finish = |kept| {
+            let fake = start_keeping(&registry, &retired, kept).unwrap();
+            fake.finished.store(true, Ordering::Relaxed);
+        };
+        let seqs = || -> Vec<u64> { registry.all().iter().map(|fake| fake.seq).collect() };
+        finish(60);
+        finish(30);
+        finish(50);
+        assert_eq!(seqs(), [1, 2, 3], "pushed out only when the next arrives");
+        finish(500);
+        // At its arrival 140 were kept: the oldest (60) went; 80 fit.
+        assert_eq!(seqs(), [2, 3, 4]);
+        start(&registry, &retired).unwrap();
+        // 580 kept: 2 and 3 go; 4 stays, the newest finished, alone over.
+        assert_eq!(seqs(), [4, 5]);
+        registry.shutdown().await;
+        let mut retired = retired.lock().unwrap().clone();
+        retired.sort();
+        assert_eq!(retired, [1, 2, 3, 4, 5]);
     }
 
     #[tokio::test]

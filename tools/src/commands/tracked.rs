@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use dsh_plugin_api::stream::ByteWriter;
-use dsh_plugin_api::subprocess::{ExitStatus, Process};
+use dsh_plugin_api::subprocess::{ExitStatus, OutputStream, Process};
 use dsh_plugin_api::{Error, Result};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -48,6 +48,9 @@ pub(crate) struct TrackedCommand {
     pub stdin: tokio::sync::Mutex<Stdin>,
     /// Where a `read_output` without a cursor starts.
     read_cursor: AtomicU64,
+    /// The spill bytes kept in the world, measured once the command ended
+    /// (before its exit is published).
+    kept: Arc<AtomicU64>,
     exit: watch::Receiver<Exit>,
     /// The task that waits for the exit, and the one feeding stdin text.
     tasks: Vec<AbortHandle>,
@@ -72,8 +75,13 @@ impl TrackedCommand {
     ) -> TrackedCommand {
         let (publish, exit) = watch::channel(None);
         let waited = Arc::clone(&process);
+        let kept = Arc::new(AtomicU64::new(0));
+        let measured = Arc::clone(&kept);
         let waiter = tokio::spawn(async move {
             let status = waited.wait().await;
+            let spill = waited.read_output(OutputStream::Stdout, u64::MAX, 0).await;
+            let bytes = spill.ok().and_then(|snapshot| snapshot.spill);
+            measured.store(bytes.map_or(0, |spill| spill.len), Ordering::Relaxed);
             publish.send_replace(Some(status));
         });
         TrackedCommand {
@@ -85,6 +93,7 @@ impl TrackedCommand {
             output,
             stdin: tokio::sync::Mutex::new(stdin),
             read_cursor: AtomicU64::new(0),
+            kept,
             exit,
             tasks: std::iter::once(waiter.abort_handle())
                 .chain(feeder)
@@ -149,6 +158,11 @@ impl Tracked for TrackedCommand {
 
     fn is_finished(&self) -> bool {
         self.exit.borrow().is_some()
+    }
+
+    /// Its spill (stdout's: the wrapper merged stderr into it).
+    fn kept_bytes(&self) -> u64 {
+        self.kept.load(Ordering::Relaxed)
     }
 
     /// Ends what is left of the command's group (its program has usually

@@ -68,6 +68,8 @@ impl Terminals {
                 list_tool: "list_terminals",
                 end_tool: "terminal_close",
                 max: MAX_TERMINALS,
+                // A terminal's log lives in memory, bounded per terminal.
+                max_kept_bytes: u64::MAX,
             }),
         }
     }

@@ -169,6 +169,11 @@ impl Tracked for TerminalSession {
         self.shared().exit.is_some()
     }
 
+    /// Nothing: a terminal's log and screen live in the tools' memory.
+    fn kept_bytes(&self) -> u64 {
+        0
+    }
+
     async fn retire(self: Arc<Self>) -> Vec<Error> {
         match self.terminate().await {
             Ok(()) => Vec::new(),
