@@ -93,7 +93,10 @@ impl BrokenFs {
         let (first, second) = content.split_at(content.len() / 2);
         file.write_all(first)
             .map_err(|e| Error::from_io("write", &e))?;
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // Long enough that the kit's drops (after 1, 5 and 20 ms) land in
+        // it even on a loaded machine: with 2 ms, a busy CI run once had
+        // every drop miss it and the flaw went unseen.
+        tokio::time::sleep(Duration::from_millis(50)).await;
         file.write_all(second)
             .map_err(|e| Error::from_io("write", &e))?;
         Ok(self.inner.stat(&target).await?.version)
