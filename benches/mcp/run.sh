@@ -44,23 +44,8 @@ if [ -n "${DSH_BENCH_NO_E2B:-}" ]; then
   exit
 fi
 
-state=$(mktemp -d /var/tmp/dsh-bench-mcp-e2b.XXXXXX)
-out="$state.out"
-target/release/e2b-local serve --api-port 0 --envd-port 0 --state-dir "$state" >"$out" 2>"$state.log" &
-server=$!
-cleanup() {
-  kill -TERM "$server" 2>/dev/null || true
-  wait "$server" 2>/dev/null || true
-  rm -rf "$state" "$state.log" "$out"
-}
-trap cleanup EXIT
-for _ in $(seq 1 300); do
-  grep -q '^# e2b-local ready' "$out" && break
-  kill -0 "$server" 2>/dev/null || break
-  sleep 0.1
-done
-grep -q '^# e2b-local ready' "$out" || { cat "$state.log" >&2; echo "bench: e2b-local did not start" >&2; exit 1; }
-eval "$(grep '^export ' "$out")"
+source scripts/e2b-local-server.sh
+start_e2b_local dsh-bench-mcp-e2b
 # The owner renews the sandbox's lease while dsh mcp runs, so the shipped manifest serves a run
 # of any length.
 export DSH_E2B_CONFIG="$root/config/e2b-local.yaml"
