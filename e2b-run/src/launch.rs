@@ -69,13 +69,20 @@ impl Prepared {
     }
 
     /// Takes on the sandbox user's identity for good, then enters the
-    /// working directory with its permissions.
+    /// working directory with its permissions. When the helper already is
+    /// that user (its real uid and gid are the requested ones: the local
+    /// provider runs it as the user itself, often not root) nothing is
+    /// changed — a non-root process may not call `setgroups`.
     pub fn become_user(&self) -> Result<(), Failure> {
         let id = &self.identity;
-        sys::become_user(id.uid, id.gid, &id.groups).map_err(|err| Failure {
-            stage: Stage::Identity,
-            errno: err.raw_os_error().unwrap_or(0),
-        })?;
+        let same = rustix::process::getuid().as_raw() == id.uid
+            && rustix::process::getgid().as_raw() == id.gid;
+        if !same {
+            sys::become_user(id.uid, id.gid, &id.groups).map_err(|err| Failure {
+                stage: Stage::Identity,
+                errno: err.raw_os_error().unwrap_or(0),
+            })?;
+        }
         rustix::process::chdir(self.cwd.as_c_str()).map_err(|err| Failure {
             stage: Stage::Cwd,
             errno: err.raw_os_error(),

@@ -25,12 +25,25 @@
 //! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
 //! dsh-e2b-run version                             → dsh-e2b-run <wire version>
 //! dsh-e2b-run probe USER UPLOAD                   → version, account, environment (NUL-separated)
+//! dsh-e2b-run durable-start                request in $DSH_E2B_REQUEST → ok <id> <pid> | failed <stage> <errno> <detail> | error …
+//! dsh-e2b-run durable-list DIR                    → entry <durable entry>… then end | error …
+//! dsh-e2b-run durable-info DIR ID                 → ok <durable entry> | error …
+//! dsh-e2b-run durable-follow DIR ID STDOUT_FROM STDERR_FROM → raw output; exits like the command (125: lost / unknown)
+//! dsh-e2b-run durable-terminate DIR ID GRACE_MS SETTLE_MS → empty | busy …
+//! dsh-e2b-run durable-forget DIR ID               → ok | error …
 //! ```
+//!
+//! Durable commands (the `durable` module) outlive the caller that started
+//! them: a detached supervisor retains their output in the state directory
+//! DIR (created mode 0700 if missing; refused unless a real directory of
+//! the helper's effective uid with no group or other bits). A durable
+//! entry is `wire::DurableEntry::to_line`.
 //!
 //! Control lines end with a newline; `error <errno> <message>` reports a
 //! failure of the operation (exit 0); a malformed invocation exits 2.
 
 mod ctl;
+mod durable;
 mod exec;
 mod launch;
 mod probe;
@@ -39,7 +52,9 @@ mod sys;
 
 use std::time::Duration;
 
-use dsh_e2b_run::wire::{self, ExecRequest, RemoveRequest, ResolveRequest, RunRequest};
+use dsh_e2b_run::wire::{
+    self, DurableStartRequest, ExecRequest, RemoveRequest, ResolveRequest, RunRequest,
+};
 use dsh_process_group::ladder::{teardown_session, terminate_group};
 use dsh_process_group::pause::{Blocking, run_blocking};
 
@@ -73,11 +88,29 @@ fn ladder_args(
     Ok((number(id, what)?, ctl::millis(grace)?, ctl::millis(settle)?))
 }
 
+/// `error <errno> <message>` (the message on one line).
+fn error_line((errno, message): (i32, String)) -> String {
+    format!("error {errno} {}", durable::start::one_line(&message))
+}
+
 fn cli(args: &[String]) -> i32 {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     // Binary output of its own (NUL-separated), not a control line.
     if let ["probe", user, upload] = words.as_slice() {
         return probe::main(user, upload);
+    }
+    // Raw output and an exit mirroring the command's.
+    if let ["durable-follow", dir, id, stdout_from, stderr_from] = words.as_slice() {
+        return match (
+            number(stdout_from, "stdout offset"),
+            number(stderr_from, "stderr offset"),
+        ) {
+            (Ok(out), Ok(err)) => durable::follow::main(dir, id, [out, err]),
+            (Err(message), _) | (_, Err(message)) => {
+                eprintln!("dsh-e2b-run: {message}");
+                2
+            }
+        };
     }
     let result = match words.as_slice() {
         ["version"] => Ok(format!("dsh-e2b-run {}", wire::VERSION)),
@@ -142,6 +175,25 @@ fn cli(args: &[String]) -> i32 {
             )?;
             Ok(if delivered { "ok" } else { "gone" }.to_owned())
         })(),
+        ["durable-start"] => request_bytes()
+            .and_then(|b| DurableStartRequest::decode(&b).map_err(|e| e.0))
+            .map(|request| durable::start::main(&request)),
+        ["durable-list", dir] => Ok(match durable::manage::list(dir) {
+            Ok(lines) => lines.join("\n"),
+            Err(failure) => error_line(failure),
+        }),
+        ["durable-info", dir, id] => Ok(durable::manage::info(dir, id).unwrap_or_else(error_line)),
+        ["durable-terminate", dir, id, grace, settle] => (|| {
+            let (grace, settle) = (ctl::millis(grace)?, ctl::millis(settle)?);
+            Ok(match durable::manage::terminate(dir, id, grace, settle) {
+                Ok(outcome) => ctl::outcome_line(&outcome),
+                Err(failure) => error_line(failure),
+            })
+        })(),
+        ["durable-forget", dir, id] => Ok(match durable::manage::forget(dir, id) {
+            Ok(()) => "ok".to_owned(),
+            Err(failure) => error_line(failure),
+        }),
         _ => Err(format!("usage: dsh-e2b-run <subcommand> …; got {words:?}")),
     };
     match result {

@@ -422,7 +422,7 @@ fn close(stream: &mut Stream, out: &mut Frames, how: u8) {
 
 /// Ends the helper the way the child ended: the same exit code, or the
 /// same signal (without a core file).
-fn mirror(raw: c_int) -> ! {
+pub(crate) fn mirror(raw: c_int) -> ! {
     let signal = raw & 0x7f;
     if signal == 0 {
         sys::exit_now((raw >> 8) & 0xff);

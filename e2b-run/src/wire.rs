@@ -20,7 +20,7 @@ pub const REQUEST_ENV: &str = "DSH_E2B_REQUEST";
 
 /// The version of this wire; the helper prints it for `version`, and the
 /// host checks it after installing the helper.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Longest base64 request the host sends in one environment variable:
 /// Linux refuses single strings over 128 KiB (`MAX_ARG_STRLEN`) at exec.
@@ -488,6 +488,217 @@ impl RemoveRequest {
     }
 }
 
+/// `durable-start`: start a command that outlives its caller, its output
+/// retained in `dir` (see the helper's `durable` module).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableStartRequest {
+    pub launch: Launch,
+    /// The state directory (created mode 0700 if missing; its parent must
+    /// exist).
+    pub dir: String,
+    /// Bytes of each stream that are always kept (at least the last
+    /// `retain` bytes).
+    pub retain: u64,
+    /// SIGTERM to the group after this long, SIGKILL 2 s later; 0 = none.
+    pub timeout_ms: u64,
+    /// How long output is still read after the command exited.
+    pub drain_grace_ms: u64,
+}
+
+impl DurableStartRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.u32(VERSION);
+        self.launch.write(&mut w);
+        w.str(&self.dir);
+        w.u64(self.retain);
+        w.u64(self.timeout_ms);
+        w.u64(self.drain_grace_ms);
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<DurableStartRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        check_version(&mut r)?;
+        let request = DurableStartRequest {
+            launch: Launch::read(&mut r)?,
+            dir: r.str("state dir")?,
+            retain: r.u64("retain")?,
+            timeout_ms: r.u64("timeout")?,
+            drain_grace_ms: r.u64("drain grace")?,
+        };
+        r.finish("the durable start request")?;
+        Ok(request)
+    }
+}
+
+/// Where a durable command is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurableState {
+    /// Its supervisor runs (the command may have exited and its output be
+    /// draining).
+    Running,
+    /// Its status is recorded: the exit code or the signal that ended it,
+    /// and whether the timeout fired.
+    Ended {
+        code: Option<i32>,
+        signal: Option<i32>,
+        timed_out: bool,
+    },
+    /// No status, and its supervisor is gone: the true end is unknown.
+    Lost,
+}
+
+/// One durable command, as `durable-list` and `durable-info` report it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurableEntry {
+    pub id: String,
+    /// The command's pid (its process group and session id).
+    pub pid: u32,
+    pub started_unix_ms: u64,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub state: DurableState,
+    /// Bytes produced so far (final once ended): stdout, stderr.
+    pub totals: [u64; 2],
+    /// The first retained offset of stdout, stderr.
+    pub retained_from: [u64; 2],
+}
+
+impl DurableEntry {
+    /// One line of space-separated `key=value` fields, in this order:
+    /// `id=<32 hex> pid=<n> started_ms=<n> argv=<base64> cwd=<base64>
+    /// state=running|lost|ended [code=<n>|- signal=<n>|- timed_out=0|1]
+    /// totals=<stdout>,<stderr> retained_from=<stdout>,<stderr>`. `argv` is
+    /// the base64 of a counted list of length-prefixed strings (the
+    /// request encoding), `cwd` the base64 of its bytes; the three ended
+    /// fields appear exactly when `state=ended`.
+    pub fn to_line(&self) -> String {
+        let mut argv = Writer::default();
+        argv.strs(&self.argv);
+        let mut line = format!(
+            "id={} pid={} started_ms={} argv={} cwd={} state=",
+            self.id,
+            self.pid,
+            self.started_unix_ms,
+            base64_encode(&argv.into_bytes()),
+            base64_encode(self.cwd.as_bytes()),
+        );
+        let opt = |value: Option<i32>| value.map_or("-".to_owned(), |v| v.to_string());
+        match &self.state {
+            DurableState::Running => line.push_str("running"),
+            DurableState::Lost => line.push_str("lost"),
+            DurableState::Ended {
+                code,
+                signal,
+                timed_out,
+            } => line.push_str(&format!(
+                "ended code={} signal={} timed_out={}",
+                opt(*code),
+                opt(*signal),
+                u8::from(*timed_out)
+            )),
+        }
+        line.push_str(&format!(
+            " totals={},{} retained_from={},{}",
+            self.totals[0], self.totals[1], self.retained_from[0], self.retained_from[1]
+        ));
+        line
+    }
+
+    /// Parses what [`DurableEntry::to_line`] wrote (surrounding whitespace
+    /// ignored). Every field is required; fields of unknown keys are
+    /// skipped, so a later helper may add some.
+    pub fn parse_line(line: &str) -> Result<DurableEntry, DecodeError> {
+        let fields = Fields::parse(line.trim())?;
+        let id = fields.get("id")?.to_owned();
+        if !valid_durable_id(&id) {
+            return Err(DecodeError(format!("malformed id {id:?}")));
+        }
+        let argv_bytes = base64_decode(fields.get("argv")?)?;
+        let mut r = Reader::new(&argv_bytes);
+        let argv = r.strs("argv")?;
+        r.finish("argv")?;
+        let cwd = String::from_utf8(base64_decode(fields.get("cwd")?)?)
+            .map_err(|_| DecodeError("cwd is not UTF-8".to_owned()))?;
+        let state = match fields.get("state")? {
+            "running" => DurableState::Running,
+            "lost" => DurableState::Lost,
+            "ended" => DurableState::Ended {
+                code: fields.optional_i32("code")?,
+                signal: fields.optional_i32("signal")?,
+                timed_out: match fields.get("timed_out")? {
+                    "0" => false,
+                    "1" => true,
+                    other => return Err(DecodeError(format!("timed_out {other:?}"))),
+                },
+            },
+            other => return Err(DecodeError(format!("unknown state {other:?}"))),
+        };
+        Ok(DurableEntry {
+            id,
+            pid: fields.number("pid")?,
+            started_unix_ms: fields.number("started_ms")?,
+            argv,
+            cwd,
+            state,
+            totals: fields.pair("totals")?,
+            retained_from: fields.pair("retained_from")?,
+        })
+    }
+}
+
+/// The `key=value` fields of one line.
+struct Fields<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> Fields<'a> {
+    fn parse(line: &'a str) -> Result<Fields<'a>, DecodeError> {
+        line.split(' ')
+            .map(|field| {
+                field
+                    .split_once('=')
+                    .ok_or_else(|| DecodeError(format!("field {field:?} has no '='")))
+            })
+            .collect::<Result<_, _>>()
+            .map(Fields)
+    }
+
+    fn get(&self, key: &str) -> Result<&'a str, DecodeError> {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .ok_or_else(|| DecodeError(format!("missing field {key}")))
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<T, DecodeError> {
+        let text = self.get(key)?;
+        text.parse()
+            .map_err(|_| DecodeError(format!("{key} {text:?} is not a number")))
+    }
+
+    fn optional_i32(&self, key: &str) -> Result<Option<i32>, DecodeError> {
+        match self.get(key)? {
+            "-" => Ok(None),
+            _ => self.number(key).map(Some),
+        }
+    }
+
+    fn pair(&self, key: &str) -> Result<[u64; 2], DecodeError> {
+        let text = self.get(key)?;
+        let bad = || DecodeError(format!("{key} {text:?} is not two numbers"));
+        let (a, b) = text.split_once(',').ok_or_else(bad)?;
+        Ok([a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?])
+    }
+}
+
+/// Whether `id` is a durable command id: exactly 32 lowercase hex digits
+/// (128 random bits). Anything else is refused before it could name a
+/// path.
+pub fn valid_durable_id(id: &str) -> bool {
+    id.len() == 32 && id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 fn check_version(r: &mut Reader<'_>) -> Result<(), DecodeError> {
     let version = r.u32("version")?;
     if version == VERSION {
@@ -616,6 +827,133 @@ mod tests {
         w.identity(&identity());
         w.u32(u32::MAX);
         assert!(RunRequest::decode(&w.into_bytes()).is_err());
+    }
+
+    fn durable_request() -> DurableStartRequest {
+        DurableStartRequest {
+            launch: Launch {
+                identity: identity(),
+                argv: vec!["sh".into(), "-c".into(), "echo hi".into()],
+                env: vec!["A=b".into()],
+                cwd: "/tmp".into(),
+                search: vec!["/bin".into()],
+            },
+            dir: "/var/lib/dsh-e2b/durable".into(),
+            retain: 1 << 20,
+            timeout_ms: 0,
+            drain_grace_ms: 250,
+        }
+    }
+
+    #[test]
+    fn durable_start_requests_round_trip_and_reject_corruption() {
+        let request = durable_request();
+        let bytes = request.encode();
+        assert_eq!(DurableStartRequest::decode(&bytes).unwrap(), request);
+        for cut in 0..bytes.len() {
+            assert!(
+                DurableStartRequest::decode(&bytes[..cut]).is_err(),
+                "cut {cut}"
+            );
+        }
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(DurableStartRequest::decode(&extra).is_err());
+        // Another request kind is not a durable start.
+        assert!(
+            DurableStartRequest::decode(
+                &ExecRequest {
+                    launch: request.launch.clone(),
+                    boundary: String::new(),
+                }
+                .encode()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn durable_entries_round_trip_as_one_line() {
+        let mut entry = DurableEntry {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            pid: 4242,
+            started_unix_ms: 1_700_000_000_123,
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "echo a  b\n=x,y".into(),
+                String::new(),
+            ],
+            cwd: "/home/user/with space\nand=equals".into(),
+            state: DurableState::Running,
+            totals: [10, u64::MAX],
+            retained_from: [0, 7],
+        };
+        let states = [
+            DurableState::Running,
+            DurableState::Lost,
+            DurableState::Ended {
+                code: Some(3),
+                signal: None,
+                timed_out: false,
+            },
+            DurableState::Ended {
+                code: None,
+                signal: Some(15),
+                timed_out: true,
+            },
+            DurableState::Ended {
+                code: Some(-1),
+                signal: None,
+                timed_out: true,
+            },
+        ];
+        for state in states {
+            entry.state = state;
+            let line = entry.to_line();
+            assert!(!line.contains('\n'), "{line}");
+            assert_eq!(
+                line.split(' ').filter(|f| f.is_empty()).count(),
+                0,
+                "{line}"
+            );
+            assert_eq!(DurableEntry::parse_line(&line).unwrap(), entry, "{line}");
+            assert_eq!(
+                DurableEntry::parse_line(&format!("{line} later=1\n")).unwrap(),
+                entry
+            );
+        }
+        entry.argv.clear();
+        assert_eq!(DurableEntry::parse_line(&entry.to_line()).unwrap(), entry);
+        let line = entry.to_line();
+        for bad in [
+            line.replace("pid=4242", "pid=x"),
+            line.replace("state=ended", "state=gone"),
+            line.replace("id=0123", "id=../x"),
+            line.replace(" totals=10,", " totals=10;"),
+            line.replace("timed_out=1", "timed_out=2"),
+            line.replace(" cwd=", " cwd=*"),
+            "".to_owned(),
+            "id".to_owned(),
+        ] {
+            assert!(DurableEntry::parse_line(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn durable_ids_are_32_lowercase_hex_digits() {
+        assert!(valid_durable_id("0123456789abcdef0123456789abcdef"));
+        for bad in [
+            "",
+            "../x",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "0123456789ABCDEF0123456789abcdef",
+            "0123456789abcdef0123456789abcdeg",
+            "0123456789abcdef/123456789abcdef",
+        ] {
+            assert!(!valid_durable_id(bad), "{bad}");
+        }
     }
 
     #[test]

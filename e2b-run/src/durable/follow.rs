@@ -1,0 +1,202 @@
+//! `durable-follow`: the command's retained stdout on the helper's stdout
+//! and its stderr on the helper's stderr, raw, from the requested absolute
+//! offsets (clamped up to the first retained one), as they grow, until
+//! the status is recorded and everything up to the final totals is out;
+//! then the helper ends the way the command did.
+//!
+//! Waiting is inotify on the command's directory (a write to a segment, a
+//! new segment, the status renamed in), so a fast command's end is seen at
+//! once; a timeout rechecks that the supervisor still lives (a supervisor
+//! gone without a status: the command is Lost, exit 125). Reading is
+//! bounded per round and per stream, through one buffer; a slow reader of
+//! the helper's stdout simply blocks it.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+
+use super::store::{self, Record, Status, segment_name};
+use crate::sys;
+
+/// The exit of a follow that cannot mirror the command.
+const FAILED: i32 = 125;
+/// Bytes copied per stream before the other one and the status get a turn.
+const BUDGET: u64 = 1024 * 1024;
+/// How long a wait lasts before the supervisor is checked again.
+const RECHECK: Duration = Duration::from_millis(500);
+/// The wait between checks when inotify is unavailable.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Follows command `id` of `dir`; returns only the helper's exit code when
+/// it cannot mirror the command.
+pub fn main(dir: &str, id: &str, from: [u64; 2]) -> i32 {
+    match follow(Path::new(dir), id, from) {
+        Ok(status) => crate::run::mirror(status.raw_wait_status()),
+        Err(message) => {
+            eprintln!("dsh-e2b-run: {message}");
+            FAILED
+        }
+    }
+}
+
+fn follow(dir: &Path, id: &str, from: [u64; 2]) -> Result<Status, String> {
+    let cmd_dir = store::command_dir(dir, id).map_err(|(_, message)| message)?;
+    let watch = watch(&cmd_dir);
+    let record =
+        Record::read(&cmd_dir).ok_or_else(|| format!("durable command {id} has no record"))?;
+    let mut cursors = [Cursor::new(0, from[0]), Cursor::new(1, from[1])];
+    let (stdout, stderr) = (io::stdout(), io::stderr());
+    let outputs = [stdout.as_fd(), stderr.as_fd()];
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        // The status first: once it is recorded, every byte up to its
+        // totals is in the segments.
+        let status = Status::read(&cmd_dir);
+        let mut pending = false;
+        for (cursor, output) in cursors.iter_mut().zip(&outputs) {
+            let (_, at_end) = cursor
+                .pump(&cmd_dir, &mut buf, *output, BUDGET)
+                .map_err(|err| format!("follow {}: {err}", store::STREAMS[cursor.stream]))?;
+            pending |= !at_end;
+        }
+        if let Some(status) = status {
+            if !pending {
+                return Ok(status);
+            }
+            continue;
+        }
+        if pending {
+            continue;
+        }
+        if !record.supervisor_alive() {
+            return match Status::read(&cmd_dir) {
+                // Ended just now: copy the rest.
+                Some(_) => continue,
+                None => Err(format!(
+                    "durable command {id} is lost: its supervisor ended without recording a status"
+                )),
+            };
+        }
+        wait(watch.as_ref());
+    }
+}
+
+/// An inotify descriptor watching `cmd_dir` (`None`: unavailable, poll).
+fn watch(cmd_dir: &Path) -> Option<OwnedFd> {
+    let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
+    let flags = WatchFlags::MODIFY
+        | WatchFlags::CREATE
+        | WatchFlags::MOVED_TO
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::DELETE_SELF;
+    inotify::add_watch(&fd, cmd_dir, flags).ok()?;
+    Some(fd)
+}
+
+/// Waits for a change in the command's directory (or the recheck time),
+/// then discards the events: the caller looks at the files themselves.
+fn wait(watch: Option<&OwnedFd>) {
+    let Some(fd) = watch else {
+        std::thread::sleep(POLL);
+        return;
+    };
+    let timeout = Timespec::try_from(RECHECK).expect("a small duration");
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let _ = rustix::event::poll(&mut fds, Some(&timeout));
+    let mut events = [0u8; 4096];
+    while matches!(sys::read_fd(fd.as_fd(), &mut events), Ok(n) if n > 0) {}
+}
+
+/// Where one stream is read.
+struct Cursor {
+    stream: usize,
+    /// The next absolute offset to copy.
+    pos: u64,
+    /// The segment being read: its start and file.
+    segment: Option<(u64, File)>,
+}
+
+impl Cursor {
+    fn new(stream: usize, pos: u64) -> Cursor {
+        Cursor {
+            stream,
+            pos,
+            segment: None,
+        }
+    }
+
+    /// Copies what is retained from `pos` on to `out`, up to `budget`
+    /// bytes. Returns the bytes copied and whether the end of what exists
+    /// now was reached.
+    fn pump(
+        &mut self,
+        cmd_dir: &Path,
+        buf: &mut [u8],
+        out: BorrowedFd<'_>,
+        budget: u64,
+    ) -> io::Result<(u64, bool)> {
+        let mut copied = 0;
+        while copied < budget {
+            let Some((start, file)) = &self.segment else {
+                if self.locate(cmd_dir)? {
+                    continue;
+                }
+                return Ok((copied, true));
+            };
+            let n = file.read_at(buf, self.pos - start)?;
+            if n == 0 {
+                // The segment holding `pos` may be a newer one by now (this
+                // one is full once its successor exists).
+                let current = *start;
+                if self.locate(cmd_dir)?
+                    && self.segment.as_ref().is_some_and(|(s, _)| *s != current)
+                {
+                    continue;
+                }
+                return Ok((copied, true));
+            }
+            sys::write_all_fd(out, &buf[..n])?;
+            self.pos += n as u64;
+            copied += n as u64;
+        }
+        Ok((copied, false))
+    }
+
+    /// Opens the segment holding `pos` (the newest starting at or before
+    /// it), first moving `pos` up to the oldest retained byte. Returns
+    /// false when the stream has no segment. A segment dropped between the
+    /// listing and the open is looked up again.
+    fn locate(&mut self, cmd_dir: &Path) -> io::Result<bool> {
+        loop {
+            let starts = store::segments(cmd_dir, self.stream)?;
+            let Some(&first) = starts.first() else {
+                return Ok(false);
+            };
+            self.pos = self.pos.max(first);
+            let start = *starts
+                .iter()
+                .rev()
+                .find(|&&start| start <= self.pos)
+                .expect("pos ≥ the first start");
+            if let Some((current, _)) = &self.segment
+                && *current == start
+            {
+                return Ok(true);
+            }
+            match File::open(cmd_dir.join(segment_name(self.stream, start))) {
+                Ok(file) => {
+                    self.segment = Some((start, file));
+                    return Ok(true);
+                }
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}

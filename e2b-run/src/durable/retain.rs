@@ -1,0 +1,148 @@
+//! Retention of one output stream: append-only segment files named by the
+//! absolute offset of their first byte (`stdout.00000000000000000000`),
+//! each filled to exactly the segment size before the next is created.
+//! The oldest segment is dropped only while the bytes left would still be
+//! at least `retain`, so the last `retain` bytes are always kept (and the
+//! newest segment never goes).
+//!
+//! Readers need no lock: a segment only grows until its successor exists,
+//! and one that is dropped stays readable through a descriptor opened
+//! before.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use super::store::segment_name;
+
+/// The smallest segment.
+const MIN_SEGMENT: u64 = 64 * 1024;
+
+/// The segment size for `retain`: a quarter of it, at least 64 KiB.
+pub fn segment_size(retain: u64) -> u64 {
+    (retain / 4).max(MIN_SEGMENT)
+}
+
+/// The writer of one stream's segments.
+pub struct Retention {
+    dir: PathBuf,
+    stream: usize,
+    segment_size: u64,
+    retain: u64,
+    /// Retained segments, oldest first: (start, length).
+    segments: VecDeque<(u64, u64)>,
+    /// The newest segment, open for appending.
+    file: File,
+    /// Bytes retained so far (the stream's total).
+    total: u64,
+    /// The first write error; bytes after it are read but not retained.
+    failed: Option<io::Error>,
+}
+
+fn create(dir: &Path, stream: usize, start: u64) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(dir.join(segment_name(stream, start)))
+}
+
+impl Retention {
+    /// Creates the first segment (offset 0) of `stream` in `dir`.
+    pub fn create(dir: &Path, stream: usize, retain: u64) -> io::Result<Retention> {
+        Ok(Retention {
+            dir: dir.to_owned(),
+            stream,
+            segment_size: segment_size(retain),
+            retain,
+            segments: VecDeque::from([(0, 0)]),
+            file: create(dir, stream, 0)?,
+            total: 0,
+            failed: None,
+        })
+    }
+
+    /// Bytes retained so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Appends `data`, starting new segments and dropping old ones as
+    /// needed. After a write error nothing more is retained (the total
+    /// stays what the segments hold).
+    pub fn write(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && self.failed.is_none() {
+            if let Err(err) = self.write_some(&mut data) {
+                self.failed = Some(err);
+            }
+        }
+    }
+
+    fn write_some(&mut self, data: &mut &[u8]) -> io::Result<()> {
+        let (_, len) = *self.segments.back().expect("never empty");
+        if len >= self.segment_size {
+            self.file = create(&self.dir, self.stream, self.total)?;
+            self.segments.push_back((self.total, 0));
+            self.drop_old();
+        }
+        let back = self.segments.back_mut().expect("never empty");
+        let room = (self.segment_size - back.1) as usize;
+        let take = room.min(data.len());
+        self.file.write_all(&data[..take])?;
+        back.1 += take as u64;
+        self.total += take as u64;
+        *data = &data[take..];
+        self.drop_old();
+        Ok(())
+    }
+
+    fn drop_old(&mut self) {
+        let mut retained: u64 = self.segments.iter().map(|(_, len)| len).sum();
+        while self.segments.len() > 1 {
+            let (start, len) = self.segments[0];
+            if retained - len < self.retain {
+                break;
+            }
+            // A failed unlink leaves a segment readers still find: harmless.
+            let _ = std::fs::remove_file(self.dir.join(segment_name(self.stream, start)));
+            self.segments.pop_front();
+            retained -= len;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::durable::store;
+
+    #[test]
+    fn the_last_retain_bytes_are_always_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let retain = 100_000;
+        let size = segment_size(retain);
+        assert_eq!(size, MIN_SEGMENT);
+        let mut r = Retention::create(dir.path(), 0, retain).unwrap();
+        let chunk: Vec<u8> = (0..7000u32).map(|i| (i % 251) as u8).collect();
+        let mut all = Vec::new();
+        for _ in 0..100 {
+            r.write(&chunk);
+            all.extend_from_slice(&chunk);
+            let (from, total) = store::extent(dir.path(), 0);
+            assert_eq!(total, all.len() as u64);
+            assert!(total - from >= retain.min(total), "{from} {total}");
+            // Never more than one segment beyond what retain needs.
+            assert!(total - from < retain + 2 * size, "{from} {total}");
+            // The retained bytes are the stream's.
+            let mut kept = Vec::new();
+            for start in store::segments(dir.path(), 0).unwrap() {
+                kept.extend(std::fs::read(dir.path().join(segment_name(0, start))).unwrap());
+            }
+            assert_eq!(kept, all[from as usize..]);
+        }
+        assert!(store::extent(dir.path(), 0).0 > 0);
+        assert_eq!(r.total(), all.len() as u64);
+    }
+}

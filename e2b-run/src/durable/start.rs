@@ -1,0 +1,170 @@
+//! `durable-start`: check the state directory, make the command's
+//! directory, and start a detached supervisor (double fork: a new session
+//! of its own, not a child of the caller, stdio on /dev/null), which
+//! starts the command and reports one control line back through a pipe:
+//! `ok <id> <pid>`, `failed <stage> <errno> <detail>` or
+//! `error <errno> <message>`. That line is what `durable-start` prints.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use dsh_e2b_run::wire::{DurableStartRequest, Stage};
+use rustix::fs::{Mode, OFlags};
+use rustix::pipe::PipeFlags;
+use rustix::process::WaitOptions;
+
+use super::store::{self, Failure};
+use super::supervise;
+use crate::launch::Prepared;
+use crate::sys;
+
+/// The longest report line read from the supervisor.
+const MAX_REPORT: usize = 64 * 1024;
+
+/// Starts `request`; returns the control line.
+pub fn main(request: &DurableStartRequest) -> String {
+    // Nothing of the caller's but stdio may reach the supervisor (it would
+    // keep the caller's pipes open for as long as the command runs).
+    sys::close_from(3);
+    match start(request) {
+        Ok(line) => line,
+        Err((errno, message)) => format!("error {errno} {message}"),
+    }
+}
+
+fn start(request: &DurableStartRequest) -> Result<String, Failure> {
+    let prepared = match Prepared::new(&request.launch) {
+        Ok(prepared) => prepared,
+        Err(message) => {
+            return Ok(format!(
+                "failed {} {} {}",
+                Stage::Request as u8,
+                libc::EINVAL,
+                one_line(&message)
+            ));
+        }
+    };
+    let dir = Path::new(&request.dir);
+    store::ensure_dir(dir)?;
+    let (id, cmd_dir) = make_command_dir(dir)?;
+    let cleanup = |failure: Failure| {
+        let _ = std::fs::remove_dir_all(&cmd_dir);
+        failure
+    };
+    let resources =
+        |err: rustix::io::Errno, what: &str| (err.raw_os_error(), format!("{what}: {err}"));
+    let (report_r, report_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)
+        .map_err(|e| cleanup(resources(e, "report pipe")))?;
+    // SAFETY: the helper is single-threaded.
+    let intermediate = match unsafe { sys::fork() } {
+        Err(err) => {
+            return Err(cleanup((
+                err.raw_os_error().unwrap_or(0),
+                format!("fork: {err}"),
+            )));
+        }
+        Ok(Some(pid)) => pid,
+        Ok(None) => {
+            drop(report_r);
+            detach(request, &prepared, &cmd_dir, &id, report_w)
+        }
+    };
+    drop(report_w);
+    let _ = rustix::process::waitpid(Some(intermediate), WaitOptions::empty());
+    let line = read_report(&report_r);
+    match line {
+        Some(line) => Ok(line),
+        None => Err(cleanup((
+            libc::EIO,
+            "the supervisor ended without reporting".to_owned(),
+        ))),
+    }
+}
+
+/// Creates `<dir>/<new id>`, mode 0700.
+fn make_command_dir(dir: &Path) -> Result<(String, PathBuf), Failure> {
+    use std::os::unix::fs::DirBuilderExt;
+    loop {
+        let id = store::new_id().map_err(|err| {
+            (
+                err.raw_os_error().unwrap_or(libc::EIO),
+                format!("getrandom: {err}"),
+            )
+        })?;
+        let path = dir.join(&id);
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok((id, path)),
+            // 128 random bits: never, but not a reason to fail.
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) => {
+                return Err((
+                    err.raw_os_error().unwrap_or(libc::EIO),
+                    format!("create {}: {err}", path.display()),
+                ));
+            }
+        }
+    }
+}
+
+/// The intermediate child: a new session, then the supervisor as its
+/// child, then exit — so the supervisor is nobody's child but init's (or
+/// the nearest subreaper's), in a session no terminal or caller owns.
+fn detach(
+    request: &DurableStartRequest,
+    prepared: &Prepared,
+    cmd_dir: &Path,
+    id: &str,
+    report: OwnedFd,
+) -> ! {
+    let fail = |report: &OwnedFd, message: String| -> ! {
+        let _ = std::fs::remove_dir_all(cmd_dir);
+        let _ = sys::write_all_fd(report, format!("error {message}").as_bytes());
+        sys::exit_now(1)
+    };
+    if let Err(err) = rustix::process::setsid() {
+        fail(&report, format!("{} setsid: {err}", err.raw_os_error()));
+    }
+    // SAFETY: single-threaded (a fork of the single-threaded helper).
+    match unsafe { sys::fork() } {
+        Err(err) => fail(
+            &report,
+            format!("{} fork: {err}", err.raw_os_error().unwrap_or(0)),
+        ),
+        Ok(Some(_)) => sys::exit_now(0),
+        Ok(None) => {}
+    }
+    let umask = rustix::process::umask(Mode::from_raw_mode(0o077));
+    let null = match rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(null) => null,
+        Err(err) => fail(&report, format!("{} /dev/null: {err}", err.raw_os_error())),
+    };
+    let stdio = rustix::stdio::dup2_stdin(&null)
+        .and_then(|()| rustix::stdio::dup2_stdout(&null))
+        .and_then(|()| rustix::stdio::dup2_stderr(&null));
+    if let Err(err) = stdio {
+        fail(&report, format!("{} stdio: {err}", err.raw_os_error()));
+    }
+    drop(null);
+    supervise::main(request, prepared, cmd_dir, id, umask, report)
+}
+
+/// The supervisor's line, without its newline (`None`: it sent nothing).
+fn read_report(fd: &OwnedFd) -> Option<String> {
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    while bytes.len() < MAX_REPORT {
+        match sys::read_fd(fd.as_fd(), &mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => bytes.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let line = text.trim_end_matches('\n');
+    (!line.is_empty()).then(|| line.to_owned())
+}
+
+/// `text` on one line (newlines become spaces): the last field of a
+/// control line.
+pub fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r'], " ")
+}
