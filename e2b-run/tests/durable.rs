@@ -442,7 +442,9 @@ fn terminate_leaves_nothing_of_the_group() {
 #[test]
 fn a_lost_supervisor_makes_follow_fail() {
     let state = State::new();
-    let (id, pid) = state.start("sleep 30", 1 << 20, 0);
+    // `exec`: the command is the sleep itself (a shell's forked children
+    // would not get the parent-death signal).
+    let (id, pid) = state.start("exec sleep 30", 1 << 20, 0);
     let supervisor = state.supervisor_of(&id);
     // SAFETY: no pointers.
     unsafe { libc::kill(supervisor, libc::SIGKILL) };
@@ -453,9 +455,10 @@ fn a_lost_supervisor_makes_follow_fail() {
         "{out:?}"
     );
     assert_eq!(state.info(&id).state, DurableState::Lost);
-    // The command died with its supervisor (the parent-death signal).
+    // The command died with its supervisor (the parent-death signal; a
+    // zombie if nothing reaps orphans here).
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !group_members(pid).is_empty() {
+    while group_members(pid).contains(&pid) {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -520,4 +523,26 @@ fn a_state_directory_others_can_enter_is_refused() {
         line.starts_with(&format!("error {} ", libc::ENOENT)),
         "{line}"
     );
+}
+
+#[test]
+fn the_drain_grace_bounds_waiting_for_a_background_writer() {
+    let state = State::new();
+    for grace in [0, 300] {
+        let mut request = state.request("echo hi; sleep 30 & exit 4", 1 << 20, 0);
+        request.drain_grace_ms = grace;
+        let (id, pid) = parse_ok(&state.start_line(&request));
+        let began = Instant::now();
+        let out = state.follow(&id, [0, 0]);
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            began.elapsed()
+        );
+        assert_eq!(out.status.code(), Some(4), "{out:?}");
+        assert_eq!(out.stdout, b"hi\n");
+        // The background sleep is still in the group: the test's to end.
+        // SAFETY: no pointers.
+        unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
+    }
 }

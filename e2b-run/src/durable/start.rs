@@ -28,7 +28,7 @@ pub fn main(request: &DurableStartRequest) -> String {
     sys::close_from(3);
     match start(request) {
         Ok(line) => line,
-        Err((errno, message)) => format!("error {errno} {message}"),
+        Err((errno, message)) => format!("error {errno} {}", one_line(&message)),
     }
 }
 

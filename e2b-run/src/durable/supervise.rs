@@ -30,6 +30,9 @@ use crate::sys;
 const CHUNK: usize = 64 * 1024;
 /// Between the timeout's SIGTERM and its SIGKILL.
 const KILL_AFTER: Duration = Duration::from_secs(2);
+/// How much of each stream is still read, without waiting, once the drain
+/// grace is over.
+const FINAL_DRAIN: usize = 1024 * 1024;
 
 /// Runs in the detached supervisor; never returns. `umask` is the caller's,
 /// which the command gets back. `report` carries the one control line to
@@ -292,7 +295,7 @@ impl Command {
             };
             for (slot, &i) in open.iter().enumerate() {
                 if ready[slot].intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) {
-                    self.pump(i, &mut buf);
+                    let _ = self.pump(i, &mut buf);
                 }
             }
             if ready[open.len()].contains(PollFlags::IN) {
@@ -303,6 +306,18 @@ impl Command {
                 {
                     raw = Some(status.as_raw());
                     drain_until = Some(Instant::now() + grace);
+                }
+            }
+        }
+        // What is already buffered is still kept (a drain grace of 0, or a
+        // writer that outlived the grace), bounded against a writer that
+        // never pauses.
+        for i in 0..2 {
+            let mut budget = FINAL_DRAIN;
+            while budget > 0 && self.pipes[i].is_some() {
+                match self.pump(i, &mut buf) {
+                    0 => break,
+                    n => budget = budget.saturating_sub(n),
                 }
             }
         }
@@ -318,14 +333,18 @@ impl Command {
     }
 
     /// Reads one chunk of stream `i` into its retention; closes it at end
-    /// of file.
-    fn pump(&mut self, i: usize, buf: &mut [u8]) {
-        let Some(fd) = &self.pipes[i] else { return };
+    /// of file. Returns the bytes read (0: nothing buffered, or the end).
+    fn pump(&mut self, i: usize, buf: &mut [u8]) -> usize {
+        let Some(fd) = &self.pipes[i] else { return 0 };
         match sys::read_fd(fd.as_fd(), buf) {
             Ok(0) => self.pipes[i] = None,
-            Ok(n) => self.retention[i].write(&buf[..n]),
+            Ok(n) => {
+                self.retention[i].write(&buf[..n]);
+                return n;
+            }
             Err(err) if err.raw_os_error() == Some(libc::EAGAIN) => {}
             Err(_) => self.pipes[i] = None,
         }
+        0
     }
 }
