@@ -59,6 +59,40 @@ pub enum Command {
     /// HTTP with `--http`. The composition lives exactly as long as the
     /// server: until stdin closes, SIGINT or SIGTERM.
     Mcp(McpArgs),
+    /// List the world's durable commands (`exec --detach`): id, pid, state,
+    /// bytes of output, argv.
+    Ps,
+    /// Stream a durable command's output from a byte offset until it ends;
+    /// exit with its code. Ctrl-C detaches (the command keeps running).
+    Attach(AttachArgs),
+    /// Terminate a durable command's whole process group (SIGTERM, grace,
+    /// SIGKILL); prints how it ended.
+    Kill(KillArgs),
+    /// Remove everything retained of an ended durable command.
+    Forget(ForgetArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AttachArgs {
+    /// The id `exec --detach` printed.
+    pub id: String,
+    /// The byte offset both streams resume at (default 0: everything
+    /// retained).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub from: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct KillArgs {
+    pub id: String,
+    /// Milliseconds between SIGTERM and SIGKILL.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    pub grace_ms: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct ForgetArgs {
+    pub id: String,
 }
 
 #[derive(Debug, Args)]
@@ -84,6 +118,14 @@ pub struct ExecArgs {
     /// Working directory in the world (default: the world's cwd).
     #[arg(long, value_name = "DIR")]
     pub cwd: Option<String>,
+    /// Start a durable command and print its id: it keeps running after
+    /// dsh exits, its output retained in the world (`dsh attach ID`).
+    #[arg(long)]
+    pub detach: bool,
+    /// With --detach: bytes of each output stream kept at least (default
+    /// 16 MiB).
+    #[arg(long, value_name = "BYTES", requires = "detach")]
+    pub retain: Option<u64>,
     /// Extra environment entry NAME=VALUE (repeatable).
     #[arg(long = "env", short = 'e', value_name = "NAME=VALUE")]
     pub env: Vec<String>,

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use dsh_host::Host;
 use dsh_plugin_api::ErrorKind;
+use dsh_plugin_api::durable::DurableSpec;
 use dsh_plugin_api::stream::ByteWriter;
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
+use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode};
 use futures::StreamExt;
 
 use crate::args::ExecArgs;
@@ -30,16 +31,13 @@ const CLOSED_STDOUT_GRACE: Duration = Duration::from_secs(1);
 /// result is 141 (128 + SIGPIPE).
 /// Dropping the future (on SIGINT/SIGTERM) stops forwarding; the child's
 /// group is terminated by the subprocess provider's disposal.
-pub async fn run(host: &Host, args: ExecArgs) -> Result<i32, Failure> {
+pub async fn run(host: &Host, args: ExecArgs, json: bool) -> Result<i32, Failure> {
     let subprocess = host.subprocess()?;
     let program = args.argv[0].clone();
     let mut spec = SpawnSpec::new(args.argv);
     spec.cwd = args.cwd;
     spec.env = parse_env(&args.env)?;
-    spec.stdin = StdinMode::Pipe;
-    spec.stdout = OutputMode::Pipe;
-    spec.stderr = OutputMode::Pipe;
-    let process = subprocess.spawn(spec).await.map_err(|err| {
+    let start_failed = |err: dsh_plugin_api::Error| {
         let code = match err.kind() {
             ErrorKind::NotFound => EXIT_NOT_FOUND,
             ErrorKind::PermissionDenied | ErrorKind::IsADirectory => EXIT_CANNOT_RUN,
@@ -48,14 +46,37 @@ pub async fn run(host: &Host, args: ExecArgs) -> Result<i32, Failure> {
             _ => EXIT_FAILURE,
         };
         Failure::new(code, format!("exec {program}: {}", detail(&program, &err)))
-    })?;
-
-    let stdout = process.take_stdout();
-    let stderr = process.take_stderr();
+    };
+    if args.detach {
+        // Nothing is streamed: the output stays retained in the world for
+        // `dsh attach`, and the attachment ends with this process.
+        spec.stdout = OutputMode::Null;
+        spec.stderr = OutputMode::Null;
+        let durable = DurableSpec {
+            retain: args.retain.unwrap_or(DurableSpec::default().retain),
+        };
+        let attached = subprocess
+            .spawn_durable(spec, durable)
+            .await
+            .map_err(start_failed)?;
+        return crate::durable::print_started(&attached, json);
+    }
+    spec.stdin = StdinMode::Pipe;
+    spec.stdout = OutputMode::Pipe;
+    spec.stderr = OutputMode::Pipe;
+    let process = subprocess.spawn(spec).await.map_err(start_failed)?;
     if let Some(writer) = process.take_stdin() {
         // Detached: the child may exit without reading its input.
         tokio::spawn(forward_input(writer));
     }
+    stream_to_end(&*process, &program).await
+}
+
+/// Streams `process`'s stdout and stderr to ours until it ends; returns its
+/// exit code (see [`run`] for a reader of our stdout going away).
+pub async fn stream_to_end(process: &dyn Process, program: &str) -> Result<i32, Failure> {
+    let stdout = process.take_stdout();
+    let stderr = process.take_stderr();
     let errors = AbortOnDrop(tokio::spawn(pump(stderr, tokio::io::stderr())));
     let out = pump(stdout, tokio::io::stdout()).await;
     let wait = async {
@@ -72,7 +93,10 @@ pub async fn run(host: &Host, args: ExecArgs) -> Result<i32, Failure> {
         // buffer) is ended, and dsh exits as a pipeline stage killed by
         // SIGPIPE would (docs/design.md §8).
         match tokio::time::timeout(CLOSED_STDOUT_GRACE, wait).await {
-            Ok(status) => status?,
+            Ok(Ok(status)) => status,
+            // A durable command's attachment ends with our reader; the
+            // command itself goes on.
+            Ok(Err(_)) => return Ok(EXIT_CLOSED_STDOUT),
             Err(_) => {
                 tracing::info!("exec {program}: stdout closed; ending it");
                 if let Err(err) = process.terminate(CLOSED_STDOUT_GRACE).await {

@@ -4,6 +4,7 @@
 
 mod args;
 mod conformance;
+mod durable;
 mod exec;
 mod failure;
 mod fs;
@@ -79,7 +80,20 @@ async fn run(cli: Cli) -> i32 {
         Command::Plugins => plugins::list(&composition, json),
         Command::Check => plugins::check(&composition, json),
         Command::Exec(args) => {
-            with_host(&composition, |host| Box::pin(exec::run(host, args))).await
+            with_host(&composition, |host| Box::pin(exec::run(host, args, json))).await
+        }
+        Command::Ps => with_host(&composition, |host| Box::pin(durable::ps(host, json))).await,
+        Command::Attach(args) => {
+            with_host(&composition, |host| Box::pin(durable::attach(host, args))).await
+        }
+        Command::Kill(args) => {
+            with_host(&composition, |host| {
+                Box::pin(durable::kill(host, args, json))
+            })
+            .await
+        }
+        Command::Forget(args) => {
+            with_host(&composition, |host| Box::pin(durable::forget(host, args))).await
         }
         Command::Sh(args) => {
             with_host(&composition, |host| Box::pin(terminal::run(host, args))).await

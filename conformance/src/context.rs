@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dsh_plugin_api::durable::{Attached, DurableSpec};
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
@@ -19,6 +20,9 @@ const CLEANUP_GRACE: Duration = Duration::from_millis(100);
 enum Owned {
     Process(Arc<dyn Process>),
     Terminal(Arc<dyn Terminal>),
+    /// A durable command's id, forgotten once its handle (owned before it)
+    /// was terminated.
+    Durable(String),
 }
 
 /// One case's view of the world.
@@ -141,6 +145,32 @@ impl Cx {
         Ok(terminal)
     }
 
+    /// Starts `spec` as a durable command and keeps its handle and id so
+    /// the runner terminates and forgets it after the case. A provider
+    /// without durable commands makes the case unsupported (skipped).
+    pub(crate) async fn spawn_durable(
+        &self,
+        what: &str,
+        spec: SpawnSpec,
+        durable: DurableSpec,
+    ) -> std::result::Result<Attached, Failure> {
+        let started = self
+            .within(what, self.sp().spawn_durable(spec, durable))
+            .await?;
+        let attached = match started {
+            Ok(attached) => attached,
+            Err(err) if err.kind() == ErrorKind::Unsupported => {
+                return Err(Failure::unsupported(format!(
+                    "the subprocess provider has no durable commands ({err})"
+                )));
+            }
+            Err(err) => return Err(Failure::new(format!("{what}: {err}"))),
+        };
+        self.own(Owned::Process(attached.process.clone()));
+        self.own(Owned::Durable(attached.id.clone()));
+        Ok(attached)
+    }
+
     fn own(&self, owned: Owned) {
         self.owned
             .lock()
@@ -179,6 +209,16 @@ impl Cx {
                 Owned::Terminal(terminal) => {
                     let what = format!("terminate terminal {}", terminal.pid());
                     let result = tokio::time::timeout(self.limit, terminal.terminate()).await;
+                    (what, result)
+                }
+                Owned::Durable(id) => {
+                    let what = format!("forget durable command {id}");
+                    let result = tokio::time::timeout(self.limit, self.sp().forget(&id))
+                        .await
+                        .map(|forgot| match forgot {
+                            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+                            other => other,
+                        });
                     (what, result)
                 }
             };

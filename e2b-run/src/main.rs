@@ -106,10 +106,8 @@ fn cli(args: &[String]) -> i32 {
             number(stderr_from, "stderr offset"),
         ) {
             (Ok(out), Ok(err)) => durable::follow::main(dir, id, [out, err]),
-            (Err(message), _) | (_, Err(message)) => {
-                eprintln!("dsh-e2b-run: {message}");
-                2
-            }
+            // Silent for the same reason as the follow itself.
+            _ => 2,
         };
     }
     let result = match words.as_slice() {

@@ -11,6 +11,11 @@
 
 use async_trait::async_trait;
 
+/// The entry of the owner's runtime root that holds durable commands'
+/// state (`dsh-subprocess-e2b`, docs/design.md §5.2.1): the owner's sweep
+/// of stale entries keeps it, since durable commands outlive owners.
+pub const DURABLE_STATE: &str = "durable";
+
 use crate::error::Result;
 use crate::stream::ByteStream;
 

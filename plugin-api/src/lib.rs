@@ -20,6 +20,7 @@
 
 pub mod config;
 pub mod decorate;
+pub mod durable;
 pub mod e2b;
 pub mod error;
 mod ffi;
@@ -49,7 +50,7 @@ pub use text::Text;
 /// host or plugin cannot handle (a changed type layout, a new required
 /// method, a changed meaning); abi_stable's layout check backs it up for
 /// layout changes that were missed.
-pub const API_VERSION: u32 = 4;
+pub const API_VERSION: u32 = 5;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///

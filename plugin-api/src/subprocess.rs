@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, unsupported};
 use crate::error::{Error, Result};
 use crate::stream::{ByteStream, ByteWriter};
 use bytes::Bytes;
@@ -407,6 +408,39 @@ pub trait SubprocessProvider: Send + Sync + 'static {
 
     /// Starts `spec.argv` on a new pseudo-terminal in its own session.
     async fn spawn_terminal(&self, spec: TerminalSpec) -> Result<Arc<dyn Terminal>>;
+
+    /// Starts `spec` as a durable command (see [`crate::durable`]) and
+    /// attaches to it from offset 0 with `spec`'s output modes. `spec.stdin`
+    /// must be [`StdinMode::Null`]; its timeout and drain grace are applied
+    /// by the world's supervisor of the command, so they hold with no host
+    /// attached. Dropping the future before it resolves may leave the
+    /// command running (it is listed). The default: `Unsupported`.
+    async fn spawn_durable(&self, spec: SpawnSpec, durable: DurableSpec) -> Result<Attached> {
+        let _ = (spec, durable);
+        Err(unsupported("spawn_durable"))
+    }
+
+    /// Every durable command of this world, running or not, until it is
+    /// forgotten. The default: `Unsupported`.
+    async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
+        Err(unsupported("list_durable"))
+    }
+
+    /// A new handle on durable command `spec.id` of this world (`NotFound`
+    /// for an id this world does not know, `InvalidInput` for a malformed
+    /// one). The default: `Unsupported`.
+    async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
+        let _ = spec;
+        Err(unsupported("attach"))
+    }
+
+    /// Removes everything retained of ended durable command `id`; `Busy`
+    /// while it still runs (terminate it first). The default:
+    /// `Unsupported`.
+    async fn forget(&self, id: &str) -> Result<()> {
+        let _ = id;
+        Err(unsupported("forget"))
+    }
 }
 
 #[cfg(test)]

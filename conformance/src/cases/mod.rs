@@ -12,6 +12,7 @@ mod fs_tree;
 mod fs_write;
 mod fs_write_stream;
 mod permissions;
+mod sp_durable;
 mod sp_exit;
 mod sp_output;
 mod sp_quiescence;
@@ -31,6 +32,7 @@ pub(crate) const ALL: &[&[CaseInfo]] = &[
     sp_output::CASES,
     sp_exit::CASES,
     sp_quiescence::CASES,
+    sp_durable::CASES,
     terminal::CASES,
     coherence::CASES,
     permissions::CASES,

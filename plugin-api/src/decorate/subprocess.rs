@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::durable::{AttachSpec, Attached, DurableCommand, DurableSpec};
 use crate::error::Result;
 use crate::subprocess::{
     ExitStatus, Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec,
@@ -131,5 +132,35 @@ impl<H: SubprocessHooks> SubprocessProvider for DecoratedSubprocess<H> {
             async move { watched.wait().await },
         );
         Ok(terminal)
+    }
+
+    /// Durable starts pass `on_spawn` like any other; attachments are
+    /// handles on commands already seen, so they pass unhooked.
+    async fn spawn_durable(&self, spec: SpawnSpec, durable: DurableSpec) -> Result<Attached> {
+        let spec = self.hooks.on_spawn(spec).await?;
+        let argv = spec.argv.clone();
+        let attached = self.inner.spawn_durable(spec, durable).await?;
+        let watched = attached.process.clone();
+        self.watch(
+            Started {
+                pid: attached.process.pid(),
+                argv,
+                terminal: false,
+            },
+            async move { watched.wait().await },
+        );
+        Ok(attached)
+    }
+
+    async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
+        self.inner.list_durable().await
+    }
+
+    async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
+        self.inner.attach(spec).await
+    }
+
+    async fn forget(&self, id: &str) -> Result<()> {
+        self.inner.forget(id).await
     }
 }

@@ -23,6 +23,8 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
 use http_body::Body;
 
+use dsh_plugin_api::e2b::DURABLE_STATE;
+
 use crate::config::RUNTIME_ROOT;
 
 /// The bound on each setup command.
@@ -43,7 +45,8 @@ const RUNTIME_ROOT_OWNER: &str = "root";
 /// what owners killed before their disposal left. Younger entries may
 /// belong to an owner running now on the same sandbox (two `dsh` processes
 /// started together): removing its helper while it installs failed it.
-/// `$1` is the runtime root, `$2` the age in minutes. Exit 0: created;
+/// `$1` is the runtime root, `$2` the age in minutes, `$3` the entry kept
+/// whatever its age (durable commands' state, [`DURABLE_STATE`]). Exit 0: created;
 /// 5: existed, swept (the removed names on stdout); 3: it exists but is not
 /// a root-owned real directory, or mkdir failed (its error on stderr) —
 /// the verification below says which; 4: the sweep failed; 6: an ancestor
@@ -73,7 +76,7 @@ done < <(stat -c '%u %a %F' -- "${ancestors[@]}")
 mkdir -m 0700 -- "$r" 2>/dev/null && exit 0
 # Again for its error message (rare: no capture's fork on the common path).
 [[ -d $r && ! -L $r && -O $r ]] || { mkdir -m 0700 -- "$r"; exit 3; }
-find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" -printf '%f\n' -exec rm -rf -- {} + || exit 4
+find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" ! -name "$3" -printf '%f\n' -exec rm -rf -- {} + || exit 4
 exit 5"#;
 
 /// Creates the missing components of `$1` as root, each mode 0755 and
@@ -206,6 +209,7 @@ where
             "dsh-setup",
             runtime_root.as_str(),
             stale_after.as_str(),
+            DURABLE_STATE,
         ],
     );
     let output = match shell

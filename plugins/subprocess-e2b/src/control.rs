@@ -184,6 +184,20 @@ impl<T: EnvdTransport> Controller<T> {
         Ok(text.trim_end_matches('\n').to_owned())
     }
 
+    /// Runs a `durable-*` subcommand of the helper (with `request` in its
+    /// environment) and returns its answer line.
+    pub async fn durable(
+        &self,
+        operation: &str,
+        args: &[&str],
+        request: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<String, Error> {
+        self.line(operation, args, request, timeout)
+            .await
+            .map_err(ControlError::into_error)
+    }
+
     /// The `terminate` ladder on process group `pgid`.
     pub async fn terminate_group(
         &self,

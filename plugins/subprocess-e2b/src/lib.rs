@@ -46,6 +46,7 @@ mod boundary;
 pub mod config;
 mod control;
 mod delivery;
+mod durable;
 pub mod env;
 mod errors;
 pub mod frames;
@@ -73,10 +74,10 @@ mod world;
 use dsh_e2b_run::wire;
 
 pub use config::Config;
+pub use dsh_helper::{HELPER, helper_digest};
 pub use liveness::OwnerLiveness;
 pub use plugin::SubprocessE2bPlugin;
 pub use provider::E2bSubprocess;
-pub use setup::{HELPER, helper_digest};
 pub use transport::EnvdTransport;
 
 dsh_plugin_api::export_plugin!(SubprocessE2bPlugin);

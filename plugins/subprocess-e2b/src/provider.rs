@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_e2b_gateway::Liveness;
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec};
 use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
@@ -13,6 +14,7 @@ use dsh_provider_kit::failures::aggregate;
 use e2b_client::Envd;
 
 use crate::config::Config;
+use crate::durable::Durable;
 use crate::transport::EnvdTransport;
 use crate::world::World;
 
@@ -29,12 +31,14 @@ const JOIN_LIMIT: Duration = Duration::from_secs(5);
 /// keep working until [`E2bSubprocess::dispose`].
 pub struct E2bSubprocess<T: EnvdTransport> {
     world: Arc<World<T>>,
+    durable: Arc<Durable<T>>,
 }
 
 impl<T: EnvdTransport> Clone for E2bSubprocess<T> {
     fn clone(&self) -> Self {
         E2bSubprocess {
             world: Arc::clone(&self.world),
+            durable: Arc::clone(&self.durable),
         }
     }
 }
@@ -57,8 +61,10 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
                 info.sandbox_id, info.cwd, info.runtime_root
             )));
         }
+        let world = Arc::new(World::new(envd, info, liveness, settings));
         Ok(E2bSubprocess {
-            world: Arc::new(World::new(envd, info, liveness, settings)),
+            durable: Arc::new(Durable::new(Arc::clone(&world))),
+            world,
         })
     }
 
@@ -130,5 +136,21 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
 
     async fn spawn_terminal(&self, spec: TerminalSpec) -> Result<Arc<dyn Terminal>> {
         crate::terminal::spawn(&self.world, spec).await
+    }
+
+    async fn spawn_durable(&self, spec: SpawnSpec, durable: DurableSpec) -> Result<Attached> {
+        crate::durable::spawn(&self.durable, spec, durable).await
+    }
+
+    async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
+        self.durable.list().await
+    }
+
+    async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
+        crate::durable::attach(&self.durable, spec).await
+    }
+
+    async fn forget(&self, id: &str) -> Result<()> {
+        self.durable.forget(id).await
     }
 }

@@ -30,10 +30,29 @@ use crate::transport::EnvdTransport;
 use crate::wire::{self, Launch, Relay, RunRequest, Spill};
 use crate::world::World;
 
-/// Starts `spec` in `world` (see the module docs).
+/// Whom a command runs as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunAs {
+    /// The sandbox user (every command of the seam).
+    User,
+    /// Root: the provider's own helpers that read root-owned state (a
+    /// durable command's follower).
+    Root,
+}
+
+/// Starts `spec` in `world` as the sandbox user (see the module docs).
 pub async fn spawn<T: EnvdTransport>(
     world: &Arc<World<T>>,
     spec: SpawnSpec,
+) -> Result<Arc<dyn Process>> {
+    spawn_as(world, spec, RunAs::User).await
+}
+
+/// Starts `spec` in `world` as `run_as`.
+pub async fn spawn_as<T: EnvdTransport>(
+    world: &Arc<World<T>>,
+    spec: SpawnSpec,
+    run_as: RunAs,
 ) -> Result<Arc<dyn Process>> {
     const OP: &str = "spawn";
     spec.validate()?;
@@ -55,7 +74,14 @@ pub async fn spawn<T: EnvdTransport>(
     };
     let request = RunRequest {
         launch: Launch {
-            identity: ready.setup.identity.clone(),
+            identity: match run_as {
+                RunAs::User => ready.setup.identity.clone(),
+                RunAs::Root => wire::Identity {
+                    uid: 0,
+                    gid: 0,
+                    groups: Vec::new(),
+                },
+            },
             argv: spec.argv.clone(),
             env: env.entries,
             cwd: cwd.clone(),

@@ -39,6 +39,7 @@ pub struct World<T: EnvdTransport> {
     cwd: String,
     settings: Settings,
     instance: String,
+    durable_dir: String,
     install_dir: String,
     spill_dir: String,
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
@@ -65,6 +66,11 @@ impl<T: EnvdTransport> World<T> {
         World {
             shell: ControlShell::for_sandbox(info),
             install_dir: format!("{}/subprocess-e2b-{instance}", info.runtime_root),
+            durable_dir: format!(
+                "{}/{}",
+                info.runtime_root,
+                dsh_plugin_api::e2b::DURABLE_STATE
+            ),
             spill_dir: format!("{}/dsh-subprocess-e2b-{instance}", settings.spill_parent),
             envd,
             liveness,
@@ -88,6 +94,12 @@ impl<T: EnvdTransport> World<T> {
     /// Where the helper is installed (inside the owner's runtime root).
     pub fn install_dir(&self) -> &str {
         &self.install_dir
+    }
+
+    /// Where durable commands keep their state (inside the owner's runtime
+    /// root, kept by its sweep).
+    pub fn durable_dir(&self) -> &str {
+        &self.durable_dir
     }
 
     pub fn check_open(&self, operation: &str) -> Result<()> {

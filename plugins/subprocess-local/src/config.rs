@@ -15,7 +15,7 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(1000);
 /// Configuration of one provider instance, as written in a manifest:
 ///
 /// ```yaml
-/// config: { cwd: /srv/work, spillDir: /var/tmp, killGraceMs: 500 }
+/// config: { cwd: /srv/work, spillDir: /var/tmp, killGraceMs: 500, durableDir: /srv/dsh-durable }
 /// ```
 ///
 /// Every field is optional; unknown fields are rejected.
@@ -33,6 +33,11 @@ pub struct Config {
     /// Grace in milliseconds between the polite signal and SIGKILL for
     /// timeouts, terminal teardown and disposal. Default 1000.
     pub kill_grace_ms: Option<u64>,
+    /// Where durable commands keep their records and output (created with
+    /// mode 0700 on first use; a later `dsh` configured with the same
+    /// directory lists and attaches to them). Absolute. Default:
+    /// `$XDG_STATE_HOME/dsh/durable`, else `$HOME/.local/state/dsh/durable`.
+    pub durable_dir: Option<String>,
 }
 
 /// A validated [`Config`] with its defaults applied.
@@ -41,6 +46,8 @@ pub struct Settings {
     pub cwd: PathBuf,
     pub spill_parent: PathBuf,
     pub kill_grace: Duration,
+    /// `None` when it is not configured and no default exists (no `HOME`).
+    pub durable_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -59,14 +66,37 @@ impl Config {
             Some(dir) => existing_dir("config.spillDir", dir)?,
             None => std::env::temp_dir(),
         };
+        let durable_dir = match &self.durable_dir {
+            Some(dir) if Path::new(dir).is_absolute() => Some(PathBuf::from(dir)),
+            Some(dir) => {
+                return Err(Error::config(format!(
+                    "config.durableDir: {dir:?} is not an absolute path"
+                )));
+            }
+            None => default_durable_dir(),
+        };
         Ok(Settings {
             cwd,
             spill_parent,
+            durable_dir,
             kill_grace: self
                 .kill_grace_ms
                 .map_or(DEFAULT_KILL_GRACE, Duration::from_millis),
         })
     }
+}
+
+/// `$XDG_STATE_HOME/dsh/durable`, else `$HOME/.local/state/dsh/durable`
+/// (absolute values only, as the XDG base directory rules say).
+fn default_durable_dir() -> Option<PathBuf> {
+    let absolute = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|path| path.is_absolute())
+    };
+    absolute("XDG_STATE_HOME")
+        .or_else(|| absolute("HOME").map(|home| home.join(".local/state")))
+        .map(|state| state.join("dsh/durable"))
 }
 
 fn existing_dir(field: &str, value: &str) -> Result<PathBuf> {
@@ -94,6 +124,11 @@ mod tests {
         assert_eq!(settings.cwd, std::env::current_dir().expect("cwd"));
         assert_eq!(settings.spill_parent, std::env::temp_dir());
         assert_eq!(settings.kill_grace, DEFAULT_KILL_GRACE);
+        assert!(
+            settings
+                .durable_dir
+                .is_some_and(|dir| dir.ends_with("dsh/durable") && dir.is_absolute())
+        );
     }
 
     #[test]
@@ -112,6 +147,13 @@ mod tests {
                     ..Config::default()
                 },
                 "config.cwd",
+            ),
+            (
+                Config {
+                    durable_dir: Some("state/durable".into()),
+                    ..Config::default()
+                },
+                "config.durableDir",
             ),
         ] {
             let err = config.settle().expect_err("must fail");

@@ -48,6 +48,7 @@
 
 mod command;
 pub mod config;
+mod durable;
 pub mod env;
 mod fdio;
 mod group;

@@ -47,6 +47,16 @@ pub fn check<'a>(
 }
 
 impl Checked<'_> {
+    /// The working directory, absolute.
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// The command's environment block.
+    pub fn env(&self) -> &EnvBlock<'_> {
+        &self.env
+    }
+
     /// Starts the program with `fds` as its descriptor setup; the child
     /// leads a new session and process group.
     pub fn launch(&self, fds: &[FdAction<'_>]) -> Result<Pid> {

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec};
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::failures::aggregate;
 
 use crate::config::{Config, Settings};
+use crate::durable::Durable;
 use crate::env::Environment;
 use crate::group::KILL_SETTLE;
 use crate::spill::SpillDir;
@@ -23,6 +25,8 @@ use crate::world::World;
 #[derive(Clone)]
 pub struct LocalSubprocess {
     world: Arc<World>,
+    /// `None` without a state directory (see `Config::durable_dir`).
+    durable: Option<Arc<Durable>>,
 }
 
 impl LocalSubprocess {
@@ -38,6 +42,7 @@ impl LocalSubprocess {
             cwd,
             spill_parent,
             kill_grace,
+            durable_dir,
         } = config.settle()?;
         Ok(LocalSubprocess {
             world: Arc::new(World::new(
@@ -46,6 +51,20 @@ impl LocalSubprocess {
                 SpillDir::new(spill_parent),
                 kill_grace,
             )),
+            durable: durable_dir.map(|dir| Arc::new(Durable::new(dir))),
+        })
+    }
+
+    /// Where durable commands are kept, if anywhere.
+    pub fn durable_dir(&self) -> Option<&Path> {
+        self.durable.as_deref().map(Durable::dir)
+    }
+
+    fn durable(&self, operation: &str) -> Result<&Arc<Durable>> {
+        self.durable.as_ref().ok_or_else(|| {
+            Error::config(format!(
+                "{operation}: durable commands need a state directory: set config.durableDir (no HOME to default to)"
+            ))
         })
     }
 
@@ -130,5 +149,22 @@ impl SubprocessProvider for LocalSubprocess {
 
     async fn spawn_terminal(&self, spec: TerminalSpec) -> Result<Arc<dyn Terminal>> {
         Ok(crate::terminal::start(&self.world, &spec)?)
+    }
+
+    async fn spawn_durable(&self, spec: SpawnSpec, durable: DurableSpec) -> Result<Attached> {
+        let state = self.durable("spawn_durable")?;
+        crate::durable::spawn(&self.world, state, spec, durable).await
+    }
+
+    async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
+        self.durable("list_durable")?.list().await
+    }
+
+    async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
+        crate::durable::attach(&self.world, self.durable("attach")?, spec).await
+    }
+
+    async fn forget(&self, id: &str) -> Result<()> {
+        self.durable("forget")?.forget(id).await
     }
 }

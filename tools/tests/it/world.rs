@@ -33,6 +33,7 @@ impl LocalWorld {
             cwd: Some(utf8(&cwd)),
             spill_dir: Some(utf8(&spill)),
             kill_grace_ms: Some(300),
+            durable_dir: Some(utf8(&dir.path().join("durable"))),
         };
         LocalWorld {
             fs: Arc::new(FsLocal::new(utf8(&cwd)).expect("fs-local")),

@@ -8,10 +8,12 @@ use abi_stable::std_types::{RArc, RDuration, ROption, RStr, RString, RVec};
 
 use super::proxy::{ProcessProxy, SubprocessProxy, TerminalProxy};
 use super::{
-    FfiExitStatus, FfiOutputSnapshot, FfiOutputStream, FfiProcess, FfiProcess_TO, FfiProcessObject,
-    FfiSpawnSpec, FfiSubprocess, FfiSubprocess_TO, FfiSubprocessObject, FfiTerminal,
-    FfiTerminal_TO, FfiTerminalObject, FfiTerminalSpec,
+    FfiAttachSpec, FfiAttached, FfiDurableCommand, FfiExitStatus, FfiOutputSnapshot,
+    FfiOutputStream, FfiProcess, FfiProcess_TO, FfiProcessObject, FfiSpawnSpec, FfiSubprocess,
+    FfiSubprocess_TO, FfiSubprocessObject, FfiTerminal, FfiTerminal_TO, FfiTerminalObject,
+    FfiTerminalSpec,
 };
+use crate::durable::{Attached, DurableSpec};
 use crate::ffi::bytes::FfiBytes;
 use crate::ffi::context::{Bound, CallContext};
 use crate::ffi::error::{FfiResult, lower};
@@ -90,6 +92,45 @@ impl FfiSubprocess for SubprocessExport {
         let map = move |terminal| export_terminal(terminal, &context);
         let call = |subprocess: &'a dyn SubprocessProvider| subprocess.spawn_terminal(spec.into());
         export_call(self, "spawn_terminal", call, map)
+    }
+
+    fn spawn_durable<'a>(&'a self, spec: FfiSpawnSpec, retain: u64) -> FfiFut<'a, FfiAttached> {
+        let context = self.context().clone();
+        let map = move |attached| export_attached(attached, &context);
+        let call = move |subprocess: &'a dyn SubprocessProvider| {
+            subprocess.spawn_durable(spec.into(), DurableSpec { retain })
+        };
+        export_call(self, "spawn_durable", call, map)
+    }
+
+    fn list_durable<'a>(&'a self) -> FfiFut<'a, RVec<FfiDurableCommand>> {
+        let map = |commands: Vec<_>| commands.into_iter().map(FfiDurableCommand::from).collect();
+        export_call(
+            self,
+            "list_durable",
+            |subprocess| subprocess.list_durable(),
+            map,
+        )
+    }
+
+    fn attach<'a>(&'a self, spec: FfiAttachSpec) -> FfiFut<'a, FfiAttached> {
+        let context = self.context().clone();
+        let map = move |attached| export_attached(attached, &context);
+        let call = move |subprocess: &'a dyn SubprocessProvider| subprocess.attach(spec.into());
+        export_call(self, "attach", call, map)
+    }
+
+    fn forget<'a>(&'a self, id: RStr<'a>) -> FfiFut<'a, ()> {
+        let call = move |subprocess: &'a dyn SubprocessProvider| subprocess.forget(id.as_str());
+        export_call(self, "forget", call, |()| ())
+    }
+}
+
+fn export_attached(attached: Attached, context: &Arc<CallContext>) -> FfiAttached {
+    FfiAttached {
+        id: attached.id.into(),
+        process: export_process(attached.process, context),
+        from: abi_stable::std_types::Tuple2(attached.from[0], attached.from[1]),
     }
 }
 

@@ -26,8 +26,22 @@ pub trait FfiSubprocess: Send + Sync {
         extra_path: RVec<RString>,
     ) -> FfiFut<'a, RString>;
     fn spawn<'a>(&'a self, spec: FfiSpawnSpec) -> FfiFut<'a, FfiProcessObject>;
-    #[sabi(last_prefix_field)]
     fn spawn_terminal<'a>(&'a self, spec: FfiTerminalSpec) -> FfiFut<'a, FfiTerminalObject>;
+    /// `retain` is [`crate::durable::DurableSpec::retain`].
+    fn spawn_durable<'a>(&'a self, spec: FfiSpawnSpec, retain: u64) -> FfiFut<'a, FfiAttached>;
+    fn list_durable<'a>(&'a self) -> FfiFut<'a, RVec<FfiDurableCommand>>;
+    fn attach<'a>(&'a self, spec: FfiAttachSpec) -> FfiFut<'a, FfiAttached>;
+    #[sabi(last_prefix_field)]
+    fn forget<'a>(&'a self, id: RStr<'a>) -> FfiFut<'a, ()>;
+}
+
+/// [`crate::durable::Attached`] as it crosses the ABI.
+#[repr(C)]
+#[derive(abi_stable::StableAbi)]
+pub struct FfiAttached {
+    pub id: RString,
+    pub process: FfiProcessObject,
+    pub from: abi_stable::std_types::Tuple2<u64, u64>,
 }
 
 /// [`crate::subprocess::Process`] as an FFI object. Synchronous methods

@@ -3,14 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use abi_stable::std_types::{ROption, RString};
+use abi_stable::std_types::{ROption, RString, RVec};
 use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{
-    FfiProcess_TO, FfiProcessObject, FfiSubprocess_TO, FfiSubprocessObject, FfiTerminal_TO,
-    FfiTerminalObject,
+    FfiAttached, FfiDurableCommand, FfiProcess_TO, FfiProcessObject, FfiSubprocess_TO,
+    FfiSubprocessObject, FfiTerminal_TO, FfiTerminalObject,
 };
+use crate::durable::{AttachSpec, Attached, DurableCommand, DurableSpec};
 use crate::error::Result;
 use crate::ffi::bytes::FfiBytes;
 use crate::ffi::error::{FfiResult, lift};
@@ -98,6 +99,34 @@ impl SubprocessProvider for SubprocessProxy {
         let object: FfiTerminalObject = import(self.object.spawn_terminal(spec.into())).await?;
         import_terminal(object)
     }
+
+    async fn spawn_durable(&self, spec: SpawnSpec, durable: DurableSpec) -> Result<Attached> {
+        let attached: FfiAttached =
+            import(self.object.spawn_durable(spec.into(), durable.retain)).await?;
+        import_attached(attached)
+    }
+
+    async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
+        let commands: RVec<FfiDurableCommand> = import(self.object.list_durable()).await?;
+        Ok(commands.into_iter().map(DurableCommand::from).collect())
+    }
+
+    async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
+        let attached: FfiAttached = import(self.object.attach(spec.into())).await?;
+        import_attached(attached)
+    }
+
+    async fn forget(&self, id: &str) -> Result<()> {
+        import(self.object.forget(id.into())).await
+    }
+}
+
+fn import_attached(attached: FfiAttached) -> Result<Attached> {
+    Ok(Attached {
+        id: attached.id.into(),
+        process: import_process(attached.process)?,
+        from: [attached.from.0, attached.from.1],
+    })
 }
 
 pub(super) struct ProcessProxy {

@@ -4,6 +4,7 @@
 use abi_stable::StableAbi;
 use abi_stable::std_types::{RDuration, ROption, RString, RVec, Tuple2};
 
+use crate::durable::{AttachSpec, DurableCommand, DurableState};
 use crate::ffi::bytes::FfiBytes;
 use crate::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Signal, SpawnSpec, SpillInfo, SpillSpec,
@@ -288,6 +289,108 @@ impl From<FfiOutputSnapshot> for OutputSnapshot {
     }
 }
 
+#[repr(C, u8)]
+#[derive(StableAbi, Clone, Copy)]
+pub enum FfiDurableState {
+    Running,
+    Ended(FfiExitStatus),
+    Lost,
+}
+
+impl From<DurableState> for FfiDurableState {
+    fn from(value: DurableState) -> Self {
+        match value {
+            DurableState::Running => FfiDurableState::Running,
+            DurableState::Ended(status) => FfiDurableState::Ended(status.into()),
+            DurableState::Lost => FfiDurableState::Lost,
+        }
+    }
+}
+
+impl From<FfiDurableState> for DurableState {
+    fn from(value: FfiDurableState) -> Self {
+        match value {
+            FfiDurableState::Running => DurableState::Running,
+            FfiDurableState::Ended(status) => DurableState::Ended(status.into()),
+            FfiDurableState::Lost => DurableState::Lost,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiDurableCommand {
+    pub id: RString,
+    pub pid: u32,
+    pub argv: RVec<RString>,
+    pub cwd: RString,
+    pub started_unix_ms: u64,
+    pub state: FfiDurableState,
+    pub totals: Tuple2<u64, u64>,
+    pub retained_from: Tuple2<u64, u64>,
+}
+
+impl From<DurableCommand> for FfiDurableCommand {
+    fn from(value: DurableCommand) -> Self {
+        FfiDurableCommand {
+            id: value.id.into(),
+            pid: value.pid,
+            argv: strings_to_ffi(value.argv),
+            cwd: value.cwd.into(),
+            started_unix_ms: value.started_unix_ms,
+            state: value.state.into(),
+            totals: Tuple2(value.totals[0], value.totals[1]),
+            retained_from: Tuple2(value.retained_from[0], value.retained_from[1]),
+        }
+    }
+}
+
+impl From<FfiDurableCommand> for DurableCommand {
+    fn from(value: FfiDurableCommand) -> Self {
+        DurableCommand {
+            id: value.id.into(),
+            pid: value.pid,
+            argv: strings_from_ffi(value.argv),
+            cwd: value.cwd.into(),
+            started_unix_ms: value.started_unix_ms,
+            state: value.state.into(),
+            totals: [value.totals.0, value.totals.1],
+            retained_from: [value.retained_from.0, value.retained_from.1],
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(StableAbi)]
+pub struct FfiAttachSpec {
+    pub id: RString,
+    pub from: u64,
+    pub stdout: FfiOutputMode,
+    pub stderr: FfiOutputMode,
+}
+
+impl From<AttachSpec> for FfiAttachSpec {
+    fn from(value: AttachSpec) -> Self {
+        FfiAttachSpec {
+            id: value.id.into(),
+            from: value.from,
+            stdout: value.stdout.into(),
+            stderr: value.stderr.into(),
+        }
+    }
+}
+
+impl From<FfiAttachSpec> for AttachSpec {
+    fn from(value: FfiAttachSpec) -> Self {
+        AttachSpec {
+            id: value.id.into(),
+            from: value.from,
+            stdout: value.stdout.into(),
+            stderr: value.stderr.into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -355,6 +458,33 @@ mod tests {
         assert_eq!(
             OutputSnapshot::from(FfiOutputSnapshot::from(snapshot.clone())),
             snapshot
+        );
+        let command = DurableCommand {
+            id: "0123456789abcdef0123456789abcdef".into(),
+            pid: 42,
+            argv: vec!["sh".into(), "-c".into(), "sleep 1".into()],
+            cwd: "/w".into(),
+            started_unix_ms: 1_700_000_000_000,
+            state: DurableState::Ended(ExitStatus {
+                code: None,
+                signal: Some(Signal::TERM),
+                timed_out: true,
+            }),
+            totals: [10, 20],
+            retained_from: [0, 5],
+        };
+        assert_eq!(
+            DurableCommand::from(FfiDurableCommand::from(command.clone())),
+            command
+        );
+        for state in [DurableState::Running, DurableState::Lost] {
+            assert_eq!(DurableState::from(FfiDurableState::from(state)), state);
+        }
+        let mut attach = AttachSpec::new("0123456789abcdef0123456789abcdef", 7);
+        attach.stderr = OutputMode::Collect { limit: 9 };
+        assert_eq!(
+            AttachSpec::from(FfiAttachSpec::from(attach.clone())),
+            attach
         );
         for stream in [OutputStream::Stdout, OutputStream::Stderr] {
             assert_eq!(OutputStream::from(FfiOutputStream::from(stream)), stream);

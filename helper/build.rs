@@ -1,4 +1,5 @@
-//! Builds `dsh-e2b-run`, the helper this plugin runs inside the sandbox,
+//! Builds `dsh-e2b-run`, the helper both subprocess providers run (inside
+//! the sandbox, and on the host for durable commands),
 //! and leaves it in `OUT_DIR` for `include_bytes!`.
 //!
 //! The helper is the workspace crate `dsh-e2b-run`, built here by a nested
@@ -10,8 +11,8 @@
 //! runs with the outer build's cargo and rustc (no toolchain lookup) and
 //! `--locked`, without the outer build's flags and wrappers (clippy's
 //! driver, RUSTFLAGS, an outer `--target`), which are not meant for the
-//! helper. CI therefore builds the helper with the plugin; at runtime it
-//! travels inside the plugin and is uploaded into the sandbox on first use.
+//! helper. CI therefore builds the helper with this crate; at runtime it
+//! travels inside each plugin that links it (docs/design.md §6.3).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

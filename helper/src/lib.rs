@@ -1,0 +1,17 @@
+//! The in-world helper and the host side of durable commands, shared by
+//! both subprocess providers.
+//!
+//! - [`HELPER`]: the `dsh-e2b-run` program, built static by this crate's
+//!   build script and embedded. `dsh-subprocess-e2b` installs it in each
+//!   sandbox; `dsh-subprocess-local` installs it on the host to supervise
+//!   durable commands (docs/design.md §5.2.1, §6.3).
+//! - [`answers`]: the helper's `durable-*` answers in the seam's types.
+//! - [`FollowedProcess`]: a durable command's handle, built from the
+//!   provider's own handle on a `durable-follow` helper.
+
+pub mod answers;
+mod embedded;
+mod followed;
+
+pub use embedded::{HELPER, helper_digest};
+pub use followed::{DurableControl, FollowedProcess, resume_offsets};

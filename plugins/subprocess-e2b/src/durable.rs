@@ -1,0 +1,223 @@
+//! Durable commands in the sandbox (docs/design.md §5.2.1): the helper
+//! starts each under a detached supervisor of its own (`durable-start`),
+//! with its record and output in the owner's root-owned runtime root
+//! (`<runtime root>/durable`, which the owner's sweep keeps), so neither
+//! this provider's disposal nor the host's exit ends it, and a later host
+//! connected to the same sandbox lists and attaches to it. The sandbox
+//! user can neither read nor forge that state. A handle is a
+//! `durable-follow` helper started as root like any command of this
+//! provider ([`dsh_helper::FollowedProcess`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dsh_helper::answers::{self, Start};
+use dsh_helper::{DurableControl, FollowedProcess};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
+use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec, StdinMode};
+use dsh_plugin_api::{Error, Result};
+
+use crate::errors::{self, StartContext};
+use crate::start::{RunAs, spawn_as};
+use crate::transport::EnvdTransport;
+use crate::wire::{self, DurableStartRequest, Launch};
+use crate::world::World;
+
+/// Bound on one `durable-*` control command (a terminate adds its grace).
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a terminate ladder may take to prove the group empty after
+/// SIGKILL.
+const KILL_SETTLE: Duration = Duration::from_secs(2);
+
+/// The durable commands of one sandbox, through one provider's world.
+pub struct Durable<T: EnvdTransport> {
+    world: Arc<World<T>>,
+}
+
+impl<T: EnvdTransport> Durable<T> {
+    pub fn new(world: Arc<World<T>>) -> Durable<T> {
+        Durable { world }
+    }
+
+    async fn control(
+        &self,
+        operation: &str,
+        args: &[&str],
+        request: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<String> {
+        self.world.check_open(operation)?;
+        let ready = self.world.ready(operation).await?;
+        ready
+            .control
+            .durable(operation, args, request, timeout)
+            .await
+    }
+
+    pub async fn list(&self) -> Result<Vec<DurableCommand>> {
+        let dir = self.world.durable_dir();
+        answers::list(
+            &self
+                .control(
+                    "list_durable",
+                    &["durable-list", dir],
+                    None,
+                    CONTROL_TIMEOUT,
+                )
+                .await?,
+        )
+    }
+
+    pub async fn forget(&self, id: &str) -> Result<()> {
+        validate_id("forget", id)?;
+        let dir = self.world.durable_dir();
+        let line = self
+            .control(
+                "forget",
+                &["durable-forget", dir, id],
+                None,
+                CONTROL_TIMEOUT,
+            )
+            .await?;
+        answers::forget(id, &line)
+    }
+}
+
+#[async_trait]
+impl<T: EnvdTransport> DurableControl for Durable<T> {
+    async fn info(&self, id: &str) -> Result<DurableCommand> {
+        let dir = self.world.durable_dir();
+        let line = self
+            .control("attach", &["durable-info", dir, id], None, CONTROL_TIMEOUT)
+            .await?;
+        answers::info(id, &line)
+    }
+
+    async fn terminate(&self, id: &str, grace: Duration) -> Result<()> {
+        let dir = self.world.durable_dir();
+        let grace_ms = grace.as_millis().to_string();
+        let settle_ms = KILL_SETTLE.as_millis().to_string();
+        let line = self
+            .control(
+                "terminate",
+                &["durable-terminate", dir, id, &grace_ms, &settle_ms],
+                None,
+                grace + KILL_SETTLE + CONTROL_TIMEOUT,
+            )
+            .await?;
+        answers::terminate(id, &line)
+    }
+}
+
+/// `spawn_durable` in `durable`'s world.
+pub async fn spawn<T: EnvdTransport>(
+    durable: &Arc<Durable<T>>,
+    spec: SpawnSpec,
+    keep: DurableSpec,
+) -> Result<Attached> {
+    const OP: &str = "spawn_durable";
+    spec.validate()?;
+    if spec.stdin != StdinMode::Null {
+        return Err(Error::invalid_input(format!(
+            "{OP}: durable commands read stdin from /dev/null; a stdin pipe cannot outlive its host"
+        )));
+    }
+    let world = &durable.world;
+    world.check_open(OP)?;
+    let ready = world.ready(OP).await?;
+    let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
+    let env = ready.setup.ambient.for_command(&spec.env, &cwd);
+    let search = crate::env::search_dirs(&env.path);
+    let request = DurableStartRequest {
+        launch: Launch {
+            identity: ready.setup.identity.clone(),
+            argv: spec.argv.clone(),
+            env: env.entries,
+            cwd: cwd.clone(),
+            search: search.clone(),
+        },
+        dir: world.durable_dir().to_owned(),
+        retain: keep.retain,
+        timeout_ms: spec
+            .timeout
+            .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
+        drain_grace_ms: spec.drain_grace.as_millis() as u64,
+    }
+    .encode();
+    if wire::base64_encode(&request).len() > wire::MAX_REQUEST_ENV {
+        return Err(Error::invalid_input(format!(
+            "{OP}: {}: argv and environment are too large to pass into the sandbox (at most {} bytes once encoded)",
+            spec.argv[0],
+            wire::MAX_REQUEST_ENV
+        ))
+        .with_subject(spec.argv[0].clone()));
+    }
+    let line = durable
+        .control(OP, &["durable-start"], Some(&request), CONTROL_TIMEOUT)
+        .await?;
+    match answers::start(&line)? {
+        Start::Started { id, pid } => {
+            let modes = [spec.stdout, spec.stderr];
+            follow(durable, id, pid, [0, 0], modes, spec.spill).await
+        }
+        Start::Failed {
+            stage,
+            errno,
+            detail,
+        } => Err(errors::start_failure(
+            StartContext {
+                operation: OP,
+                program: &spec.argv[0],
+                cwd: &cwd,
+                search: &search,
+            },
+            stage,
+            errno,
+            &detail,
+        )),
+    }
+}
+
+/// `attach` in `durable`'s world.
+pub async fn attach<T: EnvdTransport>(
+    durable: &Arc<Durable<T>>,
+    spec: AttachSpec,
+) -> Result<Attached> {
+    spec.validate()?;
+    let command = durable.info(&spec.id).await?;
+    let from = dsh_helper::resume_offsets(&command, spec.from);
+    let modes = [spec.stdout, spec.stderr];
+    follow(durable, spec.id, command.pid, from, modes, None).await
+}
+
+/// A handle on command `id` through a follower (as root) from `from`.
+async fn follow<T: EnvdTransport>(
+    durable: &Arc<Durable<T>>,
+    id: String,
+    pid: u32,
+    from: [u64; 2],
+    modes: [OutputMode; 2],
+    spill: Option<SpillSpec>,
+) -> Result<Attached> {
+    let world = &durable.world;
+    let ready = world.ready("attach").await?;
+    let mut follower = SpawnSpec::new([
+        ready.setup.helper.clone(),
+        "durable-follow".to_owned(),
+        world.durable_dir().to_owned(),
+        id.clone(),
+        from[0].to_string(),
+        from[1].to_string(),
+    ]);
+    follower.cwd = Some("/".to_owned());
+    [follower.stdout, follower.stderr] = modes;
+    follower.spill = spill;
+    let process = spawn_as(world, follower, RunAs::Root).await?;
+    let control: Arc<dyn DurableControl> = durable.clone();
+    Ok(Attached {
+        id: id.clone(),
+        process: Arc::new(FollowedProcess::new(id, pid, from, process, control)),
+        from,
+    })
+}

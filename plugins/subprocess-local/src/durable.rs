@@ -1,0 +1,343 @@
+//! Durable commands on the host (docs/design.md §5.2.1): each runs under a
+//! supervisor of its own — the helper `dsh-e2b-run`, installed in the state
+//! directory — so it survives this process; its record and output live in
+//! the state directory (private to the user, 0700), where a later `dsh`
+//! configured with the same directory finds it. A handle is a
+//! `durable-follow` helper started like any command of this provider
+//! ([`dsh_helper::FollowedProcess`]), so disposal ends attachments, never
+//! durable commands.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
+use dsh_helper::answers::{self, Start};
+use dsh_helper::{DurableControl, FollowedProcess, HELPER, helper_digest};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
+use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use tokio::sync::OnceCell;
+
+use crate::group::KILL_SETTLE;
+use crate::world::World;
+
+/// Bound on one helper subcommand (list, info, terminate, forget, start).
+const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The durable commands of one state directory.
+pub struct Durable {
+    dir: PathBuf,
+    /// The installed helper, once a durable operation needed it.
+    helper: OnceCell<PathBuf>,
+}
+
+impl Durable {
+    /// Durable commands kept in `dir` (created on first use).
+    pub fn new(dir: PathBuf) -> Durable {
+        Durable {
+            dir,
+            helper: OnceCell::new(),
+        }
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The state directory (0700, created with its missing parents) and
+    /// the helper installed in it: `helper-<digest>`, written through a
+    /// private temporary file and renamed, verified by content when it was
+    /// there already.
+    async fn helper(&self) -> Result<&Path> {
+        let installed = self
+            .helper
+            .get_or_try_init(|| {
+                let dir = self.dir.clone();
+                async move {
+                    tokio::task::spawn_blocking(move || install(&dir))
+                        .await
+                        .map_err(|err| Error::io(format!("durable: install the helper: {err}")))?
+                }
+            })
+            .await?;
+        Ok(installed)
+    }
+
+    /// Runs the helper with `args` (and `request` in its environment) and
+    /// returns its answer.
+    async fn run(
+        &self,
+        operation: &str,
+        args: &[&str],
+        request: Option<Vec<u8>>,
+    ) -> Result<String> {
+        let helper = self.helper().await?;
+        let mut command = tokio::process::Command::new(helper);
+        command
+            .args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
+        if let Some(request) = request {
+            command.env(wire::REQUEST_ENV, wire::base64_encode(&request));
+        }
+        let output = tokio::time::timeout(HELPER_TIMEOUT, command.output())
+            .await
+            .map_err(|_| {
+                Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{operation}: the durable helper did not answer within {HELPER_TIMEOUT:?}"
+                    ),
+                )
+            })?
+            .map_err(|err| {
+                Error::from_io(&format!("{operation}: run {}", helper.display()), &err)
+            })?;
+        if !output.status.success() {
+            return Err(Error::io(format!(
+                "{operation}: the durable helper failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim_end()
+            )));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout)
+            .trim_end_matches('\n')
+            .to_owned())
+    }
+
+    fn dir_arg(&self) -> Result<&str> {
+        self.dir.to_str().ok_or_else(|| {
+            Error::config(format!(
+                "durable: the state directory {} is not UTF-8",
+                self.dir.display()
+            ))
+        })
+    }
+
+    pub async fn list(&self) -> Result<Vec<DurableCommand>> {
+        let dir = self.dir_arg()?;
+        answers::list(
+            &self
+                .run("list_durable", &["durable-list", dir], None)
+                .await?,
+        )
+    }
+
+    pub async fn forget(&self, id: &str) -> Result<()> {
+        validate_id("forget", id)?;
+        let dir = self.dir_arg()?;
+        answers::forget(
+            id,
+            &self
+                .run("forget", &["durable-forget", dir, id], None)
+                .await?,
+        )
+    }
+}
+
+#[async_trait]
+impl DurableControl for Durable {
+    async fn info(&self, id: &str) -> Result<DurableCommand> {
+        let dir = self.dir_arg()?;
+        answers::info(
+            id,
+            &self.run("attach", &["durable-info", dir, id], None).await?,
+        )
+    }
+
+    async fn terminate(&self, id: &str, grace: Duration) -> Result<()> {
+        let dir = self.dir_arg()?;
+        let grace = grace.as_millis().to_string();
+        let settle = KILL_SETTLE.as_millis().to_string();
+        let line = self
+            .run(
+                "terminate",
+                &["durable-terminate", dir, id, &grace, &settle],
+                None,
+            )
+            .await?;
+        answers::terminate(id, &line)
+    }
+}
+
+fn install(dir: &Path) -> Result<PathBuf> {
+    let fail = |what: &str, path: &Path, err: std::io::Error| {
+        Error::from_io(&format!("durable: {what} {}", path.display()), &err)
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|err| fail("create the state directory", dir, err))?;
+    let path = dir.join(format!("helper-{}", &helper_digest()[..16]));
+    if std::fs::read(&path).is_ok_and(|bytes| bytes == HELPER) {
+        return Ok(path);
+    }
+    let staged = dir.join(format!(".helper-{}", rand::random::<u64>()));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o700)
+            .open(&staged)?;
+        file.write_all(HELPER)?;
+        file.sync_all()?;
+        std::fs::rename(&staged, &path)
+    };
+    write().map_err(|err| {
+        let _ = std::fs::remove_file(&staged);
+        fail("install the helper at", &path, err)
+    })?;
+    Ok(path)
+}
+
+/// `spawn_durable` on `world`.
+pub async fn spawn(
+    world: &World,
+    durable: &Arc<Durable>,
+    spec: SpawnSpec,
+    keep: DurableSpec,
+) -> Result<Attached> {
+    const OP: &str = "spawn_durable";
+    spec.validate()?;
+    if spec.stdin != StdinMode::Null {
+        return Err(Error::invalid_input(format!(
+            "{OP}: durable commands read stdin from /dev/null; a stdin pipe cannot outlive its host"
+        )));
+    }
+    let request = {
+        let checked = crate::prepare::check(world, OP, &spec.argv, spec.cwd.as_deref(), &spec.env)?;
+        let cwd = checked
+            .cwd()
+            .to_str()
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "{OP}: the working directory {} is not UTF-8",
+                    checked.cwd().display()
+                ))
+            })?
+            .to_owned();
+        let env = checked
+            .env()
+            .entries()
+            .iter()
+            .filter_map(|entry| entry.to_str().ok().map(str::to_owned))
+            .collect();
+        let search = checked
+            .env()
+            .search_path()
+            .as_bytes()
+            .split(|b| *b == b':')
+            .filter_map(|dir| std::str::from_utf8(dir).ok())
+            .filter(|dir| dir.starts_with('/'))
+            .map(str::to_owned)
+            .collect();
+        DurableStartRequest {
+            launch: Launch {
+                identity: current_identity(),
+                argv: spec.argv.clone(),
+                env,
+                cwd,
+                search,
+            },
+            dir: durable.dir_arg()?.to_owned(),
+            retain: keep.retain,
+            timeout_ms: spec
+                .timeout
+                .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
+            drain_grace_ms: spec.drain_grace.as_millis() as u64,
+        }
+    };
+    let line = durable
+        .run(OP, &["durable-start"], Some(request.encode()))
+        .await?;
+    match answers::start(&line)? {
+        Start::Started { id, pid } => {
+            let modes = [spec.stdout, spec.stderr];
+            follow(world, durable, id, pid, [0, 0], modes, spec.spill).await
+        }
+        Start::Failed {
+            stage,
+            errno,
+            detail,
+        } => Err(Error::new(
+            match errno {
+                libc::ENOENT => ErrorKind::NotFound,
+                libc::EACCES | libc::EPERM => ErrorKind::PermissionDenied,
+                libc::ENOTDIR => ErrorKind::NotADirectory,
+                _ => ErrorKind::Io,
+            },
+            format!(
+                "{OP}: {}: could not start ({stage:?}): {} {detail}",
+                spec.argv[0],
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        )
+        .with_subject(spec.argv[0].clone())),
+    }
+}
+
+/// `attach` on `world`.
+pub async fn attach(world: &World, durable: &Arc<Durable>, spec: AttachSpec) -> Result<Attached> {
+    spec.validate()?;
+    world.check_open("attach")?;
+    let command = durable.info(&spec.id).await?;
+    let from = dsh_helper::resume_offsets(&command, spec.from);
+    let modes = [spec.stdout, spec.stderr];
+    follow(world, durable, spec.id, command.pid, from, modes, None).await
+}
+
+/// A handle on command `id` through a follower started from `from`.
+async fn follow(
+    world: &World,
+    durable: &Arc<Durable>,
+    id: String,
+    pid: u32,
+    from: [u64; 2],
+    modes: [OutputMode; 2],
+    spill: Option<dsh_plugin_api::subprocess::SpillSpec>,
+) -> Result<Attached> {
+    let helper = durable.helper().await?;
+    let mut follower = SpawnSpec::new([
+        helper.to_string_lossy().into_owned(),
+        "durable-follow".to_owned(),
+        durable.dir_arg()?.to_owned(),
+        id.clone(),
+        from[0].to_string(),
+        from[1].to_string(),
+    ]);
+    follower.cwd = Some("/".to_owned());
+    [follower.stdout, follower.stderr] = modes;
+    follower.spill = spill;
+    let process = crate::command::start(world, &follower)?;
+    let control: Arc<dyn DurableControl> = durable.clone();
+    Ok(Attached {
+        id: id.clone(),
+        process: Arc::new(FollowedProcess::new(
+            id,
+            pid,
+            from,
+            Arc::new(process),
+            control,
+        )),
+        from,
+    })
+}
+
+/// This process's identity: the helper keeps it (no change of user).
+fn current_identity() -> Identity {
+    // SAFETY: plain system calls without preconditions.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    Identity {
+        uid,
+        gid,
+        groups: Vec::new(),
+    }
+}
