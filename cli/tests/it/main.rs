@@ -4,6 +4,7 @@
 
 mod check;
 mod conformance;
+mod durable;
 mod e2b_fs;
 mod e2b_shutdown;
 mod exec;
