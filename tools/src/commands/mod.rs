@@ -12,6 +12,7 @@
 //! first; forgetting a command ends what is left of its group and removes
 //! its spill files) or [`Commands::shutdown`].
 
+mod durable;
 mod errors;
 mod kill;
 mod list;
@@ -49,7 +50,7 @@ pub use stdin::{
 
 // Shared with the terminal tools.
 pub(crate) use errors::{from_seam, invalid};
-pub(crate) use registry::{Kind, Registry, Tracked};
+pub(crate) use registry::{Kind, Registry, Retire, Tracked};
 pub(crate) use terminate::until_proven_gone;
 pub(crate) use text::{cut_character_start, decode_piece, quote_argv};
 
@@ -72,6 +73,9 @@ pub struct Commands {
     /// Reads and removes spill files (they live on the world's disk).
     fs: Arc<dyn FsProvider>,
     registry: Registry<TrackedCommand>,
+    /// Held while a durable command of the world is adopted, so that two
+    /// calls naming it attach once.
+    adopting: tokio::sync::Mutex<()>,
 }
 
 impl Commands {
@@ -89,6 +93,7 @@ impl Commands {
                 max: MAX_COMMANDS,
                 max_kept_bytes: MAX_KEPT_SPILL_BYTES,
             }),
+            adopting: tokio::sync::Mutex::new(()),
         }
     }
 
