@@ -11,6 +11,11 @@
 //! [`MAX_COMMANDS`] newer commands push it out (the oldest finished
 //! first; forgetting a command ends what is left of its group and removes
 //! its spill files) or [`Commands::shutdown`].
+//!
+//! A background command without stdin is durable when the provider has
+//! durable commands: id `cmd-<durable id>`, output retained by the world
+//! instead of a spill file, detached from (not ended) at shutdown, found
+//! again by later tools over the same world (see the `durable` module).
 
 mod durable;
 mod errors;
@@ -100,9 +105,12 @@ impl Commands {
     /// Refuses new commands, then ends every remembered command's process
     /// group (running or not: a finished command may have left descendants
     /// in it), retrying while the world reports a group busy, and removes
-    /// every spill file. Returns what could not be done — each group not
-    /// proven gone, each spill file not removed; empty when everything
-    /// ended. A second call has nothing left to do.
+    /// every spill file. Durable commands are only detached from (they run
+    /// on, their output retained in the world), except those `kill` ended,
+    /// whose retained state is removed. Returns what could not be done —
+    /// each group not proven gone, each spill file or retained state not
+    /// removed; empty when everything ended. A second call has nothing
+    /// left to do.
     pub async fn shutdown(&self) -> Vec<Error> {
         self.registry.shutdown().await
     }
