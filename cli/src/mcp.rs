@@ -11,8 +11,10 @@ use crate::args::McpArgs;
 use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 
 /// Serves the composition's world until the stdio client closes stdin (or,
-/// over HTTP, until a signal), then ends what the tools started (background
-/// commands, terminals) before the composition is disposed.
+/// over HTTP, until a signal), then ends what the tools started (ordinary
+/// background commands, terminals; durable commands are only detached from,
+/// so a later `dsh mcp` of the same world finds them) before the
+/// composition is disposed.
 pub async fn run(host: &Host, args: McpArgs) -> Result<i32, Failure> {
     let fs = host.fs()?;
     let subprocess = host.subprocess()?;

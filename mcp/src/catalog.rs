@@ -98,7 +98,8 @@ pub(crate) fn entries() -> Vec<Entry> {
             "Run a command (a bash string in command, or argv) with stdout and stderr merged. \
              Waits for it (timeout_ms ends the whole process group) and returns the exit code \
              and the output's head and tail; the whole output stays readable with read_output. \
-             background: true returns an id at once."
+             background: true returns an id at once; such a command without stdin is durable \
+             where the world allows it (it survives a restart of this server, same id)."
         ),
         tool!(
             commands.read_output,
@@ -126,7 +127,8 @@ pub(crate) fn entries() -> Vec<Entry> {
         tool!(
             commands.list_commands,
             ReadOnly,
-            "The commands started so far: id, command line, status, exit code, output size."
+            "The commands started so far, and the world's durable commands from earlier \
+             servers: id, command line, status, exit code, output size."
         ),
         tool!(
             terminals.terminal_open,

@@ -15,7 +15,10 @@
 //! - [`commands::Commands`]: run (argv or a `bash -c` string, timeout over
 //!   the whole process group), output bounded as head + tail with the whole
 //!   kept in the world and readable by cursor, background handles with
-//!   stdin, kill and list.
+//!   stdin, kill and list. A background command without stdin is
+//!   *durable* when the provider supports it: it outlives the tools, and
+//!   later tools over the same world list it, read it by cursor under the
+//!   same id and kill it.
 //! - [`terminals::Terminals`]: PTY sessions driven by text and named keys,
 //!   read by cursor and as a rendered screen.
 //!
@@ -28,7 +31,7 @@
 //! cancels the call: what it started in the world stops with it (a
 //! foreground `run` terminates its process group), except what outlives a
 //! call by design (a background command, an open terminal), which
-//! [`Tools::shutdown`] ends.
+//! [`Tools::shutdown`] ends — or, for a durable command, detaches from.
 
 #![forbid(unsafe_code)]
 
@@ -65,10 +68,14 @@ impl Tools {
         }
     }
 
-    /// Ends what outlives single calls — every background command and every
-    /// open terminal, each process group proven gone — so that nothing the
-    /// tools started survives the caller. Returns the failures (what may be
-    /// left), empty when everything ended.
+    /// Ends what outlives single calls — every ordinary background command
+    /// and every open terminal, each process group proven gone — so that
+    /// nothing the tools started survives the caller, except durable
+    /// commands: those are meant to outlive this caller (a restarted
+    /// server reads them on by cursor), so the tools only detach from them;
+    /// a durable command `kill` ended has its retained state removed from
+    /// the world. Returns the failures (what may be left), empty when
+    /// everything ended.
     pub async fn shutdown(&self) -> Vec<dsh_plugin_api::Error> {
         let (commands, terminals) =
             futures::future::join(self.commands.shutdown(), self.terminals.shutdown()).await;

@@ -321,9 +321,15 @@ fn progress_cancellation_and_concurrent_calls() {
     // A pattern for the marker that its own command line does not match.
     let (head, last) = marker.split_at(marker.len() - 1);
     let pattern = format!("{head}[{last}]");
+    // The background command is durable and ends on its own, so the world keeps it: in a
+    // state directory of this test's.
+    let state = tempfile::tempdir().expect("tempdir");
     let result = js_session(
         &[],
-        &[],
+        &[(
+            "XDG_STATE_HOME".to_owned(),
+            state.path().display().to_string(),
+        )],
         &format!(
             r#"
 const progress = [];
@@ -411,5 +417,174 @@ console.log(JSON.stringify({ busy: text(busy).output, read: text(read).content, 
     assert!(
         wait_until(Duration::from_secs(10), || sandboxes(&server) == 0),
         "the sandbox outlived dsh mcp"
+    );
+}
+
+/// A `dsh mcp` over stdio driven by hand: newline-delimited JSON-RPC, one request at a time.
+struct RawSession {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    next_id: u64,
+}
+
+impl RawSession {
+    /// `dsh mcp` (the local composition) in `cwd` with `envs`, initialized.
+    fn start(cwd: &Path, envs: &[(&str, &Path)]) -> RawSession {
+        let mut child = dsh()
+            .arg("mcp")
+            .envs(envs.iter().map(|(name, value)| (name, value)))
+            .current_dir(cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start dsh mcp");
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut session = RawSession {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        session.request(
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2024-11-05",
+                "capabilities": {},
+                "clientInfo": {"name": "dsh-it-raw", "version": "1"},
+            }),
+        );
+        session.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        session
+    }
+
+    fn send(&mut self, message: &Value) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("the session is open");
+        writeln!(stdin, "{message}").expect("write to dsh mcp");
+        stdin.flush().expect("flush");
+    }
+
+    /// Sends a request and returns its result (skipping notifications).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .next()
+                .expect("dsh mcp answers")
+                .expect("read from dsh mcp");
+            let message: Value = serde_json::from_str(&line).expect("JSON-RPC");
+            if message["id"] == serde_json::json!(id) {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// Calls `tool` and returns its structured result, which must not be a tool error.
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let result = self.request(
+            "tools/call",
+            serde_json::json!({"name": tool, "arguments": arguments}),
+        );
+        assert_ne!(result["isError"], Value::Bool(true), "{tool}: {result}");
+        result["structuredContent"].clone()
+    }
+
+    /// Closes stdin (the client is gone) and waits for the server to end.
+    fn end(mut self) {
+        drop(self.stdin.take());
+        assert!(
+            wait_until(Duration::from_secs(30), || matches!(
+                self.child.try_wait(),
+                Ok(Some(_))
+            )),
+            "dsh mcp did not end after its client went away"
+        );
+        let status = self.child.wait().expect("wait for dsh mcp");
+        assert!(status.success(), "dsh mcp: {status}");
+    }
+}
+
+/// A background command started by one `dsh mcp` outlives it (it is durable: the local
+/// provider keeps it under `$XDG_STATE_HOME/dsh/durable`), and a new `dsh mcp` of the same
+/// world reads its whole output by cursor, under the same id, with its true exit status; once
+/// killed, its retained state goes with the server that killed it.
+#[test]
+fn background_output_is_read_by_cursor_across_a_server_restart() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cwd, state) = (dir.path().join("work"), dir.path().join("state"));
+    std::fs::create_dir(&cwd).expect("cwd");
+    let envs = [("XDG_STATE_HOME", state.as_path())];
+    let marker = format!("mcp-durable-{}", std::process::id());
+    let command = format!(
+        "for i in $(seq 1 150); do echo \"line $i\"; sleep 0.01; done; echo bye >&2; exit 3; : {marker}"
+    );
+    let mut expected: String = (1..=150).map(|i| format!("line {i}\n")).collect();
+    expected.push_str("bye\n");
+
+    let mut first = RawSession::start(&cwd, &envs);
+    let started = first.call(
+        "run",
+        serde_json::json!({"command": command, "background": true}),
+    );
+    assert_eq!(started["durable"], Value::Bool(true), "{started}");
+    let id = started["id"].as_str().expect("an id").to_owned();
+    let head = first.call(
+        "read_output",
+        serde_json::json!({"id": id, "cursor": 0, "pattern": "^line 3$", "wait_ms": 10000}),
+    );
+    assert_eq!(head["matched"], Value::Bool(true), "{head}");
+    first.end();
+    assert!(
+        !processes_with(&marker).is_empty(),
+        "the durable command ended with the server"
+    );
+
+    let mut second = RawSession::start(&cwd, &envs);
+    let listed = second.call("list_commands", serde_json::json!({}));
+    assert!(
+        listed["commands"]
+            .as_array()
+            .expect("commands")
+            .iter()
+            .any(|info| info["id"] == serde_json::json!(id) && info["durable"] == Value::Bool(true)),
+        "{listed}"
+    );
+    let mut got = String::new();
+    let mut cursor = 0;
+    let last = loop {
+        let piece = second.call(
+            "read_output",
+            serde_json::json!({"id": id, "cursor": cursor, "max_bytes": 256, "wait_ms": 5000}),
+        );
+        assert_eq!(piece["dropped"], serde_json::json!(0), "{piece}");
+        got.push_str(piece["output"].as_str().expect("output"));
+        cursor = piece["cursor"].as_u64().expect("cursor");
+        if piece["status"] == "exited" && piece["remaining_bytes"] == serde_json::json!(0) {
+            break piece;
+        }
+    };
+    assert_eq!(got, expected);
+    assert_eq!(last["exit_code"], serde_json::json!(3), "{last}");
+    second.call("kill", serde_json::json!({"id": id}));
+    second.end();
+    let hex = id.strip_prefix("cmd-").expect("cmd-<durable id>");
+    assert!(
+        !state.join("dsh/durable").join(hex).exists(),
+        "the killed command's retained state outlived the server that killed it"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(&marker)
+            .is_empty()),
+        "{:?}",
+        processes_with(&marker)
     );
 }

@@ -1,5 +1,6 @@
 //! `kill`: end a command's whole process group.
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use dsh_plugin_api::Result;
@@ -23,7 +24,8 @@ const EXIT_REPORT_WAIT: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KillRequest {
-    /// The command's id.
+    /// The command's id (also one of a durable command a previous server
+    /// started).
     pub id: String,
     /// Milliseconds between SIGTERM and SIGKILL. Default 2000, at most
     /// 30000.
@@ -59,8 +61,13 @@ impl Commands {
     /// command stays readable. Killing a finished command ends whatever it
     /// left running in its group. Dropping the future may leave the ladder
     /// half-run; kill again.
+    ///
+    /// A durable command's group is ended through its attachment, the
+    /// same ladder; it stays readable here, and what the world retains of
+    /// it is removed (`forget`) when the tools let it go — pushed out by
+    /// newer commands, or when the server ends.
     pub async fn kill(&self, request: KillRequest) -> Result<KillResult> {
-        let command = self.registry.get(TOOL, &request.id)?;
+        let command = self.lookup(TOOL, &request.id).await?;
         let grace_ms = request.grace_ms.unwrap_or(DEFAULT_KILL_GRACE_MS);
         if grace_ms > MAX_KILL_GRACE_MS {
             return Err(invalid(
@@ -69,6 +76,7 @@ impl Commands {
             ));
         }
         let grace = Duration::from_millis(grace_ms);
+        command.killed.store(true, Ordering::Relaxed);
         let process = &command.process;
         until_proven_gone(|| process.terminate(grace))
             .await

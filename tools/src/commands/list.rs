@@ -3,6 +3,7 @@
 use dsh_plugin_api::Result;
 
 use super::Commands;
+use super::durable;
 use super::errors::from_seam;
 use super::status::{CommandStatus, ExitInfo, state_text};
 use super::tracked::Stdin;
@@ -36,6 +37,9 @@ pub struct CommandInfo {
     pub total_bytes: u64,
     /// Whether `write_stdin` can write to it.
     pub stdin_open: bool,
+    /// Whether it is durable: it outlives the server, and a later server
+    /// of the same world lists and reads it by the same id.
+    pub durable: bool,
 }
 
 impl crate::Outcome for ListCommandsResult {
@@ -47,11 +51,12 @@ impl crate::Outcome for ListCommandsResult {
             .iter()
             .map(|info| {
                 format!(
-                    "{}  {}  {} bytes{}  {}",
+                    "{}  {}  {} bytes{}{}  {}",
                     info.id,
                     state_text(info.status, &info.exit),
                     info.total_bytes,
                     if info.stdin_open { "  stdin open" } else { "" },
+                    if info.durable { "  durable" } else { "" },
                     info.command
                 )
             })
@@ -62,9 +67,25 @@ impl crate::Outcome for ListCommandsResult {
 
 impl Commands {
     /// `list_commands`: every remembered command with its state and output
-    /// size. Dropping the future has no effect.
+    /// size, after the world's durable commands these tools do not hold
+    /// (started by an earlier server, or outside the tools: for those, the
+    /// output shown and read is their stdout). Dropping the future has no
+    /// effect.
     pub async fn list_commands(&self, _request: ListCommandsRequest) -> Result<ListCommandsResult> {
         let mut commands = Vec::new();
+        for durable in self.unheld_durable().await {
+            let exit = durable::exit_of(&durable.state, &durable.id);
+            commands.push(CommandInfo {
+                id: durable::tool_id(&durable.id),
+                command: cut_line(&durable::line_of(&durable.argv)),
+                background: true,
+                status: CommandStatus::of(&exit),
+                exit: ExitInfo::of(&exit),
+                total_bytes: durable.totals[0],
+                stdin_open: false,
+                durable: true,
+            });
+        }
         for command in self.registry.all() {
             let exit = command.exit();
             let total_bytes = command
@@ -78,20 +99,26 @@ impl Commands {
                 .stdin
                 .try_lock()
                 .map_or(true, |stdin| matches!(*stdin, Stdin::Open(_)));
-            let mut line: String = command.line.chars().take(MAX_LISTED_LINE_CHARS).collect();
-            if line.len() < command.line.len() {
-                line.push('…');
-            }
             commands.push(CommandInfo {
                 id: command.id.clone(),
-                command: line,
+                command: cut_line(&command.line),
                 background: command.background,
                 status: CommandStatus::of(&exit),
                 exit: ExitInfo::of(&exit),
                 total_bytes,
                 stdin_open,
+                durable: command.durable.is_some(),
             });
         }
         Ok(ListCommandsResult { commands })
     }
+}
+
+/// `line` cut at [`MAX_LISTED_LINE_CHARS`] characters, marked when cut.
+fn cut_line(line: &str) -> String {
+    let mut cut: String = line.chars().take(MAX_LISTED_LINE_CHARS).collect();
+    if cut.len() < line.len() {
+        cut.push('…');
+    }
+    cut
 }

@@ -11,7 +11,13 @@
 //! [`MAX_COMMANDS`] newer commands push it out (the oldest finished
 //! first; forgetting a command ends what is left of its group and removes
 //! its spill files) or [`Commands::shutdown`].
+//!
+//! A background command without stdin is durable when the provider has
+//! durable commands: id `cmd-<durable id>`, output retained by the world
+//! instead of a spill file, detached from (not ended) at shutdown, found
+//! again by later tools over the same world (see the `durable` module).
 
+mod durable;
 mod errors;
 mod kill;
 mod list;
@@ -49,7 +55,7 @@ pub use stdin::{
 
 // Shared with the terminal tools.
 pub(crate) use errors::{from_seam, invalid};
-pub(crate) use registry::{Kind, Registry, Tracked};
+pub(crate) use registry::{Kind, Registry, Retire, Tracked};
 pub(crate) use terminate::until_proven_gone;
 pub(crate) use text::{cut_character_start, decode_piece, quote_argv};
 
@@ -72,6 +78,9 @@ pub struct Commands {
     /// Reads and removes spill files (they live on the world's disk).
     fs: Arc<dyn FsProvider>,
     registry: Registry<TrackedCommand>,
+    /// Held while a durable command of the world is adopted, so that two
+    /// calls naming it attach once.
+    adopting: tokio::sync::Mutex<()>,
 }
 
 impl Commands {
@@ -89,15 +98,19 @@ impl Commands {
                 max: MAX_COMMANDS,
                 max_kept_bytes: MAX_KEPT_SPILL_BYTES,
             }),
+            adopting: tokio::sync::Mutex::new(()),
         }
     }
 
     /// Refuses new commands, then ends every remembered command's process
     /// group (running or not: a finished command may have left descendants
     /// in it), retrying while the world reports a group busy, and removes
-    /// every spill file. Returns what could not be done — each group not
-    /// proven gone, each spill file not removed; empty when everything
-    /// ended. A second call has nothing left to do.
+    /// every spill file. Durable commands are only detached from (they run
+    /// on, their output retained in the world), except those `kill` ended,
+    /// whose retained state is removed. Returns what could not be done —
+    /// each group not proven gone, each spill file or retained state not
+    /// removed; empty when everything ended. A second call has nothing
+    /// left to do.
     pub async fn shutdown(&self) -> Vec<Error> {
         self.registry.shutdown().await
     }

@@ -205,7 +205,7 @@ impl Commands {
     /// through the `fs` seam, in bounded memory. Dropping the future stops
     /// the wait and the read; the command is not affected.
     pub async fn read_output(&self, request: ReadOutputRequest) -> Result<ReadOutputResult> {
-        let command = self.registry.get(TOOL, &request.id)?;
+        let command = self.lookup(TOOL, &request.id).await?;
         let max = match request.max_bytes {
             Some(0) => return Err(invalid(TOOL, "max_bytes must be at least 1")),
             Some(max) => max.min(MAX_READ_BYTES),

@@ -28,9 +28,20 @@ pub(crate) trait Tracked: Send + Sync + 'static {
     fn is_finished(&self) -> bool;
     /// Bytes a finished handle keeps in the world until it is retired.
     fn kept_bytes(&self) -> u64;
-    /// Ends what is left of the handle in the world for good and releases
-    /// what it holds there; returns what could not be done.
-    fn retire(self: Arc<Self>) -> impl Future<Output = Vec<Error>> + Send + 'static;
+    /// Lets the handle go — ends what is left of it in the world and
+    /// releases what it holds there, or, for what is meant to outlive the
+    /// tools (a durable command at [`Retire::Shutdown`]), only detaches
+    /// from it; returns what could not be done.
+    fn retire(self: Arc<Self>, why: Retire) -> impl Future<Output = Vec<Error>> + Send + 'static;
+}
+
+/// Why the registry lets a handle go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retire {
+    /// Newer handles pushed it out (it had finished).
+    PushedOut,
+    /// The tools shut down.
+    Shutdown,
 }
 
 /// How a registry names and bounds its handles.
@@ -131,7 +142,7 @@ impl<T: Tracked> Registry<T> {
     pub(crate) fn insert(&self, tool: &str, handle: Arc<T>) -> Result<()> {
         let mut state = self.state();
         if state.closed {
-            drop(tokio::spawn(handle.retire()));
+            drop(tokio::spawn(handle.retire(Retire::Shutdown)));
             return Err(self.closed(tool));
         }
         state.handles.insert(handle.seq(), handle);
@@ -153,7 +164,9 @@ impl<T: Tracked> Registry<T> {
             else {
                 break;
             };
-            state.retiring.push(tokio::spawn(handle.retire()));
+            state
+                .retiring
+                .push(tokio::spawn(handle.retire(Retire::PushedOut)));
         }
         Ok(())
     }
@@ -171,6 +184,15 @@ impl<T: Tracked> Registry<T> {
                 );
                 unknown_id(tool, self.kind.noun, id, &hint)
             })
+    }
+
+    /// The first remembered handle `matches` accepts.
+    pub(crate) fn find(&self, matches: impl Fn(&T) -> bool) -> Option<Arc<T>> {
+        self.state()
+            .handles
+            .values()
+            .find(|handle| matches(handle))
+            .cloned()
     }
 
     /// Forgets the handle reserved under `seq`, if it is still there.
@@ -195,7 +217,12 @@ impl<T: Tracked> Registry<T> {
                 std::mem::take(&mut state.retiring),
             )
         };
-        let retired = futures::future::join_all(handles.into_values().map(Tracked::retire)).await;
+        let retired = futures::future::join_all(
+            handles
+                .into_values()
+                .map(|handle| handle.retire(Retire::Shutdown)),
+        )
+        .await;
         let mut failures: Vec<Error> = retired.into_iter().flatten().collect();
         for task in retiring {
             match task.await {
@@ -233,7 +260,7 @@ mod tests {
         fn kept_bytes(&self) -> u64 {
             self.kept
         }
-        async fn retire(self: Arc<Self>) -> Vec<Error> {
+        async fn retire(self: Arc<Self>, _why: Retire) -> Vec<Error> {
             self.retired.lock().unwrap().push(self.seq);
             vec![Error::io(format!("retired {}", self.seq))]
         }

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec, StdinMode};
-use dsh_plugin_api::{Bytes, Result};
+use dsh_plugin_api::durable::DurableSpec;
+use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec, StdinMode};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
 
 use super::Commands;
+use super::durable::{self, DurableLink};
 use super::errors::{from_seam, invalid};
 use super::output::{CommandOutput, SPILL_LIMIT, TAIL_LIMIT};
 use super::status::{CommandStatus, ExitInfo, state_text};
@@ -39,7 +41,7 @@ pub const TAIL_BYTES: usize = 16 * 1024;
 
 /// The wrapper that merges stderr into stdout in the world (see
 /// [`Commands::run`]).
-const MERGE_WRAPPER: [&str; 4] = ["bash", "-c", "exec -- \"$@\" 2>&1", "bash"];
+pub(crate) const MERGE_WRAPPER: [&str; 4] = ["bash", "-c", "exec -- \"$@\" 2>&1", "bash"];
 
 /// Runs a command in the world.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
@@ -71,17 +73,29 @@ pub struct RunRequest {
     #[serde(default)]
     pub timeout_ms: Option<u64>,
     /// Start the command and return its id at once, without waiting (read
-    /// its output with `read_output`, feed it with `write_stdin`, stop it
-    /// with `kill`). Default false: wait for it to exit and return its
-    /// output.
+    /// its output with `read_output`, stop it with `kill`). Default false:
+    /// wait for it to exit and return its output.
     #[serde(default)]
     pub background: Option<bool>,
     /// Text to feed to the command's stdin, which is then closed (at most
-    /// 1 MiB). Without it, a foreground command's stdin is empty, and a
-    /// background command's stdin stays open for `write_stdin` until
-    /// `close_stdin`.
+    /// 1 MiB). Without it (and without `keep_stdin`) stdin is empty.
     #[serde(default)]
     pub stdin: Option<String>,
+    /// Background only: keep the command's stdin open for `write_stdin`
+    /// until `close_stdin`. Default false (stdin is empty). A command with
+    /// an open stdin is not durable.
+    #[serde(default)]
+    pub keep_stdin: Option<bool>,
+    /// Background only: make the command durable — it keeps running when
+    /// this server ends, and a later server of the same world lists it,
+    /// reads its output by cursor and kills it (its id stays valid). A
+    /// durable command has no stdin, so it cannot be combined with `stdin`
+    /// text or `keep_stdin`. Default: durable when the world supports it
+    /// and the run has no stdin (otherwise an ordinary background command,
+    /// ended when the server ends); `true` fails if the world cannot;
+    /// `false` never.
+    #[serde(default)]
+    pub durable: Option<bool>,
 }
 
 /// What `run` did.
@@ -93,6 +107,9 @@ pub struct RunResult {
     pub id: String,
     /// `running` for a background start, else how it ended.
     pub status: CommandStatus,
+    /// Whether the command is durable: it outlives this server, keeping
+    /// its id and its output.
+    pub durable: bool,
     #[serde(flatten)]
     pub exit: ExitInfo,
     /// Foreground only: stdout and stderr merged, as UTF-8 (invalid bytes
@@ -117,8 +134,13 @@ impl crate::Outcome for RunResult {
     fn text(&self) -> String {
         match &self.output {
             None => format!(
-                "started {} in the background; read its output with read_output",
-                self.id
+                "started {} in the background{}; read its output with read_output",
+                self.id,
+                if self.durable {
+                    " (durable: it outlives this server)"
+                } else {
+                    ""
+                }
             ),
             Some(output) => {
                 let state = state_text(self.status, &self.exit);
@@ -139,12 +161,24 @@ impl crate::Outcome for RunResult {
     }
 }
 
+/// Whether a run is started durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    /// An ordinary command (foreground, with stdin, or `durable: false`).
+    No,
+    /// Durable if the provider has durable commands, else ordinary.
+    IfSupported,
+    /// Durable or refused (`durable: true`).
+    Required,
+}
+
 /// A checked request, ready to spawn.
 struct RunPlan {
     spec: SpawnSpec,
     line: String,
     background: bool,
     stdin_text: Option<String>,
+    durability: Durability,
 }
 
 impl RunPlan {
@@ -217,11 +251,44 @@ impl RunPlan {
         }
         let background = request.background.unwrap_or(false);
         let timeout = check_timeout(request.timeout_ms, background)?;
+        let keep_stdin = request.keep_stdin.unwrap_or(false);
+        if !background {
+            for (flag, given) in [
+                ("keep_stdin", request.keep_stdin == Some(true)),
+                ("durable", request.durable == Some(true)),
+            ] {
+                if given {
+                    return Err(invalid(
+                        TOOL,
+                        format_args!("{flag} is for background runs (background: true)"),
+                    ));
+                }
+            }
+        }
+        if keep_stdin && request.stdin.is_some() {
+            return Err(invalid(
+                TOOL,
+                "give stdin text or keep_stdin, not both (keep_stdin leaves stdin open for write_stdin)",
+            ));
+        }
+        let needs_stdin = keep_stdin || request.stdin.is_some();
+        let durability = match (background, request.durable) {
+            (false, _) | (true, Some(false)) => Durability::No,
+            (true, Some(true)) if needs_stdin => {
+                return Err(invalid(
+                    TOOL,
+                    "a durable command has no stdin: drop stdin/keep_stdin, or run with durable: false",
+                ));
+            }
+            (true, Some(true)) => Durability::Required,
+            (true, None) if needs_stdin => Durability::No,
+            (true, None) => Durability::IfSupported,
+        };
 
         let mut spec = SpawnSpec::new(MERGE_WRAPPER.into_iter().map(str::to_owned).chain(program));
         spec.cwd = request.cwd;
         spec.env = env;
-        spec.stdin = if request.stdin.is_some() || background {
+        spec.stdin = if needs_stdin {
             StdinMode::Pipe
         } else {
             StdinMode::Null
@@ -236,6 +303,7 @@ impl RunPlan {
             line,
             background,
             stdin_text: request.stdin,
+            durability,
         })
     }
 }
@@ -289,6 +357,26 @@ impl Commands {
     pub async fn run(&self, request: RunRequest) -> Result<RunResult> {
         let plan = RunPlan::check(request)?;
         let seq = self.registry.reserve(TOOL)?;
+        let durable = match plan.durability {
+            Durability::No => None,
+            durability => self.spawn_durable(&plan.spec, durability).await?,
+        };
+        if let Some((link, process)) = durable {
+            let output = CommandOutput::durable(Arc::clone(&process), link.clone());
+            let command = Arc::new(TrackedCommand::new(
+                seq,
+                durable::tool_id(&link.id),
+                plan.line,
+                true,
+                process,
+                output,
+                Stdin::NotOpen,
+                None,
+                Some(link),
+            ));
+            self.registry.insert(TOOL, Arc::clone(&command))?;
+            return Ok(RunResult::started(&command));
+        }
         let process = self
             .subprocess
             .spawn(plan.spec)
@@ -333,18 +421,11 @@ impl Commands {
             output,
             stdin,
             feeder,
+            None,
         ));
         self.registry.insert(TOOL, Arc::clone(&command))?;
         let Some(guard) = guard else {
-            return Ok(RunResult {
-                id: command.id.clone(),
-                status: CommandStatus::Running,
-                exit: ExitInfo::default(),
-                output: None,
-                total_bytes: None,
-                omitted_bytes: None,
-                spill_path: None,
-            });
+            return Ok(RunResult::started(&command));
         };
 
         let exit = command.wait_exit().await;
@@ -354,12 +435,73 @@ impl Commands {
         Ok(RunResult {
             id: command.id.clone(),
             status: command.status(),
+            durable: false,
             exit: ExitInfo::of(&command.exit()),
             output: Some(bounded.text),
             total_bytes: Some(bounded.total),
             omitted_bytes: Some(bounded.omitted),
             spill_path: bounded.spill_path,
         })
+    }
+}
+
+impl RunResult {
+    /// The result of a background start.
+    fn started(command: &TrackedCommand) -> RunResult {
+        RunResult {
+            id: command.id.clone(),
+            status: CommandStatus::Running,
+            durable: command.durable.is_some(),
+            exit: ExitInfo::default(),
+            output: None,
+            total_bytes: None,
+            omitted_bytes: None,
+            spill_path: None,
+        }
+    }
+}
+
+impl Commands {
+    /// Starts `spec` as a durable command (no stdin, no spill file: the
+    /// world retains the merged output, up to [`SPILL_LIMIT`] bytes like a
+    /// spill file) with the newest output collected in memory. `None` when
+    /// the provider has no durable commands and `durability` allows an
+    /// ordinary command instead.
+    async fn spawn_durable(
+        &self,
+        spec: &SpawnSpec,
+        durability: Durability,
+    ) -> Result<Option<(DurableLink, Arc<dyn Process>)>> {
+        let mut spec = spec.clone();
+        spec.stdin = StdinMode::Null;
+        spec.spill = None;
+        let keep = DurableSpec {
+            retain: SPILL_LIMIT,
+        };
+        match self.subprocess.spawn_durable(spec, keep).await {
+            Ok(attached) => Ok(Some((
+                DurableLink {
+                    id: attached.id,
+                    subprocess: Arc::clone(&self.subprocess),
+                },
+                attached.process,
+            ))),
+            Err(err)
+                if err.kind() == ErrorKind::Unsupported
+                    && durability == Durability::IfSupported =>
+            {
+                tracing::debug!(%err, "run: no durable commands in this world; an ordinary background command");
+                Ok(None)
+            }
+            Err(err) if err.kind() == ErrorKind::Unsupported => Err(Error::new(
+                ErrorKind::Unsupported,
+                format!(
+                    "run: durable: true, but this world has no durable commands ({}); run with durable: false",
+                    err.message()
+                ),
+            )),
+            Err(err) => Err(from_seam(TOOL, err)),
+        }
     }
 }
 
@@ -440,6 +582,8 @@ mod tests {
             timeout_ms: None,
             background: None,
             stdin: None,
+            keep_stdin: None,
+            durable: None,
         }
     }
 
@@ -468,12 +612,46 @@ mod tests {
         })
         .unwrap();
         assert_eq!(&plan.spec.argv[4..], ["bash", "-c", "echo hi >&2"]);
-        assert_eq!(
-            plan.spec.stdin,
-            StdinMode::Pipe,
-            "background keeps stdin open"
-        );
+        assert_eq!(plan.spec.stdin, StdinMode::Null);
+        assert_eq!(plan.durability, Durability::IfSupported);
         assert_eq!(plan.spec.timeout, None, "background has no default timeout");
+    }
+
+    #[test]
+    fn durability_follows_background_and_stdin() {
+        let plan = |value: serde_json::Value| {
+            let mut value = value;
+            value["command"] = "cat".into();
+            RunPlan::check(serde_json::from_value(value).unwrap())
+        };
+        let ok = |value| plan(value).unwrap();
+        let refused = |value| plan(value).err().map(|err| err.kind());
+        use serde_json::json;
+        assert_eq!(ok(json!({})).durability, Durability::No);
+        assert_eq!(ok(json!({"durable": false})).durability, Durability::No);
+        let kept = ok(json!({"background": true, "keep_stdin": true}));
+        assert_eq!(kept.durability, Durability::No);
+        assert_eq!(kept.spec.stdin, StdinMode::Pipe);
+        let fed = ok(json!({"background": true, "stdin": "x"}));
+        assert_eq!(fed.durability, Durability::No);
+        assert_eq!(fed.spec.stdin, StdinMode::Pipe);
+        assert_eq!(
+            ok(json!({"background": true, "durable": true})).durability,
+            Durability::Required
+        );
+        assert_eq!(
+            ok(json!({"background": true, "durable": false})).durability,
+            Durability::No
+        );
+        for bad in [
+            json!({"durable": true}),
+            json!({"keep_stdin": true}),
+            json!({"background": true, "durable": true, "keep_stdin": true}),
+            json!({"background": true, "durable": true, "stdin": "x"}),
+            json!({"background": true, "keep_stdin": true, "stdin": "x"}),
+        ] {
+            assert_eq!(refused(bad.clone()), Some(ErrorKind::InvalidInput), "{bad}");
+        }
     }
 
     #[test]

@@ -75,7 +75,7 @@ fn not_open(tool: &str, command: &TrackedCommand) -> Error {
     invalid(
         tool,
         format_args!(
-            "{} has no open stdin: only a background run without stdin text keeps it open",
+            "{} has no open stdin: only a background run with keep_stdin: true keeps it open",
             command.id
         ),
     )
@@ -89,7 +89,7 @@ impl Commands {
     /// leave part of the data written.
     pub async fn write_stdin(&self, request: WriteStdinRequest) -> Result<WriteStdinResult> {
         const TOOL: &str = "write_stdin";
-        let command = self.registry.get(TOOL, &request.id)?;
+        let command = self.lookup(TOOL, &request.id).await?;
         if request.data.len() > MAX_WRITE_BYTES {
             return Err(invalid(
                 TOOL,
@@ -136,7 +136,7 @@ impl Commands {
     /// file. Closing a closed stdin succeeds (`was_open: false`).
     pub async fn close_stdin(&self, request: CloseStdinRequest) -> Result<CloseStdinResult> {
         const TOOL: &str = "close_stdin";
-        let command = self.registry.get(TOOL, &request.id)?;
+        let command = self.lookup(TOOL, &request.id).await?;
         let mut stdin = command.stdin.lock().await;
         let was_open = match std::mem::replace(&mut *stdin, Stdin::Closed) {
             Stdin::Open(mut writer) => {

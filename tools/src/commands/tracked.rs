@@ -2,7 +2,7 @@
 //! as a watched value, its stdin and its output.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dsh_plugin_api::stream::ByteWriter;
@@ -11,9 +11,10 @@ use dsh_plugin_api::{Error, Result};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
+use super::durable::DurableLink;
 use super::errors::from_seam;
-use super::output::CommandOutput;
-use super::registry::Tracked;
+use super::output::{CommandOutput, SPILL_LIMIT};
+use super::registry::{Retire, Tracked};
 use super::status::CommandStatus;
 use super::terminate::until_proven_gone;
 
@@ -36,7 +37,7 @@ pub(crate) enum Stdin {
 
 /// A started command.
 pub(crate) struct TrackedCommand {
-    /// The id the tools answer to (`cmd-<seq>`).
+    /// The id the tools answer to (`cmd-<seq>`, or `cmd-<durable id>`).
     pub id: String,
     /// Start order: the oldest finished command is forgotten first.
     pub seq: u64,
@@ -46,6 +47,11 @@ pub(crate) struct TrackedCommand {
     pub process: Arc<dyn Process>,
     pub output: CommandOutput,
     pub stdin: tokio::sync::Mutex<Stdin>,
+    /// The world's durable command this is, if it is one.
+    pub durable: Option<DurableLink>,
+    /// Set by `kill`: the agent is done with it (a durable command's
+    /// retained state goes when the tools let it go).
+    pub killed: AtomicBool,
     /// Where a `read_output` without a cursor starts.
     read_cursor: AtomicU64,
     /// The spill bytes kept in the world, measured once the command ended
@@ -72,16 +78,23 @@ impl TrackedCommand {
         output: CommandOutput,
         stdin: Stdin,
         feeder: Option<AbortHandle>,
+        durable: Option<DurableLink>,
     ) -> TrackedCommand {
         let (publish, exit) = watch::channel(None);
         let waited = Arc::clone(&process);
         let kept = Arc::new(AtomicU64::new(0));
         let measured = Arc::clone(&kept);
+        let retained = durable.is_some();
         let waiter = tokio::spawn(async move {
             let status = waited.wait().await;
-            let spill = waited.read_output(OutputStream::Stdout, u64::MAX, 0).await;
-            let bytes = spill.ok().and_then(|snapshot| snapshot.spill);
-            measured.store(bytes.map_or(0, |spill| spill.len), Ordering::Relaxed);
+            let snapshot = waited.read_output(OutputStream::Stdout, u64::MAX, 0).await;
+            let bytes = match snapshot {
+                // What the world retains of a durable command's output.
+                Ok(snapshot) if retained => snapshot.total.min(SPILL_LIMIT),
+                Ok(snapshot) => snapshot.spill.map_or(0, |spill| spill.len),
+                Err(_) => 0,
+            };
+            measured.store(bytes, Ordering::Relaxed);
             publish.send_replace(Some(status));
         });
         TrackedCommand {
@@ -92,6 +105,8 @@ impl TrackedCommand {
             process,
             output,
             stdin: tokio::sync::Mutex::new(stdin),
+            durable,
+            killed: AtomicBool::new(false),
             read_cursor: AtomicU64::new(0),
             kept,
             exit,
@@ -160,16 +175,26 @@ impl Tracked for TrackedCommand {
         self.exit.borrow().is_some()
     }
 
-    /// Its spill (stdout's: the wrapper merged stderr into it).
+    /// Its spill (stdout's: the wrapper merged stderr into it), or what
+    /// the world retains of a durable command's output.
     fn kept_bytes(&self) -> u64 {
         self.kept.load(Ordering::Relaxed)
     }
 
     /// Ends what is left of the command's group (its program has usually
     /// exited, but descendants may remain), stops its tasks and removes
-    /// its spill files.
-    async fn retire(self: Arc<Self>) -> Vec<Error> {
+    /// its spill files — or its retained state in the world, for a durable
+    /// command. At shutdown a durable command that `kill` did not end is
+    /// only detached from: it runs on, and a later server finds it.
+    async fn retire(self: Arc<Self>, why: Retire) -> Vec<Error> {
         let mut failures = Vec::new();
+        if self.durable.is_some() {
+            self.output.close_reader().await;
+            if why == Retire::Shutdown && !self.killed.load(Ordering::Relaxed) {
+                self.abort_tasks();
+                return failures;
+            }
+        }
         let process = &self.process;
         if let Err(err) = until_proven_gone(|| process.terminate(RETIRE_GRACE)).await {
             failures.push(
@@ -186,6 +211,15 @@ impl Tracked for TrackedCommand {
             );
         }
         self.abort_tasks();
+        if let Some(link) = &self.durable
+            && failures.is_empty()
+            && let Err(err) = link.forget().await
+        {
+            failures.push(from_seam(
+                &format!("shutdown: forget durable command {}", self.id),
+                err,
+            ));
+        }
         for err in self.output.remove_spill_files().await {
             failures.push(from_seam(
                 &format!("shutdown: spill file of {}", self.id),

@@ -19,7 +19,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
-use crate::commands::{Tracked, until_proven_gone};
+use crate::commands::{Retire, Tracked, until_proven_gone};
 
 /// Bytes of a terminal's raw output kept for reading by cursor; older
 /// bytes are reported as dropped (the screen still shows their effect).
@@ -174,7 +174,8 @@ impl Tracked for TerminalSession {
         0
     }
 
-    async fn retire(self: Arc<Self>) -> Vec<Error> {
+    /// Terminals never outlive the tools: ended whatever the reason.
+    async fn retire(self: Arc<Self>, _why: Retire) -> Vec<Error> {
         match self.terminate().await {
             Ok(()) => Vec::new(),
             Err(err) => vec![

@@ -276,7 +276,12 @@ async fn a_timeout_kills_a_group_that_ignores_sigterm() {
 async fn background_stdin_is_written_and_closed() {
     let world = LocalWorld::new();
     let commands = world.commands();
-    let cat = run(&commands, json!({"command": "cat", "background": true})).await;
+    let cat = run(
+        &commands,
+        json!({"command": "cat", "background": true, "keep_stdin": true}),
+    )
+    .await;
+    assert!(!cat.durable, "a command with an open stdin is not durable");
     let written = commands
         .write_stdin(request(json!({"id": cat.id, "data": "hello\n"})))
         .await
@@ -409,7 +414,7 @@ async fn waits_return_progress_within_their_bound() {
     // Nothing happens: the wait ends after wait_ms with progress, not an error.
     let quiet = run(
         &commands,
-        json!({"command": "sleep 100", "background": true}),
+        json!({"command": "sleep 100", "background": true, "durable": false}),
     )
     .await;
     let started = Instant::now();
@@ -532,17 +537,17 @@ async fn shutdown_ends_every_group_and_removes_the_spill_files() {
     let env = world.marked_env();
     run(
         &commands,
-        json!({"command": "sleep 100", "background": true, "env": env}),
+        json!({"command": "sleep 100", "background": true, "env": env, "durable": false}),
     )
     .await;
     run(
         &commands,
-        json!({"command": "trap '' TERM; sleep 100", "background": true, "env": env}),
+        json!({"command": "trap '' TERM; sleep 100", "background": true, "env": env, "durable": false}),
     )
     .await;
     run(
         &commands,
-        json!({"command": "cat", "background": true, "env": env}),
+        json!({"command": "cat", "background": true, "env": env, "keep_stdin": true}),
     )
     .await;
     // A finished command that left a descendant in its group.
@@ -581,7 +586,7 @@ async fn the_oldest_finished_command_is_forgotten_beyond_the_bound() {
     let first_spill = first.spill_path.clone().unwrap();
     let running = run(
         &commands,
-        json!({"command": "sleep 100", "background": true}),
+        json!({"command": "sleep 100", "background": true, "durable": false}),
     )
     .await;
     for _ in 0..MAX_COMMANDS - 1 {

@@ -1,6 +1,7 @@
 //! Integration tests of dsh-tools over the real local providers.
 
 mod commands;
+mod durable;
 mod files;
 mod terminals;
 mod world;

@@ -18,6 +18,7 @@ pub struct LocalWorld {
     pub dir: tempfile::TempDir,
     pub fs: Arc<FsLocal>,
     pub subprocess: Arc<LocalSubprocess>,
+    config: Config,
     marker: String,
 }
 
@@ -38,9 +39,16 @@ impl LocalWorld {
         LocalWorld {
             fs: Arc::new(FsLocal::new(utf8(&cwd)).expect("fs-local")),
             subprocess: Arc::new(LocalSubprocess::new(&config).expect("subprocess-local")),
+            config,
             marker: format!("{:016x}", rand::random::<u64>()),
             dir,
         }
+    }
+
+    /// A new provider instance of the same world (same cwd, spill and
+    /// durable directories), as a later process would build it.
+    pub fn new_subprocess(&self) -> Arc<LocalSubprocess> {
+        Arc::new(LocalSubprocess::new(&self.config).expect("subprocess-local"))
     }
 
     pub fn commands(&self) -> Commands {
