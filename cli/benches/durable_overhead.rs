@@ -51,7 +51,10 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
-    println!("{rounds} interleaved rounds (256 MiB: {})\n", rounds.div_ceil(3));
+    println!(
+        "{rounds} interleaved rounds (256 MiB: {})\n",
+        rounds.div_ceil(3)
+    );
     println!(
         "{:<12} {:<34} {:>12} {:>12} {:>16}",
         "world", "figure", "plain ms", "durable ms", "durable / plain"
@@ -115,7 +118,11 @@ async fn once(
     bulk: bool,
 ) -> Result<Duration> {
     let mut spec = SpawnSpec::new(argv.iter().copied());
-    spec.stdout = if bulk { OutputMode::Pipe } else { OutputMode::Null };
+    spec.stdout = if bulk {
+        OutputMode::Pipe
+    } else {
+        OutputMode::Null
+    };
     spec.stderr = OutputMode::Null;
     let started = Instant::now();
     let (process, id): (Arc<dyn Process>, Option<String>) = if durable {

@@ -28,7 +28,7 @@
 //! dsh-e2b-run durable-start                request in $DSH_E2B_REQUEST → ok <id> <pid> | failed <stage> <errno> <detail> | error …
 //! dsh-e2b-run durable-list DIR                    → entry <durable entry>… then end | error …
 //! dsh-e2b-run durable-info DIR ID                 → ok <durable entry> | error …
-//! dsh-e2b-run durable-follow DIR ID STDOUT_FROM STDERR_FROM → raw output; exits like the command (125: lost / unknown)
+//! dsh-e2b-run durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] → raw output; exits like the command (125: lost / unknown)
 //! dsh-e2b-run durable-terminate DIR ID GRACE_MS SETTLE_MS → empty | busy …
 //! dsh-e2b-run durable-forget DIR ID               → ok | error …
 //! ```
@@ -100,12 +100,21 @@ fn cli(args: &[String]) -> i32 {
         return probe::main(user, upload);
     }
     // Raw output and an exit mirroring the command's.
-    if let ["durable-follow", dir, id, stdout_from, stderr_from] = words.as_slice() {
+    if let [
+        "durable-follow",
+        dir,
+        id,
+        stdout_from,
+        stderr_from,
+        rest @ ..,
+    ] = words.as_slice()
+        && matches!(rest, [] | ["hold"])
+    {
         return match (
             number(stdout_from, "stdout offset"),
             number(stderr_from, "stderr offset"),
         ) {
-            (Ok(out), Ok(err)) => durable::follow::main(dir, id, [out, err]),
+            (Ok(out), Ok(err)) => durable::follow::main(dir, id, [out, err], !rest.is_empty()),
             // Silent for the same reason as the follow itself.
             _ => 2,
         };

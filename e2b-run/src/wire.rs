@@ -503,6 +503,9 @@ pub struct DurableStartRequest {
     pub timeout_ms: u64,
     /// How long output is still read after the command exited.
     pub drain_grace_ms: u64,
+    /// A holding follower comes next: the supervisor holds every byte
+    /// from offset 0 until it arrives (or a minute passes).
+    pub hold: bool,
 }
 
 impl DurableStartRequest {
@@ -514,6 +517,7 @@ impl DurableStartRequest {
         w.u64(self.retain);
         w.u64(self.timeout_ms);
         w.u64(self.drain_grace_ms);
+        w.u8(u8::from(self.hold));
         w.into_bytes()
     }
 
@@ -526,6 +530,7 @@ impl DurableStartRequest {
             retain: r.u64("retain")?,
             timeout_ms: r.u64("timeout")?,
             drain_grace_ms: r.u64("drain grace")?,
+            hold: r.u8("hold")? != 0,
         };
         r.finish("the durable start request")?;
         Ok(request)
@@ -842,6 +847,7 @@ mod tests {
             retain: 1 << 20,
             timeout_ms: 0,
             drain_grace_ms: 250,
+            hold: false,
         }
     }
 

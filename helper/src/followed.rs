@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_plugin_api::durable::{DurableCommand, DurableState};
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
-use dsh_plugin_api::subprocess::{ExitStatus, OutputSnapshot, OutputStream, Process};
+use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::OnceCell;
 
@@ -28,6 +28,15 @@ pub trait DurableControl: Send + Sync + 'static {
     /// command's is); never signals a pid that now belongs to another
     /// process. `Busy` if not proven empty.
     async fn terminate(&self, id: &str, grace: Duration) -> Result<()>;
+}
+
+/// Whether a follower with these output modes holds retention: a lossless
+/// mode does (a slow reader paces the command, as a pipe would); a collect
+/// tail or nothing never slows it.
+pub fn holds(modes: [OutputMode; 2]) -> bool {
+    modes
+        .iter()
+        .any(|mode| matches!(mode, OutputMode::Pipe | OutputMode::Inherit))
 }
 
 /// Where an attach from `from` resumes each stream of `command`: clamped

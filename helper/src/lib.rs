@@ -14,4 +14,4 @@ mod embedded;
 mod followed;
 
 pub use embedded::{HELPER, helper_digest};
-pub use followed::{DurableControl, FollowedProcess, resume_offsets};
+pub use followed::{DurableControl, FollowedProcess, holds, resume_offsets};

@@ -32,6 +32,13 @@ pub(crate) const CASES: &[CaseInfo] = &[
         retention_reports_drops
     ),
     case!(
+        "subprocess.durable.piped_attachment_is_lossless",
+        Subprocess,
+        [Subprocess],
+        "a piped attachment read slowly gets every byte though the output is 20 times the retention: the command waits for it, as for a pipe",
+        piped_attachment_is_lossless
+    ),
+    case!(
         "subprocess.durable.ids",
         Subprocess,
         [Subprocess],
@@ -202,6 +209,40 @@ async fn retention_reports_drops(cx: &Cx) -> CaseResult {
         &out,
         &expected[command.retained_from[0] as usize..],
     )
+}
+
+async fn piped_attachment_is_lossless(cx: &Cx) -> CaseResult {
+    const LINES: u32 = 200_000;
+    const RETAIN: u64 = 64 << 10;
+    let mut spec = sh_spec("seq 1 \"$1\"", &[&LINES.to_string()], None);
+    spec.stderr = OutputMode::Null;
+    let started = cx
+        .spawn_durable("spawn_durable", spec, DurableSpec { retain: RETAIN })
+        .await?;
+    let Some(mut out) = started.process.take_stdout() else {
+        fail!("spawn_durable: stdout pipe missing");
+    };
+    let expected: Vec<u8> = (1..=LINES)
+        .map(|i| format!("{i}\n"))
+        .collect::<String>()
+        .into_bytes();
+    let mut got = Vec::with_capacity(expected.len());
+    let read = async {
+        while let Some(chunk) = futures::StreamExt::next(&mut out).await {
+            got.extend_from_slice(&chunk?);
+            // A slow reader: the writer is far faster.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        Ok::<_, dsh_plugin_api::Error>(())
+    };
+    cx.within("read slowly to the end", read)
+        .await?
+        .map_err(|err| Failure::new(format!("read stdout: {err}")))?;
+    ensure_eq("bytes read", &got.len(), &expected.len())?;
+    ensure_bytes("stdout through a slow piped attachment", &got, &expected)?;
+    let status = cx.ok("wait", started.process.wait()).await?;
+    ensure!(status.success(), "{status:?}");
+    Ok(())
 }
 
 async fn ids(cx: &Cx) -> CaseResult {

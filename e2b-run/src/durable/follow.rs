@@ -21,6 +21,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
+use super::hold::Hold;
 use super::store::{self, Record, Status, segment_name};
 use crate::sys;
 
@@ -35,19 +36,27 @@ const POLL: Duration = Duration::from_millis(10);
 
 /// Follows command `id` of `dir`; returns only the helper's exit code when
 /// it cannot mirror the command. It says nothing of its own: its stderr
-/// carries the command's, and the host reads why from the record.
-pub fn main(dir: &str, id: &str, from: [u64; 2]) -> i32 {
-    match follow(Path::new(dir), id, from) {
+/// carries the command's, and the host reads why from the record. With
+/// `hold`, retention keeps what it has not copied yet ([`super::hold`]):
+/// nothing is lost to a slow reader, whose pace the command then takes.
+pub fn main(dir: &str, id: &str, from: [u64; 2], hold: bool) -> i32 {
+    match follow(Path::new(dir), id, from, hold) {
         Ok(status) => crate::run::mirror(status.raw_wait_status()),
         Err(_) => FAILED,
     }
 }
 
-fn follow(dir: &Path, id: &str, from: [u64; 2]) -> Result<Status, String> {
+fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, String> {
     let cmd_dir = store::command_dir(dir, id).map_err(|(_, message)| message)?;
     let watch = watch(&cmd_dir);
     let record =
         Record::read(&cmd_dir).ok_or_else(|| format!("durable command {id} has no record"))?;
+    // Published before the first read: nothing at or after `from` goes.
+    let mut hold = hold.then(|| Hold::publish(&cmd_dir, from)).flatten();
+    if hold.is_some() {
+        // It takes over from the supervisor's hold of a new command.
+        Hold::release(&cmd_dir, record.supervisor);
+    }
     let mut cursors = [Cursor::new(0, from[0]), Cursor::new(1, from[1])];
     let (stdout, stderr) = (io::stdout(), io::stderr());
     let outputs = [stdout.as_fd(), stderr.as_fd()];
@@ -62,6 +71,9 @@ fn follow(dir: &Path, id: &str, from: [u64; 2]) -> Result<Status, String> {
                 .pump(&cmd_dir, &mut buf, *output, BUDGET)
                 .map_err(|err| format!("follow {}: {err}", store::STREAMS[cursor.stream]))?;
             pending |= !at_end;
+        }
+        if let Some(hold) = &mut hold {
+            hold.advance([cursors[0].pos, cursors[1].pos]);
         }
         if let Some(status) = status {
             if !pending {

@@ -8,6 +8,7 @@
 //! argument, and must be private to the helper's effective uid.
 
 pub mod follow;
+pub mod hold;
 pub mod manage;
 pub mod retain;
 pub mod start;

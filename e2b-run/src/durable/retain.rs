@@ -7,7 +7,10 @@
 //!
 //! Readers need no lock: a segment only grows until its successor exists,
 //! and one that is dropped stays readable through a descriptor opened
-//! before.
+//! before. A segment a live hold still needs is never dropped
+//! ([`super::hold`]); once keeping them costs [`HOLD_SLACK`] segments
+//! beyond `retain`, the stream is blocked: the supervisor stops reading
+//! the command's pipe until the holder catches up.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -15,10 +18,13 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::hold;
 use super::store::segment_name;
 
 /// The smallest segment.
 const MIN_SEGMENT: u64 = 64 * 1024;
+/// Segments kept beyond `retain` for a holder before the stream blocks.
+const HOLD_SLACK: u64 = 4;
 
 /// The segment size for `retain`: a quarter of it, at least 64 KiB.
 pub fn segment_size(retain: u64) -> u64 {
@@ -39,6 +45,8 @@ pub struct Retention {
     total: u64,
     /// The first write error; bytes after it are read but not retained.
     failed: Option<io::Error>,
+    /// A holder needs segments beyond the slack: read no more for now.
+    blocked: bool,
 }
 
 fn create(dir: &Path, stream: usize, start: u64) -> io::Result<File> {
@@ -61,7 +69,16 @@ impl Retention {
             file: create(dir, stream, 0)?,
             total: 0,
             failed: None,
+            blocked: false,
         })
+    }
+
+    /// Looks at the holds again when blocked; returns whether it still is.
+    pub fn recheck(&mut self) -> bool {
+        if self.blocked {
+            self.drop_old();
+        }
+        self.blocked
     }
 
     /// Bytes retained so far.
@@ -100,9 +117,17 @@ impl Retention {
 
     fn drop_old(&mut self) {
         let mut retained: u64 = self.segments.iter().map(|(_, len)| len).sum();
+        // Read once per call, and only when a segment is due to go.
+        let mut held: Option<Option<u64>> = None;
+        self.blocked = false;
         while self.segments.len() > 1 {
             let (start, len) = self.segments[0];
             if retained - len < self.retain {
+                break;
+            }
+            let lowest = *held.get_or_insert_with(|| hold::lowest(&self.dir, self.stream));
+            if lowest.is_some_and(|low| low < start + len) {
+                self.blocked = retained >= self.retain + HOLD_SLACK * self.segment_size;
                 break;
             }
             // A failed unlink leaves a segment readers still find: harmless.
@@ -144,5 +169,30 @@ mod tests {
         }
         assert!(store::extent(dir.path(), 0).0 > 0);
         assert_eq!(r.total(), all.len() as u64);
+    }
+
+    #[test]
+    fn a_live_hold_keeps_what_it_needs_and_blocks_past_the_slack() {
+        let dir = tempfile::tempdir().unwrap();
+        let retain = MIN_SEGMENT * 4;
+        let mut r = Retention::create(dir.path(), 0, retain).unwrap();
+        let hold = hold::Hold::publish(dir.path(), [0, 0]).expect("hold");
+        let chunk = vec![7u8; 4096];
+        let mut written = 0;
+        while !r.blocked {
+            r.write(&chunk);
+            written += chunk.len() as u64;
+            assert!(written < 100 * retain, "never blocked");
+        }
+        assert_eq!(
+            store::extent(dir.path(), 0).0,
+            0,
+            "nothing the holder needs was dropped"
+        );
+        assert!(written >= retain + HOLD_SLACK * MIN_SEGMENT);
+        assert!(r.recheck(), "still blocked while the holder stays at 0");
+        drop(hold);
+        assert!(!r.recheck(), "a gone holder no longer blocks");
+        assert!(store::extent(dir.path(), 0).0 > 0, "and old segments go");
     }
 }

@@ -7,6 +7,7 @@
 //! (until both pipes end or the drain grace passed) and records its
 //! status last.
 
+use super::hold::Hold;
 use std::ffi::c_int;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -33,6 +34,10 @@ const KILL_AFTER: Duration = Duration::from_secs(2);
 /// How much of each stream is still read, without waiting, once the drain
 /// grace is over.
 const FINAL_DRAIN: usize = 1024 * 1024;
+/// How long the supervisor holds output for a follower that does not come.
+const START_HOLD: Duration = Duration::from_secs(60);
+/// How often a stream blocked by a slow holder looks at the holds again.
+const HOLD_RECHECK: Duration = Duration::from_millis(5);
 
 /// Runs in the detached supervisor; never returns. `umask` is the caller's,
 /// which the command gets back. `report` carries the one control line to
@@ -53,6 +58,11 @@ pub fn main(
     let error = |errno: i32, what: &str, err: &dyn std::fmt::Display| -> String {
         format!("error {errno} {what}: {err}")
     };
+    // Before the command can write a byte (see `DurableStartRequest::hold`).
+    let start_hold = request
+        .hold
+        .then(|| Hold::publish(cmd_dir, [0, 0]))
+        .flatten();
     let mut command = match start(request, prepared, cmd_dir, umask) {
         Ok(command) => command,
         Err(Start::Failed(failure)) => {
@@ -74,7 +84,7 @@ pub fn main(
     let line = format!("ok {id} {}", command.pid.as_raw_nonzero());
     let _ = sys::write_all_fd(&report, line.as_bytes());
     drop(report);
-    let status = command.supervise(request);
+    let status = command.supervise(request, start_hold);
     if store::write_atomic(cmd_dir, store::STATUS, &status.to_text()).is_err() {
         sys::exit_now(1);
     }
@@ -236,7 +246,12 @@ fn child(
 impl Command {
     /// Retains output, applies the timeout, reaps the command and drains;
     /// returns the status to record.
-    fn supervise(&mut self, request: &DurableStartRequest) -> Status {
+    fn supervise(
+        &mut self,
+        request: &DurableStartRequest,
+        mut start_hold: Option<Hold<'_>>,
+    ) -> Status {
+        let start_hold_until = Instant::now() + START_HOLD;
         let pgid = self.pid.as_raw_nonzero().get();
         let deadline = (request.timeout_ms > 0)
             .then(|| Instant::now() + Duration::from_millis(request.timeout_ms));
@@ -273,13 +288,26 @@ impl Command {
             .into_iter()
             .flatten()
             .min();
+            if start_hold.is_some() && now >= start_hold_until {
+                // The holding follower never came: keep only `retain`.
+                start_hold = None;
+            }
+            // A stream a slow holder blocks is not read; look again soon.
+            let blocked: Vec<bool> = (0..2).map(|i| self.retention[i].recheck()).collect();
+            let wake = if blocked.contains(&true) {
+                Some(wake.map_or(now + HOLD_RECHECK, |at| at.min(now + HOLD_RECHECK)))
+            } else {
+                wake
+            };
             let timeout = wake.map(|at| {
                 Timespec::try_from(at.saturating_duration_since(now)).unwrap_or(Timespec {
                     tv_sec: i64::MAX,
                     tv_nsec: 0,
                 })
             });
-            let open: Vec<usize> = (0..2).filter(|&i| self.pipes[i].is_some()).collect();
+            let open: Vec<usize> = (0..2)
+                .filter(|&i| self.pipes[i].is_some() && !blocked[i])
+                .collect();
             let ready: Vec<PollFlags> = {
                 let mut fds: Vec<PollFd<'_>> = open
                     .iter()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, FollowedProcess};
+use dsh_helper::{DurableControl, FollowedProcess, holds};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec, StdinMode};
 use dsh_plugin_api::{Error, Result};
@@ -143,6 +143,7 @@ pub async fn spawn<T: EnvdTransport>(
             .timeout
             .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
         drain_grace_ms: spec.drain_grace.as_millis() as u64,
+        hold: holds([spec.stdout, spec.stderr]),
     }
     .encode();
     if wire::base64_encode(&request).len() > wire::MAX_REQUEST_ENV {
@@ -210,6 +211,9 @@ async fn follow<T: EnvdTransport>(
         from[0].to_string(),
         from[1].to_string(),
     ]);
+    if holds(modes) {
+        follower.argv.push("hold".to_owned());
+    }
     follower.cwd = Some("/".to_owned());
     [follower.stdout, follower.stderr] = modes;
     follower.spill = spill;

@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
 use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, FollowedProcess, HELPER, helper_digest};
+use dsh_helper::{DurableControl, FollowedProcess, HELPER, helper_digest, holds};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
 use dsh_plugin_api::{Error, ErrorKind, Result};
@@ -253,6 +253,7 @@ pub async fn spawn(
                 .timeout
                 .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
             drain_grace_ms: spec.drain_grace.as_millis() as u64,
+            hold: holds([spec.stdout, spec.stderr]),
         }
     };
     let line = durable
@@ -313,6 +314,9 @@ async fn follow(
         from[0].to_string(),
         from[1].to_string(),
     ]);
+    if holds(modes) {
+        follower.argv.push("hold".to_owned());
+    }
     follower.cwd = Some("/".to_owned());
     [follower.stdout, follower.stderr] = modes;
     follower.spill = spill;
