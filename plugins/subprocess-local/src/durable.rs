@@ -175,10 +175,12 @@ fn install(dir: &Path) -> Result<PathBuf> {
         .mode(0o700)
         .create(dir)
         .map_err(|err| fail("create the state directory", dir, err))?;
-    let path = dir.join(format!("helper-{}", &helper_digest()[..16]));
+    let name = format!("helper-{}", &helper_digest()[..16]);
+    let path = dir.join(&name);
     if std::fs::read(&path).is_ok_and(|bytes| bytes == HELPER) {
         return Ok(path);
     }
+    remove_stale_helpers(dir, &name);
     let staged = dir.join(format!(".helper-{}", rand::random::<u64>()));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
@@ -196,6 +198,32 @@ fn install(dir: &Path) -> Result<PathBuf> {
         fail("install the helper at", &path, err)
     })?;
     Ok(path)
+}
+
+/// How long another build's helper is kept: a `dsh` of that build may
+/// still be running and start followers with it.
+const STALE_HELPER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Removes other builds' helpers (and abandoned partial installs) not
+/// touched for [`STALE_HELPER`], so upgrades do not pile them up.
+fn remove_stale_helpers(dir: &Path, keep: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let helper = name.starts_with("helper-") || name.starts_with(".helper-");
+        let old = entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .ok()
+            .and_then(|modified| modified.elapsed().ok())
+            .is_some_and(|age| age > STALE_HELPER);
+        if helper && name != keep && old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// `spawn_durable` on `world`.
@@ -343,5 +371,44 @@ fn current_identity() -> Identity {
         uid,
         gid,
         groups: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_keeps_one_helper_and_sweeps_old_builds_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("durable");
+        let aged = |name: &str, age: Duration| {
+            let path = state.join(name);
+            let file = std::fs::File::create(&path).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
+            path
+        };
+        let installed = install(&state).unwrap();
+        assert_eq!(std::fs::read(&installed).unwrap(), HELPER);
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&state).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o700);
+        let day = Duration::from_secs(24 * 60 * 60);
+        let old = aged("helper-0123456789abcdef", 2 * day);
+        let partial = aged(".helper-42", 2 * day);
+        let recent = aged("helper-fedcba9876543210", Duration::from_secs(60));
+        let command = aged("0123456789abcdef0123456789abcdef", 2 * day);
+        // A damaged copy is replaced, and the sweep runs with the install.
+        std::fs::write(&installed, b"not the helper").unwrap();
+        assert_eq!(install(&state).unwrap(), installed);
+        assert_eq!(std::fs::read(&installed).unwrap(), HELPER);
+        assert!(!old.exists() && !partial.exists(), "old builds swept");
+        assert!(
+            recent.exists(),
+            "a recent build's helper may still be in use"
+        );
+        assert!(command.exists(), "only helpers are swept");
     }
 }
