@@ -4,22 +4,19 @@
 //! the status is recorded and everything up to the final totals is out;
 //! then the helper ends the way the command did.
 //!
-//! Waiting is inotify on the command's directory (a write to a segment, a
-//! new segment, the status renamed in), so a fast command's end is seen at
-//! once; a timeout rechecks that the supervisor still lives (a supervisor
-//! gone without a status: the command is Lost, exit 125). Reading is
-//! bounded per round and per stream, through one buffer; a slow reader of
-//! the helper's stdout simply blocks it.
+//! Waiting is a short sleep that grows while nothing comes ([`Backoff`]),
+//! so a fast command's end is seen within a millisecond or two and a quiet
+//! one costs a wakeup every 25 ms; every [`RECHECK`] the supervisor is
+//! checked (one gone without a status: the command is Lost, exit 125).
+//! Reading is bounded per round and per stream, through one buffer; a
+//! slow reader of the helper's stdout simply blocks it.
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::time::Duration;
-
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
+use std::time::{Duration, Instant};
 
 use super::hold::Hold;
 use super::store::{self, Record, Status, segment_name};
@@ -29,10 +26,11 @@ use crate::sys;
 const FAILED: i32 = 125;
 /// Bytes copied per stream before the other one and the status get a turn.
 const BUDGET: u64 = 1024 * 1024;
-/// How long a wait lasts before the supervisor is checked again.
+/// How often a follower with nothing to copy checks its supervisor.
 const RECHECK: Duration = Duration::from_millis(500);
-/// The wait between checks when inotify is unavailable.
-const POLL: Duration = Duration::from_millis(10);
+/// The first and the longest sleep while nothing new is there.
+const POLL_MIN: Duration = Duration::from_millis(1);
+const POLL_MAX: Duration = Duration::from_millis(25);
 
 /// Follows command `id` of `dir`; returns only the helper's exit code when
 /// it cannot mirror the command. It says nothing of its own: its stderr
@@ -48,7 +46,9 @@ pub fn main(dir: &str, id: &str, from: [u64; 2], hold: bool) -> i32 {
 
 fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, String> {
     let cmd_dir = store::command_dir(dir, id).map_err(|(_, message)| message)?;
-    let watch = watch(&cmd_dir);
+    let mut backoff = Backoff::new();
+    // The first idle round checks the supervisor at once.
+    let mut next_check = Instant::now();
     let record =
         Record::read(&cmd_dir).ok_or_else(|| format!("durable command {id} has no record"))?;
     // Published before the first read: nothing at or after `from` goes.
@@ -66,10 +66,12 @@ fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, St
         // totals is in the segments.
         let status = Status::read(&cmd_dir);
         let mut pending = false;
+        let mut copied = 0;
         for (cursor, output) in cursors.iter_mut().zip(&outputs) {
-            let (_, at_end) = cursor
+            let (n, at_end) = cursor
                 .pump(&cmd_dir, &mut buf, *output, BUDGET)
                 .map_err(|err| format!("follow {}: {err}", store::STREAMS[cursor.stream]))?;
+            copied += n;
             pending |= !at_end;
         }
         if let Some(hold) = &mut hold {
@@ -84,43 +86,49 @@ fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, St
         if pending {
             continue;
         }
-        if !record.supervisor_alive() {
-            return match Status::read(&cmd_dir) {
-                // Ended just now: copy the rest.
-                Some(_) => continue,
-                None => Err(format!(
-                    "durable command {id} is lost: its supervisor ended without recording a status"
-                )),
-            };
+        if copied > 0 {
+            backoff.reset();
         }
-        wait(watch.as_ref());
+        if Instant::now() >= next_check {
+            next_check = Instant::now() + RECHECK;
+            if !record.supervisor_alive() {
+                match Status::read(&cmd_dir) {
+                    // Ended just now: copy the rest.
+                    Some(_) => continue,
+                    None => {
+                        return Err(format!(
+                            "durable command {id} is lost: its supervisor ended without recording a status"
+                        ));
+                    }
+                }
+            }
+        }
+        backoff.wait();
     }
 }
 
-/// An inotify descriptor watching `cmd_dir` (`None`: unavailable, poll).
-fn watch(cmd_dir: &Path) -> Option<OwnedFd> {
-    let fd = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
-    let flags = WatchFlags::MODIFY
-        | WatchFlags::CREATE
-        | WatchFlags::MOVED_TO
-        | WatchFlags::CLOSE_WRITE
-        | WatchFlags::DELETE_SELF;
-    inotify::add_watch(&fd, cmd_dir, flags).ok()?;
-    Some(fd)
-}
+/// How long the follower sleeps when nothing new is there: from
+/// [`POLL_MIN`], doubling while nothing comes, up to [`POLL_MAX`].
+///
+/// Polling, not inotify: closing an inotify instance waits for the
+/// kernel's mark reaper (10–20 ms measured here), which every follower
+/// would pay at its exit — more than a whole plain command costs.
+struct Backoff(Duration);
 
-/// Waits for a change in the command's directory (or the recheck time),
-/// then discards the events: the caller looks at the files themselves.
-fn wait(watch: Option<&OwnedFd>) {
-    let Some(fd) = watch else {
-        std::thread::sleep(POLL);
-        return;
-    };
-    let timeout = Timespec::try_from(RECHECK).expect("a small duration");
-    let mut fds = [PollFd::new(fd, PollFlags::IN)];
-    let _ = rustix::event::poll(&mut fds, Some(&timeout));
-    let mut events = [0u8; 4096];
-    while matches!(sys::read_fd(fd.as_fd(), &mut events), Ok(n) if n > 0) {}
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(POLL_MIN)
+    }
+
+    /// Something new came: the next wait is short again.
+    fn reset(&mut self) {
+        self.0 = POLL_MIN;
+    }
+
+    fn wait(&mut self) {
+        std::thread::sleep(self.0);
+        self.0 = (self.0 * 2).min(POLL_MAX);
+    }
 }
 
 /// Where one stream is read.

@@ -17,6 +17,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use super::hold;
 use super::store::segment_name;
@@ -25,6 +26,10 @@ use super::store::segment_name;
 const MIN_SEGMENT: u64 = 64 * 1024;
 /// Segments kept beyond `retain` for a holder before the stream blocks.
 const HOLD_SLACK: u64 = 4;
+/// How long a look at the holds stands before the next write looks again
+/// (a look is a directory listing; a stream behind a holder would look at
+/// every chunk).
+const HOLDS_FRESH: Duration = Duration::from_millis(2);
 
 /// The segment size for `retain`: a quarter of it, at least 64 KiB.
 pub fn segment_size(retain: u64) -> u64 {
@@ -47,6 +52,8 @@ pub struct Retention {
     failed: Option<io::Error>,
     /// A holder needs segments beyond the slack: read no more for now.
     blocked: bool,
+    /// The last look at the holds: when, and the lowest offset held.
+    holds_seen: Option<(Instant, Option<u64>)>,
 }
 
 fn create(dir: &Path, stream: usize, start: u64) -> io::Result<File> {
@@ -70,6 +77,7 @@ impl Retention {
             total: 0,
             failed: None,
             blocked: false,
+            holds_seen: None,
         })
     }
 
@@ -115,9 +123,23 @@ impl Retention {
         Ok(())
     }
 
+    /// The lowest offset a live hold needs, looked at again once the last
+    /// look is older than [`HOLDS_FRESH`].
+    fn lowest_hold(&mut self) -> Option<u64> {
+        let now = Instant::now();
+        match self.holds_seen {
+            Some((at, lowest)) if now < at + HOLDS_FRESH => lowest,
+            _ => {
+                let lowest = hold::lowest(&self.dir, self.stream);
+                self.holds_seen = Some((now, lowest));
+                lowest
+            }
+        }
+    }
+
     fn drop_old(&mut self) {
         let mut retained: u64 = self.segments.iter().map(|(_, len)| len).sum();
-        // Read once per call, and only when a segment is due to go.
+        // Looked at only when a segment is due to go.
         let mut held: Option<Option<u64>> = None;
         self.blocked = false;
         while self.segments.len() > 1 {
@@ -125,7 +147,10 @@ impl Retention {
             if retained - len < self.retain {
                 break;
             }
-            let lowest = *held.get_or_insert_with(|| hold::lowest(&self.dir, self.stream));
+            let lowest = match held {
+                Some(lowest) => lowest,
+                None => *held.insert(self.lowest_hold()),
+            };
             if lowest.is_some_and(|low| low < start + len) {
                 self.blocked = retained >= self.retain + HOLD_SLACK * self.segment_size;
                 break;
@@ -192,6 +217,7 @@ mod tests {
         assert!(written >= retain + HOLD_SLACK * MIN_SEGMENT);
         assert!(r.recheck(), "still blocked while the holder stays at 0");
         drop(hold);
+        std::thread::sleep(HOLDS_FRESH);
         assert!(!r.recheck(), "a gone holder no longer blocks");
         assert!(store::extent(dir.path(), 0).0 > 0, "and old segments go");
     }

@@ -249,7 +249,7 @@ impl Command {
     fn supervise(
         &mut self,
         request: &DurableStartRequest,
-        mut start_hold: Option<Hold<'_>>,
+        mut start_hold: Option<Hold>,
     ) -> Status {
         let start_hold_until = Instant::now() + START_HOLD;
         let pgid = self.pid.as_raw_nonzero().get();
