@@ -4,10 +4,13 @@
 //! the steps after it only make system calls.
 
 use std::ffi::{CString, c_char, c_int};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use dsh_e2b_run::wire::{Identity, Launch, Stage};
-use rustix::fs::Access;
+use rustix::fs::{Access, Mode};
+use rustix::io::Errno;
+use rustix::process::{Pid, Signal};
 
 use crate::sys;
 
@@ -142,6 +145,69 @@ impl Prepared {
             errno: err.raw_os_error().unwrap_or(0),
         }
     }
+}
+
+/// What a child waits for before it takes on the user's identity: its
+/// parent's go-ahead (one byte on `go`; anything else and it exits 127
+/// quietly, its parent having given up) and the umask it gets back.
+pub struct Gate<'a> {
+    pub go: &'a OwnedFd,
+    pub umask: Mode,
+}
+
+/// The forked child of `run` and of a durable command's supervisor: a new
+/// session, the `gate` if any, the user's identity, the parent-death signal
+/// (after the identity change, which clears it, and checked against a
+/// parent that died meanwhile), stdio, the program. Reports a failure
+/// through `report` (`[stage: u8][errno: i32 LE]`) and exits 127.
+pub fn child(
+    prepared: &Prepared,
+    parent: Pid,
+    out: &OwnedFd,
+    err: &OwnedFd,
+    report: &OwnedFd,
+    gate: Option<Gate<'_>>,
+) -> ! {
+    let fail = |failure: Failure| -> ! {
+        let mut bytes = [0u8; 5];
+        bytes[0] = failure.stage as u8;
+        bytes[1..].copy_from_slice(&failure.errno.to_le_bytes());
+        let _ = sys::write_all_fd(report, &bytes);
+        sys::exit_now(127)
+    };
+    let resource = |err: Errno| Failure {
+        stage: Stage::Resources,
+        errno: err.raw_os_error(),
+    };
+    if let Err(e) = rustix::process::setsid() {
+        fail(resource(e));
+    }
+    if let Some(gate) = gate {
+        let mut go = [0u8; 1];
+        if !matches!(sys::read_fd(gate.go.as_fd(), &mut go), Ok(1)) {
+            sys::exit_now(127);
+        }
+        rustix::process::umask(gate.umask);
+    }
+    if let Err(failure) = prepared.become_user() {
+        fail(failure);
+    }
+    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
+        fail(resource(e));
+    }
+    if rustix::process::getppid() != Some(parent) {
+        sys::exit_now(127);
+    }
+    if let Err(e) = rustix::stdio::dup2_stdout(out).and_then(|()| rustix::stdio::dup2_stderr(err)) {
+        fail(resource(e));
+    }
+    sys::cloexec_from(3);
+    sys::reset_signals();
+    let program = match prepared.find() {
+        Ok(program) => program,
+        Err(failure) => fail(failure),
+    };
+    fail(prepared.exec(program))
 }
 
 fn null_terminated(strings: &[CString]) -> Vec<*const c_char> {

@@ -21,7 +21,7 @@ use rustix::event::{PollFd, PollFlags};
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 use rustix::pipe::PipeFlags;
-use rustix::process::{Pid, Resource, Rlimit, Signal, WaitOptions};
+use rustix::process::{Pid, Resource, Rlimit, WaitOptions};
 
 use crate::launch::{Failure, Prepared};
 use crate::sys;
@@ -106,7 +106,7 @@ fn start(
     let helper = rustix::process::getpid();
     // SAFETY: the helper is single-threaded.
     let Some(pid) = unsafe { sys::fork() }.map_err(|e| resources(e, "fork"))? else {
-        child(prepared, helper, &out_w, &err_w, &report_w);
+        crate::launch::child(prepared, helper, &out_w, &err_w, &report_w, None);
     };
     // The child has its ends; the helper's must close so EOF can happen.
     drop((out_w, err_w, report_w));
@@ -187,47 +187,6 @@ fn read_report(fd: &OwnedFd, buf: &mut [u8; 5]) -> usize {
         }
     }
     got
-}
-
-/// The forked child: a new session, the user's identity, the parent-death
-/// signal, stdio, the program. Reports a failure through `report` and
-/// exits 127.
-fn child(prepared: &Prepared, helper: Pid, out: &OwnedFd, err: &OwnedFd, report: &OwnedFd) -> ! {
-    let fail = |failure: Failure| -> ! {
-        let mut bytes = [0u8; 5];
-        bytes[0] = failure.stage as u8;
-        bytes[1..].copy_from_slice(&failure.errno.to_le_bytes());
-        let _ = sys::write_all_fd(report, &bytes);
-        sys::exit_now(127)
-    };
-    let resource = |err: Errno| Failure {
-        stage: Stage::Resources,
-        errno: err.raw_os_error(),
-    };
-    if let Err(e) = rustix::process::setsid() {
-        fail(resource(e));
-    }
-    if let Err(failure) = prepared.become_user() {
-        fail(failure);
-    }
-    // After the identity change (which clears it), and checked against a
-    // helper that died meanwhile.
-    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
-        fail(resource(e));
-    }
-    if rustix::process::getppid() != Some(helper) {
-        sys::exit_now(127);
-    }
-    if let Err(e) = rustix::stdio::dup2_stdout(out).and_then(|()| rustix::stdio::dup2_stderr(err)) {
-        fail(resource(e));
-    }
-    sys::cloexec_from(3);
-    sys::reset_signals();
-    let program = match prepared.find() {
-        Ok(program) => program,
-        Err(failure) => fail(failure),
-    };
-    fail(prepared.exec(program))
 }
 
 /// Creates the spill directory (if missing) and both files, as the sandbox

@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_plugin_api::durable::{DurableCommand, DurableState};
+use dsh_plugin_api::durable::{Attached, DurableCommand, DurableState};
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
-use dsh_plugin_api::subprocess::{ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process};
+use dsh_plugin_api::subprocess::{
+    ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, SpawnSpec, SpillSpec,
+};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::OnceCell;
 
@@ -28,6 +30,50 @@ pub trait DurableControl: Send + Sync + 'static {
     /// command's is); never signals a pid that now belongs to another
     /// process. `Busy` if not proven empty.
     async fn terminate(&self, id: &str, grace: Duration) -> Result<()>;
+}
+
+/// The spec of a follower of command `id` in state directory `dir`
+/// (`helper durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold]`, in `/`),
+/// which the provider starts like any command of its own.
+pub fn follower_spec(
+    helper: &str,
+    dir: &str,
+    id: &str,
+    from: [u64; 2],
+    modes: [OutputMode; 2],
+    spill: Option<SpillSpec>,
+) -> SpawnSpec {
+    let mut spec = SpawnSpec::new([
+        helper.to_owned(),
+        "durable-follow".to_owned(),
+        dir.to_owned(),
+        id.to_owned(),
+        from[0].to_string(),
+        from[1].to_string(),
+    ]);
+    if holds(modes) {
+        spec.argv.push("hold".to_owned());
+    }
+    spec.cwd = Some("/".to_owned());
+    [spec.stdout, spec.stderr] = modes;
+    spec.spill = spill;
+    spec
+}
+
+/// The handle on command `id` (pid `pid`) made of its `follower`, which
+/// resumed at `from`.
+pub fn attached(
+    id: String,
+    pid: u32,
+    from: [u64; 2],
+    follower: Arc<dyn Process>,
+    control: Arc<dyn DurableControl>,
+) -> Attached {
+    Attached {
+        id: id.clone(),
+        process: Arc::new(FollowedProcess::new(id, pid, from, follower, control)),
+        from,
+    }
 }
 
 /// Whether a follower with these output modes holds retention: a lossless

@@ -14,4 +14,6 @@ mod embedded;
 mod followed;
 
 pub use embedded::{HELPER, helper_digest};
-pub use followed::{DurableControl, FollowedProcess, holds, resume_offsets};
+pub use followed::{
+    DurableControl, FollowedProcess, attached, follower_spec, holds, resume_offsets,
+};

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::subprocess::{ExitStatus, OutputMode, Process};
+use crate::subprocess::{ExitStatus, OutputMode, Process, SpawnSpec, StdinMode};
 
 /// The default retention per output stream: 16 MiB.
 pub const DEFAULT_RETAIN: u64 = 16 << 20;
@@ -122,6 +122,19 @@ impl std::fmt::Debug for Attached {
             .field("from", &self.from)
             .finish()
     }
+}
+
+/// What `spawn_durable` refuses before anything starts: whatever
+/// [`SpawnSpec::validate`] refuses, and a stdin other than `/dev/null` (a
+/// pipe cannot outlive its host).
+pub fn validate_spawn(spec: &SpawnSpec) -> Result<()> {
+    spec.validate()?;
+    if spec.stdin != StdinMode::Null {
+        return Err(Error::invalid_input(
+            "spawn_durable: durable commands read stdin from /dev/null; a stdin pipe cannot outlive its host",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses anything but 32 lowercase hex digits, naming `operation`.

@@ -7,7 +7,6 @@
 //! (until both pipes end or the drain grace passed) and records its
 //! status last.
 
-use super::hold::Hold;
 use std::ffi::c_int;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
@@ -21,10 +20,11 @@ use rustix::io::Errno;
 use rustix::pipe::PipeFlags;
 use rustix::process::{Pid, Signal, WaitOptions};
 
+use super::hold::Hold;
 use super::retain::Retention;
 use super::start::one_line;
 use super::store::{self, Record, Status};
-use crate::launch::{Failure, Prepared};
+use crate::launch::{self, Failure, Gate, Prepared};
 use crate::sys;
 
 /// Largest read from a command's pipe.
@@ -134,9 +134,8 @@ fn start(
     // SAFETY: the supervisor is single-threaded.
     let Some(pid) = unsafe { sys::fork() }.map_err(resource("fork"))? else {
         drop((out_r, err_r, report_r, go_w));
-        child(
-            prepared, supervisor, umask, &out_w, &err_w, &report_w, &go_r,
-        );
+        let gate = Gate { go: &go_r, umask };
+        launch::child(prepared, supervisor, &out_w, &err_w, &report_w, Some(gate));
     };
     drop((out_w, err_w, report_w, go_r));
     let kill = |start: Start| {
@@ -190,67 +189,10 @@ fn start(
     })
 }
 
-/// The forked command: a new session, the go from the supervisor (once
-/// the record exists), the identity and cwd, the parent-death signal,
-/// stdio, the program. Reports a failure through `report` and exits 127.
-fn child(
-    prepared: &Prepared,
-    supervisor: Pid,
-    umask: Mode,
-    out: &OwnedFd,
-    err: &OwnedFd,
-    report: &OwnedFd,
-    go: &OwnedFd,
-) -> ! {
-    let fail = |failure: Failure| -> ! {
-        let mut bytes = [0u8; 5];
-        bytes[0] = failure.stage as u8;
-        bytes[1..].copy_from_slice(&failure.errno.to_le_bytes());
-        let _ = sys::write_all_fd(report, &bytes);
-        sys::exit_now(127)
-    };
-    let resource = |err: Errno| Failure {
-        stage: Stage::Resources,
-        errno: err.raw_os_error(),
-    };
-    if let Err(e) = rustix::process::setsid() {
-        fail(resource(e));
-    }
-    let mut go_byte = [0u8; 1];
-    if !matches!(sys::read_fd(go.as_fd(), &mut go_byte), Ok(1)) {
-        // The supervisor gave up (and removes what it made).
-        sys::exit_now(127);
-    }
-    rustix::process::umask(umask);
-    if let Err(failure) = prepared.become_user() {
-        fail(failure);
-    }
-    if let Err(e) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
-        fail(resource(e));
-    }
-    if rustix::process::getppid() != Some(supervisor) {
-        sys::exit_now(127);
-    }
-    if let Err(e) = rustix::stdio::dup2_stdout(out).and_then(|()| rustix::stdio::dup2_stderr(err)) {
-        fail(resource(e));
-    }
-    sys::cloexec_from(3);
-    sys::reset_signals();
-    let program = match prepared.find() {
-        Ok(program) => program,
-        Err(failure) => fail(failure),
-    };
-    fail(prepared.exec(program))
-}
-
 impl Command {
     /// Retains output, applies the timeout, reaps the command and drains;
     /// returns the status to record.
-    fn supervise(
-        &mut self,
-        request: &DurableStartRequest,
-        mut start_hold: Option<Hold>,
-    ) -> Status {
+    fn supervise(&mut self, request: &DurableStartRequest, mut start_hold: Option<Hold>) -> Status {
         let start_hold_until = Instant::now() + START_HOLD;
         let pgid = self.pid.as_raw_nonzero().get();
         let deadline = (request.timeout_ms > 0)

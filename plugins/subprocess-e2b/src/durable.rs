@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, FollowedProcess, holds};
-use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec, StdinMode};
+use dsh_helper::{DurableControl, attached, follower_spec, holds};
+use dsh_plugin_api::durable::{
+    AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
+};
+use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, Result};
 
 use crate::errors::{self, StartContext};
@@ -117,12 +119,7 @@ pub async fn spawn<T: EnvdTransport>(
     keep: DurableSpec,
 ) -> Result<Attached> {
     const OP: &str = "spawn_durable";
-    spec.validate()?;
-    if spec.stdin != StdinMode::Null {
-        return Err(Error::invalid_input(format!(
-            "{OP}: durable commands read stdin from /dev/null; a stdin pipe cannot outlive its host"
-        )));
-    }
+    validate_spawn(&spec)?;
     let world = &durable.world;
     world.check_open(OP)?;
     let ready = world.ready(OP).await?;
@@ -203,25 +200,8 @@ async fn follow<T: EnvdTransport>(
 ) -> Result<Attached> {
     let world = &durable.world;
     let ready = world.ready("attach").await?;
-    let mut follower = SpawnSpec::new([
-        ready.setup.helper.clone(),
-        "durable-follow".to_owned(),
-        world.durable_dir().to_owned(),
-        id.clone(),
-        from[0].to_string(),
-        from[1].to_string(),
-    ]);
-    if holds(modes) {
-        follower.argv.push("hold".to_owned());
-    }
-    follower.cwd = Some("/".to_owned());
-    [follower.stdout, follower.stderr] = modes;
-    follower.spill = spill;
-    let process = spawn_as(world, follower, RunAs::Root).await?;
-    let control: Arc<dyn DurableControl> = durable.clone();
-    Ok(Attached {
-        id: id.clone(),
-        process: Arc::new(FollowedProcess::new(id, pid, from, process, control)),
-        from,
-    })
+    let dir = world.durable_dir();
+    let spec = follower_spec(&ready.setup.helper, dir, &id, from, modes, spill);
+    let follower = spawn_as(world, spec, RunAs::Root).await?;
+    Ok(attached(id, pid, from, follower, durable.clone()))
 }

@@ -16,9 +16,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
 use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, FollowedProcess, HELPER, helper_digest, holds};
-use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec, validate_id};
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, StdinMode};
+use dsh_helper::{DurableControl, HELPER, attached, follower_spec, helper_digest, holds};
+use dsh_plugin_api::durable::{
+    AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
+};
+use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::OnceCell;
 
@@ -234,12 +236,7 @@ pub async fn spawn(
     keep: DurableSpec,
 ) -> Result<Attached> {
     const OP: &str = "spawn_durable";
-    spec.validate()?;
-    if spec.stdin != StdinMode::Null {
-        return Err(Error::invalid_input(format!(
-            "{OP}: durable commands read stdin from /dev/null; a stdin pipe cannot outlive its host"
-        )));
-    }
+    validate_spawn(&spec)?;
     let request = {
         let checked = crate::prepare::check(world, OP, &spec.argv, spec.cwd.as_deref(), &spec.env)?;
         let cwd = checked
@@ -333,34 +330,10 @@ async fn follow(
     modes: [OutputMode; 2],
     spill: Option<dsh_plugin_api::subprocess::SpillSpec>,
 ) -> Result<Attached> {
-    let helper = durable.helper().await?;
-    let mut follower = SpawnSpec::new([
-        helper.to_string_lossy().into_owned(),
-        "durable-follow".to_owned(),
-        durable.dir_arg()?.to_owned(),
-        id.clone(),
-        from[0].to_string(),
-        from[1].to_string(),
-    ]);
-    if holds(modes) {
-        follower.argv.push("hold".to_owned());
-    }
-    follower.cwd = Some("/".to_owned());
-    [follower.stdout, follower.stderr] = modes;
-    follower.spill = spill;
-    let process = crate::command::start(world, &follower)?;
-    let control: Arc<dyn DurableControl> = durable.clone();
-    Ok(Attached {
-        id: id.clone(),
-        process: Arc::new(FollowedProcess::new(
-            id,
-            pid,
-            from,
-            Arc::new(process),
-            control,
-        )),
-        from,
-    })
+    let helper = durable.helper().await?.to_string_lossy().into_owned();
+    let spec = follower_spec(&helper, durable.dir_arg()?, &id, from, modes, spill);
+    let follower = Arc::new(crate::command::start(world, &spec)?);
+    Ok(attached(id, pid, from, follower, durable.clone()))
 }
 
 /// This process's identity: the helper keeps it (no change of user).
