@@ -184,23 +184,3 @@ pub fn close_from(first: u32) {
     // keeps, so no owned descriptor is closed behind its owner's back.
     unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
 }
-
-/// Fills `buf` from the kernel's random source (`getrandom`, blocking only
-/// until the pool is initialised at boot).
-pub fn random(buf: &mut [u8]) -> io::Result<()> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        let rest = &mut buf[filled..];
-        // SAFETY: a valid pointer and length of writable memory.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINTR) {
-                return Err(err);
-            }
-        } else {
-            filled += n as usize;
-        }
-    }
-    Ok(())
-}

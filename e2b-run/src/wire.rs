@@ -492,6 +492,10 @@ impl RemoveRequest {
 /// retained in `dir` (see the helper's `durable` module).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DurableStartRequest {
+    /// The command's id, chosen by the caller (128 random bits, see
+    /// [`valid_durable_id`]) so that it can start the follower at once; an
+    /// id already present is refused.
+    pub id: String,
     pub launch: Launch,
     /// The state directory (created mode 0700 if missing; its parent must
     /// exist).
@@ -512,6 +516,7 @@ impl DurableStartRequest {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u32(VERSION);
+        w.str(&self.id);
         self.launch.write(&mut w);
         w.str(&self.dir);
         w.u64(self.retain);
@@ -525,6 +530,7 @@ impl DurableStartRequest {
         let mut r = Reader::new(bytes);
         check_version(&mut r)?;
         let request = DurableStartRequest {
+            id: r.str("id")?,
             launch: Launch::read(&mut r)?,
             dir: r.str("state dir")?,
             retain: r.u64("retain")?,
@@ -836,6 +842,7 @@ mod tests {
 
     fn durable_request() -> DurableStartRequest {
         DurableStartRequest {
+            id: format!("{:032x}", rand_id()),
             launch: Launch {
                 identity: identity(),
                 argv: vec!["sh".into(), "-c".into(), "echo hi".into()],
@@ -976,5 +983,11 @@ mod tests {
             assert_eq!(Stage::from_u8(stage as u8), Some(stage));
         }
         assert_eq!(Stage::from_u8(0), None);
+    }
+    /// 128 bits that differ per call (the ids of test requests).
+    fn rand_id() -> u128 {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        (u128::from(state.hash_one(1u8)) << 64) | u128::from(state.hash_one(2u8))
     }
 }

@@ -37,6 +37,7 @@ impl State {
 
     fn request_argv(&self, argv: &[&str], retain: u64, timeout_ms: u64) -> DurableStartRequest {
         DurableStartRequest {
+            id: format!("{:032x}", rand_id()),
             launch: Launch {
                 identity: Identity {
                     uid: rustix::process::getuid().as_raw(),
@@ -543,4 +544,52 @@ fn the_drain_grace_bounds_waiting_for_a_background_writer() {
         // SAFETY: no pointers.
         unsafe { libc::kill(-(pid as i32), libc::SIGKILL) };
     }
+}
+
+/// 128 bits that differ per call (the ids of test requests).
+fn rand_id() -> u128 {
+    use std::hash::BuildHasher;
+    let state = std::collections::hash_map::RandomState::new();
+    (u128::from(state.hash_one(1u8)) << 64) | u128::from(state.hash_one(2u8))
+}
+
+/// A follower started before its command (`wait`), holding from 0, with
+/// output far beyond the retention: everything arrives, and it exits as
+/// the command did.
+#[test]
+fn a_waiting_holding_follower_started_first_gets_every_byte() {
+    let state = State::new();
+    let mut request = state.request("seq 1 200000; exit 4", 64 * 1024, 0);
+    request.hold = true;
+    // The state directory exists before the follower looks for the command.
+    std::fs::create_dir(&state.dir).expect("state dir");
+    std::fs::set_permissions(
+        &state.dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .expect("mode");
+    let follower = Command::new(HELPER)
+        .args([
+            "durable-follow",
+            state.dir(),
+            &request.id,
+            "0",
+            "0",
+            "hold",
+            "wait",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("durable-follow");
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let (id, _) = parse_ok(&state.start_line(&request));
+    assert_eq!(id, request.id, "the caller's id");
+    let out = follower.wait_with_output().expect("follow");
+    let expected: String = (1..=200_000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(out.stdout.len(), expected.len());
+    assert!(out.stdout == expected.as_bytes(), "every byte, in order");
+    assert_eq!(out.status.code(), Some(4));
+    // The same id again is refused.
+    let again = state.start_line(&request);
+    assert!(again.starts_with("error 17 "), "{again}");
 }

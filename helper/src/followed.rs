@@ -7,12 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use dsh_e2b_run::wire::Stage;
 use dsh_plugin_api::durable::{Attached, DurableCommand, DurableState};
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, SpawnSpec, SpillSpec,
 };
 use dsh_plugin_api::{Error, ErrorKind, Result};
+
+use crate::answers::Start;
 use tokio::sync::OnceCell;
 
 /// How long `terminate` lets the follower finish relaying on its own
@@ -32,9 +35,17 @@ pub trait DurableControl: Send + Sync + 'static {
     async fn terminate(&self, id: &str, grace: Duration) -> Result<()>;
 }
 
+/// A new command's id: 128 random bits as 32 lowercase hex digits, chosen
+/// by the host so that the follower can start beside `durable-start`.
+pub fn new_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
 /// The spec of a follower of command `id` in state directory `dir`
-/// (`helper durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold]`, in `/`),
-/// which the provider starts like any command of its own.
+/// (`helper durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] [wait]`,
+/// in `/`), which the provider starts like any command of its own.
+/// `starting`: the command's `durable-start` runs at the same time, so the
+/// follower waits for the command to appear.
 pub fn follower_spec(
     helper: &str,
     dir: &str,
@@ -42,6 +53,7 @@ pub fn follower_spec(
     from: [u64; 2],
     modes: [OutputMode; 2],
     spill: Option<SpillSpec>,
+    starting: bool,
 ) -> SpawnSpec {
     let mut spec = SpawnSpec::new([
         helper.to_owned(),
@@ -53,6 +65,9 @@ pub fn follower_spec(
     ]);
     if holds(modes) {
         spec.argv.push("hold".to_owned());
+    }
+    if starting {
+        spec.argv.push("wait".to_owned());
     }
     spec.cwd = Some("/".to_owned());
     [spec.stdout, spec.stderr] = modes;
@@ -74,6 +89,49 @@ pub fn attached(
         process: Arc::new(FollowedProcess::new(id, pid, from, follower, control)),
         from,
     }
+}
+
+/// How long a follower started for a command that did not start gets to
+/// end on SIGTERM.
+const ABANDONED_GRACE: Duration = Duration::from_millis(100);
+
+/// The outcome of a start: `durable-start`'s `answer` for command `id`,
+/// joined with the `follower` started beside it (`starting`). Both
+/// succeeded: the handle from offset 0. Otherwise the follower, if it
+/// started, is ended and the error returned — a start that `failed` as
+/// `start_failure` maps it; a command that runs but could not be followed
+/// stays listed (its error says so).
+pub async fn started(
+    id: String,
+    answer: Result<String>,
+    follower: Result<Arc<dyn Process>>,
+    control: Arc<dyn DurableControl>,
+    start_failure: impl FnOnce(Stage, i32, &str) -> Error,
+) -> Result<Attached> {
+    let error = match answer.and_then(|line| crate::answers::start(&line)) {
+        Ok(Start::Started { id: started, pid }) if started == id => {
+            return match follower {
+                Ok(follower) => Ok(attached(id, pid, [0, 0], follower, control)),
+                Err(err) => Err(err.context(format!(
+                    "spawn_durable: durable command {id} runs, but following it failed"
+                ))),
+            };
+        }
+        Ok(Start::Started { id: started, .. }) => Error::io(format!(
+            "spawn_durable: the helper started durable command {started}, not {id}"
+        )),
+        Ok(Start::Failed {
+            stage,
+            errno,
+            detail,
+        }) => start_failure(stage, errno, &detail),
+        Err(err) => err,
+    };
+    if let Ok(follower) = follower {
+        // It waits for a command that will not come.
+        let _ = follower.terminate(ABANDONED_GRACE).await;
+    }
+    Err(error)
 }
 
 /// Whether a follower with these output modes holds retention: a lossless

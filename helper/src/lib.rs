@@ -15,5 +15,6 @@ mod followed;
 
 pub use embedded::{HELPER, helper_digest};
 pub use followed::{
-    DurableControl, FollowedProcess, attached, follower_spec, holds, resume_offsets,
+    DurableControl, FollowedProcess, attached, follower_spec, holds, new_id, resume_offsets,
+    started,
 };

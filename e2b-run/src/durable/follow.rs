@@ -31,26 +31,30 @@ const RECHECK: Duration = Duration::from_millis(500);
 /// The first and the longest sleep while nothing new is there.
 const POLL_MIN: Duration = Duration::from_millis(1);
 const POLL_MAX: Duration = Duration::from_millis(25);
+/// How long a follower started beside its command's start waits for it.
+const START_WAIT: Duration = Duration::from_secs(30);
 
 /// Follows command `id` of `dir`; returns only the helper's exit code when
 /// it cannot mirror the command. It says nothing of its own: its stderr
 /// carries the command's, and the host reads why from the record. With
 /// `hold`, retention keeps what it has not copied yet ([`super::hold`]):
 /// nothing is lost to a slow reader, whose pace the command then takes.
-pub fn main(dir: &str, id: &str, from: [u64; 2], hold: bool) -> i32 {
-    match follow(Path::new(dir), id, from, hold) {
+///
+/// With `wait`, a command that does not exist yet is waited for (up to
+/// [`START_WAIT`]): the caller started this follower beside the
+/// `durable-start` of a command whose id it chose, to save a round trip.
+pub fn main(dir: &str, id: &str, from: [u64; 2], hold: bool, wait: bool) -> i32 {
+    match follow(Path::new(dir), id, from, hold, wait) {
         Ok(status) => crate::run::mirror(status.raw_wait_status()),
         Err(_) => FAILED,
     }
 }
 
-fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, String> {
-    let cmd_dir = store::command_dir(dir, id).map_err(|(_, message)| message)?;
+fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool, wait: bool) -> Result<Status, String> {
+    let (cmd_dir, record) = find(dir, id, wait)?;
     let mut backoff = Backoff::new();
     // The first idle round checks the supervisor at once.
     let mut next_check = Instant::now();
-    let record =
-        Record::read(&cmd_dir).ok_or_else(|| format!("durable command {id} has no record"))?;
     // Published before the first read: nothing at or after `from` goes.
     let mut hold = hold.then(|| Hold::publish(&cmd_dir, from)).flatten();
     if hold.is_some() {
@@ -104,6 +108,27 @@ fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool) -> Result<Status, St
             }
         }
         backoff.wait();
+    }
+}
+
+/// Command `id`'s directory and record; with `wait`, waited for while
+/// the command is not there yet.
+fn find(dir: &Path, id: &str, wait: bool) -> Result<(std::path::PathBuf, Record), String> {
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        let found = match store::command_dir(dir, id) {
+            Ok(cmd_dir) => match Record::read(&cmd_dir) {
+                Some(record) => return Ok((cmd_dir, record)),
+                None => format!("durable command {id} has no record"),
+            },
+            Err((errno, message)) if errno == libc::ENOENT => message,
+            Err((_, message)) => return Err(message),
+        };
+        if !wait || Instant::now() >= deadline {
+            return Err(found);
+        }
+        // A start takes milliseconds: look often, and do not back off.
+        std::thread::sleep(POLL_MIN);
     }
 }
 

@@ -8,7 +8,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use dsh_e2b_run::wire::{DurableStartRequest, Stage};
+use dsh_e2b_run::wire::{DurableStartRequest, Stage, valid_durable_id};
 use rustix::fs::{Mode, OFlags};
 use rustix::pipe::PipeFlags;
 use rustix::process::WaitOptions;
@@ -46,7 +46,8 @@ fn start(request: &DurableStartRequest) -> Result<String, Failure> {
     };
     let dir = Path::new(&request.dir);
     store::ensure_dir(dir)?;
-    let (id, cmd_dir) = make_command_dir(dir)?;
+    let id = request.id.clone();
+    let cmd_dir = make_command_dir(dir, &id)?;
     let cleanup = |failure: Failure| {
         let _ = std::fs::remove_dir_all(&cmd_dir);
         failure
@@ -81,29 +82,24 @@ fn start(request: &DurableStartRequest) -> Result<String, Failure> {
     }
 }
 
-/// Creates `<dir>/<new id>`, mode 0700.
-fn make_command_dir(dir: &Path) -> Result<(String, PathBuf), Failure> {
+/// Creates `<dir>/<id>`, mode 0700: a malformed id is EINVAL, one that
+/// exists EEXIST.
+fn make_command_dir(dir: &Path, id: &str) -> Result<PathBuf, Failure> {
     use std::os::unix::fs::DirBuilderExt;
-    loop {
-        let id = store::new_id().map_err(|err| {
+    if !valid_durable_id(id) {
+        return Err((libc::EINVAL, format!("malformed durable id {id:?}")));
+    }
+    let path = dir.join(id);
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .map_err(|err| {
             (
                 err.raw_os_error().unwrap_or(libc::EIO),
-                format!("getrandom: {err}"),
+                format!("create {}: {err}", path.display()),
             )
         })?;
-        let path = dir.join(&id);
-        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok((id, path)),
-            // 128 random bits: never, but not a reason to fail.
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(err) => {
-                return Err((
-                    err.raw_os_error().unwrap_or(libc::EIO),
-                    format!("create {}: {err}", path.display()),
-                ));
-            }
-        }
-    }
+    Ok(path)
 }
 
 /// The intermediate child: a new session, then the supervisor as its

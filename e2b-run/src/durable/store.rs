@@ -99,13 +99,6 @@ pub fn command_dir(dir: &Path, id: &str) -> Result<PathBuf, Failure> {
     }
 }
 
-/// A fresh id: 128 random bits as 32 lowercase hex digits.
-pub fn new_id() -> io::Result<String> {
-    let mut bytes = [0u8; 16];
-    crate::sys::random(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 /// Writes `<dir>/<name>` atomically: a temporary file, then a rename.
 pub fn write_atomic(dir: &Path, name: &str, text: &str) -> io::Result<()> {
     let temp = dir.join(format!(".{name}.tmp"));

@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, attached, follower_spec, holds};
+use dsh_helper::answers;
+use dsh_helper::{DurableControl, attached, follower_spec, holds, new_id, started};
 use dsh_plugin_api::durable::{
     AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
 };
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SpillSpec};
+use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, Result};
 
 use crate::errors::{self, StartContext};
@@ -126,7 +126,9 @@ pub async fn spawn<T: EnvdTransport>(
     let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
     let env = ready.setup.ambient.for_command(&spec.env, &cwd);
     let search = crate::env::search_dirs(&env.path);
+    let id = new_id();
     let request = DurableStartRequest {
+        id: id.clone(),
         launch: Launch {
             identity: ready.setup.identity.clone(),
             argv: spec.argv.clone(),
@@ -151,30 +153,27 @@ pub async fn spawn<T: EnvdTransport>(
         ))
         .with_subject(spec.argv[0].clone()));
     }
-    let line = durable
-        .control(OP, &["durable-start"], Some(&request), CONTROL_TIMEOUT)
-        .await?;
-    match answers::start(&line)? {
-        Start::Started { id, pid } => {
-            let modes = [spec.stdout, spec.stderr];
-            follow(durable, id, pid, [0, 0], modes, spec.spill).await
-        }
-        Start::Failed {
-            stage,
-            errno,
-            detail,
-        } => Err(errors::start_failure(
-            StartContext {
-                operation: OP,
-                program: &spec.argv[0],
-                cwd: &cwd,
-                search: &search,
-            },
-            stage,
-            errno,
-            &detail,
-        )),
-    }
+    // The follower starts beside the start (one round trip, not two),
+    // waiting for the command whose id we chose.
+    let modes = [spec.stdout, spec.stderr];
+    let (answer, follower) = tokio::join!(
+        durable.control(OP, &["durable-start"], Some(&request), CONTROL_TIMEOUT),
+        start_follower(durable, &id, [0, 0], modes, spec.spill, true),
+    );
+    let cx = StartContext {
+        operation: OP,
+        program: &spec.argv[0],
+        cwd: &cwd,
+        search: &search,
+    };
+    started(
+        id,
+        answer,
+        follower,
+        durable.clone(),
+        |stage, errno, detail| errors::start_failure(cx, stage, errno, detail),
+    )
+    .await
 }
 
 /// `attach` in `durable`'s world.
@@ -186,22 +185,29 @@ pub async fn attach<T: EnvdTransport>(
     let command = durable.info(&spec.id).await?;
     let from = dsh_helper::resume_offsets(&command, spec.from);
     let modes = [spec.stdout, spec.stderr];
-    follow(durable, spec.id, command.pid, from, modes, None).await
+    let follower = start_follower(durable, &spec.id, from, modes, None, false).await?;
+    Ok(attached(
+        spec.id,
+        command.pid,
+        from,
+        follower,
+        durable.clone(),
+    ))
 }
 
-/// A handle on command `id` through a follower (as root) from `from`.
-async fn follow<T: EnvdTransport>(
+/// A follower (as root) of command `id` from `from` (see
+/// [`follower_spec`]).
+async fn start_follower<T: EnvdTransport>(
     durable: &Arc<Durable<T>>,
-    id: String,
-    pid: u32,
+    id: &str,
     from: [u64; 2],
     modes: [OutputMode; 2],
     spill: Option<SpillSpec>,
-) -> Result<Attached> {
+    starting: bool,
+) -> Result<Arc<dyn Process>> {
     let world = &durable.world;
     let ready = world.ready("attach").await?;
     let dir = world.durable_dir();
-    let spec = follower_spec(&ready.setup.helper, dir, &id, from, modes, spill);
-    let follower = spawn_as(world, spec, RunAs::Root).await?;
-    Ok(attached(id, pid, from, follower, durable.clone()))
+    let spec = follower_spec(&ready.setup.helper, dir, id, from, modes, spill, starting);
+    spawn_as(world, spec, RunAs::Root).await
 }

@@ -15,12 +15,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
-use dsh_helper::answers::{self, Start};
-use dsh_helper::{DurableControl, HELPER, attached, follower_spec, helper_digest, holds};
+use dsh_helper::answers;
+use dsh_helper::{
+    DurableControl, HELPER, attached, follower_spec, helper_digest, holds, new_id, started,
+};
 use dsh_plugin_api::durable::{
     AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
 };
-use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec};
+use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::OnceCell;
 
@@ -265,6 +267,7 @@ pub async fn spawn(
             .map(str::to_owned)
             .collect();
         DurableStartRequest {
+            id: new_id(),
             launch: Launch {
                 identity: current_identity(),
                 argv: spec.argv.clone(),
@@ -281,33 +284,37 @@ pub async fn spawn(
             hold: holds([spec.stdout, spec.stderr]),
         }
     };
-    let line = durable
+    // The follower starts first and waits for the command whose id we
+    // chose, so it runs while `durable-start` does.
+    let modes = [spec.stdout, spec.stderr];
+    let follower =
+        start_follower(world, durable, &request.id, [0, 0], modes, spec.spill, true).await;
+    let answer = durable
         .run(OP, &["durable-start"], Some(request.encode()))
-        .await?;
-    match answers::start(&line)? {
-        Start::Started { id, pid } => {
-            let modes = [spec.stdout, spec.stderr];
-            follow(world, durable, id, pid, [0, 0], modes, spec.spill).await
-        }
-        Start::Failed {
-            stage,
-            errno,
-            detail,
-        } => Err(Error::new(
-            match errno {
-                libc::ENOENT => ErrorKind::NotFound,
-                libc::EACCES | libc::EPERM => ErrorKind::PermissionDenied,
-                libc::ENOTDIR => ErrorKind::NotADirectory,
-                _ => ErrorKind::Io,
-            },
-            format!(
-                "{OP}: {}: could not start ({stage:?}): {} {detail}",
-                spec.argv[0],
-                std::io::Error::from_raw_os_error(errno)
-            ),
-        )
-        .with_subject(spec.argv[0].clone())),
-    }
+        .await;
+    let program = &spec.argv[0];
+    started(
+        request.id,
+        answer,
+        follower,
+        durable.clone(),
+        |stage, errno, detail| {
+            Error::new(
+                match errno {
+                    libc::ENOENT => ErrorKind::NotFound,
+                    libc::EACCES | libc::EPERM => ErrorKind::PermissionDenied,
+                    libc::ENOTDIR => ErrorKind::NotADirectory,
+                    _ => ErrorKind::Io,
+                },
+                format!(
+                    "{OP}: {program}: could not start ({stage:?}): {} {detail}",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+            )
+            .with_subject(program.clone())
+        },
+    )
+    .await
 }
 
 /// `attach` on `world`.
@@ -317,23 +324,30 @@ pub async fn attach(world: &World, durable: &Arc<Durable>, spec: AttachSpec) -> 
     let command = durable.info(&spec.id).await?;
     let from = dsh_helper::resume_offsets(&command, spec.from);
     let modes = [spec.stdout, spec.stderr];
-    follow(world, durable, spec.id, command.pid, from, modes, None).await
+    let follower = start_follower(world, durable, &spec.id, from, modes, None, false).await?;
+    Ok(attached(
+        spec.id,
+        command.pid,
+        from,
+        follower,
+        durable.clone(),
+    ))
 }
 
-/// A handle on command `id` through a follower started from `from`.
-async fn follow(
+/// A follower of command `id` from `from` (see [`follower_spec`]).
+async fn start_follower(
     world: &World,
     durable: &Arc<Durable>,
-    id: String,
-    pid: u32,
+    id: &str,
     from: [u64; 2],
     modes: [OutputMode; 2],
-    spill: Option<dsh_plugin_api::subprocess::SpillSpec>,
-) -> Result<Attached> {
+    spill: Option<SpillSpec>,
+    starting: bool,
+) -> Result<Arc<dyn Process>> {
     let helper = durable.helper().await?.to_string_lossy().into_owned();
-    let spec = follower_spec(&helper, durable.dir_arg()?, &id, from, modes, spill);
-    let follower = Arc::new(crate::command::start(world, &spec)?);
-    Ok(attached(id, pid, from, follower, durable.clone()))
+    let dir = durable.dir_arg()?;
+    let spec = follower_spec(&helper, dir, id, from, modes, spill, starting);
+    Ok(Arc::new(crate::command::start(world, &spec)?))
 }
 
 /// This process's identity: the helper keeps it (no change of user).
