@@ -5,9 +5,10 @@
 //! then the helper ends the way the command did.
 //!
 //! Waiting is a short sleep that grows while nothing comes ([`Backoff`]),
-//! so a fast command's end is seen within a millisecond or two and a quiet
-//! one costs a wakeup every 25 ms; every [`RECHECK`] the supervisor is
-//! checked (one gone without a status: the command is Lost, exit 125).
+//! so a fast command's end is seen within a quarter of a millisecond and
+//! a quiet one costs a wakeup every 25 ms; every [`RECHECK`] the
+//! supervisor is checked (one gone without a status: the command is Lost,
+//! exit 125).
 //! Reading is bounded per round and per stream, through one buffer; a
 //! slow reader of the helper's stdout simply blocks it.
 
@@ -29,8 +30,10 @@ const BUDGET: u64 = 1024 * 1024;
 /// How often a follower with nothing to copy checks its supervisor.
 const RECHECK: Duration = Duration::from_millis(500);
 /// The first and the longest sleep while nothing new is there.
-const POLL_MIN: Duration = Duration::from_millis(1);
+const POLL_MIN: Duration = Duration::from_micros(250);
 const POLL_MAX: Duration = Duration::from_millis(25);
+/// How long quiet lasts before the sleeps grow.
+const POLL_EAGER: Duration = Duration::from_millis(50);
 /// How long a follower started beside its command's start waits for it.
 const START_WAIT: Duration = Duration::from_secs(30);
 
@@ -115,6 +118,7 @@ fn follow(dir: &Path, id: &str, from: [u64; 2], hold: bool, wait: bool) -> Resul
 /// the command is not there yet.
 fn find(dir: &Path, id: &str, wait: bool) -> Result<(std::path::PathBuf, Record), String> {
     let deadline = Instant::now() + START_WAIT;
+    let mut backoff = Backoff::new();
     loop {
         let found = match store::command_dir(dir, id) {
             Ok(cmd_dir) => match Record::read(&cmd_dir) {
@@ -127,32 +131,40 @@ fn find(dir: &Path, id: &str, wait: bool) -> Result<(std::path::PathBuf, Record)
         if !wait || Instant::now() >= deadline {
             return Err(found);
         }
-        // A start takes milliseconds: look often, and do not back off.
-        std::thread::sleep(POLL_MIN);
+        backoff.wait();
     }
 }
 
-/// How long the follower sleeps when nothing new is there: from
-/// [`POLL_MIN`], doubling while nothing comes, up to [`POLL_MAX`].
+/// How long the follower sleeps when nothing new is there: [`POLL_MIN`]
+/// through the first [`POLL_EAGER`] of quiet (a short command's end is
+/// seen within a millisecond), then doubling up to [`POLL_MAX`].
 ///
 /// Polling, not inotify: closing an inotify instance waits for the
 /// kernel's mark reaper (10–20 ms measured here), which every follower
 /// would pay at its exit — more than a whole plain command costs.
-struct Backoff(Duration);
+struct Backoff {
+    sleep: Duration,
+    quiet_since: Instant,
+}
 
 impl Backoff {
     fn new() -> Backoff {
-        Backoff(POLL_MIN)
+        Backoff {
+            sleep: POLL_MIN,
+            quiet_since: Instant::now(),
+        }
     }
 
-    /// Something new came: the next wait is short again.
+    /// Something new came: the next waits are short again.
     fn reset(&mut self) {
-        self.0 = POLL_MIN;
+        *self = Backoff::new();
     }
 
     fn wait(&mut self) {
-        std::thread::sleep(self.0);
-        self.0 = (self.0 * 2).min(POLL_MAX);
+        std::thread::sleep(self.sleep);
+        if self.quiet_since.elapsed() >= POLL_EAGER {
+            self.sleep = (self.sleep * 2).min(POLL_MAX);
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! `durable-start`: check the state directory, make the command's
-//! directory, and start a detached supervisor (double fork: a new session
-//! of its own, not a child of the caller, stdio on /dev/null), which
+//! directory, and start a detached supervisor (a forked child in a new
+//! session of its own, orphaned when `durable-start` exits, stdio on
+//! /dev/null), which
 //! starts the command and reports one control line back through a pipe:
 //! `ok <id> <pid>`, `failed <stage> <errno> <detail>` or
 //! `error <errno> <message>`. That line is what `durable-start` prints.
@@ -11,7 +12,6 @@ use std::path::{Path, PathBuf};
 use dsh_e2b_run::wire::{DurableStartRequest, Stage, valid_durable_id};
 use rustix::fs::{Mode, OFlags};
 use rustix::pipe::PipeFlags;
-use rustix::process::WaitOptions;
 
 use super::store::{self, Failure};
 use super::supervise;
@@ -57,21 +57,21 @@ fn start(request: &DurableStartRequest) -> Result<String, Failure> {
     let (report_r, report_w) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC)
         .map_err(|e| cleanup(resources(e, "report pipe")))?;
     // SAFETY: the helper is single-threaded.
-    let intermediate = match unsafe { sys::fork() } {
+    match unsafe { sys::fork() } {
         Err(err) => {
             return Err(cleanup((
                 err.raw_os_error().unwrap_or(0),
                 format!("fork: {err}"),
             )));
         }
-        Ok(Some(pid)) => pid,
+        Ok(Some(_)) => {}
         Ok(None) => {
             drop(report_r);
             detach(request, &prepared, &cmd_dir, &id, report_w)
         }
-    };
+    }
     drop(report_w);
-    let _ = rustix::process::waitpid(Some(intermediate), WaitOptions::empty());
+    // Not waited for: the supervisor outlives this process.
     let line = read_report(&report_r);
     match line {
         Some(line) => Ok(line),
@@ -102,9 +102,12 @@ fn make_command_dir(dir: &Path, id: &str) -> Result<PathBuf, Failure> {
     Ok(path)
 }
 
-/// The intermediate child: a new session, then the supervisor as its
-/// child, then exit — so the supervisor is nobody's child but init's (or
-/// the nearest subreaper's), in a session no terminal or caller owns.
+/// The forked child becomes the supervisor: a session of its own (no
+/// terminal or caller owns it; it opens no terminal, so it never acquires
+/// one), stdio on `/dev/null`; once `durable-start` has read its report
+/// and exited, it is nobody's child but init's (or the nearest
+/// subreaper's). One fork, not the classic two: the second cost a fork,
+/// an exit and a wait on every start.
 fn detach(
     request: &DurableStartRequest,
     prepared: &Prepared,
@@ -119,15 +122,6 @@ fn detach(
     };
     if let Err(err) = rustix::process::setsid() {
         fail(&report, format!("{} setsid: {err}", err.raw_os_error()));
-    }
-    // SAFETY: single-threaded (a fork of the single-threaded helper).
-    match unsafe { sys::fork() } {
-        Err(err) => fail(
-            &report,
-            format!("{} fork: {err}", err.raw_os_error().unwrap_or(0)),
-        ),
-        Ok(Some(_)) => sys::exit_now(0),
-        Ok(None) => {}
     }
     let umask = rustix::process::umask(Mode::from_raw_mode(0o077));
     let null = match rustix::fs::open(c"/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()) {
