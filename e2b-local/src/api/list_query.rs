@@ -1,5 +1,7 @@
-//! Query of `GET /v2/sandboxes` (and v1 `GET /sandboxes`): `state`, `metadata`, `limit`,
-//! `nextToken`, with the metadata filter's triple encoding (docs/e2b-protocol.md §2.2): the
+//! Query of `GET /v2/sandboxes` (and v1 `GET /sandboxes`): `state`, `metadata`, `template`,
+//! `startedAfter`/`startedBefore` (RFC 3339, inclusive), `order` (newest first unless `asc`, as the
+//! API's spec and the newest SDKs have it), `limit`, `nextToken`, with the metadata filter's triple
+//! encoding (docs/e2b-protocol.md §2.2): the
 //! framework decodes the query once, then the whole `metadata` string is decoded, then each key and
 //! value.
 
@@ -23,8 +25,11 @@ pub struct ListQuery {
     pub template: Option<String>,
     pub limit: usize,
     pub after: Option<PageCursor>,
-    /// Newest first when true (`order=desc`); oldest first by default.
+    /// Newest first (the default, `order=desc`); oldest first with `order=asc`.
     pub descending: bool,
+    /// Only sandboxes started at or after / at or before these instants (Unix nanoseconds).
+    pub started_after: Option<u128>,
+    pub started_before: Option<u128>,
 }
 
 /// Position after which the next page starts: the sort key of the last item already returned.
@@ -69,7 +74,9 @@ pub fn parse_list_query(
         template: None,
         limit: MAX_LIMIT,
         after: None,
-        descending: false,
+        descending: true,
+        started_after: None,
+        started_before: None,
     };
     for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
@@ -85,6 +92,8 @@ pub fn parse_list_query(
                 }
             }
             "template" => query.template = Some(value).filter(|t| !t.is_empty()),
+            "startedAfter" => query.started_after = Some(parse_instant(op, &key, &value)?),
+            "startedBefore" => query.started_before = Some(parse_instant(op, &key, &value)?),
             "order" => {
                 query.descending = match value.as_str() {
                     "asc" => false,
@@ -104,6 +113,17 @@ pub fn parse_list_query(
         }
     }
     Ok(query)
+}
+
+/// An RFC 3339 instant (`2026-01-02T03:04:05.123Z`, or with an offset, as Python's
+/// `isoformat()` sends it) as Unix nanoseconds; instants before 1970 count as 0.
+fn parse_instant(op: &str, key: &str, value: &str) -> Result<u128, ApiError> {
+    let instant: jiff::Timestamp = value.parse().map_err(|_| {
+        ApiError::bad_request(format!(
+            "{op}: invalid {key} {value:?}: expected an RFC 3339 date-time"
+        ))
+    })?;
+    Ok(u128::try_from(instant.as_nanosecond()).unwrap_or(0))
 }
 
 /// `application/x-www-form-urlencoded` decoding of one query component (`+` is a space).
@@ -209,6 +229,22 @@ mod tests {
         let q = parse_list_query("list", None, BOTH).unwrap();
         assert_eq!(q.states, BOTH.to_vec());
         assert_eq!(q.limit, MAX_LIMIT);
+        assert!(q.descending, "newest first unless asked otherwise");
+        assert!(
+            !parse_list_query("list", Some("order=asc"), BOTH)
+                .unwrap()
+                .descending
+        );
+        // JS's toISOString() and Python's isoformat() with a local offset (`+` encoded).
+        let q = parse_list_query(
+            "list",
+            Some("startedAfter=2026-01-02T03%3A04%3A05.123Z&startedBefore=2026-01-02T05%3A04%3A05.5%2B02%3A00"),
+            BOTH,
+        )
+        .unwrap();
+        let nanos = 1_767_323_045_123_000_000u128;
+        assert_eq!(q.started_after, Some(nanos));
+        assert_eq!(q.started_before, Some(nanos + 377_000_000));
         let q = parse_list_query(
             "list",
             Some("state=running%2Cpaused"),
@@ -231,6 +267,11 @@ mod tests {
             ("metadata=%3Dv", "empty key"),
             ("bogus=1", "unknown query parameter"),
             ("order=up", "invalid order"),
+            ("startedAfter=yesterday", "invalid startedAfter"),
+            (
+                "startedBefore=2026-13-01T00:00:00Z",
+                "invalid startedBefore",
+            ),
             ("metadata=%FF", "not UTF-8"),
         ] {
             let err = parse_list_query("list sandboxes", Some(raw), BOTH).unwrap_err();

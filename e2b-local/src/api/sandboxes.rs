@@ -289,6 +289,16 @@ async fn list(
                 .all(|(k, v)| s.metadata.get(k) == Some(v))
         })
         .filter(|s| query.template.as_ref().is_none_or(|t| &s.template_id == t))
+        .filter(|s| {
+            // At the millisecond precision `startedAt` is reported with, so a listed
+            // `startedAt` passed back as a bound includes its own sandbox.
+            let ms = |nanos: u128| nanos / 1_000_000;
+            let started = ms(s.started_unix_nanos());
+            query.started_after.is_none_or(|after| started >= ms(after))
+                && query
+                    .started_before
+                    .is_none_or(|before| started <= ms(before))
+        })
         .filter_map(|s| {
             let body = detail_body(&state, &s)?;
             query.states.contains(&body.state).then(|| {

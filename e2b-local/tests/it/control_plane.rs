@@ -335,30 +335,55 @@ async fn list_filters_by_state_and_metadata_and_paginates() {
             .map(|s| s["sandboxID"].as_str().unwrap().to_owned())
             .collect()
     };
+    // Newest first unless `order=asc` (the API's default, which the newest SDKs rely on).
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
     // The SDKs' triple encoding of {name: "a b"}.
     let by_name = list("?metadata=name%3Da%252520b".into()).await;
-    assert_eq!(ids_of(&by_name), vec![ids[0].clone(), ids[1].clone()]);
+    assert_eq!(ids_of(&by_name), vec![ids[1].clone(), ids[0].clone()]);
     let running = list("?metadata=name%3Da%252520b&state=running".into()).await;
     assert_eq!(ids_of(&running), vec![ids[0].clone()]);
     let v1 = api.call(Method::GET, "/sandboxes", "").await;
     assert_eq!(ids_of(&v1).len(), 2, "v1 lists running sandboxes only");
 
-    let first = list("?limit=2".into()).await;
-    assert_eq!(ids_of(&first), ids[..2].to_vec());
-    let token = first
-        .headers
-        .get("x-next-token")
-        .expect("x-next-token on a partial page")
-        .to_str()
-        .unwrap();
-    let second = list(format!("?limit=2&nextToken={token}")).await;
-    assert_eq!(ids_of(&second), ids[2..].to_vec());
-    assert!(
-        second.headers.get("x-next-token").is_none(),
-        "no token on the last page"
-    );
+    // Pagination is stable in both orders.
+    for (order, expected) in [("", &newest_first), ("&order=asc", &ids)] {
+        let first = list(format!("?limit=2{order}")).await;
+        assert_eq!(ids_of(&first), expected[..2].to_vec(), "{order}");
+        let token = first
+            .headers
+            .get("x-next-token")
+            .expect("x-next-token on a partial page")
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let second = list(format!("?limit=2&nextToken={token}{order}")).await;
+        assert_eq!(ids_of(&second), expected[2..].to_vec(), "{order}");
+        assert!(
+            second.headers.get("x-next-token").is_none(),
+            "no token on the last page"
+        );
+    }
     let desc = list("?order=desc".into()).await;
-    assert_eq!(ids_of(&desc), ids.iter().rev().cloned().collect::<Vec<_>>());
+    assert_eq!(ids_of(&desc), newest_first);
+
+    // startedAfter / startedBefore (inclusive), as the SDKs send them: RFC 3339.
+    let started = |id: &str| {
+        let all = desc.json();
+        let listed = all
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["sandboxID"] == id)
+            .cloned()
+            .expect("listed");
+        listed["startedAt"].as_str().unwrap().to_owned()
+    };
+    let encode = |at: &str| at.replace(':', "%3A").replace('+', "%2B");
+    let middle = started(&ids[1]);
+    let after = list(format!("?startedAfter={}", encode(&middle))).await;
+    assert_eq!(ids_of(&after), vec![ids[2].clone(), ids[1].clone()]);
+    let before = list(format!("?startedBefore={}", encode(&middle))).await;
+    assert_eq!(ids_of(&before), vec![ids[1].clone(), ids[0].clone()]);
 
     for (query, needle) in [
         ("?state=frozen", "invalid state"),
