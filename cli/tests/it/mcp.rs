@@ -48,6 +48,8 @@ impl Client {
         command
             .arg(script)
             .env("DSH_PLUGIN_PATH", plugin_dir())
+            // The `dsh mcp` the client starts inherits it.
+            .env("XDG_STATE_HOME", crate::support::state_home())
             .env_remove("RUST_LOG")
             .stdin(Stdio::null());
         command

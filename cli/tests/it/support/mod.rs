@@ -41,15 +41,24 @@ pub fn require(packages: &[&str]) {
     }
 }
 
-/// A `dsh` command with the plugin directory on `DSH_PLUGIN_PATH` and a
-/// quiet log.
+/// A `dsh` command with the plugin directory on `DSH_PLUGIN_PATH`, a quiet
+/// log, and durable commands' state (the local provider's default
+/// `durableDir`) under cargo's scratch directory for tests, not the user's
+/// home.
 pub fn dsh() -> Command {
     let mut command = Command::new(dsh_binary());
     command
         .env("DSH_PLUGIN_PATH", plugin_dir())
+        .env("XDG_STATE_HOME", state_home())
         .env_remove("RUST_LOG")
         .stdin(Stdio::null());
     command
+}
+
+/// Where the `dsh` the tests start keep state (`XDG_STATE_HOME`): under
+/// cargo's scratch directory for tests, never the user's home.
+pub fn state_home() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("dsh-state")
 }
 
 /// Runs `dsh` with `args` to completion.
