@@ -10,6 +10,7 @@
 //!   provider's own handle on a `durable-follow` helper.
 
 pub mod answers;
+pub mod control;
 mod embedded;
 mod followed;
 

@@ -12,11 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_helper::answers;
+use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
 use dsh_helper::{DurableControl, attached, follower_spec, holds, new_id, started};
-use dsh_plugin_api::durable::{
-    AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
-};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, Result};
 
@@ -25,12 +23,6 @@ use crate::start::{RunAs, spawn_as};
 use crate::transport::EnvdTransport;
 use crate::wire::{self, DurableStartRequest, Launch};
 use crate::world::World;
-
-/// Bound on one `durable-*` control command (a terminate adds its grace).
-const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a terminate ladder may take to prove the group empty after
-/// SIGKILL.
-const KILL_SETTLE: Duration = Duration::from_secs(2);
 
 /// The durable commands of one sandbox, through one provider's world.
 pub struct Durable<T: EnvdTransport> {
@@ -41,8 +33,15 @@ impl<T: EnvdTransport> Durable<T> {
     pub fn new(world: Arc<World<T>>) -> Durable<T> {
         Durable { world }
     }
+}
 
-    async fn control(
+#[async_trait]
+impl<T: EnvdTransport> HelperRunner for Durable<T> {
+    fn state_dir(&self) -> Result<&str> {
+        Ok(self.world.durable_dir())
+    }
+
+    async fn run_helper(
         &self,
         operation: &str,
         args: &[&str],
@@ -55,60 +54,6 @@ impl<T: EnvdTransport> Durable<T> {
             .control
             .durable(operation, args, request, timeout)
             .await
-    }
-
-    pub async fn list(&self) -> Result<Vec<DurableCommand>> {
-        let dir = self.world.durable_dir();
-        answers::list(
-            &self
-                .control(
-                    "list_durable",
-                    &["durable-list", dir],
-                    None,
-                    CONTROL_TIMEOUT,
-                )
-                .await?,
-        )
-    }
-
-    pub async fn forget(&self, id: &str) -> Result<()> {
-        validate_id("forget", id)?;
-        let dir = self.world.durable_dir();
-        let line = self
-            .control(
-                "forget",
-                &["durable-forget", dir, id],
-                None,
-                CONTROL_TIMEOUT,
-            )
-            .await?;
-        answers::forget(id, &line)
-    }
-}
-
-#[async_trait]
-impl<T: EnvdTransport> DurableControl for Durable<T> {
-    async fn info(&self, id: &str) -> Result<DurableCommand> {
-        let dir = self.world.durable_dir();
-        let line = self
-            .control("attach", &["durable-info", dir, id], None, CONTROL_TIMEOUT)
-            .await?;
-        answers::info(id, &line)
-    }
-
-    async fn terminate(&self, id: &str, grace: Duration) -> Result<()> {
-        let dir = self.world.durable_dir();
-        let grace_ms = grace.as_millis().to_string();
-        let settle_ms = KILL_SETTLE.as_millis().to_string();
-        let line = self
-            .control(
-                "terminate",
-                &["durable-terminate", dir, id, &grace_ms, &settle_ms],
-                None,
-                grace + KILL_SETTLE + CONTROL_TIMEOUT,
-            )
-            .await?;
-        answers::terminate(id, &line)
     }
 }
 
@@ -157,7 +102,7 @@ pub async fn spawn<T: EnvdTransport>(
     // waiting for the command whose id we chose.
     let modes = [spec.stdout, spec.stderr];
     let (answer, follower) = tokio::join!(
-        durable.control(OP, &["durable-start"], Some(&request), CONTROL_TIMEOUT),
+        durable.run_helper(OP, &["durable-start"], Some(&request), CONTROL_TIMEOUT),
         start_follower(durable, &id, [0, 0], modes, spec.spill, true),
     );
     let cx = StartContext {

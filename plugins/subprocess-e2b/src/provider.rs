@@ -143,7 +143,7 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
     }
 
     async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
-        self.durable.list().await
+        dsh_helper::control::list(&*self.durable).await
     }
 
     async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
@@ -151,6 +151,6 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
     }
 
     async fn forget(&self, id: &str) -> Result<()> {
-        self.durable.forget(id).await
+        dsh_helper::control::forget(&*self.durable, id).await
     }
 }

@@ -15,22 +15,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
-use dsh_helper::answers;
+use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
 use dsh_helper::{
     DurableControl, HELPER, attached, follower_spec, helper_digest, holds, new_id, started,
 };
-use dsh_plugin_api::durable::{
-    AttachSpec, Attached, DurableCommand, DurableSpec, validate_id, validate_spawn,
-};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::OnceCell;
 
-use crate::group::KILL_SETTLE;
 use crate::world::World;
-
-/// Bound on one helper subcommand (list, info, terminate, forget, start).
-const HELPER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The durable commands of one state directory.
 pub struct Durable {
@@ -71,14 +65,25 @@ impl Durable {
             .await?;
         Ok(installed)
     }
+}
 
-    /// Runs the helper with `args` (and `request` in its environment) and
-    /// returns its answer.
-    async fn run(
+#[async_trait]
+impl HelperRunner for Durable {
+    fn state_dir(&self) -> Result<&str> {
+        self.dir.to_str().ok_or_else(|| {
+            Error::config(format!(
+                "durable: the state directory {} is not UTF-8",
+                self.dir.display()
+            ))
+        })
+    }
+
+    async fn run_helper(
         &self,
         operation: &str,
         args: &[&str],
-        request: Option<Vec<u8>>,
+        request: Option<&[u8]>,
+        timeout: Duration,
     ) -> Result<String> {
         let helper = self.helper().await?;
         let mut command = tokio::process::Command::new(helper);
@@ -88,16 +93,14 @@ impl Durable {
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         if let Some(request) = request {
-            command.env(wire::REQUEST_ENV, wire::base64_encode(&request));
+            command.env(wire::REQUEST_ENV, wire::base64_encode(request));
         }
-        let output = tokio::time::timeout(HELPER_TIMEOUT, command.output())
+        let output = tokio::time::timeout(timeout, command.output())
             .await
             .map_err(|_| {
                 Error::new(
                     ErrorKind::Timeout,
-                    format!(
-                        "{operation}: the durable helper did not answer within {HELPER_TIMEOUT:?}"
-                    ),
+                    format!("{operation}: the durable helper did not answer within {timeout:?}"),
                 )
             })?
             .map_err(|err| {
@@ -113,60 +116,6 @@ impl Durable {
         Ok(String::from_utf8_lossy(&output.stdout)
             .trim_end_matches('\n')
             .to_owned())
-    }
-
-    fn dir_arg(&self) -> Result<&str> {
-        self.dir.to_str().ok_or_else(|| {
-            Error::config(format!(
-                "durable: the state directory {} is not UTF-8",
-                self.dir.display()
-            ))
-        })
-    }
-
-    pub async fn list(&self) -> Result<Vec<DurableCommand>> {
-        let dir = self.dir_arg()?;
-        answers::list(
-            &self
-                .run("list_durable", &["durable-list", dir], None)
-                .await?,
-        )
-    }
-
-    pub async fn forget(&self, id: &str) -> Result<()> {
-        validate_id("forget", id)?;
-        let dir = self.dir_arg()?;
-        answers::forget(
-            id,
-            &self
-                .run("forget", &["durable-forget", dir, id], None)
-                .await?,
-        )
-    }
-}
-
-#[async_trait]
-impl DurableControl for Durable {
-    async fn info(&self, id: &str) -> Result<DurableCommand> {
-        let dir = self.dir_arg()?;
-        answers::info(
-            id,
-            &self.run("attach", &["durable-info", dir, id], None).await?,
-        )
-    }
-
-    async fn terminate(&self, id: &str, grace: Duration) -> Result<()> {
-        let dir = self.dir_arg()?;
-        let grace = grace.as_millis().to_string();
-        let settle = KILL_SETTLE.as_millis().to_string();
-        let line = self
-            .run(
-                "terminate",
-                &["durable-terminate", dir, id, &grace, &settle],
-                None,
-            )
-            .await?;
-        answers::terminate(id, &line)
     }
 }
 
@@ -275,7 +224,7 @@ pub async fn spawn(
                 cwd,
                 search,
             },
-            dir: durable.dir_arg()?.to_owned(),
+            dir: durable.state_dir()?.to_owned(),
             retain: keep.retain,
             timeout_ms: spec
                 .timeout
@@ -290,7 +239,12 @@ pub async fn spawn(
     let follower =
         start_follower(world, durable, &request.id, [0, 0], modes, spec.spill, true).await;
     let answer = durable
-        .run(OP, &["durable-start"], Some(request.encode()))
+        .run_helper(
+            OP,
+            &["durable-start"],
+            Some(&request.encode()),
+            CONTROL_TIMEOUT,
+        )
         .await;
     let program = &spec.argv[0];
     started(
@@ -345,7 +299,7 @@ async fn start_follower(
     starting: bool,
 ) -> Result<Arc<dyn Process>> {
     let helper = durable.helper().await?.to_string_lossy().into_owned();
-    let dir = durable.dir_arg()?;
+    let dir = durable.state_dir()?;
     let spec = follower_spec(&helper, dir, id, from, modes, spill, starting);
     Ok(Arc::new(crate::command::start(world, &spec)?))
 }

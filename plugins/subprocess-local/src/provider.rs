@@ -157,7 +157,7 @@ impl SubprocessProvider for LocalSubprocess {
     }
 
     async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
-        self.durable("list_durable")?.list().await
+        dsh_helper::control::list(&**self.durable("list_durable")?).await
     }
 
     async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
@@ -165,6 +165,6 @@ impl SubprocessProvider for LocalSubprocess {
     }
 
     async fn forget(&self, id: &str) -> Result<()> {
-        self.durable("forget")?.forget(id).await
+        dsh_helper::control::forget(&**self.durable("forget")?, id).await
     }
 }
