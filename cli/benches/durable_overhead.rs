@@ -13,7 +13,8 @@
 //! ```
 //!
 //! `DSH_BENCH_ROUNDS` (default 30; the 256 MiB figure takes a third of
-//! them) sets the rounds. Prints each contender's median and the durable /
+//! them) sets the rounds; `DSH_BENCH_WORLDS` (`local`, `e2b-local`, or both
+//! comma-separated, the default) the compositions. Prints each contender's median and the durable /
 //! plain ratio of medians.
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ fn main() -> Result<()> {
         Ok(value) => value.parse().context("DSH_BENCH_ROUNDS")?,
         Err(_) => 30,
     };
+    let worlds = std::env::var("DSH_BENCH_WORLDS").ok();
     let dsh = PathBuf::from(env!("CARGO_BIN_EXE_dsh"));
     let plugins = dsh.parent().context("dsh has a directory")?.to_owned();
     let state = tempfile::tempdir()?;
@@ -60,6 +62,12 @@ fn main() -> Result<()> {
         "world", "figure", "plain ms", "durable ms", "durable / plain"
     );
     for (world, manifest) in [("local", "local.yaml"), ("e2b-local", "e2b-local.yaml")] {
+        if worlds
+            .as_ref()
+            .is_some_and(|only| !only.split(',').any(|w| w == world))
+        {
+            continue;
+        }
         runtime.block_on(async {
             let host = Host::load(&config.join(manifest))
                 .await

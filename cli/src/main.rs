@@ -80,34 +80,51 @@ async fn run(cli: Cli) -> i32 {
         Command::Plugins => plugins::list(&composition, json),
         Command::Check => plugins::check(&composition, json),
         Command::Exec(args) => {
-            with_host(&composition, |host| Box::pin(exec::run(host, args, json))).await
+            with_host(&composition, |host, _| {
+                Box::pin(exec::run(host, args, json))
+            })
+            .await
         }
-        Command::Ps => with_host(&composition, |host| Box::pin(durable::ps(host, json))).await,
+        Command::Ps => with_host(&composition, |host, _| Box::pin(durable::ps(host, json))).await,
         Command::Attach(args) => {
-            with_host(&composition, |host| Box::pin(durable::attach(host, args))).await
+            with_host(&composition, |host, _| {
+                Box::pin(durable::attach(host, args))
+            })
+            .await
         }
         Command::Kill(args) => {
-            with_host(&composition, |host| {
+            with_host(&composition, |host, _| {
                 Box::pin(durable::kill(host, args, json))
             })
             .await
         }
         Command::Forget(args) => {
-            with_host(&composition, |host| Box::pin(durable::forget(host, args))).await
+            with_host(&composition, |host, _| {
+                Box::pin(durable::forget(host, args))
+            })
+            .await
         }
         Command::Sh(args) => {
-            with_host(&composition, |host| Box::pin(terminal::run(host, args))).await
+            with_host(&composition, |host, _| Box::pin(terminal::run(host, args))).await
         }
         Command::Fs(command) => {
-            with_host(&composition, |host| Box::pin(fs::run(host, command, json))).await
+            with_host(&composition, |host, _| {
+                Box::pin(fs::run(host, command, json))
+            })
+            .await
         }
         Command::Conformance(args) => {
-            with_host(&composition, |host| {
+            with_host(&composition, |host, _| {
                 Box::pin(conformance::run(host, args, json))
             })
             .await
         }
-        Command::Mcp(args) => with_host(&composition, |host| Box::pin(mcp::run(host, args))).await,
+        Command::Mcp(args) => {
+            with_host(&composition, |host, stop| {
+                Box::pin(mcp::run(host, args, stop))
+            })
+            .await
+        }
     };
     match outcome {
         Ok(code) => code,
@@ -136,6 +153,24 @@ fn say(message: &str) {
 /// A command running against a host it borrows.
 type CommandFuture<'h> = Pin<Box<dyn Future<Output = Result<i32, Failure>> + 'h>>;
 
+/// A shutdown signal, for a command that ends by itself when told — `dsh
+/// mcp`, whose tools end what they started, which dropping its future
+/// would skip. A command that drops its `Stop` is dropped on a signal
+/// instead; one that keeps it gets [`WIND_DOWN`] to end.
+pub struct Stop(tokio::sync::oneshot::Receiver<()>);
+
+impl Stop {
+    /// Resolves once a shutdown signal came (or nobody waits for the
+    /// command any more).
+    pub async fn requested(self) {
+        let _ = self.0.await;
+    }
+}
+
+/// How long a command that kept its [`Stop`] may take to end after a
+/// signal before it is dropped; the disposal's [`SHUTDOWN_BOUND`] follows.
+const WIND_DOWN: Duration = Duration::from_secs(3);
+
 /// How long the orderly disposal after a shutdown signal may take before
 /// dsh abandons it (docs/design.md §8): a signal means the user wants out,
 /// and a frozen or unreachable E2B service must not hold them.
@@ -152,7 +187,8 @@ const SHUTDOWN_NOTICE: Duration = Duration::from_millis(500);
 /// A shutdown signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) stops whatever is
 /// running — a start in flight (no further plugin is created; the create
 /// in flight is rolled back with the rest, docs/design.md §4.4) or the
-/// command (its future is dropped, restoring e.g. the terminal) — then
+/// command (its future is dropped, restoring e.g. the terminal; one that
+/// kept its [`Stop`] is told and waited for, up to [`WIND_DOWN`]) — then
 /// disposes within [`SHUTDOWN_BOUND`] and exits 128+signal. A second
 /// signal, or the bound passing, abandons the disposal (a create that never
 /// answers is abandoned with it) and names what may be left (the sandbox
@@ -161,7 +197,7 @@ const SHUTDOWN_NOTICE: Duration = Duration::from_millis(500);
 /// it never replaces the command's own exit status.
 async fn with_host<F>(composition: &Composition, command: F) -> Result<i32, Failure>
 where
-    F: for<'h> FnOnce(&'h Host) -> CommandFuture<'h>,
+    F: for<'h> FnOnce(&'h Host, Stop) -> CommandFuture<'h>,
 {
     let mut signals = ShutdownSignals::install()
         .map_err(|err| Failure::new(EXIT_FAILURE, format!("install signal handlers: {err}")))?;
@@ -187,10 +223,13 @@ where
         }
     };
     let leftover = leftover(&host);
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    let mut command = command(&host, Stop(stopped));
     let (outcome, deadline) = tokio::select! {
-        outcome = command(&host) => (outcome, None),
+        outcome = &mut command => (outcome, None),
         signal = signals.recv() => {
             tracing::info!("{signal}: stopping and disposing");
+            wind_down(command, stop, signal, &mut signals).await;
             (Ok(signal.exit_code()), Some((signal, Instant::now() + SHUTDOWN_BOUND)))
         }
     };
@@ -306,6 +345,32 @@ async fn finish_start(
         Err(err) => tracing::info!("start failed after {signal}: {err}"),
     }
     signal.exit_code()
+}
+
+/// After `signal`: a command that kept its [`Stop`] is told and given
+/// [`WIND_DOWN`] (or until another signal) to end by itself; its status
+/// gives way to the signal's. One that did not keep it is dropped at once.
+async fn wind_down(
+    command: CommandFuture<'_>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    signal: ShutdownSignal,
+    signals: &mut ShutdownSignals,
+) {
+    if stop.send(()).is_err() {
+        return;
+    }
+    tokio::select! {
+        outcome = command => {
+            if let Err(failure) = outcome {
+                tracing::info!("after {signal}: {}", failure.message);
+            }
+        }
+        () = tokio::time::sleep(WIND_DOWN) => say(&format!(
+            "{signal}: the command did not stop within {}s; disposing",
+            WIND_DOWN.as_secs()
+        )),
+        again = signals.recv() => tracing::info!("{again}: no longer waiting for the command to stop"),
+    }
 }
 
 /// A disposal given up on, and why.

@@ -28,7 +28,7 @@
 //! dsh-e2b-run durable-start                request in $DSH_E2B_REQUEST → ok <id> <pid> | failed <stage> <errno> <detail> | error …
 //! dsh-e2b-run durable-list DIR                    → entry <durable entry>… then end | error …
 //! dsh-e2b-run durable-info DIR ID                 → ok <durable entry> | error …
-//! dsh-e2b-run durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] [wait] → raw output; exits like the command (125: lost / unknown)
+//! dsh-e2b-run durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] [wait] [wide] → raw output; exits like the command (125: lost / unknown)
 //! dsh-e2b-run durable-terminate DIR ID GRACE_MS SETTLE_MS → empty | busy …
 //! dsh-e2b-run durable-forget DIR ID               → ok | error …
 //! ```
@@ -108,16 +108,23 @@ fn cli(args: &[String]) -> i32 {
         stderr_from,
         flags @ ..,
     ] = words.as_slice()
-        && flags.iter().all(|flag| matches!(*flag, "hold" | "wait"))
+        && flags
+            .iter()
+            .all(|flag| matches!(*flag, "hold" | "wait" | "wide"))
     {
         let flag = |name: &str| flags.contains(&name);
         return match (
             number(stdout_from, "stdout offset"),
             number(stderr_from, "stderr offset"),
         ) {
-            (Ok(out), Ok(err)) => {
-                durable::follow::main(dir, id, [out, err], flag("hold"), flag("wait"))
-            }
+            (Ok(out), Ok(err)) => durable::follow::main(
+                dir,
+                id,
+                [out, err],
+                flag("hold"),
+                flag("wait"),
+                flag("wide"),
+            ),
             // Silent for the same reason as the follow itself.
             _ => 2,
         };

@@ -42,7 +42,7 @@ pub fn new_id() -> String {
 }
 
 /// The spec of a follower of command `id` in state directory `dir`
-/// (`helper durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] [wait]`,
+/// (`helper durable-follow DIR ID STDOUT_FROM STDERR_FROM [hold] [wait] [wide]`,
 /// in `/`), which the provider starts like any command of its own.
 /// `starting`: the command's `durable-start` runs at the same time, so the
 /// follower waits for the command to appear.
@@ -68,6 +68,10 @@ pub fn follower_spec(
     }
     if starting {
         spec.argv.push("wait".to_owned());
+    }
+    // The provider's own pipes (or /dev/null), never the host's stdio.
+    if !modes.contains(&OutputMode::Inherit) {
+        spec.argv.push("wide".to_owned());
     }
     spec.cwd = Some("/".to_owned());
     [spec.stdout, spec.stderr] = modes;

@@ -68,18 +68,7 @@ enum Transport<'a> {
 fn transcript(client: Client, transport: &Transport<'_>, envs: &[(String, String)]) -> Value {
     let mut command = client.command();
     command.envs(envs.iter().map(|(k, v)| (k, v)));
-    match transport {
-        Transport::Stdio { args, cwd } => {
-            let mut argv = vec![dsh_binary().display().to_string(), "mcp".to_owned()];
-            argv.extend(args.iter().cloned());
-            command
-                .env("DSH_MCP_COMMAND", serde_json::to_string(&argv).unwrap())
-                .current_dir(cwd);
-        }
-        Transport::Http { url, token } => {
-            command.env("DSH_MCP_URL", url).env("DSH_MCP_TOKEN", token);
-        }
-    }
+    reach(&mut command, transport);
     let output = command.output().expect("run the MCP client");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -92,6 +81,23 @@ fn transcript(client: Client, transport: &Transport<'_>, envs: &[(String, String
             String::from_utf8_lossy(&output.stdout)
         )
     })
+}
+
+/// Tells a client started by `command` how to reach the server (see `connect.mjs`); a stdio
+/// server runs in `cwd`, where the client runs.
+fn reach(command: &mut Command, transport: &Transport<'_>) {
+    match transport {
+        Transport::Stdio { args, cwd } => {
+            let mut argv = vec![dsh_binary().display().to_string(), "mcp".to_owned()];
+            argv.extend(args.iter().cloned());
+            command
+                .env("DSH_MCP_COMMAND", serde_json::to_string(&argv).unwrap())
+                .current_dir(cwd);
+        }
+        Transport::Http { url, token } => {
+            command.env("DSH_MCP_URL", url).env("DSH_MCP_TOKEN", token);
+        }
+    }
 }
 
 /// Every step ran, failed exactly when the scenario expects, and every text it looked for was
@@ -285,26 +291,24 @@ fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
     );
 }
 
-/// Runs `body` (an ES module body with `client` connected to `dsh mcp ARGS` over stdio, with
+/// Runs `body` (an ES module body with `client` connected to `dsh mcp` over `transport`, with
 /// `envs` added to its environment) with the official TypeScript SDK; its last stdout line is
 /// returned parsed.
-fn js_session(args: &[String], envs: &[(String, String)], body: &str) -> Value {
+fn js_session(transport: &Transport<'_>, envs: &[(String, String)], body: &str) -> Value {
     let connect = peers().join("js/mcp/connect.mjs");
     let script = format!(
         "import {{ connect }} from {connect:?};\nconst client = await connect();\n{body}\nawait client.close();",
         connect = connect.display().to_string(),
     );
-    let mut argv = vec![dsh_binary().display().to_string(), "mcp".into()];
-    argv.extend_from_slice(args);
-    let output = Command::new("node")
+    let mut command = Command::new("node");
+    command
         .args(["--input-type=module", "-e", &script])
         .current_dir(peers().join("js"))
         .env("DSH_PLUGIN_PATH", plugin_dir())
-        .env("DSH_MCP_COMMAND", serde_json::to_string(&argv).unwrap())
         .envs(envs.iter().map(|(name, value)| (name, value)))
-        .stdin(Stdio::null())
-        .output()
-        .expect("run node");
+        .stdin(Stdio::null());
+    reach(&mut command, transport);
+    let output = command.output().expect("run node");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -327,7 +331,10 @@ fn progress_cancellation_and_concurrent_calls() {
     // state directory of this test's.
     let state = tempfile::tempdir().expect("tempdir");
     let result = js_session(
-        &[],
+        &Transport::Stdio {
+            args: &[],
+            cwd: &peers().join("js"),
+        },
         &[(
             "XDG_STATE_HOME".to_owned(),
             state.path().display().to_string(),
@@ -402,7 +409,10 @@ fn an_e2b_world_lives_exactly_as_long_as_the_server() {
     )
     .expect("write the manifest");
     let result = js_session(
-        &["--config".to_owned(), manifest.display().to_string()],
+        &Transport::Stdio {
+            args: &["--config".to_owned(), manifest.display().to_string()],
+            cwd: &peers().join("js"),
+        },
         &server.env(),
         r#"
 const text = (r) => r.structuredContent;
@@ -589,4 +599,76 @@ fn background_output_is_read_by_cursor_across_a_server_restart() {
         "{:?}",
         processes_with(&marker)
     );
+}
+
+/// `dsh mcp --http` ends on a signal (its usual end) as cleanly as a stdio server ends when its
+/// client leaves: an ordinary background command ends with it, a durable one runs on, and the
+/// retained state of one that `kill` ended is gone from the world.
+#[test]
+fn a_signal_ends_an_http_server_as_cleanly_as_a_leaving_client_ends_a_stdio_one() {
+    require(&LOCAL);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (cwd, state) = (dir.path().join("work"), dir.path().join("state"));
+    std::fs::create_dir(&cwd).expect("cwd");
+    let envs = [("XDG_STATE_HOME".to_owned(), state.display().to_string())];
+    let marker = format!("mcp-http-stop-{}", std::process::id());
+    let (mut server, url) = http_server(&[], &cwd, &envs);
+    let result = js_session(
+        &Transport::Http {
+            url: &url,
+            token: TOKEN,
+        },
+        &envs,
+        &format!(
+            r#"
+const run = (args) => client.callTool({{ name: "run", arguments: args }}).then((r) => r.structuredContent);
+const killed = await run({{ command: "sleep 300; : {marker}-killed", background: true }});
+const kept = await run({{ command: "sleep 300; : {marker}-kept", background: true }});
+const plain = await run({{ command: "sleep 300; : {marker}-plain", background: true, keep_stdin: true }});
+const kill = await client.callTool({{ name: "kill", arguments: {{ id: killed.id }} }});
+console.log(JSON.stringify({{ killed, kept, plain, kill: kill.isError ?? false }}));
+"#
+        ),
+    );
+    assert_eq!(result["killed"]["durable"], Value::Bool(true), "{result}");
+    assert_eq!(result["kept"]["durable"], Value::Bool(true), "{result}");
+    assert_eq!(result["plain"]["durable"], Value::Bool(false), "{result}");
+    assert_eq!(result["kill"], Value::Bool(false), "{result}");
+    let durable_dir = |key: &str| {
+        let id = result[key]["id"].as_str().expect("an id");
+        state
+            .join("dsh/durable")
+            .join(id.strip_prefix("cmd-").expect("cmd-<durable id>"))
+    };
+    assert!(durable_dir("killed").is_dir(), "killed, not yet forgotten");
+
+    send(server.id(), libc::SIGTERM);
+    let status = server.wait().expect("wait for dsh mcp");
+    assert_eq!(status.code(), Some(143), "SIGTERM ends dsh mcp");
+    assert!(
+        !durable_dir("killed").exists(),
+        "the killed command's retained state outlived the server"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            processes_with(&format!("{marker}-plain")).is_empty()
+        }),
+        "the ordinary background command outlived the server"
+    );
+    assert!(
+        !processes_with(&format!("{marker}-kept")).is_empty(),
+        "the durable command ended with the server"
+    );
+    let kept = durable_dir("kept");
+    let kept_id = kept.file_name().and_then(|name| name.to_str()).expect("id");
+    for verb in ["kill", "forget"] {
+        let status = dsh()
+            .args([verb, kept_id])
+            .env("XDG_STATE_HOME", &state)
+            .current_dir(&cwd)
+            .status()
+            .expect("run dsh");
+        assert!(status.success(), "dsh {verb} {kept_id}");
+    }
+    assert!(!kept.exists() && processes_with(&format!("{marker}-kept")).is_empty());
 }

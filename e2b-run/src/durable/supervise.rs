@@ -20,6 +20,7 @@ use rustix::io::Errno;
 use rustix::pipe::PipeFlags;
 use rustix::process::{Pid, Signal, WaitOptions};
 
+use super::follow::WIDE_PIPE;
 use super::hold::Hold;
 use super::retain::Retention;
 use super::start::one_line;
@@ -27,8 +28,8 @@ use super::store::{self, Record, Status};
 use crate::launch::{self, Failure, Gate, Prepared};
 use crate::sys;
 
-/// Largest read from a command's pipe.
-const CHUNK: usize = 64 * 1024;
+/// Largest read from a command's pipe (as wide as the pipe).
+const CHUNK: usize = WIDE_PIPE;
 /// Between the timeout's SIGTERM and its SIGKILL.
 const KILL_AFTER: Duration = Duration::from_secs(2);
 /// How much of each stream is still read, without waiting, once the drain
@@ -180,6 +181,9 @@ fn start(
     }
     for fd in [&out_r, &err_r] {
         rustix::io::ioctl_fionbio(fd, true).map_err(|e| kill(resource("output pipe")(e.into())))?;
+        // Fewer wakeups for bulk output; a user over the pipe allowance
+        // keeps the default.
+        let _ = rustix::pipe::fcntl_setpipe_size(fd, WIDE_PIPE);
     }
     Ok(Command {
         pid,
