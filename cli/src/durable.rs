@@ -3,6 +3,7 @@
 //! `kill` ends one, `forget` removes one — each a thin shell over the
 //! `subprocess` seam's durable extension (docs/design.md §5.2.1).
 
+use std::io::Write;
 use std::time::Duration;
 
 use dsh_host::Host;
@@ -16,12 +17,29 @@ use crate::plugins::print_json;
 use crate::stdout::outln;
 
 /// Prints what `exec --detach` started: its id (alone on the line, for
-/// scripts: `id=$(dsh exec --detach …)`), or JSON.
-pub fn print_started(attached: &Attached, json: bool) -> Result<i32, Failure> {
+/// scripts: `id=$(dsh exec --detach …)`), or JSON; in an E2B world also
+/// the sandbox that holds it (in the JSON, or on stderr), which a later
+/// `dsh` reconnects to with `sandboxId`.
+pub fn print_started(host: &Host, attached: &Attached, json: bool) -> Result<i32, Failure> {
+    let sandbox = host.e2b().ok().map(|owner| owner.info().sandbox_id.clone());
     if json {
-        print_json(&json!({"id": attached.id, "pid": attached.process.pid()}))?;
-    } else {
-        outln!("{}", attached.id)?;
+        print_json(&json!({
+            "id": attached.id,
+            "pid": attached.process.pid(),
+            "sandboxId": sandbox,
+        }))?;
+        return Ok(0);
+    }
+    outln!("{}", attached.id)?;
+    if let Some(sandbox) = sandbox {
+        // Advice only: a closed stderr loses it and nothing else.
+        let _ = writeln!(
+            std::io::stderr(),
+            "dsh: durable command {} runs in sandbox {sandbox}; it outlives this dsh if the \
+             manifest's dsh-e2b entry has `onDispose: leave` (or `pause`), and a later dsh \
+             reaches it with `sandboxId: {sandbox}`",
+            attached.id
+        );
     }
     Ok(0)
 }

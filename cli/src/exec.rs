@@ -59,7 +59,7 @@ pub async fn run(host: &Host, args: ExecArgs, json: bool) -> Result<i32, Failure
             .spawn_durable(spec, durable)
             .await
             .map_err(start_failed)?;
-        return crate::durable::print_started(&attached, json);
+        return crate::durable::print_started(host, &attached, json);
     }
     spec.stdin = StdinMode::Pipe;
     spec.stdout = OutputMode::Pipe;

@@ -35,6 +35,8 @@ trait World {
     fn dsh(&self, args: &[&str]) -> Command;
     /// The directories named `id` anywhere in the world's durable state.
     fn state_of(&self, id: &str) -> Vec<PathBuf>;
+    /// The sandbox that is the world, if it is one.
+    fn sandbox(&self) -> Option<String>;
 }
 
 fn run(world: &dyn World, args: &[&str]) -> Output {
@@ -51,6 +53,16 @@ fn detach(world: &dyn World, argv: &[&str]) -> String {
         .trim()
         .to_owned();
     assert_eq!(id.len(), 32, "an id alone on stdout: {id:?}");
+    // Where it runs, for the next dsh to reconnect: said on stderr.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    match world.sandbox() {
+        Some(sandbox) => assert!(
+            stderr.contains(&format!("runs in sandbox {sandbox}"))
+                && stderr.contains(&format!("`sandboxId: {sandbox}`")),
+            "{stderr}"
+        ),
+        None => assert!(!stderr.contains("sandbox"), "{stderr}"),
+    }
     id
 }
 
@@ -221,6 +233,10 @@ impl World for Local {
     fn state_of(&self, id: &str) -> Vec<PathBuf> {
         dirs_named(self.state.path(), id)
     }
+
+    fn sandbox(&self) -> Option<String> {
+        None
+    }
 }
 
 #[test]
@@ -258,6 +274,10 @@ impl World for E2b {
 
     fn state_of(&self, id: &str) -> Vec<PathBuf> {
         dirs_named(self.server.state_dir(), id)
+    }
+
+    fn sandbox(&self) -> Option<String> {
+        Some(sandbox_id(&self.server))
     }
 }
 
