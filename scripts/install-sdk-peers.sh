@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs the official SDKs that the peer tests drive (E2B's against e2b-local, MCP's against
 # `dsh mcp`):
-#   sdk-peers/js      npm `e2b`, `@modelcontextprotocol/sdk` pinned in package.json /
-#                     package-lock.json (npm ci)
+#   sdk-peers/js      npm `e2b` (the newest release, and 2.29.1 as `e2b-2.29.1`),
+#                     `@modelcontextprotocol/sdk`, pinned in package.json / package-lock.json
+#                     (npm ci)
 #   sdk-peers/python  PyPI `e2b`, `mcp` + pytest pinned in requirements.txt, in
-#                     sdk-peers/python/.venv
+#                     sdk-peers/python/.venv; `e2b` 2.29.1 + pytest in .venv-e2b-2.29.1
 # Idempotent: a peer whose pinned inputs did not change since the last successful install is left
 # alone. Uses only the npm and PyPI registries.
 set -euo pipefail
@@ -33,22 +34,30 @@ install_js() {
   echo "install-sdk-peers: js peer installed ($(node -p "require('$js/node_modules/e2b/package.json').version"))"
 }
 
+# One venv per requirements file: `.venv` (requirements.txt: the newest `e2b`, `mcp`, pytest) and
+# `.venv-e2b-2.29.1` (requirements-e2b-2.29.1.txt: the release e2b-local was first built against).
 install_python() {
+  install_venv requirements.txt .venv 'import e2b, mcp, pytest'
+  install_venv requirements-e2b-2.29.1.txt .venv-e2b-2.29.1 'import e2b, pytest'
+}
+
+install_venv() {
+  local requirements=$1 venv=$py/$2 check=$3
   local python=${PYTHON:-python3}
   need "$python"
   local stamp
-  stamp=$(stamp_of "$py/requirements.txt")
-  if [ -f "$py/.venv/.install-stamp" ] && [ "$(cat "$py/.venv/.install-stamp")" = "$stamp" ] \
-    && "$py/.venv/bin/python" -c 'import e2b, mcp, pytest' >/dev/null 2>&1; then
-    echo "install-sdk-peers: python peer up to date"
+  stamp=$(stamp_of "$py/$requirements")
+  if [ -f "$venv/.install-stamp" ] && [ "$(cat "$venv/.install-stamp")" = "$stamp" ] \
+    && "$venv/bin/python" -c "$check" >/dev/null 2>&1; then
+    echo "install-sdk-peers: python peer $2 up to date"
     return
   fi
-  if [ ! -x "$py/.venv/bin/python" ]; then
-    "$python" -m venv "$py/.venv"
+  if [ ! -x "$venv/bin/python" ]; then
+    "$python" -m venv "$venv"
   fi
-  "$py/.venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$py/requirements.txt"
-  echo "$stamp" >"$py/.venv/.install-stamp"
-  echo "install-sdk-peers: python peer installed ($("$py/.venv/bin/python" -c 'import importlib.metadata as m; print(m.version("e2b"))'))"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$py/$requirements"
+  echo "$stamp" >"$venv/.install-stamp"
+  echo "install-sdk-peers: python peer $2 installed ($("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("e2b"))'))"
 }
 
 case "${1:-all}" in

@@ -1,6 +1,6 @@
 // Benchmark driver for dsh-subprocess-e2b's bench
 // (plugins/subprocess-e2b/benches/commands_vs_sdks): the official JS SDK (sdk-peers/js, npm e2b
-// 2.29.1) running the same commands on the same sandbox of the same e2b-local. Connects with
+// 2.51.0) running the same commands on the same sandbox of the same e2b-local. Connects with
 // E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY and prints one JSON object on stdout; the bench
 // computes medians and ratios.
 //

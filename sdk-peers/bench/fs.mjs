@@ -1,5 +1,5 @@
 // Benchmark driver for dsh-fs-e2b's bench (plugins/fs-e2b/benches/fs_vs_sdks.rs): the official
-// JS SDK (sdk-peers/js, npm e2b 2.29.1) doing the same file operations on the same sandbox of
+// JS SDK (sdk-peers/js, npm e2b 2.51.0) doing the same file operations on the same sandbox of
 // the same e2b-local. Connects with E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY and prints one
 // JSON object of raw samples (milliseconds) on stdout; the bench computes medians and ratios.
 //

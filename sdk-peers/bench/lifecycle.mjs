@@ -1,5 +1,5 @@
 // Benchmark driver for dsh-cli's bench (cli/benches/exec_vs_sdks.rs): the official JS SDK
-// (sdk-peers/js, npm e2b 2.29.1), warm in one Node process, doing what one cold
+// (sdk-peers/js, npm e2b 2.51.0), warm in one Node process, doing what one cold
 // `dsh --config config/e2b-local.yaml exec -- true` does: create a sandbox, run `true` in it,
 // kill it. Connects with E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY.
 //

@@ -27,10 +27,10 @@ pub struct SdkDriver {
 }
 
 impl SdkDriver {
-    /// `node sdk-peers/bench/<driver>.mjs` (npm `e2b` 2.29.1).
+    /// `node sdk-peers/bench/<driver>.mjs` (npm `e2b` 2.51.0).
     pub fn js(driver: &str) -> SdkDriver {
         SdkDriver {
-            name: "js e2b@2.29.1",
+            name: "js e2b@2.51.0",
             program: PathBuf::from("node"),
             script: sdk_peers().join(format!("bench/{driver}.mjs")),
         }

@@ -50,7 +50,7 @@ const wall = await timed(() =>
 
 console.log(
   JSON.stringify({
-    sdk: 'js e2b@2.29.1',
+    sdk: 'js e2b@2.51.0',
     create_to_first_command_ms: stats(createToFirst),
     true_round_trip_ms: stats(roundTrip),
     concurrent: { sandboxes: concurrent, commands_each: commandsEach, wall_ms: +wall.toFixed(1), per_command_ms: stats(perCommand) },

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { CommandExitError } from 'e2b'
+import { CommandExitError } from './sdk.mjs'
 import { sandbox, eventually } from './helpers.mjs'
 
 test('stdout, stderr and exit codes', async (t) => {

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { FileNotFoundError } from 'e2b'
+import { FileNotFoundError } from './sdk.mjs'
 import { sandbox, eventually } from './helpers.mjs'
 
 test('text, bytes and empty files round-trip', async (t) => {

@@ -1,6 +1,6 @@
 // Shared helpers for dsh's own tests of the official E2B JS SDK against e2b-local.
 // The server is given by E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY (the Rust harness sets them).
-import { Sandbox } from 'e2b'
+import { Sandbox } from './sdk.mjs'
 
 for (const name of ['E2B_API_URL', 'E2B_SANDBOX_URL', 'E2B_API_KEY']) {
   if (!process.env[name]) {

@@ -1,6 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { Sandbox, SandboxNotFoundError } from 'e2b'
+import { Sandbox, SandboxNotFoundError, atLeast } from './sdk.mjs'
 import { sandbox, sleep } from './helpers.mjs'
 
 test('create reports id, envd version and info; kill ends it', async (t) => {
@@ -12,7 +12,8 @@ test('create reports id, envd version and info; kill ends it', async (t) => {
   assert.equal(info.metadata.suite, 'js-lifecycle')
   assert.ok(info.endAt > info.startedAt)
   assert.equal(await sbx.isRunning(), true)
-  assert.equal(await sbx.kill(), undefined)
+  // The instance's kill resolves to whether it killed (void in 2.29.1).
+  assert.equal(await sbx.kill(), atLeast('2.51.0') ? true : undefined)
   assert.equal(await sbx.isRunning(), false)
   assert.equal(await Sandbox.kill(sbx.sandboxId), false, 'second kill reports not found')
   await assert.rejects(Sandbox.getInfo(sbx.sandboxId), SandboxNotFoundError)
@@ -87,6 +88,28 @@ test('list paginates with limit', async (t) => {
   assert.equal(second.length, 1)
   assert.equal(paginator.hasNext, false)
   assert.deepEqual([...first, ...second].map((s) => s.sandboxId).sort(), ids.sort())
+})
+
+test('list is newest first unless asked otherwise, and filters by start time', async (t) => {
+  const tag = `order-${Date.now()}`
+  const ids = []
+  for (let i = 0; i < 3; i++) ids.push((await sandbox(t, { metadata: { tag } })).sandboxId)
+  const pages = async (opts = {}) => {
+    const paginator = Sandbox.list({ ...opts, query: { metadata: { tag }, ...opts.query } })
+    const got = []
+    while (paginator.hasNext) got.push((await paginator.nextItems()).map((s) => s.sandboxId))
+    return got
+  }
+  // The API's default order, which the newest releases leave to the server.
+  assert.deepEqual(await pages(), [[...ids].reverse()])
+  assert.deepEqual(await pages({ limit: 2 }), [[ids[2], ids[1]], [ids[0]]])
+  if (!atLeast('2.51.0')) return
+  assert.deepEqual(await pages({ order: 'asc', limit: 2 }), [[ids[0], ids[1]], [ids[2]]])
+  // At or after the second one's start.
+  const { startedAt } = await Sandbox.getInfo(ids[1])
+  assert.deepEqual(await pages({ query: { startedAfter: startedAt } }), [[ids[2], ids[1]]])
+  const later = new Date(Date.now() + 60_000)
+  assert.deepEqual(await pages({ query: { startedAfter: later } }), [[]])
 })
 
 test('metrics report real figures', async (t) => {

@@ -1,4 +1,5 @@
 import time
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from e2b import Sandbox, SandboxNotFoundException, SandboxQuery, SandboxState
@@ -67,6 +68,32 @@ def test_list_paginates(make_sandbox):
     second = paginator.next_items()
     assert len(second) == 1 and not paginator.has_next
     assert sorted(s.sandbox_id for s in first + second) == ids
+
+
+def test_list_is_newest_first_unless_asked_and_filters_by_start_time(make_sandbox):
+    tag = f"order-{time.time_ns()}"
+    ids = [make_sandbox(metadata={"tag": tag}).sandbox_id for _ in range(3)]
+
+    def pages(query=None, **kwargs):
+        query = query or SandboxQuery()
+        query.metadata = {"tag": tag}
+        paginator = Sandbox.list(query=query, **kwargs)
+        got = []
+        while paginator.has_next:
+            got.append([s.sandbox_id for s in paginator.next_items()])
+        return got
+
+    # The API's default order, which the SDKs leave to the server.
+    assert pages() == [ids[::-1]]
+    assert pages(limit=2) == [[ids[2], ids[1]], [ids[0]]]
+    if not hasattr(SandboxQuery(), "started_after"):
+        return  # 2.29.1: no order or start-time filter to send
+    assert pages(limit=2, order="asc") == [[ids[0], ids[1]], [ids[2]]]
+    # At or after the second one's start (sent with a local offset and microseconds).
+    started = Sandbox.get_info(ids[1]).started_at
+    assert pages(SandboxQuery(started_after=started.astimezone())) == [[ids[2], ids[1]]]
+    later = datetime.now(timezone.utc) + timedelta(minutes=1)
+    assert pages(SandboxQuery(started_after=later)) == [[]]
 
 
 def test_metrics(sbx):

@@ -12,37 +12,53 @@ fn peers_dir() -> PathBuf {
 
 const INSTALL_HINT: &str = "run scripts/install-sdk-peers.sh (scripts/setup.sh does it too)";
 
-/// `node --test sdk-peers/js/test/<file>` with the server's environment.
+/// The E2B SDK releases every suite runs with, each against a fresh server: the newest (npm
+/// `e2b`, PyPI `e2b` in `.venv`) and 2.29.1, the release e2b-local was first built against (the
+/// npm alias `e2b-2.29.1`, chosen by `DSH_E2B_SDK` in `test/sdk.mjs`; the venv
+/// `.venv-e2b-2.29.1`).
+const RELEASES: [(&str, &str); 2] = [("e2b", ".venv"), ("e2b-2.29.1", ".venv-e2b-2.29.1")];
+
+/// `node --test sdk-peers/js/test/<file>` with the server's environment, once per release.
 pub fn run_js(file: &str) {
     let dir = peers_dir().join("js");
-    assert!(
-        dir.join("node_modules/e2b/package.json").is_file(),
-        "the JS SDK peer is not installed in {}: {INSTALL_HINT}",
-        dir.display()
-    );
-    let mut command = Command::new("node");
-    command
-        .current_dir(&dir)
-        .args(["--test", "--test-reporter=spec", "--test-concurrency=1"])
-        .arg(format!("test/{file}"));
-    run(command, &format!("node --test test/{file}"));
+    for (package, _) in RELEASES {
+        assert!(
+            dir.join(format!("node_modules/{package}/package.json"))
+                .is_file(),
+            "the JS SDK peer {package} is not installed in {}: {INSTALL_HINT}",
+            dir.display()
+        );
+        let mut command = Command::new("node");
+        command
+            .current_dir(&dir)
+            .env("DSH_E2B_SDK", package)
+            .args(["--test", "--test-reporter=spec", "--test-concurrency=1"])
+            .arg(format!("test/{file}"));
+        run(command, &format!("node --test test/{file} ({package})"));
+    }
 }
 
-/// `sdk-peers/python/.venv/bin/python -m pytest tests/<file>` with the server's environment.
+/// `sdk-peers/python/<venv>/bin/python -m pytest tests/<file>` with the server's environment,
+/// once per release.
 pub fn run_python(file: &str) {
     let dir = peers_dir().join("python");
-    let python = dir.join(".venv/bin/python");
-    assert!(
-        python.is_file(),
-        "the Python SDK peer venv is missing ({}): {INSTALL_HINT}",
-        python.display()
-    );
-    let mut command = Command::new(&python);
-    command
-        .current_dir(&dir)
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
-        .arg(format!("tests/{file}"));
-    run(command, &format!("pytest tests/{file}"));
+    for (package, venv) in RELEASES {
+        let python = dir.join(venv).join("bin/python");
+        assert!(
+            python.is_file(),
+            "the Python SDK peer venv {venv} is missing ({}): {INSTALL_HINT}",
+            python.display()
+        );
+        let mut command = Command::new(&python);
+        command
+            .current_dir(&dir)
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(format!("tests/{file}"));
+        run(
+            command,
+            &format!("pytest tests/{file} ({package} in {venv})"),
+        );
+    }
 }
 
 fn run(mut command: Command, what: &str) {

@@ -85,7 +85,7 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
     println!();
     println!(
         "{:<40} {:>11} {:>14} {:>18} {:>9} {:>9}",
-        "figure", "dsh-fs-e2b", "js e2b@2.29.1", "py e2b==2.63.0", "vs js", "vs py"
+        "figure", "dsh-fs-e2b", "js e2b@2.51.0", "py e2b==2.63.0", "vs js", "vs py"
     );
     for (name, better, [ours, js, py]) in rows {
         println!(

@@ -12,7 +12,7 @@
 //! Ours is the shipped composition — `dsh-e2b` + `dsh-subprocess-e2b`
 //! loaded as plugins through `dsh-host`, every call crossing the plugin ABI
 //! and the owner's gateway. The peers are `sdk-peers/bench/commands.mjs`
-//! (npm `e2b` 2.29.1) and `sdk-peers/bench/commands.py` (PyPI `e2b`
+//! (npm `e2b` 2.51.0) and `sdk-peers/bench/commands.py` (PyPI `e2b`
 //! 2.63.0) on the same sandbox. Each figure is printed with its ratio
 //! against each peer and the target.
 //!

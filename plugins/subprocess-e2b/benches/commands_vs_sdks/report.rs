@@ -75,7 +75,7 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures, wrapper
     println!();
     println!(
         "{:<52} {:>12} {:>14} {:>15} {:>8} {:>8}  target",
-        "figure", "dsh", "js e2b@2.29.1", "py e2b==2.63.0", "vs js", "vs py"
+        "figure", "dsh", "js e2b@2.51.0", "py e2b==2.63.0", "vs js", "vs py"
     );
     for (name, better, [ours, js, py], target) in rows {
         println!(
