@@ -120,3 +120,26 @@ test('metrics report real figures', async (t) => {
   assert.ok(m.memUsed > 0 && m.memTotal > m.memUsed, JSON.stringify(m))
   assert.ok(m.cpuCount >= 1 && m.diskTotal > 0, JSON.stringify(m))
 })
+
+// A sandbox that ends (killed, or its timeout) while a command runs: the call in flight fails as
+// a transport failure the SDK reports as the sandbox's end, and later calls as not found.
+for (const [how, opts, end] of [
+  ['killed', {}, (sbx) => Sandbox.kill(sbx.sandboxId)],
+  ['timed out', { timeoutMs: 1_500 }, () => {}],
+]) {
+  test(`a sandbox ${how} while a command runs ends the call as the sandbox's end`, async (t) => {
+    const sbx = await sandbox(t, opts)
+    const running = sbx.commands.run('sleep 30').then(
+      () => null,
+      (err) => err,
+    )
+    await sleep(500)
+    await end(sbx)
+    const err = await running
+    assert.ok(err instanceof Error, `the call in flight failed: ${err}`)
+    if (atLeast('2.51.0')) {
+      assert.match(err.message, /killed or reached its end of life while the request was in flight/)
+    }
+    await assert.rejects(sbx.files.read('/etc/hostname'), /sandbox was not found/)
+  })
+}

@@ -1,3 +1,4 @@
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -102,3 +103,18 @@ def test_metrics(sbx):
     m = metrics[-1]
     assert m.mem_used > 0 and m.mem_total > m.mem_used
     assert m.cpu_count >= 1 and m.disk_total > 0
+
+
+@pytest.mark.parametrize("how", ["killed", "timed out"])
+def test_a_sandbox_that_ends_while_a_command_runs_ends_the_call_as_its_end(make_sandbox, how):
+    """The call in flight fails as a transport failure the SDK reports as the sandbox's end;
+    later calls as not found."""
+    sbx = make_sandbox(timeout=2) if how == "timed out" else make_sandbox()
+    if how == "killed":
+        killer = threading.Timer(0.5, Sandbox.kill, args=(sbx.sandbox_id,))
+        killer.start()
+    with pytest.raises(Exception) as raised:
+        sbx.commands.run("sleep 30")
+    assert "killed or reached its end of life while the request was in flight" in str(raised.value)
+    with pytest.raises(Exception, match="sandbox was not found"):
+        sbx.files.read("/etc/hostname")
