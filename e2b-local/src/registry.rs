@@ -26,8 +26,10 @@ pub enum Phase {
         deadline: Instant,
         end_at: SystemTime,
     },
-    /// Frozen; no deadline runs while paused. `end_at` is the last deadline, for display.
-    Paused { end_at: SystemTime },
+    /// Paused; no deadline runs. `end_at` is the last deadline, for display. With `memory` the
+    /// world is frozen and resumes where it was; without, only its files are kept (every process
+    /// ended) and resuming reboots it.
+    Paused { end_at: SystemTime, memory: bool },
     /// Killed or expired; the world is being or has been torn down.
     Dead,
 }
@@ -41,6 +43,8 @@ pub struct CreateSpec {
     pub env_vars: BTreeMap<String, String>,
     pub secure: bool,
     pub auto_pause: bool,
+    /// Whether timeout expiry's pause keeps memory (`autoPauseMemory`, default true).
+    pub auto_pause_memory: bool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
 }
@@ -54,6 +58,8 @@ pub struct Sandbox {
     pub access_token: Option<String>,
     /// Pause instead of kill when the timeout expires (`lifecycle.onTimeout: pause`).
     auto_pause: AtomicBool,
+    /// Whether that pause keeps memory.
+    pub auto_pause_memory: bool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
     /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
@@ -98,7 +104,7 @@ impl Sandbox {
     /// The `endAt` to report.
     pub fn end_at(&self) -> SystemTime {
         match self.phase() {
-            Phase::Running { end_at, .. } | Phase::Paused { end_at } => end_at,
+            Phase::Running { end_at, .. } | Phase::Paused { end_at, .. } => end_at,
             Phase::Dead => SystemTime::now(),
         }
     }
@@ -201,6 +207,7 @@ impl Registry {
             metadata: spec.metadata,
             access_token,
             auto_pause: AtomicBool::new(spec.auto_pause),
+            auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
             allow_internet_access: spec.allow_internet_access,
             timeout: spec.timeout,
@@ -229,16 +236,18 @@ impl Registry {
     }
 
     /// Connect/resume: a running sandbox's deadline is only ever extended to `now + timeout`;
-    /// a paused one is thawed and runs for `timeout`. Runs to the end even when the caller
-    /// leaves (see `to_the_end`).
+    /// a paused one resumes and runs for `timeout` — thawed where it was if its memory was kept
+    /// and `memory` asks for it, else rebooted over its files. Runs to the end even when the
+    /// caller leaves (see `to_the_end`).
     pub async fn connect(
         &self,
         id: &str,
         timeout: Duration,
+        memory: bool,
     ) -> Result<(Arc<Sandbox>, Connected), ApiError> {
         let op = "connect sandbox";
         let sandbox = self.lookup(op, id)?;
-        to_the_end(op, id, connect_now(sandbox, timeout)).await
+        to_the_end(op, id, connect_now(sandbox, timeout, memory)).await
     }
 
     /// Sets the deadline to `now + timeout` (may shorten it). On a paused sandbox it only
@@ -249,22 +258,24 @@ impl Registry {
         let _guard = sandbox.op.lock().await;
         match sandbox.phase() {
             Phase::Running { .. } => sandbox.set_phase(deadline_after(timeout)),
-            Phase::Paused { .. } => sandbox.set_phase(Phase::Paused {
+            Phase::Paused { memory, .. } => sandbox.set_phase(Phase::Paused {
                 end_at: SystemTime::now() + timeout,
+                memory,
             }),
             Phase::Dead => return Err(ApiError::sandbox_not_found(op, id)),
         }
         Ok(())
     }
 
-    /// Freezes a running sandbox; 409 if it is already paused. Runs to the end even when the
-    /// caller leaves (see `to_the_end`).
-    pub async fn pause(&self, id: &str) -> Result<(), ApiError> {
+    /// Pauses a running sandbox — frozen with `memory`, else every process ended and only its
+    /// files kept —; 409 if it is already paused. Runs to the end even when the caller leaves
+    /// (see `to_the_end`).
+    pub async fn pause(&self, id: &str, memory: bool) -> Result<(), ApiError> {
         let op = "pause sandbox";
         let sandbox = self.lookup(op, id)?;
         let pause = async move {
             let _guard = sandbox.op.lock().await;
-            pause_locked(&sandbox).await
+            pause_locked(&sandbox, memory).await
         };
         to_the_end(op, id, pause).await
     }
@@ -308,7 +319,9 @@ impl Registry {
 async fn connect_now(
     sandbox: Arc<Sandbox>,
     timeout: Duration,
+    memory: bool,
 ) -> Result<(Arc<Sandbox>, Connected), ApiError> {
+    let failed = |e: crate::world::WorldError| ApiError::internal(e.to_string());
     let _guard = sandbox.op.lock().await;
     match sandbox.phase() {
         Phase::Running { deadline, .. } => {
@@ -317,30 +330,51 @@ async fn connect_now(
             }
             Ok((sandbox.clone(), Connected::WasRunning))
         }
-        Phase::Paused { .. } => {
-            sandbox
-                .world
-                .thaw()
-                .await
-                .map_err(|e| ApiError::internal(e.to_string()))?;
+        Phase::Paused {
+            memory: kept,
+            end_at,
+        } => {
+            if kept && memory {
+                sandbox.world.thaw().await.map_err(failed)?;
+            } else {
+                if kept {
+                    // A reboot asked of a frozen world: its memory goes.
+                    sandbox.set_phase(Phase::Paused {
+                        end_at,
+                        memory: false,
+                    });
+                    sandbox.world.stop().await.map_err(failed)?;
+                }
+                sandbox.world.reboot().await.map_err(failed)?;
+            }
             sandbox.set_phase(deadline_after(timeout));
-            tracing::info!(sandbox = %sandbox.id, "sandbox resumed");
+            tracing::info!(sandbox = %sandbox.id, rebooted = !(kept && memory), "sandbox resumed");
             Ok((sandbox.clone(), Connected::Resumed))
         }
         Phase::Dead => Err(ApiError::sandbox_not_found("connect sandbox", &sandbox.id)),
     }
 }
 
-async fn pause_locked(sandbox: &Sandbox) -> Result<(), ApiError> {
+async fn pause_locked(sandbox: &Sandbox, memory: bool) -> Result<(), ApiError> {
     match sandbox.phase() {
-        Phase::Running { end_at, .. } => {
+        Phase::Running { end_at, .. } if memory => {
             sandbox
                 .world
                 .freeze()
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?;
-            sandbox.set_phase(Phase::Paused { end_at });
+            sandbox.set_phase(Phase::Paused { end_at, memory });
             tracing::info!(sandbox = %sandbox.id, "sandbox paused");
+            Ok(())
+        }
+        Phase::Running { end_at, .. } => {
+            // Paused before the processes end, so that the lifecycle task takes their end for
+            // the pause, not for a world that died.
+            sandbox.set_phase(Phase::Paused { end_at, memory });
+            if let Err(err) = sandbox.world.stop().await {
+                return Err(ApiError::internal(err.to_string()));
+            }
+            tracing::info!(sandbox = %sandbox.id, "sandbox paused, files only");
             Ok(())
         }
         Phase::Paused { .. } => Err(ApiError::new(
@@ -410,6 +444,15 @@ async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
             Phase::Paused { .. } => None,
             Phase::Dead => return,
         };
+        // A world paused without its memory has no processes to end.
+        let live = !matches!(phase, Phase::Paused { memory: false, .. });
+        let ended = async {
+            if live {
+                sandbox.world.exited().await
+            } else {
+                std::future::pending().await
+            }
+        };
         let expired = async {
             match deadline {
                 Some(deadline) => tokio::time::sleep_until(deadline.into()).await,
@@ -418,8 +461,13 @@ async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
         };
         tokio::select! {
             () = sandbox.changed.notified() => continue,
-            code = sandbox.world.exited() => {
-                if sandbox.phase() != Phase::Dead {
+            code = ended => {
+                let phase = sandbox.phase();
+                if matches!(phase, Phase::Paused { memory: false, .. }) {
+                    // Its processes were ended by a pause.
+                    continue;
+                }
+                if phase != Phase::Dead {
                     tracing::warn!(sandbox = %sandbox.id, ?code, "sandbox world exited on its own");
                     if let Some(registry) = registry.upgrade() {
                         registry.kill(&sandbox.id).await.ok();
@@ -435,7 +483,7 @@ async fn lifecycle(registry: Weak<Registry>, sandbox: Arc<Sandbox>) {
             _ => continue,
         }
         if sandbox.auto_pause() {
-            match pause_locked(&sandbox).await {
+            match pause_locked(&sandbox, sandbox.auto_pause_memory).await {
                 Ok(()) => continue,
                 Err(err) => {
                     tracing::warn!(sandbox = %sandbox.id, "auto-pause on timeout failed, killing instead: {}", err.message)

@@ -82,6 +82,14 @@ impl NewSandbox {
         if let Some(timeout) = self.timeout {
             check_timeout(op, timeout)?;
         }
+        if self.auto_resume.as_ref().is_some_and(|a| a.enabled)
+            && self.auto_pause_memory == Some(false)
+        {
+            // What the SDKs refuse too: a files-only pause needs an explicit connect to reboot.
+            return Err(ApiError::bad_request(format!(
+                "{op}: autoResume needs a pause that keeps memory (autoPauseMemory is false)"
+            )));
+        }
         if self.volume_mounts.as_ref().is_some_and(|m| !m.is_empty()) {
             return Err(ApiError::bad_request(format!(
                 "{op}: volumeMounts are not supported by e2b-local"
@@ -120,7 +128,8 @@ pub struct ConnectSandbox {
     /// Required by v1; optional in v2, where it defaults to [`CONNECT_V2_DEFAULT_TIMEOUT_SECS`]
     /// (PyPI `e2b` 2.63 leaves it out of `Sandbox.connect(id)`).
     pub timeout: Option<u32>,
-    /// v2: whether to restore memory; e2b-local always keeps the frozen world whole.
+    /// v2: `false` reboots a paused sandbox over its files even if its memory was kept
+    /// (`onResume: reboot`); default true. A no-op for a running sandbox.
     pub memory: Option<bool>,
 }
 
@@ -131,6 +140,8 @@ pub struct ResumeSandbox {
     pub timeout: Option<u32>,
     #[serde(rename = "autoPause")]
     pub auto_pause: Option<bool>,
+    /// As connect's `memory`.
+    pub memory: Option<bool>,
 }
 
 /// `POST /sandboxes/{id}/timeout`.
@@ -147,11 +158,13 @@ pub struct Refresh {
     pub duration: Option<u32>,
 }
 
-/// Optional body of `POST /sandboxes/{id}/pause` (Python 2.63 sends one, JS sends none).
+/// Optional body of `POST /sandboxes/{id}/pause` (the newest SDKs send one, 2.29.1 none).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PauseSandbox {
+    /// `false`: keep only the files (every process ends; resuming reboots); default true.
     pub memory: Option<bool>,
+    /// e2b-local's envd answers or the world is gone, so there is no unhealthy guest to refuse.
     #[serde(rename = "requireHealthyGuest")]
     pub require_healthy_guest: Option<bool>,
 }
@@ -220,6 +233,10 @@ pub struct SandboxDetailBody {
     pub lifecycle: Lifecycle,
     #[serde(rename = "volumeMounts")]
     pub volume_mounts: Vec<VolumeMount>,
+    /// What a finished pause kept: `full` (memory and files) or `filesystem`; absent while
+    /// running.
+    #[serde(rename = "pauseMode", skip_serializing_if = "Option::is_none")]
+    pub pause_mode: Option<&'static str>,
 }
 
 /// One `SandboxMetric` sample.

@@ -44,6 +44,7 @@ async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<R
         env_vars: request.env_vars.unwrap_or_default(),
         secure: always_secure || request.secure.unwrap_or(false),
         auto_pause: request.auto_pause.unwrap_or(false),
+        auto_pause_memory: request.auto_pause_memory.unwrap_or(true),
         auto_resume: request.auto_resume.is_some_and(|a| a.enabled),
         allow_internet_access: request.allow_internet_access,
     };
@@ -85,9 +86,10 @@ async fn connect(
         )
     })?;
     check_timeout(op, timeout)?;
+    let memory = request.memory.unwrap_or(true);
     let (sandbox, how) = state
         .registry
-        .connect(&id, Duration::from_secs(timeout.into()))
+        .connect(&id, Duration::from_secs(timeout.into()), memory)
         .await?;
     let status = match how {
         Connected::WasRunning => StatusCode::OK,
@@ -119,9 +121,10 @@ pub async fn resume(
             format!("{op} {id}: sandbox is already running"),
         ));
     }
+    let memory = request.as_ref().and_then(|r| r.memory).unwrap_or(true);
     let (sandbox, _) = state
         .registry
-        .connect(&id, Duration::from_secs(timeout.into()))
+        .connect(&id, Duration::from_secs(timeout.into()), memory)
         .await?;
     if let Some(auto_pause) = request.as_ref().and_then(|r| r.auto_pause) {
         sandbox.set_auto_pause(auto_pause);
@@ -142,8 +145,9 @@ pub async fn pause(
     body: Body,
 ) -> ApiResult<StatusCode> {
     let op = "pause sandbox";
-    let _options: Option<PauseSandbox> = parse_optional(op, &read_body(op, body).await?)?;
-    state.registry.pause(&id).await?;
+    let options: Option<PauseSandbox> = parse_optional(op, &read_body(op, body).await?)?;
+    let memory = options.and_then(|o| o.memory).unwrap_or(true);
+    state.registry.pause(&id, memory).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -186,7 +190,7 @@ pub async fn refresh(
     }
     state
         .registry
-        .connect(&id, Duration::from_secs(duration.into()))
+        .connect(&id, Duration::from_secs(duration.into()), true)
         .await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -361,9 +365,10 @@ const CLIENT_ID: &str = "e2b-local";
 
 /// The detail view, or `None` if the sandbox died meanwhile.
 fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetailBody> {
-    let state_name = match sandbox.phase() {
-        Phase::Running { .. } => StateName::Running,
-        Phase::Paused { .. } => StateName::Paused,
+    let (state_name, pause_mode) = match sandbox.phase() {
+        Phase::Running { .. } => (StateName::Running, None),
+        Phase::Paused { memory: true, .. } => (StateName::Paused, Some("full")),
+        Phase::Paused { memory: false, .. } => (StateName::Paused, Some("filesystem")),
         Phase::Dead => return None,
     };
     let host = &state.registry.host;
@@ -391,5 +396,6 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
             },
         },
         volume_mounts: Vec::new(),
+        pause_mode,
     })
 }

@@ -75,7 +75,7 @@ async fn handle(
     };
     if matches!(sandbox.phase(), Phase::Paused { .. }) {
         // autoResume: traffic to a paused sandbox resumes it with its create-time timeout.
-        if let Err(err) = registry.connect(&sandbox.id, sandbox.timeout).await {
+        if let Err(err) = registry.connect(&sandbox.id, sandbox.timeout, true).await {
             tracing::warn!(sandbox = %sandbox.id, "auto-resume failed: {}", err.message);
             return proxy::unroutable(&route::Unroutable::not_found(&sandbox.id));
         }

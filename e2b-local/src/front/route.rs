@@ -59,7 +59,8 @@ pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unrou
 fn running(registry: &Registry, id: &str) -> Option<Arc<Sandbox>> {
     registry.get(id).filter(|s| match s.phase() {
         Phase::Running { .. } => true,
-        Phase::Paused { .. } => s.auto_resume,
+        // Only a frozen world resumes by itself: one paused without memory reboots on connect.
+        Phase::Paused { memory, .. } => s.auto_resume && memory,
         Phase::Dead => false,
     })
 }

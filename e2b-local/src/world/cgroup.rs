@@ -227,6 +227,25 @@ impl Cgroup {
     /// `deadline`. Fails only if processes survive `deadline`.
     pub fn kill_all_and_remove(&self, deadline: Duration, spare: Option<i32>) -> io::Result<()> {
         let start = Instant::now();
+        self.kill_all(deadline, spare)?;
+        // rmdir can race the last exiting task's release; retry briefly.
+        let mut pause = Backoff::new();
+        loop {
+            match std::fs::remove_dir(&self.path) {
+                Ok(()) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+                Err(e) if start.elapsed() > deadline => {
+                    return Err(annotate(e, "remove cgroup", &self.path));
+                }
+                Err(_) => pause.sleep(),
+            }
+        }
+    }
+
+    /// [`Self::kill_all_and_remove`] without the removal: the cgroup stays, empty and thawed,
+    /// for the processes of a rebooted world.
+    pub fn kill_all(&self, deadline: Duration, spare: Option<i32>) -> io::Result<()> {
+        let start = Instant::now();
         // Killed processes are usually gone within a millisecond: look again soon, then less
         // and less often (a fixed 5 ms made every kill take 5 ms).
         let mut pause = Backoff::new();
@@ -256,18 +275,7 @@ impl Cgroup {
             }
             pause.sleep();
         }
-        // rmdir can race the last exiting task's release; retry briefly.
-        let mut pause = Backoff::new();
-        loop {
-            match std::fs::remove_dir(&self.path) {
-                Ok(()) => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(e) if start.elapsed() > deadline => {
-                    return Err(annotate(e, "remove cgroup", &self.path));
-                }
-                Err(_) => pause.sleep(),
-            }
-        }
+        Ok(())
     }
 
     fn write(&self, file: &str, value: &str) -> io::Result<()> {

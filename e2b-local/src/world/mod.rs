@@ -145,22 +145,19 @@ impl WorldFactory {
             id: id.clone(),
             dirs,
             cgroup,
+            exe: self.exe.clone(),
+            config,
             exited: Mutex::new(None),
             keeper: Mutex::new(None),
             stderr_tail: Arc::new(Mutex::new(String::new())),
             cpu: Mutex::new(None),
         };
-        match world.launch(&self.exe, &config).await {
+        match world.launch().await {
             Ok(()) => Ok(world),
             Err(err) => {
-                let tail = world.stderr_tail();
+                let err = world.explained(err);
                 let _ = world.destroy().await;
-                let detail = if tail.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", tail.trim())
-                };
-                Err(WorldError(format!("start sandbox {id}: {err}{detail}")))
+                Err(WorldError(format!("start sandbox {id}: {err}")))
             }
         }
     }
@@ -248,6 +245,9 @@ pub struct World {
     id: String,
     dirs: SandboxDirs,
     cgroup: Cgroup,
+    /// The e2b-local binary and what its init was given: what [`World::reboot`] launches again.
+    exe: PathBuf,
+    config: InitConfig,
     /// Receives the init's exit code once it has exited.
     exited: Mutex<Option<watch::Receiver<Option<i32>>>>,
     /// Host pid of the keeper process, once launched.
@@ -281,7 +281,9 @@ impl World {
         }
     }
 
-    async fn launch(&self, exe: &Path, config: &InitConfig) -> Result<(), String> {
+    async fn launch(&self) -> Result<(), String> {
+        let (exe, config) = (&self.exe, &self.config);
+        self.stderr_tail.lock().expect("stderr tail lock").clear();
         let mut command = tokio::process::Command::new(exe);
         command
             .arg(INIT_SUBCOMMAND)
@@ -376,8 +378,14 @@ impl World {
         });
     }
 
-    fn stderr_tail(&self) -> String {
-        self.stderr_tail.lock().expect("stderr tail lock").clone()
+    /// `err` of a launch, with what the init said on stderr.
+    fn explained(&self, err: String) -> String {
+        let tail = self.stderr_tail.lock().expect("stderr tail lock").clone();
+        if tail.is_empty() {
+            err
+        } else {
+            format!("{err} ({})", tail.trim())
+        }
     }
 
     /// Freezes every process of the world; returns once all are frozen.
@@ -394,6 +402,30 @@ impl World {
         blocking(move || cgroup.thaw())
             .await
             .map_err(|e| WorldError(format!("resume sandbox {}: {e}", self.id)))
+    }
+
+    /// Ends every process of the world (frozen or not) and waits for its init to exit; its files
+    /// stay, for [`Self::reboot`] (a filesystem-only pause).
+    pub async fn stop(&self) -> Result<(), WorldError> {
+        let cgroup = self.cgroup.clone();
+        let keeper = *self.keeper.lock().expect("keeper lock");
+        let killed = blocking(move || cgroup.kill_all(KILL_DEADLINE, keeper)).await;
+        // The overlay is unmounted with the mount namespace, once the keeper has exited.
+        let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
+        killed.map_err(|e| WorldError(format!("stop sandbox {}: {e}", self.id)))
+    }
+
+    /// Boots a stopped world again over the files it kept: a new init, a new envd, no process
+    /// of before. Resolves once envd accepts connections.
+    pub async fn reboot(&self) -> Result<(), WorldError> {
+        *self.cpu.lock().expect("cpu sample lock") = None;
+        self.launch().await.map_err(|err| {
+            WorldError(format!(
+                "reboot sandbox {}: {}",
+                self.id,
+                self.explained(err)
+            ))
+        })
     }
 
     /// Kills every process of the world (frozen or not), waits for the init to exit, removes the

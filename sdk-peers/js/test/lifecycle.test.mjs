@@ -62,6 +62,43 @@ test('lifecycle onTimeout pause pauses instead of killing', async (t) => {
   assert.equal(await resumed.files.read('/tmp/marker'), 'x')
 })
 
+// A pause that keeps only the files (the newest releases; 2.29.1 pauses with memory only): every
+// process ends, the files stay, and connecting reboots the world over them.
+async function rebooted(sbx, resume) {
+  const again = await resume()
+  const ps = await again.commands.run('ps -eo args')
+  assert.ok(!ps.stdout.includes('marker-paused'), ps.stdout)
+  assert.equal(await again.files.read('/home/user/kept.txt'), 'kept\n')
+  assert.equal(await again.files.read('/tmp/kept.txt'), 'tmp\n')
+  assert.equal((await again.commands.run('echo up')).stdout, 'up\n')
+}
+
+async function populate(sbx) {
+  await sbx.files.write('/home/user/kept.txt', 'kept\n')
+  await sbx.files.write('/tmp/kept.txt', 'tmp\n')
+  await sbx.commands.run('sleep 600 # marker-paused', { background: true })
+}
+
+for (const [how, opts, pause, resume] of [
+  ['pause({ keepMemory: false })', {}, (sbx) => sbx.pause({ keepMemory: false }), (id) => Sandbox.connect(id)],
+  [
+    "onTimeout { action: 'pause', keepMemory: false }",
+    { timeoutMs: 1_500, lifecycle: { onTimeout: { action: 'pause', keepMemory: false } } },
+    () => sleep(3_000),
+    (id) => Sandbox.connect(id),
+  ],
+  ["a memory pause resumed with onResume: 'reboot'", {}, (sbx) => sbx.pause(), (id) => Sandbox.connect(id, { onResume: 'reboot' })],
+]) {
+  test(`files only: ${how}`, async (t) => {
+    if (!atLeast('2.51.0')) return t.skip('not in this release')
+    const sbx = await sandbox(t, opts)
+    await populate(sbx)
+    await pause(sbx)
+    assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
+    await rebooted(sbx, () => resume(sbx.sandboxId))
+  })
+}
+
 test('list filters by metadata and state', async (t) => {
   const tag = `js-${Date.now()}`
   const a = await sandbox(t, { metadata: { tag, name: 'a b&c' } })

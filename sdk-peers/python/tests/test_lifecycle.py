@@ -1,3 +1,4 @@
+import inspect
 import threading
 import time
 from datetime import datetime, timedelta, timezone
@@ -118,3 +119,41 @@ def test_a_sandbox_that_ends_while_a_command_runs_ends_the_call_as_its_end(make_
     assert "killed or reached its end of life while the request was in flight" in str(raised.value)
     with pytest.raises(Exception, match="sandbox was not found"):
         sbx.files.read("/etc/hostname")
+
+
+FILES_ONLY = "mode" in inspect.signature(Sandbox.pause).parameters
+
+
+def _populate(sbx):
+    sbx.files.write("/home/user/kept.txt", "kept\n")
+    sbx.files.write("/tmp/kept.txt", "tmp\n")
+    sbx.commands.run("sleep 600 # marker-paused", background=True)
+
+
+def _rebooted(again):
+    assert "marker-paused" not in again.commands.run("ps -eo args").stdout
+    assert again.files.read("/home/user/kept.txt") == "kept\n"
+    assert again.files.read("/tmp/kept.txt") == "tmp\n"
+    assert again.commands.run("echo up").stdout == "up\n"
+
+
+@pytest.mark.skipif(not FILES_ONLY, reason="not in this release")
+@pytest.mark.parametrize("how", ["pause(mode='filesystem')", "on_timeout filesystem", "on_resume reboot"])
+def test_files_only(make_sandbox, how):
+    """A pause that keeps only the files: every process ends, the files stay, and connecting
+    reboots the world over them."""
+    if how == "on_timeout filesystem":
+        sbx = make_sandbox(timeout=2, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
+    else:
+        sbx = make_sandbox()
+    _populate(sbx)
+    if how == "pause(mode='filesystem')":
+        sbx.pause(mode="filesystem")
+    elif how == "on_resume reboot":
+        sbx.pause()
+    else:
+        time.sleep(3.5)
+    info = Sandbox.get_info(sbx.sandbox_id)
+    assert info.state == SandboxState.PAUSED
+    resume = {"on_resume": "reboot"} if how == "on_resume reboot" else {}
+    _rebooted(Sandbox.connect(sbx.sandbox_id, **resume))
