@@ -52,6 +52,7 @@ mod metrics;
 mod paths;
 mod process;
 mod rpc_context;
+mod sandbox_log;
 mod server;
 mod state;
 mod stream_timing;

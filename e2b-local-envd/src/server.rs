@@ -18,6 +18,7 @@ use tokio::task::JoinSet;
 use crate::acting_user::FileAccess;
 use crate::dispatch::App;
 use crate::env_vars::{EnvVars, validate_env_var};
+use crate::sandbox_log::{Level, SandboxLog};
 use crate::state::{Daemon, Options, Settings};
 use crate::{EnvdConfig, EnvdError};
 
@@ -41,6 +42,7 @@ pub enum EnvdListener {
 pub struct Envd {
     config: EnvdConfig,
     options: Options,
+    log: Option<Arc<std::fs::File>>,
 }
 
 /// Serves until `shutdown` resolves; HTTP/1.1 and h2c (prior knowledge) on the same listener.
@@ -66,7 +68,15 @@ impl Envd {
                 max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
                 file_access: FileAccess::default(),
             },
+            log: None,
         }
+    }
+
+    /// Appends what envd does (it started; processes started, ended, failed to start) to
+    /// `file` as JSON lines, up to 8 MiB (the sandbox log the control plane serves).
+    pub fn log_to(mut self, file: std::fs::File) -> Self {
+        self.log = Some(Arc::new(file));
+        self
     }
 
     /// Whose permissions file operations (the `filesystem.Filesystem` RPCs and `/files`) run
@@ -107,7 +117,14 @@ impl Envd {
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), EnvdError> {
         let settings = settings_from(&self.config)?;
-        let daemon = Arc::new(Daemon::new(settings, self.options));
+        let log = self.log.map(SandboxLog::to_file).unwrap_or_default();
+        log.entry(
+            Level::Info,
+            "envd",
+            "envd started",
+            &[("version", crate::ENVD_VERSION.to_owned())],
+        );
+        let daemon = Arc::new(Daemon::new(settings, self.options, log));
         let app = App::new(Arc::clone(&daemon));
         let name = match &listener {
             EnvdListener::Unix(unix) => unix

@@ -10,6 +10,7 @@ use crate::env_vars::EnvVars;
 use crate::filesystem::watchers::WatcherRegistry;
 use crate::metrics::CpuSampler;
 use crate::process::table::ProcessTable;
+use crate::sandbox_log::SandboxLog;
 use crate::users::{LookupError, User, UserDb};
 
 /// What `/init` may change at runtime.
@@ -53,10 +54,12 @@ pub(crate) struct Daemon {
     pub watchers: WatcherRegistry,
     pub cpu: CpuSampler,
     pub options: Options,
+    /// What envd did, for the control plane's logs.
+    pub log: SandboxLog,
 }
 
 impl Daemon {
-    pub(crate) fn new(settings: Settings, options: Options) -> Self {
+    pub(crate) fn new(settings: Settings, options: Options, log: SandboxLog) -> Self {
         Self {
             settings: RwLock::new(settings),
             users: UserDb::default(),
@@ -64,6 +67,7 @@ impl Daemon {
             watchers: WatcherRegistry::default(),
             cpu: CpuSampler::new(),
             options,
+            log,
         }
     }
 

@@ -28,6 +28,7 @@ use futures::StreamExt;
 use crate::env_vars::validate_env_var;
 use crate::paths::expand_and_resolve;
 use crate::rpc_context::{request_timeout, request_user};
+use crate::sandbox_log::Level;
 use crate::state::Daemon;
 use crate::stream_timing::keepalive_interval;
 use managed::InputError;
@@ -255,7 +256,14 @@ impl Process for ProcessService {
             .chain(spec.args.iter().map(String::as_str))
             .collect::<Vec<_>>()
             .join(" ");
+        let log = &self.daemon.log;
         let spawned = spawn::spawn(&spec).map_err(|err| {
+            log.entry(
+                Level::Error,
+                "process",
+                "Process failed to start",
+                &[("cmd", command_line.clone()), ("error", err.to_string())],
+            );
             ConnectError::invalid_argument(format!(
                 "error starting process '{command_line}': {err}"
             ))
@@ -268,8 +276,30 @@ impl Process for ProcessService {
             request.tag.clone(),
             sequence,
             |process| self.daemon.processes.insert(Arc::clone(process)),
-            move |process, end| daemon.processes.retire(process, end),
+            move |process, end| {
+                daemon.log.entry(
+                    Level::Info,
+                    "process",
+                    "Process ended",
+                    &[
+                        ("pid", process.pid.to_string()),
+                        ("exitCode", end.exit_code.to_string()),
+                        ("status", end.status.clone()),
+                    ],
+                );
+                daemon.processes.retire(process, end);
+            },
         );
+        let mut fields = vec![
+            ("pid", process.pid.to_string()),
+            ("cmd", command_line),
+            ("uid", spec.uid.to_string()),
+            ("cwd", spec.cwd.display().to_string()),
+        ];
+        if let Some(tag) = &request.tag {
+            fields.push(("tag", tag.clone()));
+        }
+        log.entry(Level::Info, "process", "Process started", &fields);
 
         // The request timeout is also the process's lifetime (envd's exec.CommandContext):
         // past it the process is killed, whether or not a client is still attached.

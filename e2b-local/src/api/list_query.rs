@@ -78,10 +78,7 @@ pub fn parse_list_query(
         started_after: None,
         started_before: None,
     };
-    for pair in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = form_decode(op, key)?;
-        let value = form_decode(op, value)?;
+    for (key, value) in query_pairs(op, raw)? {
         match key.as_str() {
             "state" => query.states = parse_states(op, &value)?,
             "metadata" => query.metadata = parse_metadata(op, &value)?,
@@ -124,6 +121,18 @@ fn parse_instant(op: &str, key: &str, value: &str) -> Result<u128, ApiError> {
         ))
     })?;
     Ok(u128::try_from(instant.as_nanosecond()).unwrap_or(0))
+}
+
+/// The decoded `key=value` pairs of a raw query string, in order.
+pub(super) fn query_pairs(op: &str, raw: Option<&str>) -> Result<Vec<(String, String)>, ApiError> {
+    raw.unwrap_or("")
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .map(|pair| {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            Ok((form_decode(op, key)?, form_decode(op, value)?))
+        })
+        .collect()
 }
 
 /// `application/x-www-form-urlencoded` decoding of one query component (`+` is a space).

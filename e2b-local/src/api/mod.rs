@@ -5,6 +5,7 @@ pub mod auth;
 pub mod error;
 pub mod json_body;
 pub mod list_query;
+mod logs;
 pub mod model;
 mod sandboxes;
 
@@ -48,6 +49,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
         .route("/sandboxes/{id}/refreshes", post(sandboxes::refresh))
         .route("/sandboxes/{id}/metrics", get(sandboxes::metrics))
+        .route("/sandboxes/{id}/logs", get(logs::logs_v1))
+        .route("/v2/sandboxes/{id}/logs", get(logs::logs_v2))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_api_key,

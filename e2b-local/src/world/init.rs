@@ -18,6 +18,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixListener;
 
 use super::layout::InitConfig;
@@ -80,8 +81,8 @@ fn pid1(config: &InitConfig) -> ! {
     // If the keeper died before PDEATHSIG was armed, PID 1 still sits in the world's cgroup,
     // which the server kills when it notices the keeper's exit. (getppid() cannot tell: the
     // parent is outside this PID namespace, so it reads 0 either way.)
-    let listener = match setup(config) {
-        Ok(listener) => listener,
+    let (listener, log) = match setup(config) {
+        Ok(opened) => opened,
         Err(err) => {
             eprintln!("sandbox init {}: {err}", config.sandbox_id);
             exit(1);
@@ -99,16 +100,18 @@ fn pid1(config: &InitConfig) -> ! {
         }
         0 => {
             die_with_parent();
-            exit(run_envd(config, listener))
+            exit(run_envd(config, listener, log))
         }
         pid => pid,
     };
-    drop(listener);
+    drop((listener, log));
     redirect_stdout_to_null();
     reap_until(envd)
 }
 
-fn setup(config: &InitConfig) -> std::io::Result<UnixListener> {
+/// Binds envd's socket and opens the sandbox log (both on host paths, before `pivot_root`),
+/// then builds the world and enters it.
+fn setup(config: &InitConfig) -> std::io::Result<(UnixListener, std::fs::File)> {
     // SAFETY: umask(2) cannot fail.
     unsafe { libc::umask(0o022) };
     let socket = config.dirs().socket();
@@ -121,13 +124,20 @@ fn setup(config: &InitConfig) -> std::io::Result<UnixListener> {
             format!("bind envd socket {}: {e}", socket.display()),
         )
     })?;
+    let log_path = config.dirs().log();
+    let log = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("open {}: {e}", log_path.display())))?;
     mounts::build_and_enter(config)?;
     confine::loopback_up()?;
     confine::drop_capabilities()?;
-    Ok(listener)
+    Ok((listener, log))
 }
 
-fn run_envd(config: &InitConfig, listener: UnixListener) -> i32 {
+fn run_envd(config: &InitConfig, listener: UnixListener, log: std::fs::File) -> i32 {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("envd")
@@ -169,6 +179,7 @@ fn run_envd(config: &InitConfig, listener: UnixListener) -> i32 {
         };
         e2b_local_envd::Envd::new(envd_config)
             .file_access(config.envd_file_access)
+            .log_to(log)
             .serve(e2b_local_envd::EnvdListener::Unix(listener), shutdown)
             .await
             .map_err(|e| format!("serve: {e}"))

@@ -58,6 +58,12 @@ impl SandboxDirs {
     pub fn socket(&self) -> PathBuf {
         self.dir.join("envd.sock")
     }
+
+    /// The sandbox log envd appends to (JSON lines, `e2b_local_envd::Envd::log_to`), which the
+    /// control plane's `…/logs` serves. Kept across a files-only pause's reboot.
+    pub fn log(&self) -> PathBuf {
+        self.dir.join("envd.log")
+    }
 }
 
 /// Everything the init needs to build the world and start envd inside it.

@@ -266,6 +266,11 @@ impl World {
         self.dirs.socket()
     }
 
+    /// The sandbox log ([`SandboxDirs::log`]).
+    pub fn log(&self) -> PathBuf {
+        self.dirs.log()
+    }
+
     pub fn cgroup(&self) -> &Cgroup {
         &self.cgroup
     }

@@ -139,6 +139,8 @@ async fn unknown_sandboxes_are_404_with_code_on_every_route() {
         (Method::POST, "/sandboxes/nope/timeout", r#"{"timeout":10}"#),
         (Method::POST, "/sandboxes/nope/refreshes", ""),
         (Method::GET, "/sandboxes/nope/metrics", ""),
+        (Method::GET, "/sandboxes/nope/logs", ""),
+        (Method::GET, "/v2/sandboxes/nope/logs", ""),
     ];
     for (method, path, body) in routes {
         let reply = api.call(method.clone(), path, body).await;
@@ -497,4 +499,180 @@ async fn v2_connect_without_timeout_defaults_to_300_seconds() {
         (299..=302).contains(&lifetime),
         "endAt is {lifetime}s after start"
     );
+}
+
+/// The sandbox log (v1 and v2): envd's start, each process's start and end (with its exit code),
+/// a start that failed (level error); filtered by cursor, direction, level and search, bounded
+/// by limit; bad queries are 400; kept across a files-only pause's reboot.
+#[tokio::test(flavor = "multi_thread")]
+async fn logs_report_what_envd_did_filtered_and_paged() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    assert_eq!(
+        common::exec(&server, &id, None, "exit 3").await.exit_code,
+        3
+    );
+    assert_eq!(common::exec(&server, &id, None, "true").await.exit_code, 0);
+    let logs = |query: String| {
+        let api = &api;
+        let id = id.clone();
+        async move {
+            let reply = api
+                .call(Method::GET, &format!("/v2/sandboxes/{id}/logs{query}"), "")
+                .await;
+            assert_eq!(
+                reply.status,
+                StatusCode::OK,
+                "{query}: {}",
+                String::from_utf8_lossy(&reply.body)
+            );
+            reply.json()["logs"].as_array().expect("logs").clone()
+        }
+    };
+    let all = logs(String::new()).await;
+    let messages: Vec<&str> = all.iter().map(|e| e["message"].as_str().unwrap()).collect();
+    assert_eq!(
+        messages,
+        [
+            "envd started",
+            "Process started",
+            "Process ended",
+            "Process started",
+            "Process ended"
+        ],
+        "{all:?}"
+    );
+    assert_eq!(all[1]["fields"]["cmd"], "/bin/bash -c exit 3");
+    assert_eq!(all[2]["fields"]["exitCode"], "3");
+    assert_eq!(all[2]["fields"]["pid"], all[1]["fields"]["pid"]);
+    assert!(
+        all.iter()
+            .all(|e| e["level"] == "info" && e["timestamp"].as_str().unwrap().ends_with('Z'))
+    );
+
+    // A start that fails is an error entry.
+    let failed = api
+        .call(
+            Method::GET,
+            &format!("/v2/sandboxes/{id}/logs?level=error"),
+            "",
+        )
+        .await;
+    assert_eq!(failed.json()["logs"], json!([]));
+    let client = envd_proto::process::ProcessClient::new(
+        connectrpc::client::HttpClient::plaintext(),
+        common::envd_client_config(&server, &id, None),
+    );
+    let missing = envd_proto::process::StartRequest {
+        // The sandbox user cannot enter root's home.
+        process: buffa::MessageField::some(envd_proto::process::ProcessConfig {
+            cmd: "/bin/true".to_owned(),
+            cwd: Some("/root".to_owned()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // The refusal comes as the stream's error.
+    let refused = match client.start(missing).await {
+        Err(_) => true,
+        Ok(mut stream) => stream.message().await.is_err(),
+    };
+    assert!(
+        refused,
+        "a start in a directory the user cannot enter was refused"
+    );
+    let errors = logs("?level=error".to_owned()).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["message"], "Process failed to start");
+    assert_eq!(errors[0]["fields"]["cmd"], "/bin/true");
+    assert!(
+        errors[0]["fields"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("ermission"),
+        "{errors:?}"
+    );
+
+    // Newest first backward, limited; search in the message; forward from a cursor.
+    let newest = logs("?direction=backward&limit=2".to_owned()).await;
+    assert_eq!(
+        newest[0]["message"], "Process failed to start",
+        "{newest:?}"
+    );
+    assert_eq!(newest.len(), 2);
+    assert_eq!(logs("?search=ended".to_owned()).await.len(), 2);
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis()
+        + 60_000;
+    assert_eq!(logs(format!("?cursor={far}")).await.len(), 0);
+    assert_eq!(
+        logs(format!("?cursor={far}&direction=backward"))
+            .await
+            .len(),
+        6
+    );
+
+    // v1: both shapes, the line a JSON object with level and logger (what the E2B CLI reads).
+    let v1 = api
+        .call(
+            Method::GET,
+            &format!("/sandboxes/{id}/logs?start=0&limit=3"),
+            "",
+        )
+        .await;
+    assert_eq!(v1.status, StatusCode::OK);
+    let v1 = v1.json();
+    assert_eq!(v1["logs"].as_array().unwrap().len(), 3);
+    assert_eq!(v1["logEntries"].as_array().unwrap().len(), 3);
+    let line: Value = serde_json::from_str(v1["logs"][1]["line"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (line["level"].as_str(), line["logger"].as_str()),
+        (Some("info"), Some("process"))
+    );
+
+    for bad in [
+        "?limit=1001",
+        "?direction=sideways",
+        "?level=loud",
+        "?cursor=-1",
+        "?since=0",
+    ] {
+        let reply = api
+            .call(Method::GET, &format!("/v2/sandboxes/{id}/logs{bad}"), "")
+            .await;
+        error_of(&reply, StatusCode::BAD_REQUEST);
+    }
+    let long = "x".repeat(257);
+    let reply = api
+        .call(
+            Method::GET,
+            &format!("/v2/sandboxes/{id}/logs?search={long}"),
+            "",
+        )
+        .await;
+    error_of(&reply, StatusCode::BAD_REQUEST);
+
+    // A files-only pause reboots envd over the same log.
+    let paused = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/pause"),
+            r#"{"memory":false}"#,
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::NO_CONTENT);
+    let resumed = api
+        .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
+        .await;
+    assert_eq!(resumed.status, StatusCode::CREATED);
+    let after: Vec<String> = logs(String::new())
+        .await
+        .iter()
+        .map(|e| e["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(after.len(), 7, "{after:?}");
+    assert_eq!(after[6], "envd started");
 }

@@ -223,7 +223,7 @@ pub fn filesystem(
 }
 
 /// Connect binary protobuf to sandbox `id`'s envd through the front, as `user` (Basic auth).
-fn envd_client_config(
+pub fn envd_client_config(
     server: &LocalServer,
     id: &str,
     user: Option<&str>,
