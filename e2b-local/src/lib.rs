@@ -17,6 +17,7 @@
 //! in the host's user namespace and share its network.
 
 pub mod api;
+pub mod fleet;
 pub mod front;
 pub mod harness;
 pub mod host;

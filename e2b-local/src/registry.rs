@@ -14,6 +14,7 @@ use http::StatusCode;
 use tokio::sync::Notify;
 
 use crate::api::error::ApiError;
+use crate::fleet::Fleet;
 use crate::front::upstream::Upstream;
 use crate::host::HostFacts;
 use crate::world::{World, WorldFactory, WorldSpec};
@@ -72,6 +73,8 @@ pub struct Sandbox {
     op: tokio::sync::Mutex<()>,
     /// Wakes the lifecycle task when the phase or deadline changed.
     changed: Notify,
+    /// The server's history, told when this sandbox starts or stops running.
+    fleet: Arc<Fleet>,
 }
 
 impl Sandbox {
@@ -124,6 +127,8 @@ pub struct Registry {
     pub host: HostFacts,
     sandboxes: RwLock<HashMap<String, Arc<Sandbox>>>,
     shutting_down: AtomicBool,
+    /// When sandboxes started and stopped running (the team metrics).
+    pub fleet: Arc<Fleet>,
 }
 
 fn deadline_after(timeout: Duration) -> Phase {
@@ -140,6 +145,7 @@ impl Registry {
             host,
             sandboxes: RwLock::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
+            fleet: Arc::default(),
         })
     }
 
@@ -202,6 +208,7 @@ impl Registry {
             .map_err(|e| ApiError::internal(e.to_string()))?;
         let upstream = Upstream::new(world.socket());
         let sandbox = Arc::new(Sandbox {
+            fleet: self.fleet.clone(),
             id: id.clone(),
             template_id: spec.template_id,
             metadata: spec.metadata,
@@ -230,6 +237,7 @@ impl Registry {
                 "create sandbox: server is shutting down",
             ));
         }
+        self.fleet.created();
         tokio::spawn(lifecycle(Arc::downgrade(&self), sandbox.clone()));
         tracing::info!(sandbox = %id, "sandbox created");
         Ok(sandbox)
@@ -348,6 +356,7 @@ async fn connect_now(
                 sandbox.world.reboot().await.map_err(failed)?;
             }
             sandbox.set_phase(deadline_after(timeout));
+            sandbox.fleet.resumed();
             tracing::info!(sandbox = %sandbox.id, rebooted = !(kept && memory), "sandbox resumed");
             Ok((sandbox.clone(), Connected::Resumed))
         }
@@ -364,6 +373,7 @@ async fn pause_locked(sandbox: &Sandbox, memory: bool) -> Result<(), ApiError> {
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?;
             sandbox.set_phase(Phase::Paused { end_at, memory });
+            sandbox.fleet.stopped();
             tracing::info!(sandbox = %sandbox.id, "sandbox paused");
             Ok(())
         }
@@ -371,6 +381,7 @@ async fn pause_locked(sandbox: &Sandbox, memory: bool) -> Result<(), ApiError> {
             // Paused before the processes end, so that the lifecycle task takes their end for
             // the pause, not for a world that died.
             sandbox.set_phase(Phase::Paused { end_at, memory });
+            sandbox.fleet.stopped();
             if let Err(err) = sandbox.world.stop().await {
                 return Err(ApiError::internal(err.to_string()));
             }
@@ -425,6 +436,9 @@ impl Drop for Waiter {
 
 async fn terminate(sandbox: &Sandbox) -> Result<(), crate::world::WorldError> {
     let _guard = sandbox.op.lock().await;
+    if matches!(sandbox.phase(), Phase::Running { .. }) {
+        sandbox.fleet.stopped();
+    }
     sandbox.set_phase(Phase::Dead);
     let result = sandbox.world.destroy().await;
     match &result {

@@ -6,6 +6,7 @@ pub mod error;
 pub mod json_body;
 pub mod list_query;
 mod logs;
+mod metrics;
 pub mod model;
 mod sandboxes;
 
@@ -49,6 +50,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
         .route("/sandboxes/{id}/refreshes", post(sandboxes::refresh))
         .route("/sandboxes/{id}/metrics", get(sandboxes::metrics))
+        .route("/sandboxes/metrics", get(metrics::sandboxes))
+        .route("/teams/{team}/metrics", get(metrics::team))
+        .route("/teams/{team}/metrics/max", get(metrics::team_max))
         .route("/sandboxes/{id}/logs", get(logs::logs_v1))
         .route("/v2/sandboxes/{id}/logs", get(logs::logs_v2))
         .route_layer(middleware::from_fn_with_state(

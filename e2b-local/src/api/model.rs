@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
+use crate::timefmt::{rfc3339, unix_seconds};
 
 /// Longest sandbox lifetime a request may ask for (30 days), in seconds.
 pub const MAX_TIMEOUT_SECS: u32 = 30 * 24 * 3600;
@@ -259,6 +260,23 @@ pub struct MetricBody {
     pub disk_used: u64,
     #[serde(rename = "diskTotal")]
     pub disk_total: u64,
+}
+
+impl MetricBody {
+    /// `sample` as the API reports it (CPU to two decimals).
+    pub fn of(sample: &crate::world::metrics::Sample) -> MetricBody {
+        MetricBody {
+            timestamp: rfc3339(sample.at),
+            timestamp_unix: unix_seconds(sample.at),
+            cpu_count: sample.cpu_count,
+            cpu_used_pct: (sample.cpu_used_pct * 100.0).round() / 100.0,
+            mem_used: sample.mem_used,
+            mem_total: sample.mem_total,
+            mem_cache: sample.mem_cache,
+            disk_used: sample.disk_used,
+            disk_total: sample.disk_total,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::model::{
     StateName, check_timeout,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox};
-use crate::timefmt::{rfc3339, unix_seconds};
+use crate::timefmt::rfc3339;
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -247,17 +247,7 @@ pub async fn metrics(
         .sample(&state.registry.host)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(Json(vec![MetricBody {
-        timestamp: rfc3339(sample.at),
-        timestamp_unix: unix_seconds(sample.at),
-        cpu_count: sample.cpu_count,
-        cpu_used_pct: (sample.cpu_used_pct * 100.0).round() / 100.0,
-        mem_used: sample.mem_used,
-        mem_total: sample.mem_total,
-        mem_cache: sample.mem_cache,
-        disk_used: sample.disk_used,
-        disk_total: sample.disk_total,
-    }]))
+    Ok(Json(vec![MetricBody::of(&sample)]))
 }
 
 /// `GET /v2/sandboxes`: running and paused by default, paginated with `x-next-token`.

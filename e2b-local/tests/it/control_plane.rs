@@ -676,3 +676,89 @@ async fn logs_report_what_envd_did_filtered_and_paged() {
     assert_eq!(after.len(), 7, "{after:?}");
     assert_eq!(after[6], "envd started");
 }
+
+/// `GET /sandboxes/metrics` samples several sandboxes at once; the team metrics follow how many
+/// run (a pause and a kill stop one) and how fast they start; bad queries are 400.
+#[tokio::test(flavor = "multi_thread")]
+async fn sandboxes_and_team_metrics_are_measured() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let (a, b) = (api.sandbox().await, api.sandbox().await);
+    let get = |path: String| {
+        let api = &api;
+        async move { api.call(Method::GET, &path, "").await }
+    };
+    let several = get(format!("/sandboxes/metrics?sandbox_ids={a},{b},nope")).await;
+    assert_eq!(several.status, StatusCode::OK);
+    let several = several.json();
+    let sampled = several["sandboxes"].as_object().expect("sandboxes");
+    assert_eq!(sampled.len(), 2, "{several}");
+    assert!(sampled[&a]["memTotal"].as_u64().unwrap() > 0, "{several}");
+    let many = vec!["x"; 101].join(",");
+    for bad in [
+        String::new(),
+        format!("?sandbox_ids={many}"),
+        "?ids=a".to_owned(),
+    ] {
+        error_of(
+            &get(format!("/sandboxes/metrics{bad}")).await,
+            StatusCode::BAD_REQUEST,
+        );
+    }
+
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+    };
+    let since = now() - 30;
+    let running_now = || async {
+        let series = get(format!(
+            "/teams/local/metrics?start={since}&end={}",
+            now() + 1
+        ))
+        .await;
+        assert_eq!(series.status, StatusCode::OK);
+        let series = series.json();
+        let last = series
+            .as_array()
+            .expect("points")
+            .last()
+            .expect("a point")
+            .clone();
+        assert!(last["timestampUnix"].as_i64().is_some() && last["timestamp"].is_string());
+        last["concurrentSandboxes"].as_i64().expect("count")
+    };
+    assert_eq!(running_now().await, 2);
+    let paused = api
+        .call(Method::POST, &format!("/sandboxes/{a}/pause"), "")
+        .await;
+    assert_eq!(paused.status, StatusCode::NO_CONTENT);
+    assert_eq!(running_now().await, 1);
+    assert_eq!(api.kill(&b).await, StatusCode::NO_CONTENT);
+    assert_eq!(running_now().await, 0);
+
+    let max = |metric: &str| {
+        let path = format!(
+            "/teams/local/metrics/max?start={since}&end={}&metric={metric}",
+            now() + 1
+        );
+        async move {
+            let reply = get(path).await;
+            assert_eq!(reply.status, StatusCode::OK);
+            reply.json()["value"].as_f64().expect("value")
+        }
+    };
+    assert_eq!(max("concurrent_sandboxes").await, 2.0);
+    assert!(max("sandbox_start_rate").await > 0.0);
+    for bad in [
+        format!("/teams/local/metrics?start={}&end={since}", now() + 100),
+        "/teams/local/metrics?start=yesterday".to_owned(),
+        "/teams/local/metrics/max".to_owned(),
+        "/teams/local/metrics/max?metric=loudness".to_owned(),
+        "/teams/local/metrics?step=1".to_owned(),
+    ] {
+        error_of(&get(bad).await, StatusCode::BAD_REQUEST);
+    }
+}
