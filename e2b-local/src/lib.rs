@@ -26,5 +26,6 @@ pub mod preflight;
 pub mod registry;
 pub mod server;
 pub mod signature;
+pub mod snapshots;
 pub mod timefmt;
 pub mod world;

@@ -6,6 +6,7 @@
 //! racing an expiry or a pause racing a connect resolve in a definite order.
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,6 +18,7 @@ use crate::api::error::ApiError;
 use crate::fleet::Fleet;
 use crate::front::upstream::Upstream;
 use crate::host::HostFacts;
+use crate::snapshots::{Snapshot, Snapshots};
 use crate::world::{World, WorldFactory, WorldSpec};
 
 /// Where a sandbox is in its life.
@@ -48,6 +50,8 @@ pub struct CreateSpec {
     pub auto_pause_memory: bool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
+    /// A snapshot whose files the sandbox starts with.
+    pub files_from: Option<PathBuf>,
 }
 
 /// One sandbox.
@@ -129,6 +133,7 @@ pub struct Registry {
     shutting_down: AtomicBool,
     /// When sandboxes started and stopped running (the team metrics).
     pub fleet: Arc<Fleet>,
+    pub snapshots: Snapshots,
 }
 
 fn deadline_after(timeout: Duration) -> Phase {
@@ -139,13 +144,14 @@ fn deadline_after(timeout: Duration) -> Phase {
 }
 
 impl Registry {
-    pub fn new(factory: WorldFactory, host: HostFacts) -> Arc<Self> {
+    pub fn new(factory: WorldFactory, host: HostFacts, snapshots: Snapshots) -> Arc<Self> {
         Arc::new(Self {
             factory,
             host,
             sandboxes: RwLock::new(HashMap::new()),
             shutting_down: AtomicBool::new(false),
             fleet: Arc::default(),
+            snapshots,
         })
     }
 
@@ -203,6 +209,7 @@ impl Registry {
                 template_id: spec.template_id.clone(),
                 env_vars: spec.env_vars,
                 access_token: access_token.clone(),
+                files_from: spec.files_from,
             })
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -286,6 +293,49 @@ impl Registry {
             pause_locked(&sandbox, memory).await
         };
         to_the_end(op, id, pause).await
+    }
+
+    /// Takes a snapshot of sandbox `id`'s files (frozen meanwhile if it runs), listed under
+    /// `name` if given. Runs to the end even when the caller leaves (see `to_the_end`).
+    pub async fn snapshot(
+        self: &Arc<Self>,
+        id: &str,
+        name: Option<String>,
+    ) -> Result<Arc<Snapshot>, ApiError> {
+        let op = "snapshot sandbox";
+        let sandbox = self.lookup(op, id)?;
+        let this = self.clone();
+        to_the_end(op, id, async move {
+            let dir = this.snapshots.new_dir();
+            copy_still(&sandbox, dir.clone()).await?;
+            Ok(this.snapshots.add(&sandbox.id, name.as_deref(), dir))
+        })
+        .await
+    }
+
+    /// Forks sandbox `id` `count` times: a snapshot of its files (not listed), then that many
+    /// new sandboxes from it with `spec`'s settings. One outcome per fork; a source that cannot
+    /// be copied fails the whole fork.
+    pub async fn fork(
+        self: &Arc<Self>,
+        id: &str,
+        count: usize,
+        spec: CreateSpec,
+    ) -> Result<Vec<Result<Arc<Sandbox>, ApiError>>, ApiError> {
+        let op = "fork sandbox";
+        let sandbox = self.lookup(op, id)?;
+        let dir = self.snapshots.new_dir();
+        {
+            let dir = dir.clone();
+            to_the_end(op, id, async move { copy_still(&sandbox, dir).await }).await?;
+        }
+        let spec = CreateSpec {
+            files_from: Some(dir.clone()),
+            ..spec
+        };
+        let forks = futures::future::join_all((0..count).map(|_| self.create(spec.clone()))).await;
+        let _ = tokio::task::spawn_blocking(move || crate::snapshots::remove_files(&dir)).await;
+        Ok(forks)
     }
 
     /// Kills a sandbox (running or paused): every process dies, its files are deleted, and it is
@@ -393,6 +443,26 @@ async fn pause_locked(sandbox: &Sandbox, memory: bool) -> Result<(), ApiError> {
             format!("pause sandbox {}: sandbox is already paused", sandbox.id),
         )),
         Phase::Dead => Err(ApiError::sandbox_not_found("pause sandbox", &sandbox.id)),
+    }
+}
+
+/// Copies `sandbox`'s files into `dir` under its operation lock, a running one frozen meanwhile
+/// (a paused one is still already).
+async fn copy_still(sandbox: &Sandbox, dir: PathBuf) -> Result<(), ApiError> {
+    let _guard = sandbox.op.lock().await;
+    let failed = |e: crate::world::WorldError| ApiError::internal(e.to_string());
+    match sandbox.phase() {
+        Phase::Running { .. } => {
+            sandbox.world.freeze().await.map_err(failed)?;
+            let copied = sandbox.world.copy_files(dir.clone()).await;
+            let thawed = sandbox.world.thaw().await;
+            if copied.is_err() {
+                let _ = crate::snapshots::remove_files(&dir);
+            }
+            copied.and(thawed).map_err(failed)
+        }
+        Phase::Paused { .. } => sandbox.world.copy_files(dir).await.map_err(failed),
+        Phase::Dead => Err(ApiError::sandbox_not_found("snapshot sandbox", &sandbox.id)),
     }
 }
 

@@ -101,7 +101,9 @@ pub async fn serve(
     if swept > 0 {
         tracing::info!("removed {swept} sandbox dirs left by a previous run");
     }
-    let registry = Registry::new(factory, HostFacts::read(&state_dir));
+    let snapshots = crate::snapshots::Snapshots::new(state_dir.join("snapshots"))
+        .map_err(|e| ServeError::Setup(format!("prepare the snapshots dir: {e}")))?;
+    let registry = Registry::new(factory, HostFacts::read(&state_dir), snapshots);
 
     let api_listener = bind(config.host, config.api_port, "API").await?;
     let envd_listener = bind(config.host, config.envd_port, "envd front").await?;
@@ -155,6 +157,12 @@ pub async fn serve(
     }
     if let Err(err) = registry.factory().freezer().remove() {
         tracing::warn!("{err}");
+    }
+    let snapshots = registry.clone();
+    match tokio::task::spawn_blocking(move || snapshots.snapshots.clear()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!("remove the snapshots: {err}"),
+        Err(err) => tracing::warn!("remove the snapshots: {err}"),
     }
     if failures.is_empty() {
         Ok(())

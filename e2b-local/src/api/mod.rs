@@ -9,12 +9,13 @@ mod logs;
 mod metrics;
 pub mod model;
 mod sandboxes;
+mod snapshots;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use http::StatusCode;
 
 use crate::registry::Registry;
@@ -51,6 +52,10 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/refreshes", post(sandboxes::refresh))
         .route("/sandboxes/{id}/metrics", get(sandboxes::metrics))
         .route("/sandboxes/metrics", get(metrics::sandboxes))
+        .route("/sandboxes/{id}/snapshots", post(snapshots::create))
+        .route("/sandboxes/{id}/fork", post(snapshots::fork))
+        .route("/snapshots", get(snapshots::list))
+        .route("/templates/{template}", delete(snapshots::delete))
         .route("/teams/{team}/metrics", get(metrics::team))
         .route("/teams/{team}/metrics/max", get(metrics::team_max))
         .route("/sandboxes/{id}/logs", get(logs::logs_v1))

@@ -145,6 +145,25 @@ pub struct ResumeSandbox {
     pub memory: Option<bool>,
 }
 
+/// `POST /sandboxes/{id}/snapshots`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSnapshot {
+    pub name: Option<String>,
+    /// e2b-local's snapshots keep files only, whatever this says.
+    pub memory: Option<bool>,
+}
+
+/// `POST /sandboxes/{id}/fork`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkSandbox {
+    /// The forks' lifetime in seconds (default 15, as the API's spec).
+    pub timeout: Option<u32>,
+    /// How many (1 to 20; default 1).
+    pub count: Option<u32>,
+}
+
 /// `POST /sandboxes/{id}/timeout`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -37,7 +37,14 @@ async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<R
     let op = "create sandbox";
     let request: NewSandbox = parse(op, &read_body(op, body).await?)?;
     request.validate(op)?;
+    // A snapshot's id or name as the template: the sandbox starts with its files.
+    let files_from = state
+        .registry
+        .snapshots
+        .find(&request.template_id)
+        .map(|snapshot| snapshot.dir.clone());
     let spec = CreateSpec {
+        files_from,
         template_id: request.template_id,
         timeout: Duration::from_secs(request.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).into()),
         metadata: request.metadata.unwrap_or_default(),
@@ -338,7 +345,7 @@ async fn list(
     Ok(response)
 }
 
-fn sandbox_body(sandbox: &Sandbox) -> SandboxBody {
+pub(super) fn sandbox_body(sandbox: &Sandbox) -> SandboxBody {
     SandboxBody {
         template_id: sandbox.template_id.clone(),
         sandbox_id: sandbox.id.clone(),

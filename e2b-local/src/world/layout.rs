@@ -6,6 +6,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// The parts of a sandbox dir that hold the sandbox's files (the overlay's upper layer, `/tmp`,
+/// `/home`, `/root`): what a snapshot copies and a sandbox made from it starts with.
+pub const FILES: [&str; 4] = ["upper", "tmp", "homes", "root-home"];
+
 /// The per-sandbox directory `<state>/sandboxes/<id>/` and its parts.
 #[derive(Debug, Clone)]
 pub struct SandboxDirs {

@@ -51,6 +51,8 @@ pub struct WorldSpec {
     pub template_id: String,
     pub env_vars: BTreeMap<String, String>,
     pub access_token: Option<String>,
+    /// A snapshot's dir ([`World::copy_files`]): the world starts with its files.
+    pub files_from: Option<PathBuf>,
 }
 
 /// Builds worlds under one state dir, with one freezer parent cgroup per server instance.
@@ -125,6 +127,13 @@ impl WorldFactory {
         };
         let dirs = SandboxDirs::new(self.sandboxes_dir.join(&id));
         prepare_dirs(&dirs).map_err(|e| fail("prepare dirs", &e))?;
+        if let Some(from) = spec.files_from.clone() {
+            let into = dirs.dir.clone();
+            if let Err(e) = blocking(move || copy_files(&from, &into, true)).await {
+                let _ = remove_tree(&dirs.dir);
+                return Err(fail("copy the snapshot's files", &e));
+            }
+        }
         let cgroup = match self.freezer.sandbox(&id) {
             Ok(cgroup) => cgroup,
             Err(e) => {
@@ -229,6 +238,37 @@ fn copy_skeleton(skel: &Path, home: &Path, uid: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Copies the [`layout::FILES`] dirs of `from` into `into` with `cp -a` (which keeps owners,
+/// modes, times, xattrs — the overlay's opaque marks — and device nodes — its whiteouts);
+/// `replace`: `into`'s fresh dirs of those names go first.
+fn copy_files(from: &Path, into: &Path, replace: bool) -> io::Result<()> {
+    if !replace {
+        std::fs::create_dir(into)?;
+        std::fs::set_permissions(into, std::fs::Permissions::from_mode(0o700))?;
+    }
+    for name in layout::FILES {
+        let target = into.join(name);
+        if replace {
+            remove_tree(&target)?;
+        }
+        let output = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from.join(name))
+            .arg(&target)
+            .stdin(Stdio::null())
+            .output()?;
+        if !output.status.success() {
+            return Err(io::Error::other(format!(
+                "cp -a {} {}: {}",
+                from.join(name).display(),
+                target.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn remove_tree(path: &Path) -> io::Result<()> {
     match std::fs::remove_dir_all(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io::Error::new(
@@ -264,6 +304,11 @@ impl World {
     /// The Unix socket envd serves on.
     pub fn socket(&self) -> PathBuf {
         self.dirs.socket()
+    }
+
+    /// The create-time `envVars` the world was given (a fork's worlds get them too).
+    pub fn env_vars(&self) -> &BTreeMap<String, String> {
+        &self.config.env_vars
     }
 
     /// The sandbox log ([`SandboxDirs::log`]).
@@ -407,6 +452,16 @@ impl World {
         blocking(move || cgroup.thaw())
             .await
             .map_err(|e| WorldError(format!("resume sandbox {}: {e}", self.id)))
+    }
+
+    /// Copies the world's files ([`layout::FILES`]) into `dest` (created), owners, modes,
+    /// extended attributes and the overlay's whiteouts included. The caller keeps the world
+    /// still meanwhile (frozen, or stopped) for a consistent copy.
+    pub async fn copy_files(&self, dest: PathBuf) -> Result<(), WorldError> {
+        let from = self.dirs.dir.clone();
+        blocking(move || copy_files(&from, &dest, false))
+            .await
+            .map_err(|e| WorldError(format!("copy the files of sandbox {}: {e}", self.id)))
     }
 
     /// Ends every process of the world (frozen or not) and waits for its init to exit; its files

@@ -64,10 +64,13 @@ test('lifecycle onTimeout pause pauses instead of killing', async (t) => {
 
 // A pause that keeps only the files (the newest releases; 2.29.1 pauses with memory only): every
 // process ends, the files stay, and connecting reboots the world over them.
+// A process no other test runs, found by its arguments.
+const SLEEPER = 'sleep 613'
+
 async function rebooted(sbx, resume) {
   const again = await resume()
   const ps = await again.commands.run('ps -eo args')
-  assert.ok(!ps.stdout.includes('marker-paused'), ps.stdout)
+  assert.ok(!ps.stdout.includes(SLEEPER), ps.stdout)
   assert.equal(await again.files.read('/home/user/kept.txt'), 'kept\n')
   assert.equal(await again.files.read('/tmp/kept.txt'), 'tmp\n')
   assert.equal((await again.commands.run('echo up')).stdout, 'up\n')
@@ -76,7 +79,9 @@ async function rebooted(sbx, resume) {
 async function populate(sbx) {
   await sbx.files.write('/home/user/kept.txt', 'kept\n')
   await sbx.files.write('/tmp/kept.txt', 'tmp\n')
-  await sbx.commands.run('sleep 600 # marker-paused', { background: true })
+  await sbx.commands.run(SLEEPER, { background: true })
+  const ps = await sbx.commands.run('ps -eo args')
+  assert.ok(ps.stdout.includes(SLEEPER), `the process to lose runs: ${ps.stdout}`)
 }
 
 for (const [how, opts, pause, resume] of [
@@ -98,6 +103,62 @@ for (const [how, opts, pause, resume] of [
     await rebooted(sbx, () => resume(sbx.sandboxId))
   })
 }
+
+// Snapshots (2.29.1 has them too) and forks (the newest releases): e2b-local keeps the files only, so a sandbox made
+// from either starts with the source's files — its overlay, /tmp and homes — and no process.
+async function withFiles(sbx) {
+  await sbx.files.write('/home/user/kept.txt', 'kept\n')
+  await sbx.commands.run('echo root > /etc/added && rm /etc/hostname', { user: 'root' })
+  await sbx.commands.run(SLEEPER, { background: true })
+}
+
+async function hasFiles(sbx) {
+  assert.equal(await sbx.files.read('/home/user/kept.txt'), 'kept\n')
+  assert.equal(await sbx.files.read('/etc/added'), 'root\n')
+  assert.equal(await sbx.files.exists('/etc/hostname'), false, 'a deletion is kept too')
+  assert.ok(!(await sbx.commands.run('ps -eo args')).stdout.includes(SLEEPER))
+}
+
+test('a snapshot makes sandboxes by id or name; listed, deleted; the source runs on', async (t) => {
+  if (typeof Sandbox.prototype.createSnapshot !== 'function') return t.skip('not in this release')
+  const sbx = await sandbox(t)
+  await withFiles(sbx)
+  const name = `snap-${Date.now()}`
+  const snapshot = await sbx.createSnapshot({ name })
+  assert.ok(snapshot.snapshotId.startsWith(`${name}:`), snapshot.snapshotId)
+  t.after(() => Sandbox.deleteSnapshot(snapshot.snapshotId).catch(() => {}))
+  await hasFiles(await sandbox(t, { template: snapshot.snapshotId }))
+  await hasFiles(await Sandbox.create(name, { timeoutMs: 60_000 }).then((s) => {
+    t.after(() => s.kill())
+    return s
+  }))
+  assert.ok((await sbx.commands.run('ps -eo args')).stdout.includes(SLEEPER), 'the source runs on')
+  const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems()
+  assert.deepEqual(listed.map((s) => s.snapshotId), [snapshot.snapshotId])
+  assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), true)
+  assert.equal(await Sandbox.deleteSnapshot(snapshot.snapshotId), false)
+  assert.deepEqual(await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems(), [])
+})
+
+test("fork ×3: three sandboxes with the source's files, the source unchanged", async (t) => {
+  if (typeof Sandbox.prototype.fork !== 'function') return t.skip('not in this release')
+  const sbx = await sandbox(t, { metadata: { role: 'source' } })
+  await withFiles(sbx)
+  const forks = await sbx.fork({ count: 3 })
+  for (const fork of forks) {
+    assert.ok(!(fork instanceof Error), String(fork))
+    t.after(() => fork.kill())
+  }
+  assert.equal(new Set([sbx.sandboxId, ...forks.map((f) => f.sandboxId)]).size, 4)
+  for (const fork of forks) {
+    await hasFiles(fork)
+    assert.equal((await Sandbox.getInfo(fork.sandboxId)).metadata.role, 'source')
+  }
+  // Each fork is its own world: a change in one is not in the others.
+  await forks[0].files.write('/home/user/only-here.txt', 'x')
+  assert.equal(await forks[1].files.exists('/home/user/only-here.txt'), false)
+  assert.ok((await sbx.commands.run('ps -eo args')).stdout.includes(SLEEPER), 'the source runs on')
+})
 
 test('list filters by metadata and state', async (t) => {
   const tag = `js-${Date.now()}`

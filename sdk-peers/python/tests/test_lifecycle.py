@@ -124,14 +124,19 @@ def test_a_sandbox_that_ends_while_a_command_runs_ends_the_call_as_its_end(make_
 FILES_ONLY = "mode" in inspect.signature(Sandbox.pause).parameters
 
 
+# A process no other test runs, found by its arguments.
+SLEEPER = "sleep 613"
+
+
 def _populate(sbx):
     sbx.files.write("/home/user/kept.txt", "kept\n")
     sbx.files.write("/tmp/kept.txt", "tmp\n")
-    sbx.commands.run("sleep 600 # marker-paused", background=True)
+    sbx.commands.run(SLEEPER, background=True)
+    assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the process to lose runs"
 
 
 def _rebooted(again):
-    assert "marker-paused" not in again.commands.run("ps -eo args").stdout
+    assert SLEEPER not in again.commands.run("ps -eo args").stdout
     assert again.files.read("/home/user/kept.txt") == "kept\n"
     assert again.files.read("/tmp/kept.txt") == "tmp\n"
     assert again.commands.run("echo up").stdout == "up\n"
@@ -157,3 +162,49 @@ def test_files_only(make_sandbox, how):
     assert info.state == SandboxState.PAUSED
     resume = {"on_resume": "reboot"} if how == "on_resume reboot" else {}
     _rebooted(Sandbox.connect(sbx.sandbox_id, **resume))
+
+
+def _with_files(sbx):
+    sbx.files.write("/home/user/kept.txt", "kept\n")
+    sbx.commands.run("echo root > /etc/added && rm /etc/hostname", user="root")
+    sbx.commands.run(SLEEPER, background=True)
+
+
+def _has_files(sbx):
+    assert sbx.files.read("/home/user/kept.txt") == "kept\n"
+    assert sbx.files.read("/etc/added") == "root\n"
+    assert not sbx.files.exists("/etc/hostname"), "a deletion is kept too"
+    assert SLEEPER not in sbx.commands.run("ps -eo args").stdout
+
+
+def test_snapshot_makes_sandboxes_with_its_files(make_sandbox):
+    """e2b-local keeps the files only: a sandbox made from a snapshot starts with the source's
+    files and no process; the source runs on; deleting it twice says so the second time."""
+    sbx = make_sandbox()
+    _with_files(sbx)
+    snapshot = sbx.create_snapshot()
+    try:
+        _has_files(make_sandbox(template=snapshot.snapshot_id))
+        listed = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items()
+        assert [s.snapshot_id for s in listed] == [snapshot.snapshot_id]
+    finally:
+        assert Sandbox.delete_snapshot(snapshot.snapshot_id)
+    assert not Sandbox.delete_snapshot(snapshot.snapshot_id)
+    assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the source runs on"
+
+
+@pytest.mark.skipif(not hasattr(Sandbox, "fork"), reason="not in this release")
+def test_fork_makes_sandboxes_with_the_sources_files(make_sandbox):
+    sbx = make_sandbox()
+    _with_files(sbx)
+    forks = sbx.fork(count=2)
+    try:
+        assert all(not isinstance(f, Exception) for f in forks), forks
+        assert len({f.sandbox_id for f in forks} | {sbx.sandbox_id}) == 3
+        for fork in forks:
+            _has_files(fork)
+    finally:
+        for fork in forks:
+            if not isinstance(fork, Exception):
+                fork.kill()
+    assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the source runs on"

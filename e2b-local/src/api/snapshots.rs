@@ -1,0 +1,209 @@
+//! Snapshots and forks (`crate::snapshots`: the files only): `POST /sandboxes/{id}/snapshots`,
+//! `GET /snapshots`, `DELETE /templates/{templateID}` (a snapshot's id; percent-encoded as one
+//! path segment), `POST /sandboxes/{id}/fork`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode};
+use serde::Serialize;
+
+use super::ApiState;
+use super::error::ApiError;
+use super::json_body::{parse_optional, read_body};
+use super::list_query::query_pairs;
+use super::model::{CreateSnapshot, ForkSandbox, check_timeout};
+use super::sandboxes::sandbox_body;
+use crate::registry::CreateSpec;
+use crate::snapshots::Snapshot;
+
+/// The forks' lifetime when the request sets none (the API spec's default).
+const FORK_TIMEOUT_SECS: u32 = 15;
+/// The most forks of one request (what the Python SDK checks too).
+const MAX_FORKS: u32 = 20;
+/// Page size of `GET /snapshots` when none is set, and the largest.
+const MAX_PAGE: usize = 100;
+
+#[derive(Debug, Serialize)]
+pub struct SnapshotBody {
+    #[serde(rename = "snapshotID")]
+    snapshot_id: String,
+    names: Vec<String>,
+}
+
+impl SnapshotBody {
+    fn of(snapshot: &Snapshot) -> SnapshotBody {
+        SnapshotBody {
+            snapshot_id: snapshot.id.clone(),
+            names: vec![snapshot.id.clone()],
+        }
+    }
+}
+
+/// `POST /sandboxes/{id}/snapshots` (`{"name"?}`): 201 with the snapshot; the sandbox runs on.
+pub async fn create(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let op = "snapshot sandbox";
+    let request: Option<CreateSnapshot> = parse_optional(op, &read_body(op, body).await?)?;
+    let name = request.and_then(|r| r.name).filter(|n| !n.is_empty());
+    if let Some(name) = &name
+        && !crate::api::model::is_valid_template_id(name)
+    {
+        return Err(ApiError::bad_request(format!(
+            "{op} {id}: invalid name {name:?}: expected a template name"
+        )));
+    }
+    let snapshot = state.registry.snapshot(&id, name).await?;
+    Ok((StatusCode::CREATED, Json(SnapshotBody::of(&snapshot))).into_response())
+}
+
+/// `GET /snapshots?sandboxID&name&limit&nextToken`: oldest first, paged with `x-next-token`.
+pub async fn list(
+    State(state): State<ApiState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let op = "list snapshots";
+    let (mut sandbox, mut name, mut limit, mut after) = (None, None, MAX_PAGE, None);
+    for (key, value) in query_pairs(op, raw.as_deref())? {
+        match key.as_str() {
+            "sandboxID" => sandbox = Some(value),
+            "name" => name = Some(value),
+            "limit" => {
+                limit = value
+                    .parse()
+                    .ok()
+                    .filter(|l| (1..=MAX_PAGE).contains(l))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "{op}: invalid limit {value:?}: expected 1 to {MAX_PAGE}"
+                        ))
+                    })?;
+            }
+            "nextToken" => after = Some(value).filter(|t| !t.is_empty()),
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "{op}: unknown query parameter {other:?}"
+                )));
+            }
+        }
+    }
+    let all = state
+        .registry
+        .snapshots
+        .list(sandbox.as_deref(), name.as_deref());
+    let start = match &after {
+        None => 0,
+        Some(token) => {
+            all.iter().position(|s| &s.id == token).ok_or_else(|| {
+                ApiError::bad_request(format!("{op}: invalid nextToken {token:?}"))
+            })? + 1
+        }
+    };
+    let page: Vec<&Arc<Snapshot>> = all.iter().skip(start).take(limit).collect();
+    let next = (start + page.len() < all.len())
+        .then(|| page.last().map(|s| s.id.clone()))
+        .flatten();
+    let bodies: Vec<SnapshotBody> = page.iter().map(|s| SnapshotBody::of(s)).collect();
+    let mut response = Json(bodies).into_response();
+    if let Some(token) = next
+        && let Ok(value) = HeaderValue::from_str(&token)
+    {
+        response.headers_mut().insert("x-next-token", value);
+    }
+    Ok(response)
+}
+
+/// `DELETE /templates/{templateID}`: 204 once a snapshot and its files are gone; 404 if there
+/// is none (e2b-local has no other templates to delete).
+pub async fn delete(
+    State(state): State<ApiState>,
+    Path(template): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    let op = "delete template";
+    let registry = state.registry.clone();
+    let id = template.clone();
+    let removed = tokio::task::spawn_blocking(move || registry.snapshots.remove(&id))
+        .await
+        .map_err(|e| ApiError::internal(format!("{op} {template}: {e}")))?
+        .map_err(|e| ApiError::internal(format!("{op} {template}: {e}")))?;
+    if removed {
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            format!("{op} {template}: no such template"),
+        ))
+    }
+}
+
+/// One fork's outcome.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ForkResult {
+    Sandbox(super::model::SandboxBody),
+    Error(ForkError),
+}
+
+#[derive(Debug, Serialize)]
+pub struct ForkError {
+    code: u16,
+    message: String,
+}
+
+/// `POST /sandboxes/{id}/fork` (`{"timeout"?, "count"?}`): 201 with one outcome per fork, each
+/// a new sandbox starting with the source's files (its processes are not copied), its
+/// template, metadata, environment and security.
+pub async fn fork(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let op = "fork sandbox";
+    let request: Option<ForkSandbox> = parse_optional(op, &read_body(op, body).await?)?;
+    let timeout = request
+        .as_ref()
+        .and_then(|r| r.timeout)
+        .unwrap_or(FORK_TIMEOUT_SECS);
+    check_timeout(op, timeout)?;
+    let count = request.as_ref().and_then(|r| r.count).unwrap_or(1);
+    if !(1..=MAX_FORKS).contains(&count) {
+        return Err(ApiError::bad_request(format!(
+            "{op} {id}: count must be 1 to {MAX_FORKS}, got {count}"
+        )));
+    }
+    let source = state
+        .registry
+        .get(&id)
+        .ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
+    let spec = CreateSpec {
+        template_id: source.template_id.clone(),
+        timeout: Duration::from_secs(timeout.into()),
+        metadata: source.metadata.clone(),
+        env_vars: source.world.env_vars().clone(),
+        secure: source.access_token.is_some(),
+        auto_pause: source.auto_pause(),
+        auto_pause_memory: source.auto_pause_memory,
+        auto_resume: source.auto_resume,
+        allow_internet_access: source.allow_internet_access,
+        files_from: None,
+    };
+    let forks = state.registry.fork(&id, count as usize, spec).await?;
+    let results: Vec<ForkResult> = forks
+        .into_iter()
+        .map(|fork| match fork {
+            Ok(sandbox) => ForkResult::Sandbox(sandbox_body(&sandbox)),
+            Err(err) => ForkResult::Error(ForkError {
+                code: err.status.as_u16(),
+                message: err.message,
+            }),
+        })
+        .collect();
+    Ok((StatusCode::CREATED, Json(results)).into_response())
+}
