@@ -69,8 +69,8 @@ async fn handle(
     request: http::Request<Incoming>,
 ) -> http::Response<proxy::FrontBody> {
     let (parts, body) = request.into_parts();
-    let sandbox = match route::resolve(&parts, registry) {
-        Ok(sandbox) => sandbox,
+    let (sandbox, port) = match route::resolve(&parts, registry) {
+        Ok(routed) => routed,
         Err(unroutable) => return proxy::unroutable(&unroutable),
     };
     if matches!(sandbox.phase(), Phase::Paused { .. }) {
@@ -80,5 +80,10 @@ async fn handle(
             return proxy::unroutable(&route::Unroutable::not_found(&sandbox.id));
         }
     }
-    proxy::forward(&sandbox, http::Request::from_parts(parts, body)).await
+    let request = http::Request::from_parts(parts, body);
+    if port == route::ENVD_PORT {
+        proxy::forward(&sandbox, request).await
+    } else {
+        proxy::forward_to_port(&sandbox, port, request).await
+    }
 }

@@ -57,15 +57,7 @@ pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<
         .send(Request::from_parts(parts, body))
         .await
     {
-        Ok(response) => {
-            let (mut parts, body) = response.into_parts();
-            strip_hop_by_hop(&mut parts.headers);
-            Response::from_parts(
-                parts,
-                body.map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)
-                    .boxed(),
-            )
-        }
+        Ok(response) => relayed(response),
         Err(err) if reset_by_us(&err) => {
             // The client's request body failed (it went away mid-request, e.g. killed): the
             // stream to envd was reset on its behalf, and nobody is left to answer.
@@ -122,6 +114,88 @@ struct ProxyError<'a> {
 }
 
 /// The edge proxy's answer for an unknown, paused or dead sandbox: 502 + JSON with `code: 502`.
+/// Sends `request` to the server listening on `port` inside `sandbox` (HTTP/1.1 on a fresh
+/// connection into its network namespace, whatever the client spoke; the client's `Host` kept)
+/// and returns its response, bodies streaming both ways. Nothing listening there: E2B's 502
+/// "port is not open", which the SDKs recognise.
+pub async fn forward_to_port(
+    sandbox: &Sandbox,
+    port: u16,
+    request: Request<Incoming>,
+) -> Response<FrontBody> {
+    let stream = match sandbox.world.connect_port(port).await {
+        Ok(stream) => stream,
+        Err(err) => {
+            tracing::debug!(sandbox = %sandbox.id, port, "connect: {err}");
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                &sandbox.id,
+                &format!("The sandbox is running but port is not open ({port})"),
+            );
+        }
+    };
+    let (mut parts, body) = request.into_parts();
+    let authority = parts.uri.authority().map(|a| a.to_string());
+    strip_hop_by_hop(&mut parts.headers);
+    if !parts.headers.contains_key(header::HOST)
+        && let Some(value) = authority.and_then(|a| HeaderValue::from_str(&a).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
+    let path = parts
+        .uri
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    parts.uri = match path.parse() {
+        Ok(uri) => uri,
+        Err(_) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &sandbox.id,
+                "invalid request target",
+            );
+        }
+    };
+    parts.version = Version::HTTP_11;
+    let (mut sender, connection) =
+        match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
+            Ok(pair) => pair,
+            Err(err) => {
+                return error_response(
+                    StatusCode::BAD_GATEWAY,
+                    &sandbox.id,
+                    &format!("port {port}: {err}"),
+                );
+            }
+        };
+    let id = sandbox.id.clone();
+    tokio::spawn(async move {
+        if let Err(err) = connection.await {
+            tracing::debug!(sandbox = %id, port, "connection to the sandbox's server: {err}");
+        }
+    });
+    match sender.send_request(Request::from_parts(parts, body)).await {
+        Ok(response) => relayed(response),
+        Err(err) => error_response(
+            StatusCode::BAD_GATEWAY,
+            &sandbox.id,
+            &format!("port {port}: the sandbox's server did not answer: {err}"),
+        ),
+    }
+}
+
+/// An upstream response as the front's, its body still streaming.
+fn relayed(response: Response<Incoming>) -> Response<FrontBody> {
+    let (mut parts, body) = response.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    Response::from_parts(
+        parts,
+        body.map_err(|e| Box::new(e) as Box<dyn StdError + Send + Sync>)
+            .boxed(),
+    )
+}
+
 pub fn unroutable(err: &Unroutable) -> Response<FrontBody> {
     error_response(StatusCode::BAD_GATEWAY, &err.sandbox_id, &err.message)
 }

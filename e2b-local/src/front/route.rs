@@ -31,28 +31,24 @@ impl Unroutable {
     }
 }
 
-/// Resolves the sandbox a request is for: a running one, or a paused one with `autoResume`
-/// (which the front resumes before forwarding).
-pub fn resolve(parts: &Parts, registry: &Registry) -> Result<Arc<Sandbox>, Unroutable> {
+/// Resolves the sandbox and port a request is for: a running sandbox, or a paused one with
+/// `autoResume` (which the front resumes before forwarding); [`ENVD_PORT`] is envd's, any other
+/// port a server's inside the sandbox.
+pub fn resolve(parts: &Parts, registry: &Registry) -> Result<(Arc<Sandbox>, u16), Unroutable> {
     let (id, port) = match routing_headers(parts) {
         Some(routed) => routed?,
         None => match host_route(parts) {
             Some(routed) => routed,
             None => {
                 return signed_files_route(parts, registry)
+                    .map(|sandbox| (sandbox, ENVD_PORT))
                     .ok_or_else(|| Unroutable::not_found(""));
             }
         },
     };
-    if port != ENVD_PORT {
-        return Err(Unroutable {
-            sandbox_id: id,
-            message: format!(
-                "The sandbox port {port} is not served by e2b-local (only envd's port {ENVD_PORT} is)"
-            ),
-        });
-    }
-    running(registry, &id).ok_or_else(|| Unroutable::not_found(id))
+    running(registry, &id)
+        .map(|sandbox| (sandbox, port))
+        .ok_or_else(|| Unroutable::not_found(id))
 }
 
 /// A running sandbox, or a paused one whose `autoResume` is on (the caller resumes it).

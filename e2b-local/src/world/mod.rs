@@ -306,6 +306,38 @@ impl World {
         self.dirs.socket()
     }
 
+    /// A TCP connection to `127.0.0.1:port` inside the world's network namespace (what a
+    /// server listening in the sandbox accepts). Made on a thread of its own that enters the
+    /// namespace and ends: no thread of the server's pools ever changes namespace.
+    pub async fn connect_port(&self, port: u16) -> io::Result<tokio::net::TcpStream> {
+        let keeper = (*self.keeper.lock().expect("keeper lock")).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotConnected, "the world is not running")
+        })?;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("netns-connect".to_owned())
+            .spawn(move || {
+                let connect = || -> io::Result<std::net::TcpStream> {
+                    let netns = std::fs::File::open(format!("/proc/{keeper}/ns/net"))?;
+                    // SAFETY: setns(2) on a descriptor we own; it changes only this thread,
+                    // which ends right after.
+                    if unsafe {
+                        libc::setns(std::os::fd::AsRawFd::as_raw_fd(&netns), libc::CLONE_NEWNET)
+                    } != 0
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    std::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port))
+                };
+                let _ = tx.send(connect());
+            })?;
+        let stream = rx
+            .await
+            .map_err(|_| io::Error::other("the namespace thread ended without an answer"))??;
+        stream.set_nonblocking(true)?;
+        tokio::net::TcpStream::from_std(stream)
+    }
+
     /// The create-time `envVars` the world was given (a fork's worlds get them too).
     pub fn env_vars(&self) -> &BTreeMap<String, String> {
         &self.config.env_vars

@@ -384,3 +384,81 @@ async fn a_stalled_reader_of_many_tiny_events_keeps_its_stream() {
         expected.len()
     );
 }
+
+/// A server listening inside a sandbox is reached through the front by `E2b-Sandbox-Port` or
+/// `Host: <port>-<id>.<domain>` (a 3 MiB file whole); a port nothing listens on is E2B's 502
+/// "port is not open"; another sandbox cannot reach it directly (each world has its network
+/// namespace); a killed sandbox's port is not found.
+#[tokio::test(flavor = "multi_thread")]
+async fn ports_served_in_a_sandbox_are_reached_through_the_front_only() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let http = Http::default();
+    let (id, other) = (api.sandbox().await, api.sandbox().await);
+    let served = common::exec(
+        &server,
+        &id,
+        None,
+        "mkdir -p ~/site && cd ~/site && head -c 3145728 /dev/urandom > big.bin && \
+         (setsid python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &) && \
+         for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1",
+    )
+    .await;
+    assert_eq!(served.exit_code, 0, "the server listens: {}", served.stderr);
+    let digest = common::exec(
+        &server,
+        &id,
+        None,
+        "sha256sum ~/site/big.bin | cut -d' ' -f1",
+    )
+    .await;
+    let get = |headers: Vec<(&'static str, String)>| {
+        let http = http.clone();
+        let url = format!("{}/big.bin", server.sandbox_url());
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            http.send(Method::GET, &url, &headers, "").await
+        }
+    };
+    for headers in [
+        vec![
+            ("e2b-sandbox-id", id.clone()),
+            ("e2b-sandbox-port", "8765".to_owned()),
+        ],
+        vec![("host", format!("8765-{id}.e2b.local"))],
+    ] {
+        let reply = get(headers.clone()).await;
+        assert_eq!(reply.status, StatusCode::OK, "{headers:?}");
+        assert_eq!(reply.body.len(), 3 << 20);
+        use sha2::Digest;
+        let got = format!("{:x}", sha2::Sha256::digest(&reply.body));
+        assert_eq!(got, digest.stdout.trim());
+    }
+    let closed = get(vec![("host", format!("8766-{id}.e2b.local"))]).await;
+    assert_eq!(closed.status, StatusCode::BAD_GATEWAY);
+    assert!(
+        closed.json()["message"]
+            .as_str()
+            .unwrap()
+            .contains("port is not open"),
+        "{}",
+        closed.json()
+    );
+    let direct = common::exec(
+        &server,
+        &other,
+        None,
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765), timeout=2)'",
+    )
+    .await;
+    assert_ne!(
+        direct.exit_code, 0,
+        "another sandbox reached the port directly"
+    );
+    assert_eq!(api.kill(&id).await, StatusCode::NO_CONTENT);
+    assert_not_found(
+        &get(vec![("host", format!("8765-{id}.e2b.local"))]).await,
+        &id,
+    );
+}

@@ -1,5 +1,6 @@
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
+import http from 'node:http'
 import { CommandExitError } from './sdk.mjs'
 import { sandbox, eventually } from './helpers.mjs'
 
@@ -70,4 +71,34 @@ test('processes run in the sandbox pid namespace', async (t) => {
   const sbx = await sandbox(t)
   const ps = await sbx.commands.run('ps -e -o pid= | wc -l')
   assert.ok(Number(ps.stdout.trim()) < 15, `ps sees ${ps.stdout.trim()} processes`)
+})
+
+test('a web server in the sandbox is fetched through getHost', async (t) => {
+  const sbx = await sandbox(t)
+  await sbx.files.write('/home/user/site/index.html', '<h1>served in the sandbox</h1>\n')
+  await sbx.commands.run('cd /home/user/site && python3 -m http.server 8765 --bind 127.0.0.1', {
+    background: true,
+  })
+  // getHost names the port the way E2B's proxy routes it; the front is E2B_SANDBOX_URL here.
+  const host = sbx.getHost(8765)
+  assert.equal(host.split('.')[0], `8765-${sbx.sandboxId}`)
+  const front = new URL(process.env.E2B_SANDBOX_URL)
+  const get = (hostHeader) =>
+    new Promise((resolve, reject) => {
+      http
+        .get({ host: front.hostname, port: front.port, path: '/index.html', headers: { Host: hostHeader } }, (res) => {
+          let body = ''
+          res.on('data', (chunk) => (body += chunk))
+          res.on('end', () => resolve({ status: res.statusCode, body }))
+        })
+        .on('error', reject)
+    })
+  const page = await eventually(async () => {
+    const reply = await get(host)
+    return reply.status === 200 && reply
+  }, 10_000, 'the server to answer')
+  assert.equal(page.body, '<h1>served in the sandbox</h1>\n')
+  const closed = await get(sbx.getHost(8766))
+  assert.equal(closed.status, 502)
+  assert.match(closed.body, /port is not open/)
 })

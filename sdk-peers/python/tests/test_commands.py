@@ -1,4 +1,7 @@
+import http.client
+import os
 import threading
+import urllib.parse
 
 import pytest
 from e2b import CommandExitException
@@ -73,3 +76,28 @@ def test_large_output(sbx):
 def test_ps_shows_only_the_sandbox(sbx):
     count = int(sbx.commands.run("ps -e -o pid= | wc -l").stdout.strip())
     assert count < 15, count
+
+
+def test_a_web_server_in_the_sandbox_is_fetched_through_get_host(sbx):
+    sbx.files.write("/home/user/site/index.html", "<h1>served in the sandbox</h1>\n")
+    sbx.commands.run(
+        "cd /home/user/site && python3 -m http.server 8765 --bind 127.0.0.1", background=True
+    )
+    # get_host names the port the way E2B's proxy routes it; the front is E2B_SANDBOX_URL here.
+    host = sbx.get_host(8765)
+    assert host.split(".")[0] == f"8765-{sbx.sandbox_id}"
+    front = urllib.parse.urlsplit(os.environ["E2B_SANDBOX_URL"])
+
+    def get(host_header):
+        connection = http.client.HTTPConnection(front.hostname, front.port, timeout=10)
+        try:
+            connection.request("GET", "/index.html", headers={"Host": host_header})
+            response = connection.getresponse()
+            return response.status, response.read().decode()
+        finally:
+            connection.close()
+
+    page = eventually(lambda: (lambda r: r if r[0] == 200 else None)(get(host)), what="the server")
+    assert page[1] == "<h1>served in the sandbox</h1>\n"
+    status, body = get(sbx.get_host(8766))
+    assert status == 502 and "port is not open" in body
