@@ -32,25 +32,13 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// (the world died meanwhile) the answer is the 502 not-found JSON.
 pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<FrontBody> {
     let (mut parts, body) = request.into_parts();
-    let authority = parts.uri.authority().map(|a| a.to_string());
-    strip_hop_by_hop(&mut parts.headers);
-    if !parts.headers.contains_key(header::HOST) {
-        let host = authority.unwrap_or_else(|| "envd".to_owned());
-        if let Ok(value) = HeaderValue::from_str(&host) {
-            parts.headers.insert(header::HOST, value);
-        }
+    if !readdress(&mut parts, "http://envd", Some("envd")) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &sandbox.id,
+            "invalid request target",
+        );
     }
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    parts.uri = match format!("http://envd{path}").parse() {
-        Ok(uri) => uri,
-        Err(_) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &sandbox.id,
-                "invalid request target",
-            );
-        }
-    };
     parts.version = Version::HTTP_2;
     match sandbox
         .upstream
@@ -135,28 +123,13 @@ pub async fn forward_to_port(
         }
     };
     let (mut parts, body) = request.into_parts();
-    let authority = parts.uri.authority().map(|a| a.to_string());
-    strip_hop_by_hop(&mut parts.headers);
-    if !parts.headers.contains_key(header::HOST)
-        && let Some(value) = authority.and_then(|a| HeaderValue::from_str(&a).ok())
-    {
-        parts.headers.insert(header::HOST, value);
+    if !readdress(&mut parts, "", None) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &sandbox.id,
+            "invalid request target",
+        );
     }
-    let path = parts
-        .uri
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_owned();
-    parts.uri = match path.parse() {
-        Ok(uri) => uri,
-        Err(_) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                &sandbox.id,
-                "invalid request target",
-            );
-        }
-    };
     parts.version = Version::HTTP_11;
     let (mut sender, connection) =
         match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
@@ -182,6 +155,30 @@ pub async fn forward_to_port(
             &sandbox.id,
             &format!("port {port}: the sandbox's server did not answer: {err}"),
         ),
+    }
+}
+
+/// Makes a client's request one for the next hop: hop-by-hop headers dropped, a `Host` kept
+/// (from the request's authority, as h2 sends it, else `fallback_host`), the target
+/// `<prefix><path and query>`. False if that target is not a valid URI.
+fn readdress(parts: &mut http::request::Parts, prefix: &str, fallback_host: Option<&str>) -> bool {
+    let authority = parts.uri.authority().map(|a| a.to_string());
+    strip_hop_by_hop(&mut parts.headers);
+    if !parts.headers.contains_key(header::HOST)
+        && let Some(value) = authority
+            .as_deref()
+            .or(fallback_host)
+            .and_then(|host| HeaderValue::from_str(host).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    match format!("{prefix}{path}").parse() {
+        Ok(uri) => {
+            parts.uri = uri;
+            true
+        }
+        Err(_) => false,
     }
 }
 
