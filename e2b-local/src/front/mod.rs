@@ -47,7 +47,11 @@ pub async fn serve(
                             .http2()
                             .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
                             .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
-                        if let Err(err) = builder.serve_connection(TokioIo::new(stream), service).await {
+                        // With upgrades: a sandbox server's WebSocket goes through.
+                        if let Err(err) = builder
+                            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                            .await
+                        {
                             tracing::debug!("front connection ended: {err}");
                         }
                     });

@@ -106,11 +106,16 @@ struct ProxyError<'a> {
 /// connection into its network namespace, whatever the client spoke; the client's `Host` kept)
 /// and returns its response, bodies streaming both ways. Nothing listening there: E2B's 502
 /// "port is not open", which the SDKs recognise.
+///
+/// An HTTP/1.1 upgrade (a WebSocket) is relayed: the `Upgrade` request goes through, and once
+/// the server answers 101 the two connections are joined byte for byte until either ends.
 pub async fn forward_to_port(
     sandbox: &Sandbox,
     port: u16,
-    request: Request<Incoming>,
+    mut request: Request<Incoming>,
 ) -> Response<FrontBody> {
+    let upgrade = request.headers().get(header::UPGRADE).cloned();
+    let client_side = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
     let stream = match sandbox.world.connect_port(port).await {
         Ok(stream) => stream,
         Err(err) => {
@@ -131,6 +136,12 @@ pub async fn forward_to_port(
         );
     }
     parts.version = Version::HTTP_11;
+    if let Some(upgrade) = &upgrade {
+        parts.headers.insert(header::UPGRADE, upgrade.clone());
+        parts
+            .headers
+            .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
     let (mut sender, connection) =
         match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
             Ok(pair) => pair,
@@ -144,11 +155,36 @@ pub async fn forward_to_port(
         };
     let id = sandbox.id.clone();
     tokio::spawn(async move {
-        if let Err(err) = connection.await {
+        if let Err(err) = connection.with_upgrades().await {
             tracing::debug!(sandbox = %id, port, "connection to the sandbox's server: {err}");
         }
     });
     match sender.send_request(Request::from_parts(parts, body)).await {
+        Ok(mut response) if response.status() == StatusCode::SWITCHING_PROTOCOLS => {
+            let Some(client_side) = client_side else {
+                return relayed(response);
+            };
+            let server_side = hyper::upgrade::on(&mut response);
+            let (id, kept) = (sandbox.id.clone(), response.headers().clone());
+            tokio::spawn(async move {
+                match tokio::try_join!(client_side, server_side) {
+                    Ok((client, server)) => {
+                        let mut client = hyper_util::rt::TokioIo::new(client);
+                        let mut server = hyper_util::rt::TokioIo::new(server);
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                    Err(err) => tracing::debug!(sandbox = %id, port, "upgrade: {err}"),
+                }
+            });
+            let mut response = relayed(response);
+            // 101 needs the very headers a hop drops.
+            for name in [header::UPGRADE, header::CONNECTION] {
+                if let Some(value) = kept.get(&name) {
+                    response.headers_mut().insert(name, value.clone());
+                }
+            }
+            response
+        }
         Ok(response) => relayed(response),
         Err(err) => error_response(
             StatusCode::BAD_GATEWAY,

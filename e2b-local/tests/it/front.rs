@@ -462,3 +462,80 @@ async fn ports_served_in_a_sandbox_are_reached_through_the_front_only() {
         &id,
     );
 }
+
+/// An upgrade (what a WebSocket starts with) to a port inside the sandbox is relayed: the
+/// server's 101 comes back, then bytes flow both ways on the joined connections.
+#[tokio::test(flavor = "multi_thread")]
+async fn upgrades_to_a_sandbox_port_are_relayed_both_ways() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    // A server that answers any request with 101 and then echoes in upper case.
+    let script = r#"
+import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", 8770))
+s.listen()
+def serve(c):
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += c.recv(4096)
+    c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n")
+    while True:
+        d = c.recv(4096)
+        if not d:
+            break
+        c.sendall(d.upper())
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+    let started = common::exec(
+        &server,
+        &id,
+        None,
+        &format!(
+            "cat > /tmp/echo.py <<'EOF'\n{script}\nEOF\n(setsid python3 /tmp/echo.py >/dev/null 2>&1 &); \
+             for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8770))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1"
+        ),
+    )
+    .await;
+    assert_eq!(started.exit_code, 0, "{}", started.stderr);
+    let front = server
+        .sandbox_url()
+        .trim_start_matches("http://")
+        .to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&front)
+        .await
+        .expect("connect to the front");
+    let request = format!(
+        "GET /socket HTTP/1.1\r\nHost: 8770-{id}.e2b.local\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "{}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).to_lowercase();
+    assert!(head.starts_with("http/1.1 101"), "{head}");
+    assert!(head.contains("upgrade: echo"), "{head}");
+    for word in ["hello", "through the front"] {
+        stream.write_all(word.as_bytes()).await.unwrap();
+        let mut echoed = vec![0u8; word.len()];
+        tokio::time::timeout(Duration::from_secs(10), stream.read_exact(&mut echoed))
+            .await
+            .expect("the echo within 10 s")
+            .unwrap();
+        assert_eq!(echoed, word.to_uppercase().as_bytes());
+    }
+}
