@@ -62,8 +62,7 @@ mod xattr;
 pub use acting_user::FileAccess;
 pub use error::EnvdError;
 pub use server::{
-    DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener,
-    RECEIVE_CONNECTION_WINDOW, RECEIVE_STREAM_WINDOW, serve,
+    DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener, connection_builder, serve,
 };
 
 /// The envd version this daemon implements; the control plane reports the same value as

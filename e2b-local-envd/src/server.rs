@@ -287,9 +287,20 @@ fn is_transient(err: &std::io::Error) -> bool {
 /// the daemon has read it. hyper's default (1 MiB) stalls an upload once per MiB for a window
 /// update, which halved upload throughput; 8 MiB keeps a loopback upload streaming. e2b-local's
 /// front, which relays uploads here, receives with the same windows.
-pub const RECEIVE_STREAM_WINDOW: u32 = 8 << 20;
+const RECEIVE_STREAM_WINDOW: u32 = 8 << 20;
 /// HTTP/2 receive window of a whole connection: four uploads at full speed.
-pub const RECEIVE_CONNECTION_WINDOW: u32 = 32 << 20;
+const RECEIVE_CONNECTION_WINDOW: u32 = 32 << 20;
+
+/// A connection builder for HTTP/1.1 and h2c with the daemon's receive windows (above), which
+/// e2b-local's front uses too.
+pub fn connection_builder() -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
+        .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
+    builder
+}
 
 async fn serve_connection<S>(stream: S, app: App)
 where
@@ -299,12 +310,7 @@ where
         let app = app.clone();
         async move { Ok::<_, Infallible>(app.handle(request).await) }
     });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http2()
-        .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
-        .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
-    if let Err(err) = builder
+    if let Err(err) = connection_builder()
         .serve_connection(TokioIo::new(stream), service)
         .await
     {

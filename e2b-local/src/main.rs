@@ -63,6 +63,14 @@ enum Command {
         /// that user.
         #[arg(long, value_enum, default_value_t = EnvdFileAccess::AsUser)]
         envd_file_access: EnvdFileAccess,
+        /// Serve HTTPS on the envd port too (same port), with a certificate for `*.<domain>`
+        /// issued by a local CA created once in the state dir (`tls/ca.pem`: trust it).
+        #[arg(long)]
+        tls: bool,
+        /// The domain sandbox hosts are named under (`<port>-<id>.<domain>`): what the TLS
+        /// certificate covers, and what to set as `E2B_DOMAIN` and point at this host.
+        #[arg(long, default_value = "e2b.local", requires = "tls")]
+        domain: String,
     },
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
@@ -84,6 +92,8 @@ fn main() -> ExitCode {
             state_dir,
             freezer,
             envd_file_access,
+            tls,
+            domain,
         } => {
             // The running binary itself (its inode), not its path: each sandbox's init is this
             // binary re-executed, and a rebuild while the server runs must not change what
@@ -105,6 +115,7 @@ fn main() -> ExitCode {
                     EnvdFileAccess::AsUser => FileAccess::AsUser,
                     EnvdFileAccess::AsRoot => FileAccess::AsRoot,
                 },
+                tls_domain: tls.then_some(domain),
             })
         }
     }
@@ -150,6 +161,15 @@ fn serve(config: ServeConfig) -> ExitCode {
 fn print_environment(info: &ServerInfo) {
     for (name, value) in info.env() {
         println!("export {name}={value}");
+    }
+    if let Some((ca, domain)) = &info.tls {
+        let port = info.sandbox_url.rsplit(':').next().unwrap_or_default();
+        println!(
+            "# TLS on the envd port: trust {ca} (NODE_EXTRA_CA_CERTS, SSL_CERT_FILE, \
+             REQUESTS_CA_BUNDLE, or your system's store) and point *.{domain} at this host; \
+             then https://<port>-<sandbox id>.{domain}:{port} reaches a port in a sandbox",
+            ca = ca.display()
+        );
     }
     println!(
         "{} (state dir {})",

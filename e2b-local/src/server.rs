@@ -35,6 +35,8 @@ pub struct ServeConfig {
     pub freezer: Option<FreezerKind>,
     /// Whose permissions every sandbox's envd performs file operations with (`--envd-file-access`).
     pub envd_file_access: FileAccess,
+    /// Serve HTTPS on the front too, for this domain (`--tls`, `--domain`).
+    pub tls_domain: Option<String>,
 }
 
 /// What a client needs to reach the server, known once it listens.
@@ -44,6 +46,8 @@ pub struct ServerInfo {
     pub sandbox_url: String,
     pub api_key: String,
     pub state_dir: PathBuf,
+    /// With `--tls`: the local CA certificate clients trust, and the domain it covers.
+    pub tls: Option<(PathBuf, String)>,
 }
 
 impl ServerInfo {
@@ -104,6 +108,12 @@ pub async fn serve(
     let snapshots = crate::snapshots::Snapshots::new(state_dir.join("snapshots"))
         .map_err(|e| ServeError::Setup(format!("prepare the snapshots dir: {e}")))?;
     let registry = Registry::new(factory, HostFacts::read(&state_dir), snapshots);
+    let tls = match &config.tls_domain {
+        Some(domain) => {
+            Some(crate::front::tls::prepare(&state_dir, domain).map_err(ServeError::Setup)?)
+        }
+        None => None,
+    };
 
     let api_listener = bind(config.host, config.api_port, "API").await?;
     let envd_listener = bind(config.host, config.envd_port, "envd front").await?;
@@ -120,6 +130,10 @@ pub async fn serve(
         ),
         api_key: api_key.clone(),
         state_dir: state_dir.clone(),
+        tls: tls
+            .as_ref()
+            .zip(config.tls_domain.clone())
+            .map(|(tls, domain)| (tls.ca.clone(), domain)),
     };
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -141,6 +155,7 @@ pub async fn serve(
     let front_task = tokio::spawn(crate::front::serve(
         envd_listener,
         registry.clone(),
+        tls,
         stopped(stop_rx),
     ));
     on_ready(&info);

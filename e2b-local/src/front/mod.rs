@@ -1,31 +1,33 @@
-//! The envd front: one TCP port for every sandbox's envd. Accepts HTTP/1.1 and h2c (prior
-//! knowledge), routes each request ([`route`]) and streams it to the sandbox's daemon
+//! The envd front: one TCP port for every sandbox's envd (and the servers in sandboxes).
+//! Accepts HTTP/1.1 and h2c (prior knowledge), and with `--tls` HTTPS on the same port
+//! ([`tls`]), routes each request ([`route`]) and streams it to the sandbox's daemon
 //! ([`proxy`]) over h2c on the daemon's Unix socket ([`upstream`]); unroutable requests get
 //! E2B's 502 JSON.
 
 pub mod proxy;
 pub mod route;
+pub mod tls;
 pub mod upstream;
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 
-use e2b_local_envd::{RECEIVE_CONNECTION_WINDOW, RECEIVE_STREAM_WINDOW};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
 use crate::registry::{Phase, Registry};
 
 /// Accepts connections on `listener` until `shutdown` resolves, then aborts every open
-/// connection (their sandboxes are being killed anyway). Runs on the caller's tokio runtime.
+/// connection (their sandboxes are being killed anyway). With `tls`, a connection whose first
+/// byte is a TLS handshake's is served over TLS. Runs on the caller's tokio runtime.
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
+    tls: Option<tls::FrontTls>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut connections = JoinSet::new();
@@ -37,22 +39,19 @@ pub async fn serve(
                 Ok((stream, _peer)) => {
                     let _ = stream.set_nodelay(true);
                     let registry = registry.clone();
+                    let tls = tls.clone();
                     connections.spawn(async move {
-                        let service = service_fn(move |request: http::Request<Incoming>| {
-                            let registry = registry.clone();
-                            async move { Ok::<_, Infallible>(handle(&registry, request).await) }
-                        });
-                        let mut builder = auto::Builder::new(TokioExecutor::new());
-                        builder
-                            .http2()
-                            .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
-                            .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
-                        // With upgrades: a sandbox server's WebSocket goes through.
-                        if let Err(err) = builder
-                            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                            .await
-                        {
-                            tracing::debug!("front connection ended: {err}");
+                        /// A TLS record of type handshake.
+                        const HANDSHAKE: u8 = 0x16;
+                        let mut first = [0u8; 1];
+                        match tls {
+                            Some(tls) if matches!(stream.peek(&mut first).await, Ok(1) if first[0] == HANDSHAKE) => {
+                                match tls.acceptor.accept(stream).await {
+                                    Ok(stream) => serve_connection(stream, registry).await,
+                                    Err(err) => tracing::debug!("front TLS handshake: {err}"),
+                                }
+                            }
+                            _ => serve_connection(stream, registry).await,
                         }
                     });
                 }
@@ -66,6 +65,25 @@ pub async fn serve(
         }
     }
     connections.abort_all();
+}
+
+/// Serves one client connection (plain or TLS) until it ends.
+async fn serve_connection<S>(stream: S, registry: Arc<Registry>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |request: http::Request<Incoming>| {
+        let registry = registry.clone();
+        async move { Ok::<_, Infallible>(handle(&registry, request).await) }
+    });
+    // envd's receive windows (the front relays uploads to it); with upgrades: a sandbox
+    // server's WebSocket goes through.
+    if let Err(err) = e2b_local_envd::connection_builder()
+        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+        .await
+    {
+        tracing::debug!("front connection ended: {err}");
+    }
 }
 
 async fn handle(

@@ -539,3 +539,75 @@ while True:
         assert_eq!(echoed, word.to_uppercase().as_bytes());
     }
 }
+
+/// `--tls`: the same envd port speaks HTTPS too, with a certificate for `*.<domain>` from the
+/// local CA in the state dir: curl, trusting only that CA, reaches a server in a sandbox by its
+/// `https://<port>-<id>.<domain>` name and envd by its own; plain HTTP still works on the port;
+/// a name outside the domain is refused; the CA's key is root's only.
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let server = LocalServer::start_in(parent.path(), &["--tls", "--domain", "e2b.test"]);
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let served = common::exec(
+        &server,
+        &id,
+        None,
+        "mkdir -p ~/site && echo 'over tls' > ~/site/index.html && cd ~/site && \
+         (setsid python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &) && \
+         for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1",
+    )
+    .await;
+    assert_eq!(served.exit_code, 0, "{}", served.stderr);
+    let ca = server.state_dir().join("tls/ca.pem");
+    let port = server.sandbox_url().rsplit(':').next().unwrap().to_owned();
+    let curl = |host: String, path: &str| {
+        let output = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert"])
+            .arg(&ca)
+            .arg("--resolve")
+            .arg(format!("{host}:{port}:127.0.0.1"))
+            .arg("-w")
+            .arg("\n%{http_code}")
+            .arg(format!("https://{host}:{port}{path}"))
+            .output()
+            .expect("run curl");
+        assert!(
+            output.status.success(),
+            "curl {host}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("UTF-8")
+    };
+    assert_eq!(
+        curl(format!("8765-{id}.e2b.test"), "/index.html"),
+        "over tls\n\n200"
+    );
+    assert!(curl(format!("49983-{id}.e2b.test"), "/health").ends_with("\n204"));
+    // Plain HTTP on the same port.
+    let plain = Http::default()
+        .send(
+            Method::GET,
+            &format!("{}/index.html", server.sandbox_url()),
+            &[("host", &format!("8765-{id}.e2b.test"))],
+            "",
+        )
+        .await;
+    assert_eq!(plain.status, StatusCode::OK);
+    // A name outside the domain is not vouched for.
+    let other = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(&ca)
+        .arg("--resolve")
+        .arg(format!("elsewhere.test:{port}:127.0.0.1"))
+        .arg(format!("https://elsewhere.test:{port}/health"))
+        .output()
+        .expect("run curl");
+    assert!(!other.status.success(), "a certificate for elsewhere.test");
+    let key_mode = std::fs::metadata(server.state_dir().join("tls/ca-key.pem")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&key_mode.permissions()) & 0o777,
+        0o600
+    );
+}
