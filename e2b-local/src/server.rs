@@ -143,6 +143,7 @@ pub async fn serve(
     let router = api::router(ApiState {
         registry: registry.clone(),
         api_key: api_key.into(),
+        idempotency: std::sync::Arc::default(),
     });
     let api_task = tokio::spawn({
         let stop = stopped(stop_rx.clone());

@@ -11,12 +11,16 @@ use serde::Serialize;
 pub struct ApiError {
     pub status: StatusCode,
     pub message: String,
+    /// The API's machine-readable `error_code`, where the spec names one.
+    pub error_code: Option<&'static str>,
 }
 
 #[derive(Serialize)]
 struct ErrorBody<'a> {
     code: u16,
     message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error_code: Option<&'static str>,
 }
 
 impl ApiError {
@@ -24,7 +28,14 @@ impl ApiError {
         Self {
             status,
             message: message.into(),
+            error_code: None,
         }
+    }
+
+    /// The same error, with the API's `error_code`.
+    pub fn with_error_code(mut self, error_code: &'static str) -> Self {
+        self.error_code = Some(error_code);
+        self
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -57,6 +68,7 @@ impl IntoResponse for ApiError {
         let body = ErrorBody {
             code: self.status.as_u16(),
             message: &self.message,
+            error_code: self.error_code,
         };
         let mut response = (self.status, Json(body)).into_response();
         if self.status == StatusCode::PAYLOAD_TOO_LARGE {

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod idempotency;
 pub mod json_body;
 pub mod list_query;
 mod logs;
@@ -26,6 +27,8 @@ use error::ApiError;
 pub struct ApiState {
     pub registry: Arc<Registry>,
     pub api_key: Arc<str>,
+    /// The `Idempotency-Key`s of creates.
+    pub idempotency: Arc<idempotency::Idempotency>,
 }
 
 /// All control-plane routes behind the API-key check, plus an unauthenticated `GET /health`.

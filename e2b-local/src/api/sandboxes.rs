@@ -7,10 +7,11 @@ use axum::Json;
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 
 use super::ApiState;
 use super::error::ApiError;
+use super::idempotency::Claim;
 use super::json_body::{parse, parse_optional, read_body};
 use super::list_query::{PageCursor, parse_list_query};
 use super::model::{
@@ -24,19 +25,48 @@ use crate::timefmt::rfc3339;
 type ApiResult<T> = Result<T, ApiError>;
 
 /// `POST /sandboxes` (JS SDK): `secure` decides whether envd requires an access token.
-pub async fn create_v1(State(state): State<ApiState>, body: Body) -> ApiResult<Response> {
-    create(state, body, false).await
+pub async fn create_v1(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    create(state, &headers, body, false).await
 }
 
-/// `POST /v2/sandboxes` (Python SDK 2.63): every v2 sandbox is secured.
-pub async fn create_v2(State(state): State<ApiState>, body: Body) -> ApiResult<Response> {
-    create(state, body, true).await
+/// `POST /v2/sandboxes` (the newest SDKs): every v2 sandbox is secured.
+pub async fn create_v2(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Body,
+) -> ApiResult<Response> {
+    create(state, &headers, body, true).await
 }
 
-async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<Response> {
+/// Create; a request with an `Idempotency-Key` creates at most once (`idempotency.rs`).
+async fn create(
+    state: ApiState,
+    headers: &HeaderMap,
+    body: Body,
+    always_secure: bool,
+) -> ApiResult<Response> {
     let op = "create sandbox";
-    let request: NewSandbox = parse(op, &read_body(op, body).await?)?;
+    let raw = read_body(op, body).await?;
+    let request: NewSandbox = parse(op, &raw)?;
     request.validate(op)?;
+    let creating = match headers.get("idempotency-key") {
+        None => None,
+        Some(key) => {
+            let key = key.to_str().map_err(|_| {
+                ApiError::bad_request(format!("{op}: Idempotency-Key is not ASCII"))
+            })?;
+            match state.idempotency.claim(op, key, &raw)? {
+                Claim::Replay(answer) => {
+                    return Ok((StatusCode::CREATED, Json(answer)).into_response());
+                }
+                Claim::Create(creating) => Some(creating),
+            }
+        }
+    };
     // A snapshot's id or name as the template: the sandbox starts with its files.
     let files_from = state
         .registry
@@ -55,8 +85,20 @@ async fn create(state: ApiState, body: Body, always_secure: bool) -> ApiResult<R
         auto_resume: request.auto_resume.is_some_and(|a| a.enabled),
         allow_internet_access: request.allow_internet_access,
     };
-    let sandbox = state.registry.create(spec).await?;
-    Ok((StatusCode::CREATED, Json(sandbox_body(&sandbox))).into_response())
+    // The outcome is recorded for the key even if this client leaves before it.
+    let registry = state.registry.clone();
+    let answer = tokio::spawn(async move {
+        let sandbox = registry.create(spec).await?;
+        let answer = serde_json::to_value(sandbox_body(&sandbox))
+            .map_err(|e| ApiError::internal(format!("create sandbox: {e}")))?;
+        if let Some(creating) = creating {
+            creating.created(answer.clone());
+        }
+        Ok::<_, ApiError>(answer)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("{op}: task failed: {e}")))??;
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 /// `POST /sandboxes/{id}/connect`: `timeout` is required.

@@ -762,3 +762,42 @@ async fn sandboxes_and_team_metrics_are_measured() {
         error_of(&get(bad).await, StatusCode::BAD_REQUEST);
     }
 }
+
+/// `Idempotency-Key` on create: the same request under a key gets the first answer (one
+/// sandbox), another request under it is 409 `idempotency_request_mismatch`, a malformed key is
+/// 400, and requests without a key each create.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_idempotency_key_creates_at_most_once() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let url = format!("{}/v2/sandboxes", server.api_url());
+    let server = &server;
+    let create = |key: Option<&'static str>, body: &'static str| {
+        let (api, url) = (&api, url.clone());
+        async move {
+            let mut headers = vec![("x-api-key", server.api_key())];
+            if let Some(key) = key {
+                headers.push(("idempotency-key", key));
+            }
+            api.http.send(Method::POST, &url, &headers, body).await
+        }
+    };
+    let body = r#"{"templateID":"base","timeout":120}"#;
+    let first = create(Some("key-1"), body).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = create(Some("key-1"), body).await;
+    assert_eq!(again.status, StatusCode::CREATED);
+    assert_eq!(again.json()["sandboxID"], first.json()["sandboxID"]);
+    let other = create(Some("key-1"), r#"{"templateID":"base","timeout":60}"#).await;
+    error_of(&other, StatusCode::CONFLICT);
+    assert_eq!(other.json()["error_code"], "idempotency_request_mismatch");
+    error_of(&create(Some("Key_1"), body).await, StatusCode::BAD_REQUEST);
+    let (a, b) = (create(None, body).await, create(None, body).await);
+    assert_ne!(a.json()["sandboxID"], b.json()["sandboxID"]);
+    let listed = api.call(Method::GET, "/v2/sandboxes", "").await.json();
+    assert_eq!(
+        listed.as_array().map(Vec::len),
+        Some(3),
+        "one sandbox for the key, two without"
+    );
+}

@@ -208,3 +208,16 @@ def test_fork_makes_sandboxes_with_the_sources_files(make_sandbox):
             if not isinstance(fork, Exception):
                 fork.kill()
     assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the source runs on"
+
+
+@pytest.mark.skipif(
+    "idempotency_key" not in inspect.signature(Sandbox.create).parameters,
+    reason="not in this release",
+)
+def test_an_idempotency_key_creates_at_most_once(make_sandbox):
+    key = f"create-{time.time_ns()}"
+    first = make_sandbox(idempotency_key=key)
+    again = Sandbox.create(timeout=120, idempotency_key=key)
+    assert again.sandbox_id == first.sandbox_id
+    with pytest.raises(Exception, match="different request"):
+        Sandbox.create(timeout=120, idempotency_key=key, metadata={"other": "request"})
