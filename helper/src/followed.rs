@@ -3,12 +3,13 @@
 //! retained output from an offset and exits as the command did) and the
 //! provider's control of the command itself.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_e2b_run::wire::Stage;
-use dsh_plugin_api::durable::{Attached, DurableCommand, DurableState};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableState};
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, SpawnSpec, SpillSpec,
@@ -79,9 +80,26 @@ pub fn follower_spec(
     spec
 }
 
+/// `attach` for any provider: checks `spec`, reads command `spec.id` from
+/// `control` (`NotFound` for an id the world does not know), has `follow`
+/// start a follower where each stream resumes (clamped into what is
+/// retained) with the spec's output modes, and wraps it.
+pub async fn attach<C, F, Fut>(control: Arc<C>, spec: AttachSpec, follow: F) -> Result<Attached>
+where
+    C: DurableControl,
+    F: FnOnce([u64; 2], [OutputMode; 2]) -> Fut,
+    Fut: Future<Output = Result<Arc<dyn Process>>>,
+{
+    spec.validate()?;
+    let command = control.info(&spec.id).await?;
+    let from = resume_offsets(&command, spec.from);
+    let follower = follow(from, [spec.stdout, spec.stderr]).await?;
+    Ok(attached(spec.id, command.pid, from, follower, control))
+}
+
 /// The handle on command `id` (pid `pid`) made of its `follower`, which
 /// resumed at `from`.
-pub fn attached(
+fn attached(
     id: String,
     pid: u32,
     from: [u64; 2],
@@ -149,7 +167,7 @@ pub fn holds(modes: [OutputMode; 2]) -> bool {
 
 /// Where an attach from `from` resumes each stream of `command`: clamped
 /// into what is retained, from the first retained byte to the end so far.
-pub fn resume_offsets(command: &DurableCommand, from: u64) -> [u64; 2] {
+fn resume_offsets(command: &DurableCommand, from: u64) -> [u64; 2] {
     [0, 1].map(|i| {
         let first = command.retained_from[i];
         from.clamp(first, command.totals[i].max(first))

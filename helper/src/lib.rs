@@ -16,6 +16,5 @@ mod followed;
 
 pub use embedded::{HELPER, helper_digest};
 pub use followed::{
-    DurableControl, FollowedProcess, attached, follower_spec, holds, new_id, resume_offsets,
-    started,
+    DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
 };

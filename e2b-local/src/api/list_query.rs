@@ -102,11 +102,7 @@ pub fn parse_list_query(
                     }
                 }
             }
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "{op}: unknown query parameter {other:?}"
-                )));
-            }
+            other => return Err(unknown_parameter(op, other)),
         }
     }
     Ok(query)
@@ -121,6 +117,11 @@ fn parse_instant(op: &str, key: &str, value: &str) -> Result<u128, ApiError> {
         ))
     })?;
     Ok(u128::try_from(instant.as_nanosecond()).unwrap_or(0))
+}
+
+/// The 400 for a query parameter an endpoint does not take (`op` names the operation).
+pub(super) fn unknown_parameter(op: &str, key: &str) -> ApiError {
+    ApiError::bad_request(format!("{op}: unknown query parameter {key:?}"))
 }
 
 /// The decoded `key=value` pairs of a raw query string, in order.

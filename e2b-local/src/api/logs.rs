@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ApiState;
 use super::error::ApiError;
-use super::list_query::query_pairs;
+use super::list_query::{query_pairs, unknown_parameter};
 use crate::timefmt::rfc3339;
 
 /// Entries per page when the caller sets no `limit`, and v2's largest.
@@ -110,10 +110,6 @@ fn number<T: std::str::FromStr>(op: &str, key: &str, value: &str) -> Result<T, A
     })
 }
 
-fn unknown(op: &str, key: &str) -> ApiError {
-    ApiError::bad_request(format!("{op}: unknown query parameter {key:?}"))
-}
-
 /// `GET /sandboxes/{id}/logs?start=<ms>&limit=<n>`: entries at or after `start`, oldest first.
 pub async fn logs_v1(
     State(state): State<ApiState>,
@@ -126,7 +122,7 @@ pub async fn logs_v1(
         match key.as_str() {
             "start" => start = number(op, &key, &value)?,
             "limit" => limit = number(op, &key, &value)?,
-            _ => return Err(unknown(op, &key)),
+            _ => return Err(unknown_parameter(op, &key)),
         }
     }
     let stored = read(&state, op, &id).await?;
@@ -206,7 +202,7 @@ pub async fn logs_v2(
                 }
                 search = value;
             }
-            _ => return Err(unknown(op, &key)),
+            _ => return Err(unknown_parameter(op, &key)),
         }
     }
     let stored = read(&state, op, &id).await?;

@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::ApiState;
 use super::error::ApiError;
-use super::list_query::query_pairs;
+use super::list_query::{query_pairs, unknown_parameter};
 use super::model::MetricBody;
 use crate::fleet::Point;
 use crate::timefmt::{rfc3339, unix_seconds};
@@ -46,11 +46,7 @@ pub async fn sandboxes(
                     .filter(|id| !id.is_empty())
                     .map(str::to_owned),
             ),
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "{op}: unknown query parameter {other:?}"
-                )));
-            }
+            other => return Err(unknown_parameter(op, other)),
         }
     }
     if ids.is_empty() || ids.len() > MAX_SANDBOXES {
@@ -135,11 +131,7 @@ impl TeamQuery {
                         }
                     })
                 }
-                other => {
-                    return Err(ApiError::bad_request(format!(
-                        "{op}: unknown query parameter {other:?}"
-                    )));
-                }
+                other => return Err(unknown_parameter(op, other)),
             }
         }
         let end = end.unwrap_or_else(SystemTime::now);

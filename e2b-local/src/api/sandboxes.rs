@@ -13,7 +13,7 @@ use super::ApiState;
 use super::error::ApiError;
 use super::idempotency::Claim;
 use super::json_body::{parse, parse_optional, read_body};
-use super::list_query::{PageCursor, parse_list_query};
+use super::list_query::{PageCursor, parse_list_query, unknown_parameter};
 use super::model::{
     CONNECT_V2_DEFAULT_TIMEOUT_SECS, ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody,
     NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout,
@@ -280,11 +280,7 @@ pub async fn metrics(
                     "{op} {id}: {key} must be unix seconds, got {value:?}"
                 )));
             }
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "{op} {id}: unknown query parameter {other:?}"
-                )));
-            }
+            other => return Err(unknown_parameter(&format!("{op} {id}"), other)),
         }
     }
     let sandbox = state

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::ApiState;
 use super::error::ApiError;
 use super::json_body::{parse_optional, read_body};
-use super::list_query::query_pairs;
+use super::list_query::{query_pairs, unknown_parameter};
 use super::model::{CreateSnapshot, ForkSandbox, check_timeout};
 use super::sandboxes::sandbox_body;
 use crate::registry::CreateSpec;
@@ -87,11 +87,7 @@ pub async fn list(
                     })?;
             }
             "nextToken" => after = Some(value).filter(|t| !t.is_empty()),
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "{op}: unknown query parameter {other:?}"
-                )));
-            }
+            other => return Err(unknown_parameter(op, other)),
         }
     }
     let all = state

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
-use dsh_helper::{DurableControl, attached, follower_spec, holds, new_id, started};
+use dsh_helper::{follower_spec, holds, new_id, started};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, Result};
@@ -126,18 +126,11 @@ pub async fn attach<T: EnvdTransport>(
     durable: &Arc<Durable<T>>,
     spec: AttachSpec,
 ) -> Result<Attached> {
-    spec.validate()?;
-    let command = durable.info(&spec.id).await?;
-    let from = dsh_helper::resume_offsets(&command, spec.from);
-    let modes = [spec.stdout, spec.stderr];
-    let follower = start_follower(durable, &spec.id, from, modes, None, false).await?;
-    Ok(attached(
-        spec.id,
-        command.pid,
-        from,
-        follower,
-        durable.clone(),
-    ))
+    let id = spec.id.clone();
+    dsh_helper::attach(durable.clone(), spec, |from, modes| {
+        start_follower(durable, &id, from, modes, None, false)
+    })
+    .await
 }
 
 /// A follower (as root) of command `id` from `from` (see

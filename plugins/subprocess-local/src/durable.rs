@@ -16,9 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
 use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
-use dsh_helper::{
-    DurableControl, HELPER, attached, follower_spec, helper_digest, holds, new_id, started,
-};
+use dsh_helper::{HELPER, follower_spec, helper_digest, holds, new_id, started};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
@@ -273,19 +271,12 @@ pub async fn spawn(
 
 /// `attach` on `world`.
 pub async fn attach(world: &World, durable: &Arc<Durable>, spec: AttachSpec) -> Result<Attached> {
-    spec.validate()?;
     world.check_open("attach")?;
-    let command = durable.info(&spec.id).await?;
-    let from = dsh_helper::resume_offsets(&command, spec.from);
-    let modes = [spec.stdout, spec.stderr];
-    let follower = start_follower(world, durable, &spec.id, from, modes, None, false).await?;
-    Ok(attached(
-        spec.id,
-        command.pid,
-        from,
-        follower,
-        durable.clone(),
-    ))
+    let id = spec.id.clone();
+    dsh_helper::attach(durable.clone(), spec, |from, modes| {
+        start_follower(world, durable, &id, from, modes, None, false)
+    })
+    .await
 }
 
 /// A follower of command `id` from `from` (see [`follower_spec`]).
