@@ -62,7 +62,8 @@ mod xattr;
 pub use acting_user::FileAccess;
 pub use error::EnvdError;
 pub use server::{
-    DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener, connection_builder, serve,
+    DEFAULT_EXIT_RETENTION, DEFAULT_MAX_MESSAGE_SIZE, Envd, EnvdListener, StartedEnvd,
+    connection_builder, serve,
 };
 
 /// The envd version this daemon implements; the control plane reports the same value as

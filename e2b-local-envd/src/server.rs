@@ -101,21 +101,20 @@ impl Envd {
         self
     }
 
-    /// Serves until `shutdown` resolves, on the calling tokio runtime (which must have the time
-    /// and I/O drivers enabled). HTTP/1.1 and h2c (prior knowledge) share the listener.
-    ///
-    /// Per-request errors are answered on the wire and never end the daemon. It returns `Err`
-    /// only for an invalid configuration (before accepting anything) or a listener that can no
-    /// longer accept. When `shutdown` resolves the daemon stops accepting, drops every
-    /// connection (in-flight streams end abruptly), stops every polling watcher, SIGKILLs every
-    /// process it started (the process only, as envd signals) and waits up to 5 s for them to be
-    /// reaped before returning. Dropping the returned future without `shutdown` does the same
-    /// minus the wait: connection tasks are aborted and processes killed, but not awaited.
+    /// Serves until `shutdown` resolves: [`Envd::start`] then [`StartedEnvd::serve`].
     pub async fn serve(
         self,
         listener: EnvdListener,
         shutdown: impl Future<Output = ()> + Send,
     ) -> Result<(), EnvdError> {
+        self.start(listener)?.serve(shutdown).await
+    }
+
+    /// Checks the configuration and records the start in the sandbox log; nothing is accepted
+    /// yet. Once this returns, the log's "envd started" entry is written, so a caller that
+    /// reports readiness after it never lets a client see a log without it. Does not need a
+    /// runtime; `Err` only for an invalid configuration.
+    pub fn start(self, listener: EnvdListener) -> Result<StartedEnvd, EnvdError> {
         let settings = settings_from(&self.config)?;
         let log = self.log.map(SandboxLog::to_file).unwrap_or_default();
         log.entry(
@@ -124,7 +123,40 @@ impl Envd {
             "envd started",
             &[("version", crate::ENVD_VERSION.to_owned())],
         );
-        let daemon = Arc::new(Daemon::new(settings, self.options, log));
+        Ok(StartedEnvd {
+            daemon: Arc::new(Daemon::new(settings, self.options, log)),
+            listener,
+        })
+    }
+}
+
+/// A daemon whose configuration was accepted and whose start is logged ([`Envd::start`]).
+pub struct StartedEnvd {
+    daemon: Arc<Daemon>,
+    listener: EnvdListener,
+}
+
+impl std::fmt::Debug for StartedEnvd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StartedEnvd")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StartedEnvd {
+    /// Serves until `shutdown` resolves, on the calling tokio runtime (which must have the time
+    /// and I/O drivers enabled). HTTP/1.1 and h2c (prior knowledge) share the listener.
+    ///
+    /// Per-request errors are answered on the wire and never end the daemon. It returns `Err`
+    /// only for a listener that can no longer accept. When `shutdown` resolves the daemon stops
+    /// accepting, drops every connection (in-flight streams end abruptly), stops every polling
+    /// watcher, SIGKILLs every process it started (the process only, as envd signals) and waits
+    /// up to 5 s for them to be reaped before returning. Dropping the returned future without
+    /// `shutdown` does the same minus the wait: connection tasks are aborted and processes
+    /// killed, but not awaited.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send) -> Result<(), EnvdError> {
+        let Self { daemon, listener } = self;
         let app = App::new(Arc::clone(&daemon));
         let name = match &listener {
             EnvdListener::Unix(unix) => unix

@@ -167,6 +167,13 @@ fn run_envd(config: &InitConfig, listener: UnixListener, log: std::fs::File) -> 
         let mut terminate =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
                 .map_err(|e| format!("install SIGTERM handler: {e}"))?;
+        // Started (its start logged) before ready is reported: a client that sees the world
+        // ready sees "envd started" in the sandbox log.
+        let envd = e2b_local_envd::Envd::new(envd_config)
+            .file_access(config.envd_file_access)
+            .log_to(log)
+            .start(e2b_local_envd::EnvdListener::Unix(listener))
+            .map_err(|e| format!("start: {e}"))?;
         {
             let mut stdout = std::io::stdout().lock();
             writeln!(stdout, "{READY_LINE}")
@@ -177,10 +184,7 @@ fn run_envd(config: &InitConfig, listener: UnixListener, log: std::fs::File) -> 
         let shutdown = async move {
             terminate.recv().await;
         };
-        e2b_local_envd::Envd::new(envd_config)
-            .file_access(config.envd_file_access)
-            .log_to(log)
-            .serve(e2b_local_envd::EnvdListener::Unix(listener), shutdown)
+        envd.serve(shutdown)
             .await
             .map_err(|e| format!("serve: {e}"))
     });
