@@ -220,12 +220,14 @@ impl LocalServer {
         self.child.id()
     }
 
-    /// `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_API_KEY`: what the SDKs need to use this server.
+    /// `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_API_KEY`, `E2B_VOLUME_API_URL`: what the SDKs
+    /// need to use this server.
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("E2B_API_URL".to_owned(), self.api_url.clone()),
             ("E2B_SANDBOX_URL".to_owned(), self.sandbox_url.clone()),
             ("E2B_API_KEY".to_owned(), self.api_key.clone()),
+            ("E2B_VOLUME_API_URL".to_owned(), self.api_url.clone()),
         ]
     }
 

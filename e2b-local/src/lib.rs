@@ -28,4 +28,6 @@ pub mod server;
 pub mod signature;
 pub mod snapshots;
 pub mod timefmt;
+pub mod volume_content;
+pub mod volumes;
 pub mod world;

@@ -19,6 +19,7 @@ use crate::fleet::Fleet;
 use crate::front::upstream::Upstream;
 use crate::host::HostFacts;
 use crate::snapshots::{Snapshot, Snapshots};
+use crate::volumes::{Lease, Volumes};
 use crate::world::{World, WorldFactory, WorldSpec};
 
 /// Where a sandbox is in its life.
@@ -52,6 +53,25 @@ pub struct CreateSpec {
     pub allow_internet_access: Option<bool>,
     /// A snapshot whose files the sandbox starts with.
     pub files_from: Option<PathBuf>,
+    /// Volumes to mount, each at its absolute path inside (checked by the API).
+    pub volume_mounts: Vec<VolumeMounted>,
+}
+
+/// A volume a sandbox mounts, and where; the lease keeps the volume from being destroyed while
+/// the sandbox lives.
+#[derive(Debug)]
+pub struct VolumeMounted {
+    pub lease: Lease,
+    pub path: String,
+}
+
+impl Clone for VolumeMounted {
+    fn clone(&self) -> Self {
+        VolumeMounted {
+            lease: self.lease.again(),
+            path: self.path.clone(),
+        }
+    }
 }
 
 /// One sandbox.
@@ -67,6 +87,8 @@ pub struct Sandbox {
     pub auto_pause_memory: bool,
     pub auto_resume: bool,
     pub allow_internet_access: Option<bool>,
+    /// The volumes it mounts.
+    pub volume_mounts: Vec<VolumeMounted>,
     /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
     pub timeout: Duration,
     pub started_at: SystemTime,
@@ -134,6 +156,7 @@ pub struct Registry {
     /// When sandboxes started and stopped running (the team metrics).
     pub fleet: Arc<Fleet>,
     pub snapshots: Snapshots,
+    pub volumes: Arc<Volumes>,
 }
 
 fn deadline_after(timeout: Duration) -> Phase {
@@ -144,7 +167,12 @@ fn deadline_after(timeout: Duration) -> Phase {
 }
 
 impl Registry {
-    pub fn new(factory: WorldFactory, host: HostFacts, snapshots: Snapshots) -> Arc<Self> {
+    pub fn new(
+        factory: WorldFactory,
+        host: HostFacts,
+        snapshots: Snapshots,
+        volumes: Arc<Volumes>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             factory,
             host,
@@ -152,6 +180,7 @@ impl Registry {
             shutting_down: AtomicBool::new(false),
             fleet: Arc::default(),
             snapshots,
+            volumes,
         })
     }
 
@@ -210,6 +239,14 @@ impl Registry {
                 env_vars: spec.env_vars,
                 access_token: access_token.clone(),
                 files_from: spec.files_from,
+                volumes: spec
+                    .volume_mounts
+                    .iter()
+                    .map(|m| crate::world::VolumeBind {
+                        source: m.lease.volume().data(),
+                        target: PathBuf::from(&m.path),
+                    })
+                    .collect(),
             })
             .await
             .map_err(|e| ApiError::internal(e.to_string()))?;
@@ -224,6 +261,7 @@ impl Registry {
             auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
             allow_internet_access: spec.allow_internet_access,
+            volume_mounts: spec.volume_mounts,
             timeout: spec.timeout,
             started_at: SystemTime::now(),
             world,

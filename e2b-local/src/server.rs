@@ -51,12 +51,15 @@ pub struct ServerInfo {
 }
 
 impl ServerInfo {
-    /// The environment variables that point both official SDKs at this server.
+    /// The environment variables that point both official SDKs at this server (its volumes'
+    /// content API included).
     pub fn env(&self) -> Vec<(String, String)> {
         vec![
             ("E2B_API_URL".to_owned(), self.api_url.clone()),
             ("E2B_SANDBOX_URL".to_owned(), self.sandbox_url.clone()),
             ("E2B_API_KEY".to_owned(), self.api_key.clone()),
+            // The volume content API shares the control plane's port.
+            ("E2B_VOLUME_API_URL".to_owned(), self.api_url.clone()),
         ]
     }
 }
@@ -107,7 +110,9 @@ pub async fn serve(
     }
     let snapshots = crate::snapshots::Snapshots::new(state_dir.join("snapshots"))
         .map_err(|e| ServeError::Setup(format!("prepare the snapshots dir: {e}")))?;
-    let registry = Registry::new(factory, HostFacts::read(&state_dir), snapshots);
+    let volumes = crate::volumes::Volumes::open(state_dir.join("volumes"))
+        .map_err(|e| ServeError::Setup(format!("open the volumes dir: {e}")))?;
+    let registry = Registry::new(factory, HostFacts::read(&state_dir), snapshots, volumes);
     let tls = match &config.tls_domain {
         Some(domain) => {
             Some(crate::front::tls::prepare(&state_dir, domain).map_err(ServeError::Setup)?)

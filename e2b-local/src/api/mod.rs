@@ -11,6 +11,7 @@ mod metrics;
 pub mod model;
 mod sandboxes;
 mod snapshots;
+mod volumes;
 
 use std::sync::Arc;
 
@@ -63,13 +64,32 @@ pub fn router(state: ApiState) -> Router {
         .route("/teams/{team}/metrics/max", get(metrics::team_max))
         .route("/sandboxes/{id}/logs", get(logs::logs_v1))
         .route("/v2/sandboxes/{id}/logs", get(logs::logs_v2))
+        .route("/volumes", post(volumes::create).get(volumes::list))
+        .route("/volumes/{id}", get(volumes::info).delete(volumes::destroy))
         .route_layer(middleware::from_fn_with_state(
             state.clone(),
             auth::require_api_key,
         ));
+    // The content API checks each volume's own token instead of the API key.
+    let volume_content = Router::new()
+        .route(
+            "/volumecontent/{id}/dir",
+            get(volumes::list_dir).post(volumes::make_dir),
+        )
+        .route(
+            "/volumecontent/{id}/path",
+            get(volumes::stat)
+                .patch(volumes::update_metadata)
+                .delete(volumes::remove),
+        )
+        .route(
+            "/volumecontent/{id}/file",
+            get(volumes::read_file).put(volumes::write_file),
+        );
     Router::new()
         .route("/health", get(|| async { StatusCode::OK }))
         .merge(authed)
+        .merge(volume_content)
         .fallback(|uri: http::Uri| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,

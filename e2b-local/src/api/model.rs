@@ -91,11 +91,7 @@ impl NewSandbox {
                 "{op}: autoResume needs a pause that keeps memory (autoPauseMemory is false)"
             )));
         }
-        if self.volume_mounts.as_ref().is_some_and(|m| !m.is_empty()) {
-            return Err(ApiError::bad_request(format!(
-                "{op}: volumeMounts are not supported by e2b-local"
-            )));
-        }
+        check_volume_mounts(op, self.volume_mounts.as_deref().unwrap_or_default())?;
         for (name, value) in self.env_vars.iter().flatten() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(ApiError::bad_request(format!(
@@ -110,6 +106,59 @@ impl NewSandbox {
         }
         Ok(())
     }
+}
+
+/// The most volumes one sandbox mounts.
+pub const MAX_VOLUME_MOUNTS: usize = 32;
+
+/// Where a volume cannot be mounted: the world's own kernel and device trees.
+const RESERVED_MOUNT_PATHS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Checks `volumeMounts`: valid volume names; absolute, normalized paths (no `.`, `..`, empty
+/// or trailing parts), not `/` nor in `/proc`, `/sys` or `/dev`, each used once.
+fn check_volume_mounts(op: &str, mounts: &[VolumeMount]) -> Result<(), ApiError> {
+    if mounts.len() > MAX_VOLUME_MOUNTS {
+        return Err(ApiError::bad_request(format!(
+            "{op}: at most {MAX_VOLUME_MOUNTS} volumeMounts, got {}",
+            mounts.len()
+        )));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for mount in mounts {
+        let (name, path) = (&mount.name, &mount.path);
+        if !crate::volumes::is_valid_name(name) {
+            return Err(ApiError::bad_request(format!(
+                "{op}: volumeMounts: invalid volume name {name:?}"
+            )));
+        }
+        let normalized = path.len() <= 4096
+            && path.starts_with('/')
+            && path != "/"
+            && !path.contains('\0')
+            && path[1..]
+                .split('/')
+                .all(|part| !part.is_empty() && part != "." && part != "..");
+        if !normalized {
+            return Err(ApiError::bad_request(format!(
+                "{op}: volumeMounts: invalid path {path:?}: expected an absolute path other than \
+                 / without empty, `.` or `..` parts"
+            )));
+        }
+        if RESERVED_MOUNT_PATHS
+            .iter()
+            .any(|r| path == r || path.starts_with(&format!("{r}/")))
+        {
+            return Err(ApiError::bad_request(format!(
+                "{op}: volumeMounts: {path} is inside /proc, /sys or /dev"
+            )));
+        }
+        if !seen.insert(path.as_str()) {
+            return Err(ApiError::bad_request(format!(
+                "{op}: volumeMounts: two volumes at {path}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Rejects lifetimes longer than [`MAX_TIMEOUT_SECS`].
@@ -382,9 +431,26 @@ mod tests {
         assert!(
             bad(br#"{"templateID":"base","envVars":{"A=B":"x"}}"#).contains("invalid envVars name")
         );
-        assert!(
-            bad(br#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/v"}]}"#)
-                .contains("volumeMounts")
-        );
+        for (mounts, says) in [
+            (r#"[{"name":"v x","path":"/v"}]"#, "invalid volume name"),
+            (r#"[{"name":"v","path":"v"}]"#, "invalid path"),
+            (r#"[{"name":"v","path":"/"}]"#, "invalid path"),
+            (r#"[{"name":"v","path":"/a/../etc"}]"#, "invalid path"),
+            (r#"[{"name":"v","path":"/a/"}]"#, "invalid path"),
+            (r#"[{"name":"v","path":"/proc/x"}]"#, "inside /proc"),
+            (r#"[{"name":"v","path":"/dev"}]"#, "inside /proc"),
+            (
+                r#"[{"name":"v","path":"/a"},{"name":"w","path":"/a"}]"#,
+                "two volumes",
+            ),
+        ] {
+            let body = format!(r#"{{"templateID":"base","volumeMounts":{mounts}}}"#);
+            assert!(bad(body.as_bytes()).contains(says), "{mounts}");
+        }
+        let fine: NewSandbox = serde_json::from_str(
+            r#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/mnt/data"}]}"#,
+        )
+        .unwrap();
+        fine.validate("create").unwrap();
     }
 }

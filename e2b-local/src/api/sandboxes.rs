@@ -17,9 +17,9 @@ use super::list_query::{PageCursor, parse_list_query, unknown_parameter};
 use super::model::{
     CONNECT_V2_DEFAULT_TIMEOUT_SECS, ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody,
     NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout,
-    StateName, check_timeout,
+    StateName, VolumeMount, check_timeout,
 };
-use crate::registry::{Connected, CreateSpec, Phase, Sandbox};
+use crate::registry::{Connected, CreateSpec, Phase, Sandbox, VolumeMounted};
 use crate::timefmt::rfc3339;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -73,8 +73,26 @@ async fn create(
         .snapshots
         .find(&request.template_id)
         .map(|snapshot| snapshot.dir.clone());
+    let volume_mounts = request
+        .volume_mounts
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mount| {
+            let lease = state.registry.volumes.lease(&mount.name).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "{op}: volumeMounts: no volume named {:?}",
+                    mount.name
+                ))
+            })?;
+            Ok(VolumeMounted {
+                lease,
+                path: mount.path,
+            })
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
     let spec = CreateSpec {
         files_from,
+        volume_mounts,
         template_id: request.template_id,
         timeout: Duration::from_secs(request.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).into()),
         metadata: request.metadata.unwrap_or_default(),
@@ -430,7 +448,19 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
                 "kill"
             },
         },
-        volume_mounts: Vec::new(),
+        volume_mounts: volume_mounts_of(sandbox),
         pause_mode,
     })
+}
+
+/// The `volumeMounts` a sandbox was created with.
+pub fn volume_mounts_of(sandbox: &Sandbox) -> Vec<VolumeMount> {
+    sandbox
+        .volume_mounts
+        .iter()
+        .map(|m| VolumeMount {
+            name: m.lease.volume().name.clone(),
+            path: m.path.clone(),
+        })
+        .collect()
 }

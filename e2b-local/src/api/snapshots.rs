@@ -189,6 +189,7 @@ pub async fn fork(
         auto_resume: source.auto_resume,
         allow_internet_access: source.allow_internet_access,
         files_from: None,
+        volume_mounts: source.volume_mounts.clone(),
     };
     let forks = state.registry.fork(&id, count as usize, spec).await?;
     let results: Vec<ForkResult> = forks

@@ -84,6 +84,15 @@ pub struct InitConfig {
     pub hide: Vec<PathBuf>,
     /// Whose permissions envd performs file operations with (`serve --envd-file-access`).
     pub envd_file_access: e2b_local_envd::FileAccess,
+    /// Volumes bound into the world, in order.
+    pub volumes: Vec<VolumeBind>,
+}
+
+/// A host dir (a volume's files) bound at an absolute, normalized path inside a world.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VolumeBind {
+    pub source: PathBuf,
+    pub target: PathBuf,
 }
 
 impl InitConfig {

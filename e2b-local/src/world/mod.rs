@@ -26,6 +26,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::watch;
 
 use cgroup::{Cgroup, FreezerRoot};
+pub use layout::VolumeBind;
 use layout::{InitConfig, SandboxDirs};
 
 /// Hidden CLI subcommand that runs [`init::run`].
@@ -53,6 +54,8 @@ pub struct WorldSpec {
     pub access_token: Option<String>,
     /// A snapshot's dir ([`World::copy_files`]): the world starts with its files.
     pub files_from: Option<PathBuf>,
+    /// Host dirs (volumes) bound into the world.
+    pub volumes: Vec<VolumeBind>,
 }
 
 /// Builds worlds under one state dir, with one freezer parent cgroup per server instance.
@@ -149,6 +152,7 @@ impl WorldFactory {
             dir: dirs.dir.clone(),
             hide: self.hidden_dirs(),
             envd_file_access: self.envd_file_access,
+            volumes: spec.volumes,
         };
         let world = World {
             id: id.clone(),

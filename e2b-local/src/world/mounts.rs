@@ -46,6 +46,7 @@ pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
     mount_dev(&root)?;
     mount_private_dirs(&dirs, &root)?;
     users::install(&root)?;
+    mount_volumes(config, &root)?;
     pivot(&root)
 }
 
@@ -145,6 +146,51 @@ fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
         std::fs::create_dir_all(&target)
             .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", target.display())))?;
         bind(&source, &target)?;
+    }
+    Ok(())
+}
+
+/// Binds each volume at its path, creating the missing dirs of that path (root's, 0755). The
+/// path is resolved inside the world without following symlinks: the world's tree is the host
+/// root's overlay, and a symlink in it resolves against the host until `pivot_root`.
+fn mount_volumes(config: &InitConfig, root: &Path) -> io::Result<()> {
+    for volume in &config.volumes {
+        let mut at = root.to_path_buf();
+        for part in volume.target.components().skip(1) {
+            at.push(part);
+            match std::fs::symlink_metadata(&at) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "mount a volume at {}: {} is not a directory (symlinks are not \
+                             followed)",
+                            volume.target.display(),
+                            Path::new("/")
+                                .join(at.strip_prefix(root).unwrap_or(&at))
+                                .display()
+                        ),
+                    ));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => mkdir(&at, 0o755)?,
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("mount a volume at {}: {e}", volume.target.display()),
+                    ));
+                }
+            }
+        }
+        bind(&volume.source, &at)?;
+        // What one sandbox leaves in a volume cannot be a device or a setuid program to the next.
+        mount(
+            None,
+            &at,
+            None,
+            libc::MS_REMOUNT | libc::MS_BIND | libc::MS_NOSUID | libc::MS_NODEV,
+            None,
+        )?;
     }
     Ok(())
 }

@@ -148,7 +148,15 @@ fn prints_the_client_environment_and_stops_cleanly_on_sigterm() {
     let server = LocalServer::start();
     let env = server.env();
     let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(names, ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY"]);
+    assert_eq!(
+        names,
+        [
+            "E2B_API_URL",
+            "E2B_SANDBOX_URL",
+            "E2B_API_KEY",
+            "E2B_VOLUME_API_URL"
+        ]
+    );
     assert!(e2b_local::ids::is_valid_api_key(server.api_key()));
     assert!(
         server.api_url().starts_with("http://127.0.0.1:")

@@ -1,6 +1,6 @@
 //! e2b-local's integration tests, one binary: the built server as a client
 //! and the host see it (command line, control plane, envd front, envd's file
-//! access, isolation of sandbox worlds), and the official SDKs' suites in
+//! access, isolation of sandbox worlds, volumes), and the official SDKs' suites in
 //! `sdk-peers/` run against it.
 
 mod cli;
@@ -12,3 +12,4 @@ mod hostile;
 mod isolation;
 mod sdk_js;
 mod sdk_python;
+mod volumes;

@@ -28,3 +28,8 @@ fn js_files() {
 fn js_secure() {
     common::peers::run_js("secure.test.mjs");
 }
+
+#[test]
+fn js_volumes() {
+    common::peers::run_js("volumes.test.mjs");
+}

@@ -28,3 +28,8 @@ fn python_files() {
 fn python_secure() {
     common::peers::run_python("test_secure.py");
 }
+
+#[test]
+fn python_volumes() {
+    common::peers::run_python("test_volumes.py");
+}
