@@ -71,11 +71,30 @@ enum Command {
         /// certificate covers, and what to set as `E2B_DOMAIN` and point at this host.
         #[arg(long, default_value = "e2b.local", requires = "tls")]
         domain: String,
+        /// The IPv4 range sandbox addresses come from (each sandbox a /30: the host end `.1`,
+        /// the sandbox `.2`), or `none` for sandboxes with loopback only. Blocks that overlap a
+        /// host route are skipped.
+        #[arg(long, default_value = e2b_local::world::network::DEFAULT_POOL, value_parser = parse_sandbox_network)]
+        sandbox_network: SandboxNetwork,
     },
     #[command(name = "__sandbox-init", hide = true)]
     SandboxInit,
     #[command(name = "__namespace-probe", hide = true)]
     NamespaceProbe,
+}
+
+/// `--sandbox-network`: a range, or none.
+#[derive(Debug, Clone, Copy)]
+struct SandboxNetwork(Option<e2b_local::world::network::Cidr>);
+
+fn parse_sandbox_network(text: &str) -> Result<SandboxNetwork, String> {
+    if text == "none" {
+        return Ok(SandboxNetwork(None));
+    }
+    e2b_local::world::network::Cidr::parse(text)
+        .filter(|cidr| cidr.prefix_len() <= 29)
+        .map(|cidr| SandboxNetwork(Some(cidr)))
+        .ok_or_else(|| format!("{text:?} is not an IPv4 range of at least a /29 (or `none`)"))
 }
 
 fn main() -> ExitCode {
@@ -94,6 +113,7 @@ fn main() -> ExitCode {
             envd_file_access,
             tls,
             domain,
+            sandbox_network,
         } => {
             // The running binary itself (its inode), not its path: each sandbox's init is this
             // binary re-executed, and a rebuild while the server runs must not change what
@@ -116,6 +136,7 @@ fn main() -> ExitCode {
                     EnvdFileAccess::AsRoot => FileAccess::AsRoot,
                 },
                 tls_domain: tls.then_some(domain),
+                sandbox_network: sandbox_network.0,
             })
         }
     }

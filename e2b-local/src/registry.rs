@@ -50,7 +50,8 @@ pub struct CreateSpec {
     /// Whether timeout expiry's pause keeps memory (`autoPauseMemory`, default true).
     pub auto_pause_memory: bool,
     pub auto_resume: bool,
-    pub allow_internet_access: Option<bool>,
+    /// What the sandbox may reach beyond its own network.
+    pub egress: crate::world::network::Egress,
     /// A snapshot whose files the sandbox starts with.
     pub files_from: Option<PathBuf>,
     /// Volumes to mount, each at its absolute path inside (checked by the API).
@@ -86,7 +87,6 @@ pub struct Sandbox {
     /// Whether that pause keeps memory.
     pub auto_pause_memory: bool,
     pub auto_resume: bool,
-    pub allow_internet_access: Option<bool>,
     /// The volumes it mounts.
     pub volume_mounts: Vec<VolumeMounted>,
     /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
@@ -239,6 +239,7 @@ impl Registry {
                 env_vars: spec.env_vars,
                 access_token: access_token.clone(),
                 files_from: spec.files_from,
+                egress: spec.egress,
                 volumes: spec
                     .volume_mounts
                     .iter()
@@ -260,7 +261,6 @@ impl Registry {
             auto_pause: AtomicBool::new(spec.auto_pause),
             auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
-            allow_internet_access: spec.allow_internet_access,
             volume_mounts: spec.volume_mounts,
             timeout: spec.timeout,
             started_at: SystemTime::now(),
@@ -301,6 +301,29 @@ impl Registry {
         let op = "connect sandbox";
         let sandbox = self.lookup(op, id)?;
         to_the_end(op, id, connect_now(sandbox, timeout, memory)).await
+    }
+
+    /// Replaces sandbox `id`'s egress rules, under its operation lock (a pause or resume does not
+    /// race it). Runs to the end even when the caller leaves (see `to_the_end`).
+    pub async fn update_network(
+        &self,
+        id: &str,
+        egress: crate::world::network::Egress,
+    ) -> Result<(), ApiError> {
+        let op = "update sandbox network";
+        let sandbox = self.lookup(op, id)?;
+        let update = async move {
+            let _guard = sandbox.op.lock().await;
+            if sandbox.phase() == Phase::Dead {
+                return Err(ApiError::sandbox_not_found(op, &sandbox.id));
+            }
+            sandbox
+                .world
+                .set_egress(egress)
+                .await
+                .map_err(|e| ApiError::internal(e.to_string()))
+        };
+        to_the_end(op, id, update).await
     }
 
     /// Sets the deadline to `now + timeout` (may shorten it). On a paused sandbox it only

@@ -37,6 +37,8 @@ pub struct ServeConfig {
     pub envd_file_access: FileAccess,
     /// Serve HTTPS on the front too, for this domain (`--tls`, `--domain`).
     pub tls_domain: Option<String>,
+    /// Where sandbox addresses come from (`--sandbox-network`); `None`: loopback only.
+    pub sandbox_network: Option<crate::world::network::Cidr>,
 }
 
 /// What a client needs to reach the server, known once it listens.
@@ -94,12 +96,27 @@ pub async fn serve(
     let state_dir = preflight::prepare_state_dir(&config.state_dir)?;
     let _lock = StateLock::acquire(&state_dir)?;
     let instance = format!("{}-{}", std::process::id(), &crate::ids::sandbox_id()[..8]);
+    let network = match config.sandbox_network {
+        None => None,
+        Some(pool) => Some(
+            crate::world::network::AddressPool::new(pool)
+                .map_err(ServeError::Setup)
+                .and_then(|pool| {
+                    crate::world::network::Network::new(pool).map_err(|e| {
+                        ServeError::Setup(format!(
+                            "open a netlink connection for sandbox networks: {e}"
+                        ))
+                    })
+                })?,
+        ),
+    };
     let factory = WorldFactory::new(
         config.exe.clone(),
         state_dir.clone(),
         &instance,
         config.freezer,
         config.envd_file_access,
+        network,
     )
     .map_err(|e| ServeError::Setup(format!("prepare sandbox worlds: {e}")))?;
     let swept = factory

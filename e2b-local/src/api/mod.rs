@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::middleware;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use http::StatusCode;
 
 use crate::registry::Registry;
@@ -53,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/resume", post(sandboxes::resume))
         .route("/sandboxes/{id}/pause", post(sandboxes::pause))
         .route("/sandboxes/{id}/timeout", post(sandboxes::set_timeout))
+        .route("/sandboxes/{id}/network", put(sandboxes::update_network))
         .route("/sandboxes/{id}/refreshes", post(sandboxes::refresh))
         .route("/sandboxes/{id}/metrics", get(sandboxes::metrics))
         .route("/sandboxes/metrics", get(metrics::sandboxes))

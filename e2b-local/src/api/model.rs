@@ -1,6 +1,7 @@
 //! JSON bodies of the control plane (docs/e2b-protocol.md §2.3), field names exactly as the SDKs
-//! use them. Request types reject unknown fields; nested SDK-only objects (`network`, `mcp`, `iam`)
-//! are accepted as opaque JSON objects because e2b-local has no network policy or MCP gateway.
+//! use them. Request types reject unknown fields; `mcp` and `iam` are accepted as opaque JSON
+//! objects (e2b-local has no MCP gateway or workload identity); `network` is typed
+//! ([`NetworkConfig`]) and what e2b-local cannot do with it is refused.
 
 use std::collections::BTreeMap;
 
@@ -8,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::ApiError;
 use crate::timefmt::{rfc3339, unix_seconds};
+use crate::world::network::Egress;
 
 /// Longest sandbox lifetime a request may ask for (30 days), in seconds.
 pub const MAX_TIMEOUT_SECS: u32 = 30 * 24 * 3600;
@@ -33,7 +35,7 @@ pub struct NewSandbox {
     /// v1 only; v2 sandboxes are always secured (PyPI 2.63: "every sandbox secures envd access").
     pub secure: Option<bool>,
     pub allow_internet_access: Option<bool>,
-    pub network: Option<serde_json::Map<String, serde_json::Value>>,
+    pub network: Option<NetworkConfig>,
     pub metadata: Option<BTreeMap<String, String>>,
     #[serde(rename = "envVars")]
     pub env_vars: Option<BTreeMap<String, String>>,
@@ -41,6 +43,86 @@ pub struct NewSandbox {
     pub iam: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(rename = "volumeMounts")]
     pub volume_mounts: Option<Vec<VolumeMount>>,
+}
+
+/// A create's `network` (`SandboxNetworkConfig`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkConfig {
+    #[serde(rename = "allowOut")]
+    pub allow_out: Option<Vec<String>>,
+    #[serde(rename = "denyOut")]
+    pub deny_out: Option<Vec<String>>,
+    #[serde(rename = "allowPublicTraffic")]
+    pub allow_public_traffic: Option<bool>,
+    #[serde(rename = "maskRequestHost")]
+    pub mask_request_host: Option<String>,
+    #[serde(rename = "httpsPorts")]
+    pub https_ports: Option<Vec<u16>>,
+    pub rules: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(rename = "egressProxy")]
+    pub egress_proxy: Option<serde_json::Value>,
+}
+
+/// `PUT /sandboxes/{id}/network`: the whole egress configuration, replaced.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkUpdate {
+    #[serde(rename = "allowOut")]
+    pub allow_out: Option<Vec<String>>,
+    #[serde(rename = "denyOut")]
+    pub deny_out: Option<Vec<String>>,
+    pub rules: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(rename = "egressProxy")]
+    pub egress_proxy: Option<serde_json::Value>,
+    pub allow_internet_access: Option<bool>,
+}
+
+/// The egress rules of `allow_internet_access` (default true) and the allow/deny lists, refusing
+/// what e2b-local cannot enforce: domain names, per-domain `rules`, an `egressProxy`.
+pub fn egress_of(
+    op: &str,
+    allow_internet_access: Option<bool>,
+    allow_out: Option<Vec<String>>,
+    deny_out: Option<Vec<String>>,
+    rules: Option<&serde_json::Map<String, serde_json::Value>>,
+    egress_proxy: Option<&serde_json::Value>,
+) -> Result<Egress, ApiError> {
+    if rules.is_some_and(|r| !r.is_empty()) {
+        return Err(unsupported(
+            op,
+            "network.rules (per-domain request transforms)",
+        ));
+    }
+    if egress_proxy.is_some_and(|p| !p.is_null()) {
+        return Err(unsupported(op, "network.egressProxy"));
+    }
+    Egress::new(
+        allow_internet_access.unwrap_or(true),
+        allow_out.unwrap_or_default(),
+        deny_out.unwrap_or_default(),
+    )
+    .map_err(|e| ApiError::bad_request(format!("{op}: network.{e}")))
+}
+
+fn unsupported(op: &str, what: &str) -> ApiError {
+    ApiError::bad_request(format!("{op}: {what} is not supported by e2b-local"))
+}
+
+impl NetworkConfig {
+    /// Refuses what the front cannot honour: private sandbox URLs, a masked Host, HTTPS ports.
+    fn check(&self, op: &str) -> Result<(), ApiError> {
+        if self.allow_public_traffic == Some(false) {
+            return Err(unsupported(op, "network.allowPublicTraffic: false"));
+        }
+        if self.mask_request_host.is_some() {
+            return Err(unsupported(op, "network.maskRequestHost"));
+        }
+        if self.https_ports.as_ref().is_some_and(|p| !p.is_empty()) {
+            return Err(unsupported(op, "network.httpsPorts"));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Serialize)]
@@ -71,6 +153,19 @@ pub fn is_valid_template_id(template: &str) -> bool {
 }
 
 impl NewSandbox {
+    /// The sandbox's egress rules (`allow_internet_access` and `network`).
+    pub fn egress(&self, op: &str) -> Result<Egress, ApiError> {
+        let network = self.network.as_ref();
+        egress_of(
+            op,
+            self.allow_internet_access,
+            network.and_then(|n| n.allow_out.clone()),
+            network.and_then(|n| n.deny_out.clone()),
+            network.and_then(|n| n.rules.as_ref()),
+            network.and_then(|n| n.egress_proxy.as_ref()),
+        )
+    }
+
     /// Checks what serde cannot: a usable template name, the timeout range, env var names.
     pub fn validate(&self, op: &str) -> Result<(), ApiError> {
         let template = &self.template_id;
@@ -92,6 +187,10 @@ impl NewSandbox {
             )));
         }
         check_volume_mounts(op, self.volume_mounts.as_deref().unwrap_or_default())?;
+        if let Some(network) = &self.network {
+            network.check(op)?;
+        }
+        self.egress(op)?;
         for (name, value) in self.env_vars.iter().flatten() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(ApiError::bad_request(format!(
@@ -271,6 +370,15 @@ pub struct Lifecycle {
     pub on_timeout: &'static str,
 }
 
+/// `SandboxNetworkConfig` as info reports it.
+#[derive(Debug, Serialize)]
+pub struct NetworkBody {
+    #[serde(rename = "allowOut", skip_serializing_if = "Vec::is_empty")]
+    pub allow_out: Vec<String>,
+    #[serde(rename = "denyOut", skip_serializing_if = "Vec::is_empty")]
+    pub deny_out: Vec<String>,
+}
+
 /// `SandboxDetail` (info) and `ListedSandbox` (list) share this shape.
 #[derive(Debug, Serialize)]
 pub struct SandboxDetailBody {
@@ -297,6 +405,9 @@ pub struct SandboxDetailBody {
     pub envd_access_token: Option<String>,
     #[serde(rename = "allowInternetAccess")]
     pub allow_internet_access: Option<bool>,
+    /// The egress lists as last set; absent when neither was ever set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkBody>,
     pub domain: Option<String>,
     pub metadata: BTreeMap<String, String>,
     pub lifecycle: Lifecycle,

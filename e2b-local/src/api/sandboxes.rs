@@ -16,8 +16,8 @@ use super::json_body::{parse, parse_optional, read_body};
 use super::list_query::{PageCursor, parse_list_query, unknown_parameter};
 use super::model::{
     CONNECT_V2_DEFAULT_TIMEOUT_SECS, ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody,
-    NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout,
-    StateName, VolumeMount, check_timeout,
+    NetworkBody, NetworkUpdate, NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody,
+    SandboxDetailBody, SetTimeout, StateName, VolumeMount, check_timeout, egress_of,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox, VolumeMounted};
 use crate::timefmt::rfc3339;
@@ -73,6 +73,7 @@ async fn create(
         .snapshots
         .find(&request.template_id)
         .map(|snapshot| snapshot.dir.clone());
+    let egress = request.egress(op)?;
     let volume_mounts = request
         .volume_mounts
         .unwrap_or_default()
@@ -101,7 +102,7 @@ async fn create(
         auto_pause: request.auto_pause.unwrap_or(false),
         auto_pause_memory: request.auto_pause_memory.unwrap_or(true),
         auto_resume: request.auto_resume.is_some_and(|a| a.enabled),
-        allow_internet_access: request.allow_internet_access,
+        egress,
     };
     // The outcome is recorded for the key even if this client leaves before it.
     let registry = state.registry.clone();
@@ -425,6 +426,7 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
         Phase::Dead => return None,
     };
     let host = &state.registry.host;
+    let egress = sandbox.world.egress();
     Some(SandboxDetailBody {
         template_id: sandbox.template_id.clone(),
         sandbox_id: sandbox.id.clone(),
@@ -437,7 +439,13 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
         state: state_name,
         envd_version: e2b_local_envd::ENVD_VERSION,
         envd_access_token: sandbox.access_token.clone(),
-        allow_internet_access: sandbox.allow_internet_access,
+        allow_internet_access: Some(egress.internet),
+        network: (!egress.allow_out.is_empty() || !egress.deny_out.is_empty()).then(|| {
+            NetworkBody {
+                allow_out: egress.allow_out.clone(),
+                deny_out: egress.deny_out.clone(),
+            }
+        }),
         domain: None,
         metadata: sandbox.metadata.clone(),
         lifecycle: Lifecycle {
@@ -463,4 +471,25 @@ pub fn volume_mounts_of(sandbox: &Sandbox) -> Vec<VolumeMount> {
             path: m.path.clone(),
         })
         .collect()
+}
+
+/// `PUT /sandboxes/{id}/network`: replaces the sandbox's egress rules (running, paused or
+/// rebooting) — 204; what e2b-local cannot enforce is 400 and changes nothing.
+pub async fn update_network(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Body,
+) -> ApiResult<StatusCode> {
+    let op = "update sandbox network";
+    let update: NetworkUpdate = parse(op, &read_body(op, body).await?)?;
+    let egress = egress_of(
+        op,
+        update.allow_internet_access,
+        update.allow_out,
+        update.deny_out,
+        update.rules.as_ref(),
+        update.egress_proxy.as_ref(),
+    )?;
+    state.registry.update_network(&id, egress).await?;
+    Ok(StatusCode::NO_CONTENT)
 }

@@ -187,7 +187,7 @@ pub async fn fork(
         auto_pause: source.auto_pause(),
         auto_pause_memory: source.auto_pause_memory,
         auto_resume: source.auto_resume,
-        allow_internet_access: source.allow_internet_access,
+        egress: source.world.egress(),
         files_from: None,
         volume_mounts: source.volume_mounts.clone(),
     };

@@ -12,6 +12,7 @@ pub mod instances;
 pub mod layout;
 pub mod metrics;
 pub mod mounts;
+pub mod network;
 pub mod users;
 
 use std::collections::BTreeMap;
@@ -56,6 +57,8 @@ pub struct WorldSpec {
     pub files_from: Option<PathBuf>,
     /// Host dirs (volumes) bound into the world.
     pub volumes: Vec<VolumeBind>,
+    /// What the world may reach beyond its own network.
+    pub egress: network::Egress,
 }
 
 /// Builds worlds under one state dir, with one freezer parent cgroup per server instance.
@@ -67,6 +70,8 @@ pub struct WorldFactory {
     freezer: FreezerRoot,
     /// Whose permissions each world's envd performs file operations with.
     envd_file_access: e2b_local_envd::FileAccess,
+    /// Every world's network; `None`: worlds have only loopback (`serve --sandbox-network none`).
+    network: Option<Arc<network::Network>>,
     /// This instance's state dir, listed for every instance's worlds to hide.
     _listed: instances::Registration,
 }
@@ -75,13 +80,15 @@ impl WorldFactory {
     /// `exe` is the e2b-local binary (it re-executes itself as [`INIT_SUBCOMMAND`]);
     /// `state_dir` must exist, be locked by this server, and not be on overlayfs.
     /// `freezer` forces a cgroup freezer version (`None`: v1 if present, else v2);
-    /// `envd_file_access` is handed to every world's envd.
+    /// `envd_file_access` is handed to every world's envd; `network` gives each world a veth pair
+    /// with addresses of its pool (`None`: loopback only).
     pub fn new(
         exe: PathBuf,
         state_dir: PathBuf,
         instance: &str,
         freezer: Option<cgroup::FreezerKind>,
         envd_file_access: e2b_local_envd::FileAccess,
+        network: Option<network::Network>,
     ) -> io::Result<Self> {
         let sandboxes_dir = state_dir.join("sandboxes");
         std::fs::create_dir_all(&sandboxes_dir).map_err(|e| {
@@ -99,6 +106,7 @@ impl WorldFactory {
             sandboxes_dir,
             freezer,
             envd_file_access,
+            network: network.map(Arc::new),
             _listed: listed,
         })
     }
@@ -124,6 +132,31 @@ impl WorldFactory {
     /// abandoned after its init started keeps running until the server exits (every level has
     /// PDEATHSIG), and its dir is left for the next start's [`Self::sweep_stale`].
     pub async fn start(&self, spec: WorldSpec) -> Result<World, WorldError> {
+        let id = spec.sandbox_id.clone();
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            WorldError(format!("start sandbox {id}: {what}: {e}"))
+        };
+        let network = match &self.network {
+            None => None,
+            Some(network) => Some((
+                network.clone(),
+                network.pool.allocate().map_err(|e| fail("network", &e))?,
+            )),
+        };
+        let started = self.start_with(spec, network.clone()).await;
+        if started.is_err()
+            && let Some((network, block)) = network
+        {
+            network.pool.release(block);
+        }
+        started
+    }
+
+    async fn start_with(
+        &self,
+        spec: WorldSpec,
+        network: Option<(Arc<network::Network>, network::Block)>,
+    ) -> Result<World, WorldError> {
         let id = spec.sandbox_id.clone();
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             WorldError(format!("start sandbox {id}: {what}: {e}"))
@@ -154,6 +187,7 @@ impl WorldFactory {
             envd_file_access: self.envd_file_access,
             volumes: spec.volumes,
         };
+
         let world = World {
             id: id.clone(),
             dirs,
@@ -164,6 +198,8 @@ impl WorldFactory {
             keeper: Mutex::new(None),
             stderr_tail: Arc::new(Mutex::new(String::new())),
             cpu: Mutex::new(None),
+            network: Mutex::new(network),
+            egress: Mutex::new(spec.egress),
         };
         match world.launch().await {
             Ok(()) => Ok(world),
@@ -298,6 +334,10 @@ pub struct World {
     keeper: Mutex<Option<i32>>,
     stderr_tail: Arc<Mutex<String>>,
     cpu: Mutex<Option<metrics::CpuSample>>,
+    /// The server's networks and the world's block of its pool, until destroyed.
+    network: Mutex<Option<(Arc<network::Network>, network::Block)>>,
+    /// Its egress rules as last set.
+    egress: Mutex<network::Egress>,
 }
 
 impl World {
@@ -317,27 +357,10 @@ impl World {
         let keeper = (*self.keeper.lock().expect("keeper lock")).ok_or_else(|| {
             io::Error::new(io::ErrorKind::NotConnected, "the world is not running")
         })?;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        std::thread::Builder::new()
-            .name("netns-connect".to_owned())
-            .spawn(move || {
-                let connect = || -> io::Result<std::net::TcpStream> {
-                    let netns = std::fs::File::open(format!("/proc/{keeper}/ns/net"))?;
-                    // SAFETY: setns(2) on a descriptor we own; it changes only this thread,
-                    // which ends right after.
-                    if unsafe {
-                        libc::setns(std::os::fd::AsRawFd::as_raw_fd(&netns), libc::CLONE_NEWNET)
-                    } != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                    std::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port))
-                };
-                let _ = tx.send(connect());
-            })?;
-        let stream = rx
-            .await
-            .map_err(|_| io::Error::other("the namespace thread ended without an answer"))??;
+        let stream = in_netns(keeper, move || {
+            std::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, port))
+        })
+        .await?;
         stream.set_nonblocking(true)?;
         tokio::net::TcpStream::from_std(stream)
     }
@@ -431,7 +454,14 @@ impl World {
             .map_err(|e| format!("send init config: {e}"))?;
         drop(stdin);
         let mut lines = BufReader::new(stdout).lines();
-        match tokio::time::timeout(START_TIMEOUT, lines.next_line()).await {
+        // The keeper already holds the world's network namespace: its network is built while
+        // the init builds the rest.
+        let (ready, networked) = tokio::join!(
+            tokio::time::timeout(START_TIMEOUT, lines.next_line()),
+            self.attach_network(pid as i32)
+        );
+        networked?;
+        match ready {
             Ok(Ok(Some(line))) if line == init::READY_LINE => Ok(()),
             Ok(Ok(Some(line))) => Err(format!("unexpected line from init: {line:?}")),
             Ok(Ok(None)) => {
@@ -446,6 +476,58 @@ impl World {
                 START_TIMEOUT.as_secs()
             )),
         }
+    }
+
+    /// Gives the world whose namespace `keeper` holds its veth pair, addresses and routes.
+    async fn attach_network(&self, keeper: i32) -> Result<(), String> {
+        let network = self.network.lock().expect("network lock").clone();
+        let Some((network, block)) = network else {
+            return Ok(());
+        };
+        let egress = self.egress.lock().expect("egress lock").clone();
+        network
+            .attach(&self.id, keeper, block, &egress)
+            .await
+            .map_err(|e| format!("network: {e}"))
+    }
+
+    /// Replaces the world's egress rules (`PUT /sandboxes/{id}/network`); with no network
+    /// (loopback only) they are recorded and have nothing to do. A frozen world's are changed
+    /// too; a stopped one's apply when it boots.
+    pub async fn set_egress(&self, egress: network::Egress) -> Result<(), WorldError> {
+        let old = self.egress.lock().expect("egress lock").clone();
+        let network = self.network.lock().expect("network lock").clone();
+        let keeper = *self.keeper.lock().expect("keeper lock");
+        let running = self
+            .exited
+            .lock()
+            .expect("exited lock")
+            .as_ref()
+            .is_some_and(|rx| rx.borrow().is_none());
+        if let (Some((network, block)), Some(keeper), true) = (network, keeper, running) {
+            network
+                .update(keeper, block, &old, &egress)
+                .await
+                .map_err(|e| {
+                    WorldError(format!("update the network of sandbox {}: {e}", self.id))
+                })?;
+        }
+        *self.egress.lock().expect("egress lock") = egress;
+        Ok(())
+    }
+
+    /// The world's egress rules as last set.
+    pub fn egress(&self) -> network::Egress {
+        self.egress.lock().expect("egress lock").clone()
+    }
+
+    /// The world's address (its end of the veth pair), if it has a network.
+    pub fn address(&self) -> Option<std::net::Ipv4Addr> {
+        self.network
+            .lock()
+            .expect("network lock")
+            .as_ref()
+            .map(|(_, block)| block.world)
     }
 
     fn spawn_stderr_logger(&self, stderr: tokio::process::ChildStderr) {
@@ -535,6 +617,12 @@ impl World {
         // The mount namespace (and with it the overlay) is released once its last process,
         // the keeper, has exited; wait for it before deleting the layers.
         let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
+        let network = self.network.lock().expect("network lock").take();
+        if let Some((network, block)) = network {
+            // Gone with the namespace already, unless a process of the world outlived it.
+            network.detach(&self.id).await;
+            network.pool.release(block);
+        }
         let dir = self.dirs.dir.clone();
         let removed = blocking(move || remove_tree(&dir)).await;
         killed
@@ -563,4 +651,32 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| io::Error::other(format!("blocking task: {e}")))?
+}
+
+/// Runs `f` on a thread of its own that enters the network namespace of process `pid` first
+/// and ends after: no thread of the server's pools ever changes namespace.
+async fn in_netns<T: Send + 'static>(
+    pid: libc::pid_t,
+    f: impl FnOnce() -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("netns".to_owned())
+        .spawn(move || {
+            let entered = || -> io::Result<()> {
+                let netns = std::fs::File::open(format!("/proc/{pid}/ns/net"))?;
+                // SAFETY: setns(2) on a descriptor we own; it changes only this thread, which
+                // ends right after `f`.
+                if unsafe {
+                    libc::setns(std::os::fd::AsRawFd::as_raw_fd(&netns), libc::CLONE_NEWNET)
+                } != 0
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            };
+            let _ = tx.send(entered().and_then(|()| f()));
+        })?;
+    rx.await
+        .map_err(|_| io::Error::other("the namespace thread ended without an answer"))?
 }

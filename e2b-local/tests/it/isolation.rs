@@ -145,8 +145,8 @@ async fn assert_world_gone(id: &str, namespaces: &common::Namespaces, state_dir:
     let dir = state_dir.join("sandboxes").join(id);
     common::eventually(
         Duration::from_secs(10),
-        "the sandbox's cgroup and dir to disappear",
-        || sandbox_cgroup(id).is_none() && !dir.exists(),
+        "the sandbox's cgroup, dir and veth pair to disappear",
+        || sandbox_cgroup(id).is_none() && !dir.exists() && !host_veth(id).exists(),
     )
     .await;
     assert_eq!(
@@ -167,8 +167,14 @@ async fn kill_leaves_no_process_and_no_overlay() {
         processes_in(&namespaces).len() >= 5,
         "the sandbox runs its init, envd and the sleeps"
     );
+    assert!(host_veth(&id).exists(), "the sandbox has its veth pair");
     assert_eq!(api.kill(&id).await, StatusCode::NO_CONTENT);
     assert_world_gone(&id, &namespaces, server.state_dir()).await;
+}
+
+/// The host end of sandbox `id`'s veth pair, in sysfs.
+fn host_veth(id: &str) -> std::path::PathBuf {
+    Path::new("/sys/class/net").join(e2b_local::world::network::Network::host_if(id))
 }
 
 /// A DELETE whose client disconnects at once (`curl -m 0.005`) still tears the world down: the
@@ -414,6 +420,9 @@ async fn server_shutdown_leaves_no_process() {
         namespaces.extend(sandbox_pid_namespaces(id));
     }
     assert_eq!(namespaces.len(), 3);
+    for id in ids.iter().chain([&paused]) {
+        assert!(host_veth(id).exists(), "{id} has its veth pair");
+    }
     let status = server.stop();
     assert!(status.success(), "SIGTERM exits cleanly: {status}");
     assert_eq!(
@@ -425,6 +434,10 @@ async fn server_shutdown_leaves_no_process() {
         assert!(
             sandbox_cgroup(id).is_none(),
             "cgroup of {id} survived shutdown"
+        );
+        assert!(
+            !host_veth(id).exists(),
+            "veth pair of {id} survived shutdown"
         );
     }
 }

@@ -33,3 +33,8 @@ fn js_secure() {
 fn js_volumes() {
     common::peers::run_js("volumes.test.mjs");
 }
+
+#[test]
+fn js_network() {
+    common::peers::run_js("network.test.mjs");
+}

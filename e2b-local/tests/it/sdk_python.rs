@@ -33,3 +33,8 @@ fn python_secure() {
 fn python_volumes() {
     common::peers::run_python("test_volumes.py");
 }
+
+#[test]
+fn python_network() {
+    common::peers::run_python("test_network.py");
+}

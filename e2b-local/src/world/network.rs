@@ -1,0 +1,647 @@
+//! Each world's network (docs/design.md §7): a veth pair — `e2bl<id>` on the host, `eth0` in the
+//! world's network namespace — with a /30 of the server's address pool (host end `.1`, world end
+//! `.2`), a default route through the host end, and `unreachable` routes for what the world may
+//! not reach: the rest of the pool (other sandboxes), and its egress rules' denied prefixes
+//! (`allowInternetAccess`, `network.allowOut`/`denyOut`, replaced live by `PUT …/network`).
+//!
+//! Routes, not a packet filter: the world's root lacks `CAP_NET_ADMIN`, so it cannot change them,
+//! and e2b-local needs nothing beyond the kernel's rtnetlink. Allowed prefixes win over denied
+//! ones exactly: the unreachable set is denied minus allowed, computed as address ranges, so no
+//! longest-prefix match can turn an allowed address away. IPv6 is off on `eth0` (the world has
+//! only IPv6 loopback), so no IPv6 path bypasses the rules. Nothing is changed on the host but
+//! the host end of each pair; a pair vanishes with its world's namespace.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Mutex;
+
+use futures::TryStreamExt;
+use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth};
+use rtnetlink::packet_route::route::RouteType;
+use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, RouteMessageBuilder};
+
+/// The default address pool (`serve --sandbox-network`).
+pub const DEFAULT_POOL: &str = "10.213.0.0/16";
+/// The most `allowOut` or `denyOut` entries of one sandbox.
+pub const MAX_RULES: usize = 256;
+/// The world's end of its veth pair.
+const WORLD_IF: &str = "eth0";
+/// The default route's metric: above an `unreachable 0.0.0.0/0` (metric 0), which then wins.
+const DEFAULT_ROUTE_METRIC: u32 = 1000;
+
+/// An IPv4 prefix, its address masked to its length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cidr {
+    addr: u32,
+    len: u8,
+}
+
+impl Cidr {
+    pub fn new(addr: Ipv4Addr, len: u8) -> Option<Cidr> {
+        (len <= 32).then(|| Cidr {
+            addr: u32::from(addr) & mask(len),
+            len,
+        })
+    }
+
+    /// `a.b.c.d` (a /32) or `a.b.c.d/n`.
+    pub fn parse(text: &str) -> Option<Cidr> {
+        let (addr, len) = match text.split_once('/') {
+            Some((addr, len)) => (addr, len.parse().ok()?),
+            None => (text, 32),
+        };
+        Cidr::new(addr.parse().ok()?, len)
+    }
+
+    pub fn addr(&self) -> Ipv4Addr {
+        Ipv4Addr::from(self.addr)
+    }
+
+    pub fn prefix_len(&self) -> u8 {
+        self.len
+    }
+
+    fn first(&self) -> u64 {
+        u64::from(self.addr)
+    }
+
+    fn last(&self) -> u64 {
+        u64::from(self.addr | !mask(self.len))
+    }
+
+    fn overlaps(&self, other: &Cidr) -> bool {
+        self.first() <= other.last() && other.first() <= self.last()
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr(), self.len)
+    }
+}
+
+fn mask(len: u8) -> u32 {
+    if len == 0 { 0 } else { u32::MAX << (32 - len) }
+}
+
+/// The addresses of `set` not in `holes`, as the fewest prefixes, in address order.
+pub fn subtract(set: &[Cidr], holes: &[Cidr]) -> Vec<Cidr> {
+    let mut ranges = merged(set);
+    for hole in merged(holes) {
+        ranges = ranges
+            .into_iter()
+            .flat_map(|(first, last)| {
+                let mut left = Vec::new();
+                if first < hole.0 {
+                    left.push((first, last.min(hole.0 - 1)));
+                }
+                if last > hole.1 {
+                    left.push((first.max(hole.1 + 1), last));
+                }
+                left
+            })
+            .collect();
+    }
+    ranges
+        .into_iter()
+        .flat_map(|(first, last)| prefixes(first, last))
+        .collect()
+}
+
+/// `cidrs` as sorted, disjoint, non-adjacent inclusive ranges.
+fn merged(cidrs: &[Cidr]) -> Vec<(u64, u64)> {
+    let mut ranges: Vec<(u64, u64)> = cidrs.iter().map(|c| (c.first(), c.last())).collect();
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (first, last) in ranges {
+        match out.last_mut() {
+            Some(previous) if first <= previous.1 + 1 => previous.1 = previous.1.max(last),
+            _ => out.push((first, last)),
+        }
+    }
+    out
+}
+
+/// The fewest prefixes covering `first..=last` exactly.
+fn prefixes(mut first: u64, last: u64) -> Vec<Cidr> {
+    let mut out = Vec::new();
+    while first <= last {
+        // The largest aligned block starting at `first` that fits.
+        let mut size: u64 = if first == 0 {
+            1 << 32
+        } else {
+            1 << first.trailing_zeros().min(32)
+        };
+        while first + size - 1 > last {
+            size >>= 1;
+        }
+        out.push(Cidr {
+            addr: first as u32,
+            len: 32 - size.trailing_zeros() as u8,
+        });
+        first += size;
+    }
+    out
+}
+
+/// What a sandbox may reach beyond its own network, as its create or `PUT …/network` gave it:
+/// without internet access everything is denied; `allowOut` wins over `denyOut` and over that.
+/// IPv6 entries are accepted and have nothing to do: a world has no IPv6 route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Egress {
+    pub internet: bool,
+    pub allow_out: Vec<String>,
+    pub deny_out: Vec<String>,
+    allow: Vec<Cidr>,
+    deny: Vec<Cidr>,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress {
+            internet: true,
+            allow_out: Vec::new(),
+            deny_out: Vec::new(),
+            allow: Vec::new(),
+            deny: Vec::new(),
+        }
+    }
+}
+
+impl Egress {
+    /// Checks the rules: each entry an IPv4 or IPv6 address or prefix, at most [`MAX_RULES`] of
+    /// each. Domain names need E2B's egress proxy, which e2b-local does not have: refused.
+    pub fn new(
+        internet: bool,
+        allow_out: Vec<String>,
+        deny_out: Vec<String>,
+    ) -> Result<Egress, String> {
+        let parse = |field: &str, entries: &[String]| -> Result<Vec<Cidr>, String> {
+            if entries.len() > MAX_RULES {
+                return Err(format!("{field}: at most {MAX_RULES} entries"));
+            }
+            let mut v4 = Vec::new();
+            for entry in entries {
+                if let Some(cidr) = Cidr::parse(entry) {
+                    v4.push(cidr);
+                } else if !is_ipv6_prefix(entry) {
+                    return Err(format!(
+                        "{field}: {entry:?} is not an IP address or CIDR prefix (domain names \
+                         need E2B's egress proxy, which e2b-local does not have)"
+                    ));
+                }
+            }
+            Ok(v4)
+        };
+        Ok(Egress {
+            allow: parse("allowOut", &allow_out)?,
+            deny: parse("denyOut", &deny_out)?,
+            internet,
+            allow_out,
+            deny_out,
+        })
+    }
+
+    /// The prefixes the world must not reach: what is denied (everything without internet
+    /// access) minus what is allowed.
+    pub fn unreachable(&self) -> Vec<Cidr> {
+        let everything = [Cidr { addr: 0, len: 0 }];
+        let denied = if self.internet {
+            &self.deny[..]
+        } else {
+            &everything[..]
+        };
+        subtract(denied, &self.allow)
+    }
+}
+
+fn is_ipv6_prefix(text: &str) -> bool {
+    let (addr, len) = text.split_once('/').unwrap_or((text, "128"));
+    addr.parse::<Ipv6Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 128)
+}
+
+/// A world's /30 of the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Block {
+    index: u32,
+    /// Which handing-out of the block this is: releasing it twice frees no later holder's.
+    generation: u64,
+    pub host: Ipv4Addr,
+    pub world: Ipv4Addr,
+}
+
+/// The server's address pool: /30 blocks handed to worlds, none overlapping a route the host
+/// has when it is handed out (another network, or another e2b-local's worlds).
+#[derive(Debug)]
+pub struct AddressPool {
+    pool: Cidr,
+    /// Blocks handed out, by index, with their generation; and the next generation.
+    used: Mutex<(BTreeMap<u32, u64>, u64)>,
+}
+
+impl AddressPool {
+    /// A pool of `pool` (at most a /29: two blocks).
+    pub fn new(pool: Cidr) -> Result<AddressPool, String> {
+        if pool.len > 29 {
+            return Err(format!(
+                "sandbox network {pool} is too small: give at least a /29"
+            ));
+        }
+        Ok(AddressPool {
+            pool,
+            used: Mutex::new((BTreeMap::new(), 0)),
+        })
+    }
+
+    pub fn pool(&self) -> Cidr {
+        self.pool
+    }
+
+    /// The lowest free block clear of the host's routes.
+    pub fn allocate(&self) -> io::Result<Block> {
+        let routes = host_routes()?;
+        let mut guard = self.used.lock().expect("address pool lock");
+        let (used, next) = &mut *guard;
+        let blocks = 1u64 << (30 - self.pool.len);
+        for index in 0..blocks as u32 {
+            let block = Cidr {
+                addr: self.pool.addr + (index << 2),
+                len: 30,
+            };
+            if used.contains_key(&index) || routes.iter().any(|r| r.overlaps(&block)) {
+                continue;
+            }
+            *next += 1;
+            used.insert(index, *next);
+            return Ok(Block {
+                index,
+                generation: *next,
+                host: Ipv4Addr::from(block.addr + 1),
+                world: Ipv4Addr::from(block.addr + 2),
+            });
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            format!(
+                "no free /30 left in the sandbox network {} (every block is in use or overlaps \
+                 a host route; serve --sandbox-network picks another range)",
+                self.pool
+            ),
+        ))
+    }
+
+    /// Takes `block` back (once: a second release of the same handing-out does nothing).
+    pub fn release(&self, block: Block) {
+        let mut guard = self.used.lock().expect("address pool lock");
+        if guard.0.get(&block.index) == Some(&block.generation) {
+            guard.0.remove(&block.index);
+        }
+    }
+}
+
+/// The host's IPv4 routes other than its default ones, from `/proc/net/route`.
+fn host_routes() -> io::Result<Vec<Cidr>> {
+    let table = std::fs::read_to_string("/proc/net/route")?;
+    Ok(table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // The kernel prints each address's network-order bytes as a native (little-endian)
+            // number in hex.
+            let address = |i: usize| {
+                u32::from_str_radix(fields.get(i)?, 16)
+                    .ok()
+                    .map(|v| u32::from_be_bytes(v.to_le_bytes()))
+            };
+            let (dest, mask) = (address(1)?, address(7)?);
+            (mask != 0).then(|| Cidr {
+                addr: dest & mask,
+                len: mask.count_ones() as u8,
+            })
+        })
+        .collect())
+}
+
+/// The host side of every world's network: the pool and a netlink connection in the host's
+/// namespace (its task runs on the server's runtime).
+#[derive(Debug)]
+pub struct Network {
+    pub pool: AddressPool,
+    host: Handle,
+}
+
+fn netlink_error(what: &str, err: impl fmt::Display) -> io::Error {
+    io::Error::other(format!("{what}: {err}"))
+}
+
+impl Network {
+    /// Must be called on a tokio runtime, which then runs the host connection.
+    pub fn new(pool: AddressPool) -> io::Result<Network> {
+        let (connection, host, _) = rtnetlink::new_connection()?;
+        tokio::spawn(connection);
+        Ok(Network { pool, host })
+    }
+
+    /// The host end's name for world `id`.
+    pub fn host_if(id: &str) -> String {
+        format!("e2bl{}", &id[..id.len().min(11)])
+    }
+
+    /// Gives the world whose namespace process `keeper` is in its veth pair, addresses and
+    /// routes. A pair left by an earlier boot of the same world is replaced.
+    pub async fn attach(
+        &self,
+        id: &str,
+        keeper: libc::pid_t,
+        block: Block,
+        egress: &Egress,
+    ) -> io::Result<()> {
+        let host_if = Self::host_if(id);
+        self.detach(id).await;
+        let peer = LinkMessageBuilder::<LinkUnspec>::new()
+            .name(WORLD_IF.to_owned())
+            .setns_by_pid(keeper as u32)
+            .build();
+        let veth = LinkMessageBuilder::<LinkUnspec>::new_with_info_kind(InfoKind::Veth)
+            .name(host_if.clone())
+            .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
+            .up()
+            .build();
+        self.host
+            .link()
+            .add(veth)
+            .execute()
+            .await
+            .map_err(|e| netlink_error(&format!("add veth {host_if}"), e))?;
+        let host_index = link_index(&self.host, &host_if).await?;
+        self.host
+            .address()
+            .add(host_index, block.host.into(), 30)
+            .execute()
+            .await
+            .map_err(|e| netlink_error(&format!("address {host_if}"), e))?;
+
+        // Before the link is up, so it never gets an IPv6 address (/proc/sys/net is the opening
+        // thread's namespace's).
+        super::in_netns(keeper, || {
+            match std::fs::write(
+                format!("/proc/sys/net/ipv6/conf/{WORLD_IF}/disable_ipv6"),
+                "1",
+            ) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                done => done,
+            }
+        })
+        .await
+        .map_err(|e| netlink_error("disable IPv6 on eth0", e))?;
+        let world = in_namespace(keeper).await?;
+        let index = link_index(&world, WORLD_IF).await?;
+        world
+            .address()
+            .add(index, block.world.into(), 30)
+            .execute()
+            .await
+            .map_err(|e| netlink_error("address eth0", e))?;
+        world
+            .link()
+            .set(LinkUnspec::new_with_index(index).up().build())
+            .execute()
+            .await
+            .map_err(|e| netlink_error("set eth0 up", e))?;
+        world
+            .route()
+            .add(
+                RouteMessageBuilder::<Ipv4Addr>::new()
+                    .gateway(block.host)
+                    .priority(DEFAULT_ROUTE_METRIC)
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| netlink_error("default route", e))?;
+        apply_unreachable(&world, &[], &self.unreachable(block, egress)).await
+    }
+
+    /// Replaces the world's egress rules `old` by `new`: the new unreachable routes are added
+    /// before the old ones go, so no address is reachable in between that both forbid.
+    pub async fn update(
+        &self,
+        keeper: libc::pid_t,
+        block: Block,
+        old: &Egress,
+        new: &Egress,
+    ) -> io::Result<()> {
+        let world = in_namespace(keeper).await?;
+        apply_unreachable(
+            &world,
+            &self.unreachable(block, old),
+            &self.unreachable(block, new),
+        )
+        .await
+    }
+
+    /// Removes world `id`'s pair if it is still there (its namespace's end removes it too).
+    pub async fn detach(&self, id: &str) {
+        if let Ok(index) = link_index(&self.host, &Self::host_if(id)).await {
+            let _ = self.host.link().del(index).execute().await;
+        }
+    }
+
+    /// The pool (other sandboxes) and what `egress` denies, as the fewest prefixes. The world's
+    /// own /30 is on-link (its connected route is more specific than any of these), so a denied
+    /// host end gets a /32 of its own; it stays the default route's next hop all the same.
+    fn unreachable(&self, block: Block, egress: &Egress) -> Vec<Cidr> {
+        let mut all = egress.unreachable();
+        let host = Cidr::new(block.host, 32).expect("a /32");
+        let host_denied = all.iter().any(|c| c.overlaps(&host));
+        all.push(self.pool.pool);
+        let mut unreachable = subtract(&all, &[]);
+        if host_denied {
+            unreachable.push(host);
+        }
+        unreachable
+    }
+}
+
+async fn link_index(handle: &Handle, name: &str) -> io::Result<u32> {
+    handle
+        .link()
+        .get()
+        .match_name(name.to_owned())
+        .execute()
+        .try_next()
+        .await
+        .map_err(|e| netlink_error(&format!("find link {name}"), e))?
+        .map(|link| link.header.index)
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no link {name}")))
+}
+
+/// Adds the `new` unreachable routes not in `old`, then deletes those of `old` not in `new`.
+async fn apply_unreachable(world: &Handle, old: &[Cidr], new: &[Cidr]) -> io::Result<()> {
+    let route = |cidr: &Cidr| {
+        RouteMessageBuilder::<Ipv4Addr>::new()
+            .destination_prefix(cidr.addr(), cidr.prefix_len())
+            .kind(RouteType::Unreachable)
+            .build()
+    };
+    for cidr in new.iter().filter(|c| !old.contains(c)) {
+        world
+            .route()
+            .add(route(cidr))
+            .execute()
+            .await
+            .map_err(|e| netlink_error(&format!("unreachable route {cidr}"), e))?;
+    }
+    for cidr in old.iter().filter(|c| !new.contains(c)) {
+        world
+            .route()
+            .del(route(cidr))
+            .execute()
+            .await
+            .map_err(|e| netlink_error(&format!("remove unreachable route {cidr}"), e))?;
+    }
+    Ok(())
+}
+
+/// A netlink connection in the network namespace of process `keeper`: its socket is made on a
+/// thread of its own that enters the namespace and ends (a socket stays in the namespace it
+/// was made in); the connection then runs on the current runtime.
+async fn in_namespace(keeper: libc::pid_t) -> io::Result<Handle> {
+    let runtime = tokio::runtime::Handle::current();
+    let (connection, handle, _) = super::in_netns(keeper, move || {
+        let _entered = runtime.enter();
+        rtnetlink::new_connection()
+    })
+    .await?;
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cidrs(list: &[&str]) -> Vec<Cidr> {
+        list.iter().map(|c| Cidr::parse(c).unwrap()).collect()
+    }
+
+    fn shown(list: &[Cidr]) -> Vec<String> {
+        list.iter().map(Cidr::to_string).collect()
+    }
+
+    #[test]
+    fn prefixes_parse_and_mask() {
+        assert_eq!(Cidr::parse("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
+        assert_eq!(Cidr::parse("10.1.2.3").unwrap().to_string(), "10.1.2.3/32");
+        for bad in ["10.1.2.3/33", "10.1.2", "example.com", "10.1.2.3/x", ""] {
+            assert!(Cidr::parse(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn subtraction_is_exact() {
+        assert_eq!(
+            shown(&subtract(&cidrs(&["0.0.0.0/0"]), &cidrs(&["10.0.0.1"]))).len(),
+            32
+        );
+        assert_eq!(
+            shown(&subtract(&cidrs(&["10.0.0.0/30"]), &cidrs(&["10.0.0.1"]))),
+            ["10.0.0.0/32", "10.0.0.2/31"]
+        );
+        // Allowed wins over a narrower deny inside it.
+        assert!(subtract(&cidrs(&["10.1.2.3"]), &cidrs(&["10.0.0.0/8"])).is_empty());
+        // Overlapping and adjacent prefixes merge.
+        assert_eq!(
+            shown(&subtract(
+                &cidrs(&["10.0.0.0/25", "10.0.0.128/25", "10.0.0.5"]),
+                &[]
+            )),
+            ["10.0.0.0/24"]
+        );
+        assert_eq!(shown(&subtract(&cidrs(&["0.0.0.0/0"]), &[])), ["0.0.0.0/0"]);
+        assert!(subtract(&cidrs(&["0.0.0.0/0"]), &cidrs(&["0.0.0.0/0"])).is_empty());
+        // Every address outside the holes is covered, none inside.
+        let rest = subtract(
+            &cidrs(&["192.168.0.0/16"]),
+            &cidrs(&["192.168.7.9/30", "192.168.200.0/21"]),
+        );
+        for probe in [
+            "192.168.7.7",
+            "192.168.7.12",
+            "192.168.199.255",
+            "192.168.208.0",
+        ] {
+            let addr = Cidr::parse(probe).unwrap();
+            assert!(rest.iter().any(|c| c.overlaps(&addr)), "{probe} kept");
+        }
+        for probe in ["192.168.7.8", "192.168.7.11", "192.168.203.4"] {
+            let addr = Cidr::parse(probe).unwrap();
+            assert!(!rest.iter().any(|c| c.overlaps(&addr)), "{probe} removed");
+        }
+    }
+
+    #[test]
+    fn egress_rules_deny_allow_and_refuse_domains() {
+        let open = Egress::default();
+        assert!(open.unreachable().is_empty());
+        let closed = Egress::new(false, vec![], vec![]).unwrap();
+        assert_eq!(shown(&closed.unreachable()), ["0.0.0.0/0"]);
+        let pinhole = Egress::new(false, vec!["1.2.3.4".into()], vec![]).unwrap();
+        assert_eq!(pinhole.unreachable().len(), 32);
+        let denied = Egress::new(
+            true,
+            vec!["10.0.0.0/8".into()],
+            vec!["0.0.0.0/0".into(), "::/0".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            shown(&denied.unreachable()),
+            [
+                "0.0.0.0/5",
+                "8.0.0.0/7",
+                "11.0.0.0/8",
+                "12.0.0.0/6",
+                "16.0.0.0/4",
+                "32.0.0.0/3",
+                "64.0.0.0/2",
+                "128.0.0.0/1"
+            ]
+        );
+        let domain = Egress::new(true, vec!["example.com".into()], vec![]).unwrap_err();
+        assert!(domain.contains("egress proxy"), "{domain}");
+        let many = Egress::new(true, vec![], vec!["1.1.1.1".into(); MAX_RULES + 1]).unwrap_err();
+        assert!(many.contains("at most"), "{many}");
+    }
+
+    #[test]
+    fn pools_hand_out_distinct_blocks_and_take_them_back() {
+        let pool = AddressPool::new(Cidr::parse("10.213.0.0/29").unwrap()).unwrap();
+        let (a, b) = (pool.allocate().unwrap(), pool.allocate().unwrap());
+        assert_eq!(
+            (a.host, a.world),
+            ("10.213.0.1".parse().unwrap(), "10.213.0.2".parse().unwrap())
+        );
+        assert_eq!(b.world, "10.213.0.6".parse::<Ipv4Addr>().unwrap());
+        assert!(pool.allocate().is_err(), "a /29 holds two blocks");
+        pool.release(a);
+        let again = pool.allocate().unwrap();
+        assert_eq!((again.host, again.world), (a.host, a.world));
+        // A late second release of the first handing-out leaves the new holder's block alone.
+        pool.release(a);
+        assert!(pool.allocate().is_err());
+        pool.release(again);
+        assert!(pool.allocate().is_ok());
+        assert!(AddressPool::new(Cidr::parse("10.0.0.0/30").unwrap()).is_err());
+    }
+
+    #[test]
+    fn host_routes_are_read() {
+        // Whatever this machine has, each is a proper prefix.
+        for route in host_routes().unwrap() {
+            assert_eq!(Cidr::new(route.addr(), route.prefix_len()), Some(route));
+        }
+    }
+}

@@ -1,0 +1,110 @@
+// Sandbox networking through the official JS SDK: each sandbox has an address of e2b-local's
+// pool and a route to the host, so a listener on the host is "the internet" it can reach — or
+// not, as `allowInternetAccess`, `network.allowOut` / `denyOut` and the live `updateNetwork` say.
+// Sandboxes cannot reach each other directly (only through the front).
+import { test } from 'node:test'
+import assert from 'node:assert/strict'
+import http from 'node:http'
+
+import { sandbox } from './helpers.mjs'
+import { Sandbox } from './sdk.mjs'
+
+/** An HTTP listener on every host address, answering `hello from the host`. */
+async function hostListener(t) {
+  const server = http.createServer((_, res) => res.end('hello from the host'))
+  await new Promise((resolve) => server.listen(0, '0.0.0.0', resolve))
+  t.after(() => server.close())
+  return server.address().port
+}
+
+/** How a connection the sandbox's routes forbid fails. */
+const refused = /failed: .*(unreachable|No route to host)/i
+
+/** The sandbox's gateway: the host end of its veth pair. */
+async function gateway(sbx) {
+  const route = await sbx.commands.run("ip -4 route show default | awk '/ via / {print $3}'")
+  return route.stdout.trim()
+}
+
+/** GET / from `host:port` inside the sandbox (bash's /dev/tcp): the body, or the error. */
+async function fetchFrom(sbx, host, port) {
+  const run = await sbx.commands
+    .run(
+      `exec 3<>/dev/tcp/${host}/${port} && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && sed '1,/^\\r$/d' <&3`,
+      { timeoutMs: 20_000 },
+    )
+    .catch((e) => e)
+  return run.exitCode === 0 ? run.stdout : `failed: ${run.stderr}`
+}
+
+test('a sandbox has its own address and reaches the host; no IPv6 but loopback', async (t) => {
+  const port = await hostListener(t)
+  const sbx = await sandbox(t)
+  const addr = await sbx.commands.run("ip -4 -o addr show eth0 | awk '{print $4}'")
+  assert.match(addr.stdout.trim(), /^\d+\.\d+\.\d+\.\d+\/30$/)
+  const gw = await gateway(sbx)
+  assert.equal(await fetchFrom(sbx, gw, port), 'hello from the host')
+  const v6 = await sbx.commands.run('cat /proc/net/if_inet6')
+  assert.ok(!v6.stdout.includes('eth0'), v6.stdout)
+  const info = await Sandbox.getInfo(sbx.sandboxId)
+  assert.equal(info.allowInternetAccess, true)
+})
+
+test('allowInternetAccess: false and denyOut refuse what allowOut does not let through', async (t) => {
+  const port = await hostListener(t)
+  const closed = await sandbox(t, { allowInternetAccess: false })
+  const gw = await gateway(closed)
+  assert.match(await fetchFrom(closed, gw, port), refused)
+  assert.equal((await Sandbox.getInfo(closed.sandboxId)).allowInternetAccess, false)
+
+  // e2b-local's default pool is 10.213.0.0/16: every gateway is in 10.0.0.0/8.
+  const denied = await sandbox(t, { network: { denyOut: ['10.0.0.0/8'] } })
+  assert.match(await fetchFrom(denied, await gateway(denied), port), refused)
+
+  // Allowed wins over denied.
+  const pinhole = await sandbox(t, {
+    network: { allowOut: ['10.0.0.0/8'], denyOut: ['0.0.0.0/0'] },
+  })
+  assert.equal(await fetchFrom(pinhole, await gateway(pinhole), port), 'hello from the host')
+  assert.match(await fetchFrom(pinhole, '192.0.2.1', 80), refused)
+  const info = await Sandbox.getInfo(pinhole.sandboxId)
+  assert.deepEqual([info.network?.allowOut, info.network?.denyOut], [['10.0.0.0/8'], ['0.0.0.0/0']])
+
+  // What e2b-local cannot enforce is refused, not ignored.
+  await assert.rejects(
+    Sandbox.create({ network: { allowOut: ['example.com'], denyOut: ['0.0.0.0/0'] } }),
+    /not an IP address or CIDR prefix/,
+  )
+})
+
+test('updateNetwork changes a running sandbox\'s egress at once', async (t) => {
+  if (typeof Sandbox.prototype.updateNetwork !== 'function') return t.skip('not in this release')
+  const port = await hostListener(t)
+  const sbx = await sandbox(t)
+  const gw = await gateway(sbx)
+  assert.equal(await fetchFrom(sbx, gw, port), 'hello from the host')
+  await sbx.updateNetwork({ denyOut: ['0.0.0.0/0'] })
+  assert.match(await fetchFrom(sbx, gw, port), refused)
+  await sbx.updateNetwork({ allowOut: [gw], denyOut: ['0.0.0.0/0'] })
+  assert.equal(await fetchFrom(sbx, gw, port), 'hello from the host')
+  await sbx.updateNetwork({ allowInternetAccess: false })
+  assert.match(await fetchFrom(sbx, gw, port), refused)
+  await sbx.updateNetwork({})
+  assert.equal(await fetchFrom(sbx, gw, port), 'hello from the host')
+  await assert.rejects(sbx.updateNetwork({ allowOut: ['example.com'] }), /egress proxy/)
+  assert.equal(await fetchFrom(sbx, gw, port), 'hello from the host', 'a refused update changes nothing')
+})
+
+test('sandboxes cannot reach each other directly', async (t) => {
+  const [a, b] = [await sandbox(t), await sandbox(t)]
+  await b.commands.run('python3 -m http.server 8000 --bind 0.0.0.0', { background: true })
+  const bAddr = (await b.commands.run("ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1")).stdout.trim()
+  // b serves (its own address works)...
+  let own
+  for (let i = 0; i < 50 && !(own = await fetchFrom(b, bAddr, 8000)).includes('Directory listing'); i++) {
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  assert.match(own, /Directory listing/)
+  // ...but not to a.
+  assert.match(await fetchFrom(a, bAddr, 8000), refused)
+})
