@@ -17,13 +17,12 @@
 //! median and quartiles, and dsh's median over each peer's (paired per
 //! round: < 1 favours dsh).
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail, ensure};
-use e2b_local::harness::{LocalServer, SdkDriver};
+use anyhow::{Context, Result, ensure};
+use e2b_local::harness::{LocalServer, SdkDriver, Steps, millis, quantile};
 
 /// The plugin libraries the manifest loads, next to `dsh`.
 const PLUGINS: [&str; 3] = ["dsh_e2b", "dsh_fs_e2b", "dsh_subprocess_e2b"];
@@ -51,8 +50,8 @@ fn main() -> Result<()> {
             manifest,
             env: server.env(),
         }),
-        Contender::Warm(Warm::start(&SdkDriver::js("lifecycle"), &server)?),
-        Contender::Warm(Warm::start(&SdkDriver::python("lifecycle"), &server)?),
+        Contender::Warm(SdkDriver::js("lifecycle").steps(&server)?),
+        Contender::Warm(SdkDriver::python("lifecycle").steps(&server)?),
     ];
     // One untimed round: the page cache, e2b-local's first worlds.
     for contender in &mut contenders {
@@ -81,9 +80,9 @@ fn main() -> Result<()> {
         println!(
             "{:<44} {:>10.1} {:>8.1}-{:<9.1} {:>11.2}x",
             contender.name(),
-            ms(quantile(times, 0.5)),
-            ms(quantile(times, 0.25)),
-            ms(quantile(times, 0.75)),
+            millis(quantile(times, 0.5)),
+            millis(quantile(times, 0.25)),
+            millis(quantile(times, 0.75)),
             median_f64(ratios),
         );
     }
@@ -93,21 +92,21 @@ fn main() -> Result<()> {
 
 enum Contender {
     Cold(ColdDsh),
-    Warm(Warm),
+    Warm(Steps),
 }
 
 impl Contender {
     fn name(&self) -> String {
         match self {
             Contender::Cold(_) => "dsh exec -- true (cold process, release)".to_owned(),
-            Contender::Warm(warm) => format!("{} (warm)", warm.name),
+            Contender::Warm(warm) => format!("{} (warm)", warm.name()),
         }
     }
 
     fn once(&mut self) -> Result<Duration> {
         match self {
             Contender::Cold(cold) => cold.once(),
-            Contender::Warm(warm) => warm.once(),
+            Contender::Warm(warm) => Ok(warm.once()?),
         }
     }
 }
@@ -134,69 +133,6 @@ impl ColdDsh {
         ensure!(status.success(), "dsh exec -- true: {status}");
         Ok(took)
     }
-}
-
-/// An SDK driver kept running; each line sent is one timed iteration.
-struct Warm {
-    name: &'static str,
-    child: Child,
-    input: ChildStdin,
-    output: BufReader<ChildStdout>,
-}
-
-impl Warm {
-    fn start(driver: &SdkDriver, server: &LocalServer) -> Result<Warm> {
-        let mut child = driver
-            .command(server, "steps", &[])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .with_context(|| {
-                format!(
-                    "start the {} driver (scripts/install-sdk-peers.sh)",
-                    driver.name
-                )
-            })?;
-        let input = child.stdin.take().context("stdin")?;
-        let mut output = BufReader::new(child.stdout.take().context("stdout")?);
-        let mut line = String::new();
-        output.read_line(&mut line)?;
-        ensure!(
-            line.trim() == "ready",
-            "{}: expected `ready`, got {line:?}",
-            driver.name
-        );
-        Ok(Warm {
-            name: driver.name,
-            child,
-            input,
-            output,
-        })
-    }
-
-    fn once(&mut self) -> Result<Duration> {
-        writeln!(self.input, "go")?;
-        self.input.flush()?;
-        let mut line = String::new();
-        if self.output.read_line(&mut line)? == 0 {
-            bail!("{} ended: {:?}", self.name, self.child.wait()?);
-        }
-        let ms: f64 = line
-            .trim()
-            .parse()
-            .with_context(|| format!("{}: {line:?} is not milliseconds", self.name))?;
-        Ok(Duration::from_secs_f64(ms / 1000.0))
-    }
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1000.0
-}
-
-fn quantile(samples: &[Duration], q: f64) -> Duration {
-    let mut sorted = samples.to_vec();
-    sorted.sort();
-    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
 }
 
 fn median_f64(mut values: Vec<f64>) -> f64 {

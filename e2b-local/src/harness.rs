@@ -19,7 +19,7 @@
 
 mod sdk_driver;
 
-pub use sdk_driver::{SdkDriver, millisecond_samples};
+pub use sdk_driver::{SdkDriver, Steps, millis, millisecond_samples, quantile};
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};

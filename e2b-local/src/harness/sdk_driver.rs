@@ -3,9 +3,9 @@
 //! [`LocalServer`]. Each driver takes a mode and arguments and prints one JSON object;
 //! `scripts/install-sdk-peers.sh` installs the SDKs they need.
 
-use std::io;
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -83,6 +83,18 @@ impl SdkDriver {
     }
 }
 
+/// The `q` quantile (0 to 1) of `samples` (not empty), the nearest sample.
+pub fn quantile(samples: &[Duration], q: f64) -> Duration {
+    let mut sorted = samples.to_vec();
+    sorted.sort();
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// `duration` in milliseconds.
+pub fn millis(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
 /// The millisecond samples under `key` of a driver's report, as durations.
 pub fn millisecond_samples(report: &Value, key: &str) -> io::Result<Vec<Duration>> {
     report[key]
@@ -97,4 +109,76 @@ pub fn millisecond_samples(report: &Value, key: &str) -> io::Result<Vec<Duration
                 .ok_or_else(|| io::Error::other(format!("{key}: {sample} is not milliseconds")))
         })
         .collect()
+}
+
+impl SdkDriver {
+    /// The driver in its `steps` mode, warmed and ready: each [`Steps::once`] is one timed
+    /// iteration (the driver prints `ready` once warm, then one line of milliseconds per line
+    /// it reads).
+    pub fn steps(&self, server: &LocalServer) -> io::Result<Steps> {
+        let mut child = self
+            .command(server, "steps", &[])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "start the {} driver (scripts/install-sdk-peers.sh): {e}",
+                        self.name
+                    ),
+                )
+            })?;
+        let input = child.stdin.take().expect("stdin is piped");
+        let mut output = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let mut line = String::new();
+        output.read_line(&mut line)?;
+        if line.trim() != "ready" {
+            return Err(io::Error::other(format!(
+                "{}: expected `ready`, got {line:?}",
+                self.name
+            )));
+        }
+        Ok(Steps {
+            name: self.name,
+            child,
+            input,
+            output,
+        })
+    }
+}
+
+/// A driver kept running in its `steps` mode ([`SdkDriver::steps`]).
+#[derive(Debug)]
+pub struct Steps {
+    name: &'static str,
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+}
+
+impl Steps {
+    /// The SDK and its version.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// One iteration, as long as the driver measured it.
+    pub fn once(&mut self) -> io::Result<Duration> {
+        writeln!(self.input, "go")?;
+        self.input.flush()?;
+        let mut line = String::new();
+        if self.output.read_line(&mut line)? == 0 {
+            return Err(io::Error::other(format!(
+                "{} ended: {:?}",
+                self.name,
+                self.child.wait()?
+            )));
+        }
+        let ms: f64 = line.trim().parse().map_err(|_| {
+            io::Error::other(format!("{}: {line:?} is not milliseconds", self.name))
+        })?;
+        Ok(Duration::from_secs_f64(ms / 1000.0))
+    }
 }

@@ -619,9 +619,14 @@ impl World {
         let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
         let network = self.network.lock().expect("network lock").take();
         if let Some((network, block)) = network {
-            // Gone with the namespace already, unless a process of the world outlived it.
-            network.detach(&self.id).await;
-            network.pool.release(block);
+            // The pair goes with the namespace; deleting it here makes sure of it, but a veth's
+            // deletion waits for RCU grace periods (milliseconds), so it runs behind the kill.
+            // The block is free for another world only once its pair is gone.
+            let id = self.id.clone();
+            tokio::spawn(async move {
+                network.detach(&id).await;
+                network.pool.release(block);
+            });
         }
         let dir = self.dirs.dir.clone();
         let removed = blocking(move || remove_tree(&dir)).await;
