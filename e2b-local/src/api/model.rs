@@ -298,7 +298,8 @@ pub struct ResumeSandbox {
 #[serde(deny_unknown_fields)]
 pub struct CreateSnapshot {
     pub name: Option<String>,
-    /// e2b-local's snapshots keep files only, whatever this says.
+    /// e2b-local's snapshots keep files only: `false` or absent (E2B's default is `true`, which
+    /// the SDKs leave out unless asked) are taken as that; an explicit `true` is refused.
     pub memory: Option<bool>,
 }
 

@@ -52,6 +52,13 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let op = "snapshot sandbox";
     let request: Option<CreateSnapshot> = parse_optional(op, &read_body(op, body).await?)?;
+    if request.as_ref().and_then(|r| r.memory) == Some(true) {
+        return Err(ApiError::bad_request(format!(
+            "{op} {id}: memory snapshots are not supported by e2b-local (its snapshots keep the \
+             files only; processes are not checkpointed): ask for a filesystem snapshot \
+             (memory: false, Python mode=\"filesystem\")"
+        )));
+    }
     let name = request.and_then(|r| r.name).filter(|n| !n.is_empty());
     if let Some(name) = &name
         && !crate::api::model::is_valid_template_id(name)

@@ -193,6 +193,19 @@ def test_snapshot_makes_sandboxes_with_its_files(make_sandbox):
     assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the source runs on"
 
 
+@pytest.mark.skipif(
+    "mode" not in inspect.signature(Sandbox.create_snapshot).parameters,
+    reason="not in this release",
+)
+def test_a_memory_snapshot_is_refused_and_a_filesystem_one_taken(make_sandbox):
+    """e2b-local cannot checkpoint processes: asking for memory says so; files-only works."""
+    sbx = make_sandbox()
+    with pytest.raises(Exception, match="memory snapshots are not supported"):
+        sbx.create_snapshot(mode="full")
+    snapshot = sbx.create_snapshot(mode="filesystem")
+    assert Sandbox.delete_snapshot(snapshot.snapshot_id)
+
+
 @pytest.mark.skipif(not hasattr(Sandbox, "fork"), reason="not in this release")
 def test_fork_makes_sandboxes_with_the_sources_files(make_sandbox):
     sbx = make_sandbox()
