@@ -37,6 +37,7 @@
 
 pub mod commands;
 pub mod files;
+pub mod lsp;
 pub mod terminals;
 
 use std::sync::Arc;

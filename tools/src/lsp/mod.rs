@@ -1,0 +1,9 @@
+//! Language intelligence through the seams (issue 12; docs/design.md §11): the protocol layer of
+//! an LSP client whose servers run in the world, launched through the `subprocess` seam with
+//! their stdin and stdout as pipes.
+//!
+//! - [`framing`]: the base protocol's `Content-Length` framing, bounded.
+//! - [`rpc`]: JSON-RPC requests, responses, notifications and the server's own requests.
+
+pub mod framing;
+pub mod rpc;
