@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing dsh needs beyond the Rust toolchain, idempotently:
-# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools), the lint
+# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools, clangd), the lint
 # tools (scripts/tools-requirements.txt) and the official E2B SDK peers (npm `e2b`, PyPI `e2b`).
 # Needs root for apt; does nothing that is already in place. `--without-peers` leaves the SDK
 # peers to the caller (scripts/test.sh installs them while the workspace builds).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# g++: libFuzzer's C++ sources, built by libfuzzer-sys for fuzz/run.sh.
-packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc libc6-dev g++)
+# g++: libFuzzer's C++ sources, built by libfuzzer-sys for fuzz/run.sh. clangd: the real language
+# server dsh-tools' LSP client is tested against.
+packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc libc6-dev g++ clangd)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

@@ -261,7 +261,11 @@ impl AddressPool {
 
     /// The lowest free block clear of the host's routes.
     pub fn allocate(&self) -> io::Result<Block> {
-        let routes = host_routes()?;
+        self.allocate_clear_of(&host_routes()?)
+    }
+
+    /// The lowest free block overlapping none of `routes`.
+    fn allocate_clear_of(&self, routes: &[Cidr]) -> io::Result<Block> {
         let mut guard = self.used.lock().expect("address pool lock");
         let (used, next) = &mut *guard;
         let blocks = 1u64 << (30 - self.pool.len);
@@ -618,22 +622,34 @@ mod tests {
 
     #[test]
     fn pools_hand_out_distinct_blocks_and_take_them_back() {
-        let pool = AddressPool::new(Cidr::parse("10.213.0.0/29").unwrap()).unwrap();
-        let (a, b) = (pool.allocate().unwrap(), pool.allocate().unwrap());
+        let pool = AddressPool::new(Cidr::parse("10.99.0.0/29").unwrap()).unwrap();
+        let none: &[Cidr] = &[];
+        let (a, b) = (
+            pool.allocate_clear_of(none).unwrap(),
+            pool.allocate_clear_of(none).unwrap(),
+        );
         assert_eq!(
             (a.host, a.world),
-            ("10.213.0.1".parse().unwrap(), "10.213.0.2".parse().unwrap())
+            ("10.99.0.1".parse().unwrap(), "10.99.0.2".parse().unwrap())
         );
-        assert_eq!(b.world, "10.213.0.6".parse::<Ipv4Addr>().unwrap());
-        assert!(pool.allocate().is_err(), "a /29 holds two blocks");
+        assert_eq!(b.world, "10.99.0.6".parse::<Ipv4Addr>().unwrap());
+        assert!(
+            pool.allocate_clear_of(none).is_err(),
+            "a /29 holds two blocks"
+        );
         pool.release(a);
-        let again = pool.allocate().unwrap();
+        let again = pool.allocate_clear_of(none).unwrap();
         assert_eq!((again.host, again.world), (a.host, a.world));
         // A late second release of the first handing-out leaves the new holder's block alone.
         pool.release(a);
-        assert!(pool.allocate().is_err());
+        assert!(pool.allocate_clear_of(none).is_err());
         pool.release(again);
-        assert!(pool.allocate().is_ok());
+        pool.release(b);
+        // A block a host route overlaps is skipped.
+        let routed = pool
+            .allocate_clear_of(&[Cidr::parse("10.99.0.0/30").unwrap()])
+            .unwrap();
+        assert_eq!(routed.world, "10.99.0.6".parse::<Ipv4Addr>().unwrap());
         assert!(AddressPool::new(Cidr::parse("10.0.0.0/30").unwrap()).is_err());
     }
 

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt};
 
 /// The largest message read (a workspace's symbols or diagnostics can be large; a server
 /// that sends more is broken or hostile).
@@ -71,12 +71,11 @@ pub async fn read_message<R: AsyncBufRead + Unpin>(reader: &mut R) -> io::Result
     Ok(Some(body))
 }
 
-/// Writes one message (headers and body) and flushes.
-pub async fn write_message<W: AsyncWrite + Unpin>(writer: &mut W, body: &[u8]) -> io::Result<()> {
-    let header = format!("Content-Length: {}\r\n\r\n", body.len());
-    writer.write_all(header.as_bytes()).await?;
-    writer.write_all(body).await?;
-    writer.flush().await
+/// One message framed for the wire: headers and body in one chunk.
+pub fn frame(body: &[u8]) -> bytes::Bytes {
+    let mut framed = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    framed.extend_from_slice(body);
+    framed.into()
 }
 
 fn invalid(message: impl Into<String>) -> io::Error {
@@ -105,8 +104,7 @@ mod tests {
 
     #[tokio::test]
     async fn messages_round_trip_and_headers_are_lenient() {
-        let mut wire = Vec::new();
-        write_message(&mut wire, br#"{"a":1}"#).await.unwrap();
+        let mut wire = frame(br#"{"a":1}"#).to_vec();
         wire.extend_from_slice(
             b"content-type: application/vscode-jsonrpc; charset=utf-8\r\nCONTENT-LENGTH:  2\n\r\n{}",
         );

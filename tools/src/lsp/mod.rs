@@ -4,6 +4,9 @@
 //!
 //! - [`framing`]: the base protocol's `Content-Length` framing, bounded.
 //! - [`rpc`]: JSON-RPC requests, responses, notifications and the server's own requests.
+//! - [`server`]: one server in the world: started, initialized, fed documents, asked for the
+//!   diagnostics of the version just sent, shut down with its whole process group.
 
 pub mod framing;
 pub mod rpc;
+pub mod server;

@@ -14,13 +14,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use dsh_plugin_api::stream::ByteWriter;
 use lsp_types::notification::Notification as LspNotification;
 use lsp_types::request::Request as LspRequest;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufRead, AsyncWrite};
+use tokio::io::AsyncBufRead;
 use tokio::sync::{mpsc, oneshot};
 
-use super::framing::{read_message, write_message};
+use super::framing::{frame, read_message};
 
 /// JSON-RPC's "method not found".
 const METHOD_NOT_FOUND: i64 = -32601;
@@ -76,14 +77,14 @@ impl std::fmt::Debug for RpcClient {
 
 impl RpcClient {
     /// Starts a connection reading the server's messages from `from_server` and writing to
-    /// `to_server`; returns the client and the server's notifications, in the order sent.
-    pub fn start<R, W>(
+    /// `to_server` (closed when the client is dropped); returns the client and the server's
+    /// notifications, in the order sent.
+    pub fn start<R>(
         from_server: R,
-        to_server: W,
+        mut to_server: Box<dyn ByteWriter>,
     ) -> (RpcClient, mpsc::UnboundedReceiver<Notification>)
     where
         R: AsyncBufRead + Unpin + Send + 'static,
-        W: AsyncWrite + Unpin + Send + 'static,
     {
         let (outgoing, mut to_write) = mpsc::unbounded_channel::<Vec<u8>>();
         let (notify, notifications) = mpsc::unbounded_channel();
@@ -91,13 +92,13 @@ impl RpcClient {
         tokio::spawn({
             let pending = pending.clone();
             async move {
-                let mut to_server = to_server;
                 while let Some(message) = to_write.recv().await {
-                    if let Err(err) = write_message(&mut to_server, &message).await {
+                    if let Err(err) = to_server.write(frame(&message)).await {
                         close(&pending, format!("writing to the server: {err}"));
                         return;
                     }
                 }
+                let _ = to_server.close().await;
             }
         });
         tokio::spawn({
@@ -323,8 +324,27 @@ pub fn answer_server_request(method: &str, params: &Value) -> Result<Value, (i64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
     use lsp_types::request::{Initialize, Shutdown};
-    use tokio::io::{BufReader, DuplexStream, ReadHalf, WriteHalf};
+    use tokio::io::{AsyncWriteExt, BufReader, DuplexStream, ReadHalf, WriteHalf};
+
+    /// The client's side of an in-memory pipe, as a seam's stdin writer.
+    struct PipeWriter(WriteHalf<DuplexStream>);
+
+    #[async_trait::async_trait]
+    impl ByteWriter for PipeWriter {
+        async fn write(&mut self, chunk: Bytes) -> dsh_plugin_api::Result<()> {
+            self.0
+                .write_all(&chunk)
+                .await
+                .map_err(|e| dsh_plugin_api::Error::closed(e.to_string()))
+        }
+
+        async fn close(&mut self) -> dsh_plugin_api::Result<()> {
+            let _ = self.0.shutdown().await;
+            Ok(())
+        }
+    }
 
     /// A scripted server: reads the client's messages and writes raw ones.
     struct Peer {
@@ -339,7 +359,8 @@ mod tests {
         }
 
         async fn send(&mut self, message: Value) {
-            write_message(&mut self.writer, message.to_string().as_bytes())
+            self.writer
+                .write_all(&frame(message.to_string().as_bytes()))
                 .await
                 .unwrap();
         }
@@ -349,7 +370,10 @@ mod tests {
         let (client_side, server_side) = tokio::io::duplex(1 << 16);
         let (client_read, client_write) = tokio::io::split(client_side);
         let (server_read, server_write) = tokio::io::split(server_side);
-        let (client, notifications) = RpcClient::start(BufReader::new(client_read), client_write);
+        let (client, notifications) = RpcClient::start(
+            BufReader::new(client_read),
+            Box::new(PipeWriter(client_write)),
+        );
         let peer = Peer {
             reader: BufReader::new(server_read),
             writer: server_write,

@@ -3,5 +3,6 @@
 mod commands;
 mod durable;
 mod files;
+mod lsp;
 mod terminals;
 mod world;

@@ -1,0 +1,407 @@
+//! One language server running in the world: started through the `subprocess` seam (stdin and
+//! stdout piped, stderr's tail kept for the error that explains a crash), initialized for one
+//! workspace root, fed documents by full text with increasing versions, and asked for the
+//! diagnostics of the version just sent — waited for, never read after a fixed sleep.
+//!
+//! **Runtime.** Everything runs on the caller's tokio runtime; a task follows the server's
+//! notifications. **End.** [`LanguageServer::shutdown`] asks the server to shut down and exit,
+//! then terminates its whole process group (the seam's ladder); dropping a `LanguageServer`
+//! without it closes the server's stdin (a conforming server exits) and leaves the group to the
+//! seam's own disposal.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode, SubprocessProvider};
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use futures::StreamExt;
+use lsp_types::notification::{
+    DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Initialized,
+};
+use lsp_types::request::{Initialize, Shutdown};
+use lsp_types::{
+    ClientCapabilities, Diagnostic, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
+    DidOpenTextDocumentParams, InitializeParams, PublishDiagnosticsClientCapabilities,
+    PublishDiagnosticsParams, ServerCapabilities, TextDocumentClientCapabilities,
+    TextDocumentContentChangeEvent, TextDocumentIdentifier, TextDocumentItem,
+    TextDocumentSyncClientCapabilities, Uri, VersionedTextDocumentIdentifier,
+    WindowClientCapabilities, WorkspaceFolder,
+};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio_util::io::StreamReader;
+
+use super::rpc::{Notification, RpcClient, RpcError};
+
+/// How long a server has to answer `initialize` (a cold start may index first).
+const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long `shutdown` waits for the server before ending its group.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The stderr tail kept to explain a server that failed.
+const STDERR_TAIL: usize = 16 << 10;
+
+/// What to run, and for which workspace.
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// The server's command line; `argv[0]` a name on the world's PATH or an absolute path.
+    pub argv: Vec<String>,
+    /// The workspace root: an absolute path in the world (the server's cwd too).
+    pub root: String,
+    /// The server's `initializationOptions`.
+    pub initialization_options: Option<Value>,
+}
+
+/// What the server last published for one document.
+#[derive(Debug, Clone, Default)]
+struct Published {
+    /// The document version the server said it analysed, if it says.
+    version: Option<i32>,
+    /// How many publishes there have been for the document (for servers that give no version).
+    count: u64,
+    diagnostics: Vec<Diagnostic>,
+}
+
+/// A running, initialized language server.
+pub struct LanguageServer {
+    spec: ServerSpec,
+    process: Arc<dyn Process>,
+    rpc: RpcClient,
+    capabilities: ServerCapabilities,
+    published: watch::Receiver<HashMap<String, Published>>,
+    /// Open documents: uri → (version sent, publishes seen when it was sent).
+    open: Mutex<HashMap<String, (i32, u64)>>,
+}
+
+impl std::fmt::Debug for LanguageServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LanguageServer")
+            .field("argv", &self.spec.argv)
+            .field("root", &self.spec.root)
+            .field("pid", &self.process.pid())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LanguageServer {
+    /// Starts `spec`'s server in the world `subprocess` serves and completes the `initialize`
+    /// handshake. A server that cannot be started, exits, or does not answer within a minute
+    /// is an error naming it (with its stderr's last lines); its group is ended.
+    pub async fn start(subprocess: &dyn SubprocessProvider, spec: ServerSpec) -> Result<Self> {
+        let name = spec.argv.first().cloned().unwrap_or_default();
+        let op = format!("start language server {name}");
+        if spec.argv.is_empty() || !spec.root.starts_with('/') {
+            return Err(Error::invalid_input(format!(
+                "{op}: a server needs a command and an absolute workspace root"
+            )));
+        }
+        let mut command = SpawnSpec::new(spec.argv.clone());
+        command.cwd = Some(spec.root.clone());
+        command.stdin = StdinMode::Pipe;
+        command.stdout = OutputMode::Pipe;
+        command.stderr = OutputMode::Collect { limit: STDERR_TAIL };
+        let process = subprocess
+            .spawn(command)
+            .await
+            .map_err(|e| e.context(&op))?;
+        let (stdin, stdout) = (process.take_stdin(), process.take_stdout());
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            let _ = process.terminate(SHUTDOWN_GRACE).await;
+            return Err(Error::new(
+                ErrorKind::Io,
+                format!("{op}: its pipes were not given"),
+            ));
+        };
+        let reader = StreamReader::new(stdout.map(|chunk| chunk.map_err(std::io::Error::other)));
+        let (rpc, notifications) = RpcClient::start(reader, stdin);
+        let (published_tx, published) = watch::channel(HashMap::new());
+        tokio::spawn(follow(notifications, published_tx));
+
+        let initialized = tokio::time::timeout(
+            INITIALIZE_TIMEOUT,
+            rpc.request::<Initialize>(initialize_params(&spec)?),
+        )
+        .await;
+        let result = match initialized {
+            Ok(Ok(result)) => result,
+            failed => {
+                let why = match failed {
+                    Ok(Err(err)) => err.to_string(),
+                    _ => format!("no answer to initialize within {INITIALIZE_TIMEOUT:?}"),
+                };
+                let stderr = stderr_tail(process.as_ref()).await;
+                let _ = process.terminate(SHUTDOWN_GRACE).await;
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!("{op}: {why}{stderr}"),
+                ));
+            }
+        };
+        rpc.notify::<Initialized>(lsp_types::InitializedParams {})
+            .map_err(|e| rpc_error(&op, e))?;
+        Ok(LanguageServer {
+            spec,
+            process,
+            rpc,
+            capabilities: result.capabilities,
+            published,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The server's process id (its process group's too).
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// What the server said it can do.
+    pub fn capabilities(&self) -> &ServerCapabilities {
+        &self.capabilities
+    }
+
+    /// Sends `text` as the whole content of document `path` (opened on first use, as
+    /// `language_id`); returns the version it now has.
+    pub fn update(&self, path: &str, language_id: &str, text: String) -> Result<i32> {
+        let op = format!("send document {path} to the language server");
+        let uri = uri_of(path)?;
+        let key = uri.as_str().to_owned();
+        let seen = self.published.borrow().get(&key).map_or(0, |p| p.count);
+        let mut open = self.open.lock().expect("open documents lock");
+        let version = match open.get(&key) {
+            None => {
+                self.rpc
+                    .notify::<DidOpenTextDocument>(DidOpenTextDocumentParams {
+                        text_document: TextDocumentItem {
+                            uri,
+                            language_id: language_id.to_owned(),
+                            version: 1,
+                            text,
+                        },
+                    })
+                    .map_err(|e| rpc_error(&op, e))?;
+                1
+            }
+            Some((version, _)) => {
+                let version = version + 1;
+                self.rpc
+                    .notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
+                        text_document: VersionedTextDocumentIdentifier { uri, version },
+                        content_changes: vec![TextDocumentContentChangeEvent {
+                            range: None,
+                            range_length: None,
+                            text,
+                        }],
+                    })
+                    .map_err(|e| rpc_error(&op, e))?;
+                version
+            }
+        };
+        open.insert(key, (version, seen));
+        Ok(version)
+    }
+
+    /// Closes document `path` if it is open.
+    pub fn close(&self, path: &str) -> Result<()> {
+        let uri = uri_of(path)?;
+        if self
+            .open
+            .lock()
+            .expect("open documents lock")
+            .remove(uri.as_str())
+            .is_some()
+        {
+            self.rpc
+                .notify::<DidCloseTextDocument>(DidCloseTextDocumentParams {
+                    text_document: TextDocumentIdentifier { uri },
+                })
+                .map_err(|e| rpc_error(&format!("close document {path}"), e))?;
+        }
+        Ok(())
+    }
+
+    /// The diagnostics the server publishes for the version of `path` last sent: waits (up to
+    /// `timeout`) for a publish of that version — or, from a server that gives no versions, the
+    /// first publish after it was sent. `Timeout` if none comes; `NotFound` if `path` was never
+    /// sent.
+    pub async fn diagnostics(&self, path: &str, timeout: Duration) -> Result<Vec<Diagnostic>> {
+        let op = format!("diagnostics of {path}");
+        let key = uri_of(path)?.as_str().to_owned();
+        let (version, seen) = *self
+            .open
+            .lock()
+            .expect("open documents lock")
+            .get(&key)
+            .ok_or_else(|| Error::not_found(format!("{op}: the document was never sent")))?;
+        let mut published = self.published.clone();
+        let current = |all: &HashMap<String, Published>| {
+            all.get(&key).is_some_and(|p| match p.version {
+                Some(v) => v == version,
+                None => p.count > seen,
+            })
+        };
+        let waited = tokio::time::timeout(timeout, published.wait_for(current)).await;
+        match waited {
+            Ok(Ok(all)) => Ok(all
+                .get(&key)
+                .map(|p| p.diagnostics.clone())
+                .unwrap_or_default()),
+            Ok(Err(_)) => Err(Error::closed(format!(
+                "{op}: the language server ended{}",
+                stderr_tail(self.process.as_ref()).await
+            ))),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{op}: the language server published none for version {version} within {timeout:?}"
+                ),
+            )),
+        }
+    }
+
+    /// Shuts the server down (`shutdown`, `exit`, up to 5 s to end by itself), then ends its
+    /// whole process group. Succeeds once the group is proven empty.
+    pub async fn shutdown(self) -> Result<()> {
+        let polite = async {
+            if self.rpc.request::<Shutdown>(()).await.is_ok() {
+                let _ = self.rpc.notify::<Exit>(());
+            }
+            let _ = self.process.wait().await;
+        };
+        let _ = tokio::time::timeout(SHUTDOWN_GRACE, polite).await;
+        self.process
+            .terminate(SHUTDOWN_GRACE)
+            .await
+            .map_err(|e| e.context(format!("stop language server {}", self.spec.argv[0])))
+    }
+}
+
+/// Keeps the latest diagnostics of each document, until the server's notifications end.
+async fn follow(
+    mut notifications: tokio::sync::mpsc::UnboundedReceiver<Notification>,
+    published: watch::Sender<HashMap<String, Published>>,
+) {
+    while let Some(notification) = notifications.recv().await {
+        if notification.method != "textDocument/publishDiagnostics" {
+            continue;
+        }
+        let Ok(params) = serde_json::from_value::<PublishDiagnosticsParams>(notification.params)
+        else {
+            tracing::warn!("a language server published diagnostics that do not parse");
+            continue;
+        };
+        published.send_modify(|all| {
+            let entry = all.entry(params.uri.as_str().to_owned()).or_default();
+            entry.version = params.version;
+            entry.count += 1;
+            entry.diagnostics = params.diagnostics;
+        });
+    }
+}
+
+fn initialize_params(spec: &ServerSpec) -> Result<InitializeParams> {
+    let root = uri_of(&spec.root)?;
+    let name = spec
+        .root
+        .rsplit('/')
+        .find(|part| !part.is_empty())
+        .unwrap_or("/")
+        .to_owned();
+    #[allow(
+        deprecated,
+        reason = "`root_uri`: servers that predate workspace folders read it"
+    )]
+    Ok(InitializeParams {
+        process_id: None,
+        root_uri: Some(root.clone()),
+        workspace_folders: Some(vec![WorkspaceFolder { uri: root, name }]),
+        initialization_options: spec.initialization_options.clone(),
+        capabilities: ClientCapabilities {
+            text_document: Some(TextDocumentClientCapabilities {
+                synchronization: Some(TextDocumentSyncClientCapabilities {
+                    dynamic_registration: Some(false),
+                    will_save: Some(false),
+                    will_save_wait_until: Some(false),
+                    did_save: Some(false),
+                }),
+                publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
+                    version_support: Some(true),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            window: Some(WindowClientCapabilities {
+                work_done_progress: Some(true),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        client_info: Some(lsp_types::ClientInfo {
+            name: "dsh".to_owned(),
+            version: Some(env!("CARGO_PKG_VERSION").to_owned()),
+        }),
+        ..Default::default()
+    })
+}
+
+/// The `file://` URI of absolute path `path`, percent-encoded.
+pub fn uri_of(path: &str) -> Result<Uri> {
+    if !path.starts_with('/') {
+        return Err(Error::invalid_input(format!(
+            "{path:?} is not an absolute path"
+        )));
+    }
+    let mut uri = String::from("file://");
+    for byte in path.bytes() {
+        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
+            uri.push(byte as char);
+        } else {
+            uri.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    uri.parse()
+        .map_err(|e| Error::invalid_input(format!("{path:?} makes no URI: {e}")))
+}
+
+fn rpc_error(op: &str, err: RpcError) -> Error {
+    let kind = match err {
+        RpcError::Closed { .. } => ErrorKind::Closed,
+        RpcError::Server { .. } | RpcError::Malformed { .. } => ErrorKind::Remote,
+    };
+    Error::new(kind, format!("{op}: {err}"))
+}
+
+/// `": <the last lines the server wrote to stderr>"`, or nothing.
+async fn stderr_tail(process: &dyn Process) -> String {
+    let snapshot = process
+        .read_output(
+            dsh_plugin_api::subprocess::OutputStream::Stderr,
+            0,
+            STDERR_TAIL,
+        )
+        .await;
+    match snapshot {
+        Ok(snapshot) if !snapshot.bytes.is_empty() => {
+            let text = String::from_utf8_lossy(&snapshot.bytes);
+            let lines: Vec<&str> = text.lines().rev().take(5).collect();
+            format!(
+                " (its stderr ends: {})",
+                lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )
+        }
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_become_file_uris() {
+        assert_eq!(
+            uri_of("/src/a b/ü.c").unwrap().as_str(),
+            "file:///src/a%20b/%C3%BC.c"
+        );
+        assert!(uri_of("relative.c").is_err());
+    }
+}

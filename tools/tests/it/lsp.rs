@@ -1,0 +1,103 @@
+//! The LSP client against a real language server (`clangd`, installed by scripts/setup.sh) in
+//! the local world: diagnostics of each version sent, waited for; the server's group ended by
+//! shutdown; servers that are missing or die say so.
+
+use std::time::Duration;
+
+use dsh_plugin_api::ErrorKind;
+use dsh_tools::lsp::server::{LanguageServer, ServerSpec};
+use lsp_types::DiagnosticSeverity;
+
+use crate::world::LocalWorld;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn spec(world: &LocalWorld, argv: &[&str]) -> ServerSpec {
+    ServerSpec {
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+        root: world.dir.path().join("cwd").to_str().unwrap().to_owned(),
+        initialization_options: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clangd_diagnoses_each_version_sent_and_ends_with_its_group() {
+    let world = LocalWorld::new();
+    let spec = spec(&world, &["clangd", "--log=error"]);
+    std::fs::write(format!("{}/compile_flags.txt", spec.root), "-std=c++17\n").unwrap();
+    let path = format!("{}/main.cpp", spec.root);
+    let broken = "int main() {\n  int x = \"text\";\n  return x;\n}\n";
+    std::fs::write(&path, broken).unwrap();
+    let server = LanguageServer::start(world.subprocess.as_ref(), spec)
+        .await
+        .expect("clangd starts (scripts/setup.sh installs it)");
+    assert!(server.capabilities().text_document_sync.is_some());
+
+    assert_eq!(server.update(&path, "cpp", broken.to_owned()).unwrap(), 1);
+    let errors = server.diagnostics(&path, WAIT).await.unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|d| d.severity == Some(DiagnosticSeverity::ERROR)
+                && d.range.start.line == 1
+                && d.message.to_lowercase().contains("cannot initialize")),
+        "{errors:#?}"
+    );
+
+    let fixed = "int main() {\n  int x = 1;\n  return x;\n}\n";
+    assert_eq!(server.update(&path, "cpp", fixed.to_owned()).unwrap(), 2);
+    let cleared = server.diagnostics(&path, WAIT).await.unwrap();
+    assert!(cleared.is_empty(), "version 2 has no error: {cleared:#?}");
+
+    let never = server
+        .diagnostics(&format!("{}/other.cpp", world.dir.path().display()), WAIT)
+        .await
+        .unwrap_err();
+    assert_eq!(never.kind(), ErrorKind::NotFound);
+
+    server.close(&path).unwrap();
+    let pid = server.pid();
+    server.shutdown().await.unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "clangd (pid {pid}) is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_is_missing_or_dies_says_so() {
+    let world = LocalWorld::new();
+    let missing = LanguageServer::start(
+        world.subprocess.as_ref(),
+        spec(&world, &["no-such-language-server"]),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        missing.to_string().contains("no-such-language-server"),
+        "{missing}"
+    );
+
+    let dies = LanguageServer::start(
+        world.subprocess.as_ref(),
+        spec(
+            &world,
+            &["sh", "-c", "echo cannot start: no license >&2; exit 3"],
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(dies.kind(), ErrorKind::Unavailable, "{dies}");
+    assert!(dies.to_string().contains("no license"), "{dies}");
+
+    let relative = LanguageServer::start(
+        world.subprocess.as_ref(),
+        ServerSpec {
+            root: "relative".to_owned(),
+            ..spec(&world, &["clangd"])
+        },
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(relative.kind(), ErrorKind::InvalidInput);
+}
