@@ -4,9 +4,12 @@
 //!
 //! - [`framing`]: the base protocol's `Content-Length` framing, bounded.
 //! - [`rpc`]: JSON-RPC requests, responses, notifications and the server's own requests.
+//! - [`position`]: 1-based character columns to and from the server's position encoding.
 //! - [`server`]: one server in the world: started, initialized, fed documents, asked for the
-//!   diagnostics of the version just sent, shut down with its whole process group.
+//!   diagnostics of the version just sent, definitions, references, hover, renames and document
+//!   symbols, shut down with its whole process group.
 
 pub mod framing;
+pub mod position;
 pub mod rpc;
 pub mod server;

@@ -13,17 +13,21 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode, SubprocessProvider};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use futures::StreamExt;
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Initialized,
 };
-use lsp_types::request::{Initialize, Shutdown};
+use lsp_types::request::{
+    DocumentSymbolRequest, GotoDefinition, HoverRequest, Initialize, References, Rename, Shutdown,
+};
 use lsp_types::{
     ClientCapabilities, Diagnostic, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
-    DidOpenTextDocumentParams, InitializeParams, PublishDiagnosticsClientCapabilities,
-    PublishDiagnosticsParams, ServerCapabilities, TextDocumentClientCapabilities,
+    DidOpenTextDocumentParams, DocumentChanges, DocumentSymbolResponse, GotoDefinitionResponse,
+    HoverContents, InitializeParams, MarkedString, OneOf, PublishDiagnosticsClientCapabilities,
+    PublishDiagnosticsParams, Range, ServerCapabilities, TextDocumentClientCapabilities,
     TextDocumentContentChangeEvent, TextDocumentIdentifier, TextDocumentItem,
     TextDocumentSyncClientCapabilities, Uri, VersionedTextDocumentIdentifier,
     WindowClientCapabilities, WorkspaceFolder,
@@ -32,6 +36,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::io::StreamReader;
 
+use super::position::{Encoding, TextPosition, from_lsp, to_lsp};
 use super::rpc::{Notification, RpcClient, RpcError};
 
 /// How long a server has to answer `initialize` (a cold start may index first).
@@ -69,8 +74,21 @@ pub struct LanguageServer {
     rpc: RpcClient,
     capabilities: ServerCapabilities,
     published: watch::Receiver<HashMap<String, Published>>,
-    /// Open documents: uri → (version sent, publishes seen when it was sent).
-    open: Mutex<HashMap<String, (i32, u64)>>,
+    /// Open documents by uri.
+    open: Mutex<HashMap<String, OpenDocument>>,
+    /// How the server counts columns.
+    encoding: Encoding,
+    /// Reads files the server names that are not open (to turn its positions into columns).
+    fs: Arc<dyn FsProvider>,
+}
+
+/// A document sent to the server.
+#[derive(Debug)]
+struct OpenDocument {
+    version: i32,
+    /// Publishes seen for it when this version was sent.
+    seen: u64,
+    text: String,
 }
 
 impl std::fmt::Debug for LanguageServer {
@@ -85,9 +103,14 @@ impl std::fmt::Debug for LanguageServer {
 
 impl LanguageServer {
     /// Starts `spec`'s server in the world `subprocess` serves and completes the `initialize`
-    /// handshake. A server that cannot be started, exits, or does not answer within a minute
-    /// is an error naming it (with its stderr's last lines); its group is ended.
-    pub async fn start(subprocess: &dyn SubprocessProvider, spec: ServerSpec) -> Result<Self> {
+    /// handshake; `fs` (the same world's) reads the files the server names. A server that
+    /// cannot be started, exits, or does not answer within a minute is an error naming it (with
+    /// its stderr's last lines); its group is ended.
+    pub async fn start(
+        subprocess: &dyn SubprocessProvider,
+        fs: Arc<dyn FsProvider>,
+        spec: ServerSpec,
+    ) -> Result<Self> {
         let name = spec.argv.first().cloned().unwrap_or_default();
         let op = format!("start language server {name}");
         if spec.argv.is_empty() || !spec.root.starts_with('/') {
@@ -143,9 +166,11 @@ impl LanguageServer {
             spec,
             process,
             rpc,
+            encoding: Encoding::of(result.capabilities.position_encoding.as_ref()),
             capabilities: result.capabilities,
             published,
             open: Mutex::new(HashMap::new()),
+            fs,
         })
     }
 
@@ -175,28 +200,35 @@ impl LanguageServer {
                             uri,
                             language_id: language_id.to_owned(),
                             version: 1,
-                            text,
+                            text: text.clone(),
                         },
                     })
                     .map_err(|e| rpc_error(&op, e))?;
                 1
             }
-            Some((version, _)) => {
-                let version = version + 1;
+            Some(document) => {
+                let version = document.version + 1;
                 self.rpc
                     .notify::<DidChangeTextDocument>(DidChangeTextDocumentParams {
                         text_document: VersionedTextDocumentIdentifier { uri, version },
                         content_changes: vec![TextDocumentContentChangeEvent {
                             range: None,
                             range_length: None,
-                            text,
+                            text: text.clone(),
                         }],
                     })
                     .map_err(|e| rpc_error(&op, e))?;
                 version
             }
         };
-        open.insert(key, (version, seen));
+        open.insert(
+            key,
+            OpenDocument {
+                version,
+                seen,
+                text,
+            },
+        );
         Ok(version)
     }
 
@@ -226,11 +258,12 @@ impl LanguageServer {
     pub async fn diagnostics(&self, path: &str, timeout: Duration) -> Result<Vec<Diagnostic>> {
         let op = format!("diagnostics of {path}");
         let key = uri_of(path)?.as_str().to_owned();
-        let (version, seen) = *self
+        let (version, seen) = self
             .open
             .lock()
             .expect("open documents lock")
             .get(&key)
+            .map(|d| (d.version, d.seen))
             .ok_or_else(|| Error::not_found(format!("{op}: the document was never sent")))?;
         let mut published = self.published.clone();
         let current = |all: &HashMap<String, Published>| {
@@ -256,6 +289,282 @@ impl LanguageServer {
                 ),
             )),
         }
+    }
+
+    /// Where the symbol at `at` in open document `path` is defined.
+    pub async fn definition(&self, path: &str, at: TextPosition) -> Result<Vec<Location>> {
+        let op = format!("definition at {path}:{}:{}", at.line, at.column);
+        self.require(&op, self.capabilities.definition_provider.is_some())?;
+        let params = lsp_types::GotoDefinitionParams {
+            text_document_position_params: self.position(&op, path, at)?,
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        };
+        let answer = self
+            .rpc
+            .request::<GotoDefinition>(params)
+            .await
+            .map_err(|e| rpc_error(&op, e))?;
+        let targets: Vec<(Uri, Range)> = match answer {
+            None => Vec::new(),
+            Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range)],
+            Some(GotoDefinitionResponse::Array(ls)) => {
+                ls.into_iter().map(|l| (l.uri, l.range)).collect()
+            }
+            Some(GotoDefinitionResponse::Link(links)) => links
+                .into_iter()
+                .map(|l| (l.target_uri, l.target_selection_range))
+                .collect(),
+        };
+        self.locations(&op, targets).await
+    }
+
+    /// Every reference to the symbol at `at` in open document `path` (with its declaration
+    /// when `include_declaration`).
+    pub async fn references(
+        &self,
+        path: &str,
+        at: TextPosition,
+        include_declaration: bool,
+    ) -> Result<Vec<Location>> {
+        let op = format!("references at {path}:{}:{}", at.line, at.column);
+        self.require(&op, self.capabilities.references_provider.is_some())?;
+        let params = lsp_types::ReferenceParams {
+            text_document_position: self.position(&op, path, at)?,
+            context: lsp_types::ReferenceContext {
+                include_declaration,
+            },
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        };
+        let answer = self
+            .rpc
+            .request::<References>(params)
+            .await
+            .map_err(|e| rpc_error(&op, e))?;
+        let targets = answer
+            .unwrap_or_default()
+            .into_iter()
+            .map(|l| (l.uri, l.range))
+            .collect();
+        self.locations(&op, targets).await
+    }
+
+    /// What the server says of the symbol at `at` in open document `path`, as text (markdown
+    /// when the server writes markdown); `None` when it says nothing.
+    pub async fn hover(&self, path: &str, at: TextPosition) -> Result<Option<String>> {
+        let op = format!("hover at {path}:{}:{}", at.line, at.column);
+        self.require(&op, self.capabilities.hover_provider.is_some())?;
+        let params = lsp_types::HoverParams {
+            text_document_position_params: self.position(&op, path, at)?,
+            work_done_progress_params: Default::default(),
+        };
+        let answer = self
+            .rpc
+            .request::<HoverRequest>(params)
+            .await
+            .map_err(|e| rpc_error(&op, e))?;
+        let marked = |m: MarkedString| match m {
+            MarkedString::String(text) => text,
+            MarkedString::LanguageString(code) => {
+                format!("```{}\n{}\n```", code.language, code.value)
+            }
+        };
+        Ok(answer.map(|hover| match hover.contents {
+            HoverContents::Scalar(m) => marked(m),
+            HoverContents::Array(ms) => ms.into_iter().map(marked).collect::<Vec<_>>().join("\n\n"),
+            HoverContents::Markup(markup) => markup.value,
+        }))
+    }
+
+    /// The edits that rename the symbol at `at` in open document `path` to `new_name`, per file
+    /// (not applied: the caller applies them through the `fs` seam).
+    pub async fn rename(
+        &self,
+        path: &str,
+        at: TextPosition,
+        new_name: &str,
+    ) -> Result<Vec<FileEdits>> {
+        let op = format!("rename at {path}:{}:{} to {new_name:?}", at.line, at.column);
+        self.require(&op, self.capabilities.rename_provider.is_some())?;
+        let params = lsp_types::RenameParams {
+            text_document_position: self.position(&op, path, at)?,
+            new_name: new_name.to_owned(),
+            work_done_progress_params: Default::default(),
+        };
+        let answer = self
+            .rpc
+            .request::<Rename>(params)
+            .await
+            .map_err(|e| rpc_error(&op, e))?
+            .unwrap_or_default();
+        let mut by_file: Vec<(Uri, Vec<lsp_types::TextEdit>)> =
+            answer.changes.unwrap_or_default().into_iter().collect();
+        match answer.document_changes {
+            None => {}
+            Some(DocumentChanges::Edits(edits)) => by_file.extend(edits.into_iter().map(|e| {
+                let edits = e
+                    .edits
+                    .into_iter()
+                    .map(|edit| match edit {
+                        OneOf::Left(edit) => edit,
+                        OneOf::Right(annotated) => annotated.text_edit,
+                    })
+                    .collect();
+                (e.text_document.uri, edits)
+            })),
+            Some(DocumentChanges::Operations(_)) => {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("{op}: the server wants files created, renamed or deleted too"),
+                ));
+            }
+        }
+        let mut files = Vec::new();
+        for (uri, edits) in by_file {
+            let path = path_of(&uri)?;
+            let text = self.text_of(&op, &path).await?;
+            let mut edits: Vec<TextEdit> = edits
+                .into_iter()
+                .map(|edit| TextEdit {
+                    start: from_lsp(&text, edit.range.start, self.encoding),
+                    end: from_lsp(&text, edit.range.end, self.encoding),
+                    new_text: edit.new_text,
+                })
+                .collect();
+            edits.sort_by_key(|e| (e.start.line, e.start.column));
+            files.push(FileEdits { path, edits });
+        }
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(files)
+    }
+
+    /// The symbols of open document `path`, outermost first, each with its container's name.
+    pub async fn document_symbols(&self, path: &str) -> Result<Vec<Symbol>> {
+        let op = format!("symbols of {path}");
+        self.require(&op, self.capabilities.document_symbol_provider.is_some())?;
+        let text = self.open_text(&op, path)?;
+        let params = lsp_types::DocumentSymbolParams {
+            text_document: TextDocumentIdentifier { uri: uri_of(path)? },
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        };
+        let answer = self
+            .rpc
+            .request::<DocumentSymbolRequest>(params)
+            .await
+            .map_err(|e| rpc_error(&op, e))?;
+        let mut symbols = Vec::new();
+        match answer {
+            None => {}
+            Some(DocumentSymbolResponse::Nested(nested)) => {
+                let mut stack: Vec<(lsp_types::DocumentSymbol, Option<String>)> =
+                    nested.into_iter().rev().map(|s| (s, None)).collect();
+                while let Some((symbol, container)) = stack.pop() {
+                    for child in symbol
+                        .children
+                        .clone()
+                        .unwrap_or_default()
+                        .into_iter()
+                        .rev()
+                    {
+                        stack.push((child, Some(symbol.name.clone())));
+                    }
+                    symbols.push(Symbol {
+                        kind: kind_name(symbol.kind),
+                        location: Location {
+                            path: path.to_owned(),
+                            start: from_lsp(&text, symbol.selection_range.start, self.encoding),
+                            end: from_lsp(&text, symbol.selection_range.end, self.encoding),
+                        },
+                        name: symbol.name,
+                        container,
+                    });
+                }
+            }
+            #[allow(
+                deprecated,
+                reason = "`SymbolInformation::deprecated` is part of its shape"
+            )]
+            Some(DocumentSymbolResponse::Flat(flat)) => {
+                for symbol in flat {
+                    symbols.push(Symbol {
+                        kind: kind_name(symbol.kind),
+                        location: Location {
+                            path: path.to_owned(),
+                            start: from_lsp(&text, symbol.location.range.start, self.encoding),
+                            end: from_lsp(&text, symbol.location.range.end, self.encoding),
+                        },
+                        name: symbol.name,
+                        container: symbol.container_name,
+                    });
+                }
+            }
+        }
+        Ok(symbols)
+    }
+
+    fn require(&self, op: &str, supported: bool) -> Result<()> {
+        if supported {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Unsupported,
+                format!("{op}: {} does not offer it", self.spec.argv[0]),
+            ))
+        }
+    }
+
+    /// The text last sent for `path` (`NotFound` if it was never sent).
+    fn open_text(&self, op: &str, path: &str) -> Result<String> {
+        let key = uri_of(path)?.as_str().to_owned();
+        self.open
+            .lock()
+            .expect("open documents lock")
+            .get(&key)
+            .map(|d| d.text.clone())
+            .ok_or_else(|| {
+                Error::not_found(format!(
+                    "{op}: {path} was never sent to the language server"
+                ))
+            })
+    }
+
+    /// `at` in open document `path`, as the server counts it.
+    fn position(
+        &self,
+        op: &str,
+        path: &str,
+        at: TextPosition,
+    ) -> Result<lsp_types::TextDocumentPositionParams> {
+        let text = self.open_text(op, path)?;
+        Ok(lsp_types::TextDocumentPositionParams {
+            text_document: TextDocumentIdentifier { uri: uri_of(path)? },
+            position: to_lsp(&text, at, self.encoding).map_err(|e| e.context(op))?,
+        })
+    }
+
+    /// `path`'s text: as last sent if open, else as the world has it.
+    async fn text_of(&self, op: &str, path: &str) -> Result<String> {
+        if let Ok(text) = self.open_text(op, path) {
+            return Ok(text);
+        }
+        let file = self.fs.read_text(path).await.map_err(|e| e.context(op))?;
+        Ok(file.text.to_string())
+    }
+
+    async fn locations(&self, op: &str, targets: Vec<(Uri, Range)>) -> Result<Vec<Location>> {
+        let mut locations = Vec::with_capacity(targets.len());
+        for (uri, range) in targets {
+            let path = path_of(&uri)?;
+            let text = self.text_of(op, &path).await?;
+            locations.push(Location {
+                start: from_lsp(&text, range.start, self.encoding),
+                end: from_lsp(&text, range.end, self.encoding),
+                path,
+            });
+        }
+        Ok(locations)
     }
 
     /// Shuts the server down (`shutdown`, `exit`, up to 5 s to end by itself), then ends its
@@ -333,6 +642,14 @@ fn initialize_params(spec: &ServerSpec) -> Result<InitializeParams> {
                 work_done_progress: Some(true),
                 ..Default::default()
             }),
+            // Columns are converted either way (`position.rs`); UTF-8 spares the server work.
+            general: Some(lsp_types::GeneralClientCapabilities {
+                position_encodings: Some(vec![
+                    lsp_types::PositionEncodingKind::UTF8,
+                    lsp_types::PositionEncodingKind::UTF16,
+                ]),
+                ..Default::default()
+            }),
             ..Default::default()
         },
         client_info: Some(lsp_types::ClientInfo {
@@ -392,6 +709,72 @@ async fn stderr_tail(process: &dyn Process) -> String {
     }
 }
 
+/// A range in a file: 1-based lines, 1-based columns in characters.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct Location {
+    pub path: String,
+    pub start: TextPosition,
+    pub end: TextPosition,
+}
+
+/// One replacement of `start..end` by `new_text`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct TextEdit {
+    pub start: TextPosition,
+    pub end: TextPosition,
+    pub new_text: String,
+}
+
+/// The edits of one file, in order.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct FileEdits {
+    pub path: String,
+    pub edits: Vec<TextEdit>,
+}
+
+/// A symbol the server names, where (its name's range), and in what.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+pub struct Symbol {
+    pub name: String,
+    /// LSP's kind, in lower case (`function`, `class`, `variable`, …).
+    pub kind: String,
+    pub location: Location,
+    pub container: Option<String>,
+}
+
+fn kind_name(kind: lsp_types::SymbolKind) -> String {
+    format!("{kind:?}").to_lowercase()
+}
+
+/// The absolute path of a `file://` URI.
+pub fn path_of(uri: &Uri) -> Result<String> {
+    let text = uri.as_str();
+    let encoded = text.strip_prefix("file://").ok_or_else(|| {
+        Error::new(
+            ErrorKind::Remote,
+            format!("the server named {text}, not a file"),
+        )
+    })?;
+    let bytes = encoded.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(byte) = encoded
+                .get(i + 1..i + 3)
+                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
+        {
+            out.push(byte);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out)
+        .map_err(|_| Error::new(ErrorKind::Remote, format!("{text} is not a UTF-8 path")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,5 +786,7 @@ mod tests {
             "file:///src/a%20b/%C3%BC.c"
         );
         assert!(uri_of("relative.c").is_err());
+        let uri = uri_of("/src/a b/ü.c").unwrap();
+        assert_eq!(path_of(&uri).unwrap(), "/src/a b/ü.c");
     }
 }

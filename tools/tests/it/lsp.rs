@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use dsh_plugin_api::ErrorKind;
+use dsh_tools::lsp::position::TextPosition;
 use dsh_tools::lsp::server::{LanguageServer, ServerSpec};
 use lsp_types::DiagnosticSeverity;
 
@@ -28,7 +29,7 @@ async fn clangd_diagnoses_each_version_sent_and_ends_with_its_group() {
     let path = format!("{}/main.cpp", spec.root);
     let broken = "int main() {\n  int x = \"text\";\n  return x;\n}\n";
     std::fs::write(&path, broken).unwrap();
-    let server = LanguageServer::start(world.subprocess.as_ref(), spec)
+    let server = LanguageServer::start(world.subprocess.as_ref(), world.fs.clone(), spec)
         .await
         .expect("clangd starts (scripts/setup.sh installs it)");
     assert!(server.capabilities().text_document_sync.is_some());
@@ -69,6 +70,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
     let world = LocalWorld::new();
     let missing = LanguageServer::start(
         world.subprocess.as_ref(),
+        world.fs.clone(),
         spec(&world, &["no-such-language-server"]),
     )
     .await
@@ -80,6 +82,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
 
     let dies = LanguageServer::start(
         world.subprocess.as_ref(),
+        world.fs.clone(),
         spec(
             &world,
             &["sh", "-c", "echo cannot start: no license >&2; exit 3"],
@@ -92,6 +95,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
 
     let relative = LanguageServer::start(
         world.subprocess.as_ref(),
+        world.fs.clone(),
         ServerSpec {
             root: "relative".to_owned(),
             ..spec(&world, &["clangd"])
@@ -100,4 +104,77 @@ async fn a_server_that_is_missing_or_dies_says_so() {
     .await
     .unwrap_err();
     assert_eq!(relative.kind(), ErrorKind::InvalidInput);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clangd_answers_definition_references_hover_rename_and_symbols() {
+    let world = LocalWorld::new();
+    let spec = spec(&world, &["clangd", "--log=error"]);
+    let root = spec.root.clone();
+    std::fs::write(format!("{root}/compile_flags.txt"), "-std=c++17\n").unwrap();
+    std::fs::write(
+        format!("{root}/shape.h"),
+        "#pragma once\nint area(int width, int height);\n",
+    )
+    .unwrap();
+    let main = format!("{root}/main.cpp");
+    let text = "#include \"shape.h\"\nint main() {\n  int side = 3;\n  int total = area(side, side) + area(side, 2);\n  return total - side;\n}\n";
+    std::fs::write(&main, text).unwrap();
+    let server = LanguageServer::start(world.subprocess.as_ref(), world.fs.clone(), spec)
+        .await
+        .unwrap();
+    server.update(&main, "cpp", text.to_owned()).unwrap();
+    server.diagnostics(&main, WAIT).await.unwrap();
+    let at = |line, column| TextPosition { line, column };
+
+    // `area` in main.cpp is declared in the header, which was never opened: read through fs.
+    let definition = server.definition(&main, at(4, 15)).await.unwrap();
+    assert_eq!(definition.len(), 1, "{definition:?}");
+    assert_eq!(definition[0].path, format!("{root}/shape.h"));
+    assert_eq!(
+        (definition[0].start, definition[0].end),
+        (at(2, 5), at(2, 9))
+    );
+
+    let references = server.references(&main, at(3, 7), true).await.unwrap();
+    let mut found: Vec<(u32, u32)> = references
+        .iter()
+        .map(|r| (r.start.line, r.start.column))
+        .collect();
+    found.sort();
+    assert_eq!(found, [(3, 7), (4, 20), (4, 26), (4, 39), (5, 18)]);
+
+    let hover = server
+        .hover(&main, at(4, 15))
+        .await
+        .unwrap()
+        .expect("hover text");
+    assert!(hover.contains("int area(int width, int height)"), "{hover}");
+
+    let edits = server.rename(&main, at(5, 18), "edge").await.unwrap();
+    assert_eq!(edits.len(), 1, "{edits:?}");
+    assert_eq!(edits[0].path, main);
+    assert_eq!(edits[0].edits.len(), 5);
+    assert!(
+        edits[0]
+            .edits
+            .iter()
+            .all(|e| e.new_text == "edge" && e.end.column - e.start.column == 4)
+    );
+
+    let symbols = server.document_symbols(&main).await.unwrap();
+    assert!(
+        symbols
+            .iter()
+            .any(|s| s.name == "main" && s.kind == "function"),
+        "{symbols:?}"
+    );
+    let unopened = server
+        .hover(&format!("{root}/shape.h"), at(2, 5))
+        .await
+        .unwrap_err();
+    assert_eq!(unopened.kind(), ErrorKind::NotFound);
+    let past = server.hover(&main, at(40, 1)).await.unwrap_err();
+    assert_eq!(past.kind(), ErrorKind::InvalidInput);
+    server.shutdown().await.unwrap();
 }
