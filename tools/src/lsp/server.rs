@@ -300,11 +300,7 @@ impl LanguageServer {
             work_done_progress_params: Default::default(),
             partial_result_params: Default::default(),
         };
-        let answer = self
-            .rpc
-            .request::<GotoDefinition>(params)
-            .await
-            .map_err(|e| rpc_error(&op, e))?;
+        let answer = self.ask::<GotoDefinition>(&op, params).await?;
         let targets: Vec<(Uri, Range)> = match answer {
             None => Vec::new(),
             Some(GotoDefinitionResponse::Scalar(l)) => vec![(l.uri, l.range)],
@@ -337,11 +333,7 @@ impl LanguageServer {
             work_done_progress_params: Default::default(),
             partial_result_params: Default::default(),
         };
-        let answer = self
-            .rpc
-            .request::<References>(params)
-            .await
-            .map_err(|e| rpc_error(&op, e))?;
+        let answer = self.ask::<References>(&op, params).await?;
         let targets = answer
             .unwrap_or_default()
             .into_iter()
@@ -359,11 +351,7 @@ impl LanguageServer {
             text_document_position_params: self.position(&op, path, at)?,
             work_done_progress_params: Default::default(),
         };
-        let answer = self
-            .rpc
-            .request::<HoverRequest>(params)
-            .await
-            .map_err(|e| rpc_error(&op, e))?;
+        let answer = self.ask::<HoverRequest>(&op, params).await?;
         let marked = |m: MarkedString| match m {
             MarkedString::String(text) => text,
             MarkedString::LanguageString(code) => {
@@ -392,12 +380,7 @@ impl LanguageServer {
             new_name: new_name.to_owned(),
             work_done_progress_params: Default::default(),
         };
-        let answer = self
-            .rpc
-            .request::<Rename>(params)
-            .await
-            .map_err(|e| rpc_error(&op, e))?
-            .unwrap_or_default();
+        let answer = self.ask::<Rename>(&op, params).await?.unwrap_or_default();
         let mut by_file: Vec<(Uri, Vec<lsp_types::TextEdit>)> =
             answer.changes.unwrap_or_default().into_iter().collect();
         match answer.document_changes {
@@ -449,11 +432,7 @@ impl LanguageServer {
             work_done_progress_params: Default::default(),
             partial_result_params: Default::default(),
         };
-        let answer = self
-            .rpc
-            .request::<DocumentSymbolRequest>(params)
-            .await
-            .map_err(|e| rpc_error(&op, e))?;
+        let answer = self.ask::<DocumentSymbolRequest>(&op, params).await?;
         let mut symbols = Vec::new();
         match answer {
             None => {}
@@ -502,6 +481,18 @@ impl LanguageServer {
             }
         }
         Ok(symbols)
+    }
+
+    /// Request `R`, its error naming `op`.
+    async fn ask<R: lsp_types::request::Request>(
+        &self,
+        op: &str,
+        params: R::Params,
+    ) -> Result<R::Result> {
+        self.rpc
+            .request::<R>(params)
+            .await
+            .map_err(|e| rpc_error(op, e))
     }
 
     fn require(&self, op: &str, supported: bool) -> Result<()> {
