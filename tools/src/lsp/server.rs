@@ -678,8 +678,10 @@ fn rpc_error(op: &str, err: RpcError) -> Error {
     Error::new(kind, format!("{op}: {err}"))
 }
 
-/// `": <the last lines the server wrote to stderr>"`, or nothing.
+/// `": <the last lines the server wrote to stderr>"`, or nothing. Waits (briefly) for a server
+/// that is ending to end, so that what it wrote last has been collected.
 async fn stderr_tail(process: &dyn Process) -> String {
+    let _ = tokio::time::timeout(Duration::from_secs(2), process.wait()).await;
     let snapshot = process
         .read_output(
             dsh_plugin_api::subprocess::OutputStream::Stderr,
