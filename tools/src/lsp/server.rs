@@ -422,6 +422,52 @@ impl LanguageServer {
         Ok(files)
     }
 
+    /// Where the symbol named `name` is declared in open document `path` (its name's start), for
+    /// callers that name a symbol rather than a position: `Container::name` picks one inside a
+    /// container. `NotFound` (listing the document's symbols) when there is none, `Conflict`
+    /// when several match.
+    pub async fn position_of(&self, path: &str, name: &str) -> Result<TextPosition> {
+        let op = format!("find symbol {name:?} in {path}");
+        let (container, name) = match name.rsplit_once("::") {
+            Some((container, name)) => (Some(container), name),
+            None => (None, name),
+        };
+        let symbols = self
+            .document_symbols(path)
+            .await
+            .map_err(|e| e.context(&op))?;
+        let found: Vec<&Symbol> = symbols
+            .iter()
+            .filter(|s| {
+                s.name == name && container.is_none_or(|c| s.container.as_deref() == Some(c))
+            })
+            .collect();
+        match found.as_slice() {
+            [one] => Ok(one.location.start),
+            [] => Err(Error::not_found(format!(
+                "{op}: no such symbol (the document has: {})",
+                symbols
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
+            several => Err(Error::new(
+                ErrorKind::Conflict,
+                format!(
+                    "{op}: {} symbols have that name (at lines {}); name one as Container::name or \
+                     give a position",
+                    several.len(),
+                    several
+                        .iter()
+                        .map(|s| s.location.start.line.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+        }
+    }
+
     /// The symbols of open document `path`, outermost first, each with its container's name.
     pub async fn document_symbols(&self, path: &str) -> Result<Vec<Symbol>> {
         let op = format!("symbols of {path}");
@@ -466,16 +512,48 @@ impl LanguageServer {
                 reason = "`SymbolInformation::deprecated` is part of its shape"
             )]
             Some(DocumentSymbolResponse::Flat(flat)) => {
-                for symbol in flat {
+                // A flat symbol's range is its whole declaration: its name is found in it, and
+                // a container the server leaves unnamed is the innermost declaration around it.
+                let declared: Vec<(TextPosition, TextPosition)> = flat
+                    .iter()
+                    .map(|symbol| {
+                        (
+                            from_lsp(&text, symbol.location.range.start, self.encoding),
+                            from_lsp(&text, symbol.location.range.end, self.encoding),
+                        )
+                    })
+                    .collect();
+                let key = |p: TextPosition| (p.line, p.column);
+                let inside = |inner: &(TextPosition, TextPosition),
+                              outer: &(TextPosition, TextPosition)| {
+                    key(outer.0) <= key(inner.0) && key(inner.1) <= key(outer.1) && inner != outer
+                };
+                for (index, symbol) in flat.iter().enumerate() {
+                    let (start, end) = name_within(&text, declared[index], &symbol.name);
+                    let container = symbol
+                        .container_name
+                        .clone()
+                        .filter(|c| !c.is_empty())
+                        .or_else(|| {
+                            (0..flat.len())
+                                .filter(|&other| inside(&declared[index], &declared[other]))
+                                .min_by_key(|&other| {
+                                    (
+                                        declared[other].1.line - declared[other].0.line,
+                                        declared[other].1.column,
+                                    )
+                                })
+                                .map(|other| flat[other].name.clone())
+                        });
                     symbols.push(Symbol {
                         kind: kind_name(symbol.kind),
                         location: Location {
                             path: path.to_owned(),
-                            start: from_lsp(&text, symbol.location.range.start, self.encoding),
-                            end: from_lsp(&text, symbol.location.range.end, self.encoding),
+                            start,
+                            end,
                         },
-                        name: symbol.name,
-                        container: symbol.container_name,
+                        name: symbol.name.clone(),
+                        container,
                     });
                 }
             }
@@ -735,6 +813,53 @@ pub struct Symbol {
     pub container: Option<String>,
 }
 
+/// Where `name` first stands as a whole word within `range` of `text` (columns in characters);
+/// `range` itself when it does not.
+fn name_within(
+    text: &str,
+    range: (TextPosition, TextPosition),
+    name: &str,
+) -> (TextPosition, TextPosition) {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    for (index, line) in text.split('\n').enumerate() {
+        let number = index as u32 + 1;
+        if number < range.0.line || number > range.1.line {
+            continue;
+        }
+        let chars: Vec<char> = line.chars().collect();
+        let first = if number == range.0.line {
+            range.0.column as usize - 1
+        } else {
+            0
+        };
+        let last = if number == range.1.line {
+            (range.1.column as usize - 1).min(chars.len())
+        } else {
+            chars.len()
+        };
+        let wanted: Vec<char> = name.chars().collect();
+        for at in first..last.saturating_sub(wanted.len() - 1).max(first) {
+            let fits = chars.get(at..at + wanted.len()) == Some(&wanted[..])
+                && (at == 0 || !word(chars[at - 1]))
+                && chars.get(at + wanted.len()).is_none_or(|c| !word(*c));
+            if fits {
+                let column = at as u32 + 1;
+                return (
+                    TextPosition {
+                        line: number,
+                        column,
+                    },
+                    TextPosition {
+                        line: number,
+                        column: column + wanted.len() as u32,
+                    },
+                );
+            }
+        }
+    }
+    range
+}
+
 fn kind_name(kind: lsp_types::SymbolKind) -> String {
     format!("{kind:?}").to_lowercase()
 }
@@ -781,5 +906,21 @@ mod tests {
         assert!(uri_of("relative.c").is_err());
         let uri = uri_of("/src/a b/ü.c").unwrap();
         assert_eq!(path_of(&uri).unwrap(), "/src/a b/ü.c");
+    }
+
+    #[test]
+    fn a_flat_symbols_name_is_found_in_its_declaration() {
+        let at = |line, column| TextPosition { line, column };
+        let text = "int x;\nint main_loop(); int main() {\n  return 0;\n}\n";
+        assert_eq!(
+            name_within(text, (at(2, 18), at(4, 2)), "main"),
+            (at(2, 22), at(2, 26)),
+            "the whole word, not main_loop"
+        );
+        assert_eq!(
+            name_within(text, (at(3, 1), at(3, 5)), "main"),
+            (at(3, 1), at(3, 5)),
+            "not in the range: the range"
+        );
     }
 }

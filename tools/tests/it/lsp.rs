@@ -118,7 +118,7 @@ async fn clangd_answers_definition_references_hover_rename_and_symbols() {
     )
     .unwrap();
     let main = format!("{root}/main.cpp");
-    let text = "#include \"shape.h\"\nint main() {\n  int side = 3;\n  int total = area(side, side) + area(side, 2);\n  return total - side;\n}\n";
+    let text = "#include \"shape.h\"\nint main() {\n  int side = 3;\n  int total = area(side, side) + area(side, 2);\n  return total - side;\n}\nnamespace a { int helper() { return 1; } }\nnamespace b { int helper() { return 2; } }\n";
     std::fs::write(&main, text).unwrap();
     let server = LanguageServer::start(world.subprocess.as_ref(), world.fs.clone(), spec)
         .await
@@ -169,6 +169,18 @@ async fn clangd_answers_definition_references_hover_rename_and_symbols() {
             .any(|s| s.name == "main" && s.kind == "function"),
         "{symbols:?}"
     );
+    // Positions by name: a function, one in a namespace, an ambiguous and a missing one.
+    assert_eq!(server.position_of(&main, "main").await.unwrap(), at(2, 5));
+    let ambiguous = server.position_of(&main, "helper").await.unwrap_err();
+    assert_eq!(ambiguous.kind(), ErrorKind::Conflict, "{ambiguous}");
+    assert_eq!(
+        server.position_of(&main, "b::helper").await.unwrap(),
+        at(8, 19)
+    );
+    let missing = server.position_of(&main, "nowhere").await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    assert!(missing.to_string().contains("main"), "{missing}");
+
     let unopened = server
         .hover(&format!("{root}/shape.h"), at(2, 5))
         .await
