@@ -250,7 +250,13 @@ impl Registry {
                     .collect(),
             })
             .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
+            .map_err(|e| {
+                if e.exhausted {
+                    ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.message)
+                } else {
+                    ApiError::internal(e.message)
+                }
+            })?;
         let upstream = Upstream::new(world.socket());
         let sandbox = Arc::new(Sandbox {
             fleet: self.fleet.clone(),

@@ -43,8 +43,22 @@ const STDERR_TAIL: usize = 4096;
 
 /// Failure to build, freeze, thaw or tear down a world; the message names the sandbox.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct WorldError(pub String);
+#[error("{message}")]
+pub struct WorldError {
+    pub message: String,
+    /// The server has no room for another world (its address pool is used up): a capacity
+    /// limit, not a fault.
+    pub exhausted: bool,
+}
+
+impl WorldError {
+    fn new(message: String) -> WorldError {
+        WorldError {
+            message,
+            exhausted: false,
+        }
+    }
+}
 
 /// What a world is built from.
 #[derive(Debug, Clone)]
@@ -134,13 +148,16 @@ impl WorldFactory {
     pub async fn start(&self, spec: WorldSpec) -> Result<World, WorldError> {
         let id = spec.sandbox_id.clone();
         let fail = |what: &str, e: &dyn std::fmt::Display| {
-            WorldError(format!("start sandbox {id}: {what}: {e}"))
+            WorldError::new(format!("start sandbox {id}: {what}: {e}"))
         };
         let network = match &self.network {
             None => None,
             Some(network) => Some((
                 network.clone(),
-                network.pool.allocate().map_err(|e| fail("network", &e))?,
+                network.pool.allocate().map_err(|e| WorldError {
+                    exhausted: e.kind() == io::ErrorKind::AddrNotAvailable,
+                    ..fail("network", &e)
+                })?,
             )),
         };
         let started = self.start_with(spec, network.clone()).await;
@@ -159,7 +176,7 @@ impl WorldFactory {
     ) -> Result<World, WorldError> {
         let id = spec.sandbox_id.clone();
         let fail = |what: &str, e: &dyn std::fmt::Display| {
-            WorldError(format!("start sandbox {id}: {what}: {e}"))
+            WorldError::new(format!("start sandbox {id}: {what}: {e}"))
         };
         let dirs = SandboxDirs::new(self.sandboxes_dir.join(&id));
         prepare_dirs(&dirs).map_err(|e| fail("prepare dirs", &e))?;
@@ -206,7 +223,7 @@ impl WorldFactory {
             Err(err) => {
                 let err = world.explained(err);
                 let _ = world.destroy().await;
-                Err(WorldError(format!("start sandbox {id}: {err}")))
+                Err(WorldError::new(format!("start sandbox {id}: {err}")))
             }
         }
     }
@@ -509,7 +526,7 @@ impl World {
                 .update(keeper, block, &old, &egress)
                 .await
                 .map_err(|e| {
-                    WorldError(format!("update the network of sandbox {}: {e}", self.id))
+                    WorldError::new(format!("update the network of sandbox {}: {e}", self.id))
                 })?;
         }
         *self.egress.lock().expect("egress lock") = egress;
@@ -561,7 +578,7 @@ impl World {
         let cgroup = self.cgroup.clone();
         blocking(move || cgroup.freeze())
             .await
-            .map_err(|e| WorldError(format!("pause sandbox {}: {e}", self.id)))
+            .map_err(|e| WorldError::new(format!("pause sandbox {}: {e}", self.id)))
     }
 
     /// Thaws every process of the world.
@@ -569,7 +586,7 @@ impl World {
         let cgroup = self.cgroup.clone();
         blocking(move || cgroup.thaw())
             .await
-            .map_err(|e| WorldError(format!("resume sandbox {}: {e}", self.id)))
+            .map_err(|e| WorldError::new(format!("resume sandbox {}: {e}", self.id)))
     }
 
     /// Copies the world's files ([`layout::FILES`]) into `dest` (created), owners, modes,
@@ -579,7 +596,7 @@ impl World {
         let from = self.dirs.dir.clone();
         blocking(move || copy_files(&from, &dest, false))
             .await
-            .map_err(|e| WorldError(format!("copy the files of sandbox {}: {e}", self.id)))
+            .map_err(|e| WorldError::new(format!("copy the files of sandbox {}: {e}", self.id)))
     }
 
     /// Ends every process of the world (frozen or not) and waits for its init to exit; its files
@@ -590,7 +607,7 @@ impl World {
         let killed = blocking(move || cgroup.kill_all(KILL_DEADLINE, keeper)).await;
         // The overlay is unmounted with the mount namespace, once the keeper has exited.
         let _ = tokio::time::timeout(KILL_DEADLINE, self.exited()).await;
-        killed.map_err(|e| WorldError(format!("stop sandbox {}: {e}", self.id)))
+        killed.map_err(|e| WorldError::new(format!("stop sandbox {}: {e}", self.id)))
     }
 
     /// Boots a stopped world again over the files it kept: a new init, a new envd, no process
@@ -598,7 +615,7 @@ impl World {
     pub async fn reboot(&self) -> Result<(), WorldError> {
         *self.cpu.lock().expect("cpu sample lock") = None;
         self.launch().await.map_err(|err| {
-            WorldError(format!(
+            WorldError::new(format!(
                 "reboot sandbox {}: {}",
                 self.id,
                 self.explained(err)
@@ -632,7 +649,7 @@ impl World {
         let removed = blocking(move || remove_tree(&dir)).await;
         killed
             .and(removed)
-            .map_err(|e| WorldError(format!("destroy sandbox {}: {e}", self.id)))
+            .map_err(|e| WorldError::new(format!("destroy sandbox {}: {e}", self.id)))
     }
 
     /// One metrics sample: CPU since the previous sample, memory and disk use now.
@@ -644,7 +661,7 @@ impl World {
         let dirs = [self.dirs.upper(), self.dirs.tmp(), self.dirs.home()];
         let measured = blocking(move || Ok(metrics::measure(&cgroup.pids()?, &dirs)))
             .await
-            .map_err(|e| WorldError(format!("metrics of sandbox {}: {e}", self.id)))?;
+            .map_err(|e| WorldError::new(format!("metrics of sandbox {}: {e}", self.id)))?;
         let mut previous = self.cpu.lock().expect("cpu sample lock");
         Ok(metrics::Sample::new(&measured, &mut previous, host))
     }

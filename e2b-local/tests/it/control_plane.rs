@@ -801,3 +801,44 @@ async fn an_idempotency_key_creates_at_most_once() {
         "one sandbox for the key, two without"
     );
 }
+
+/// A server whose address pool is used up answers a create with 503 saying so (capacity, not a
+/// fault), and has room again once a sandbox is killed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_used_up_address_pool_is_503_until_a_sandbox_goes() {
+    // A /29 holds two /30 blocks (fewer if a host route overlaps one).
+    let server = LocalServer::start_with_args(&["--sandbox-network", "10.250.0.0/29"]);
+    let api = Api::new(&server);
+    let mut created = Vec::new();
+    let refused = loop {
+        let reply = api
+            .call(Method::POST, "/sandboxes", r#"{"templateID":"base"}"#)
+            .await;
+        if reply.status != StatusCode::CREATED {
+            break reply;
+        }
+        created.push(reply.json()["sandboxID"].as_str().unwrap().to_owned());
+        assert!(created.len() <= 2, "a /29 gave more than two sandboxes");
+    };
+    let message = error_of(&refused, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(message.contains("no free /30"), "{message}");
+    if let Some(id) = created.first() {
+        assert_eq!(api.kill(id).await, StatusCode::NO_CONTENT);
+        // The pair is deleted behind the kill; its block is free once it is gone.
+        let mut again = None;
+        for _ in 0..100 {
+            let reply = api
+                .call(Method::POST, "/sandboxes", r#"{"templateID":"base"}"#)
+                .await;
+            if reply.status == StatusCode::CREATED {
+                again = Some(reply);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            again.is_some(),
+            "a create succeeds once a sandbox is killed"
+        );
+    }
+}
