@@ -60,19 +60,10 @@ pub struct CreateSpec {
 
 /// A volume a sandbox mounts, and where; the lease keeps the volume from being destroyed while
 /// the sandbox lives.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct VolumeMounted {
     pub lease: Lease,
     pub path: String,
-}
-
-impl Clone for VolumeMounted {
-    fn clone(&self) -> Self {
-        VolumeMounted {
-            lease: self.lease.again(),
-            path: self.path.clone(),
-        }
-    }
 }
 
 /// One sandbox.
@@ -381,27 +372,37 @@ impl Registry {
     }
 
     /// Forks sandbox `id` `count` times: a snapshot of its files (not listed), then that many
-    /// new sandboxes from it with `spec`'s settings. One outcome per fork; a source that cannot
-    /// be copied fails the whole fork.
+    /// new sandboxes from it, each living `timeout`, with the source's template, metadata,
+    /// environment, security, lifecycle, egress rules and volumes. One outcome per fork; a
+    /// source that cannot be copied fails the whole fork.
     pub async fn fork(
         self: &Arc<Self>,
         id: &str,
         count: usize,
-        spec: CreateSpec,
+        timeout: Duration,
     ) -> Result<Vec<Result<Arc<Sandbox>, ApiError>>, ApiError> {
         let op = "fork sandbox";
         let sandbox = self.lookup(op, id)?;
         let dir = self.snapshots.new_dir();
+        let spec = CreateSpec {
+            template_id: sandbox.template_id.clone(),
+            timeout,
+            metadata: sandbox.metadata.clone(),
+            env_vars: sandbox.world.env_vars().clone(),
+            secure: sandbox.access_token.is_some(),
+            auto_pause: sandbox.auto_pause(),
+            auto_pause_memory: sandbox.auto_pause_memory,
+            auto_resume: sandbox.auto_resume,
+            egress: sandbox.world.egress(),
+            files_from: Some(dir.clone()),
+            volume_mounts: sandbox.volume_mounts.clone(),
+        };
         {
             let dir = dir.clone();
             to_the_end(op, id, async move { copy_still(&sandbox, dir).await }).await?;
         }
-        let spec = CreateSpec {
-            files_from: Some(dir.clone()),
-            ..spec
-        };
         let forks = futures::future::join_all((0..count).map(|_| self.create(spec.clone()))).await;
-        let _ = tokio::task::spawn_blocking(move || crate::snapshots::remove_files(&dir)).await;
+        let _ = tokio::task::spawn_blocking(move || crate::world::remove_tree(&dir)).await;
         Ok(forks)
     }
 
@@ -521,11 +522,8 @@ async fn copy_still(sandbox: &Sandbox, dir: PathBuf) -> Result<(), ApiError> {
     match sandbox.phase() {
         Phase::Running { .. } => {
             sandbox.world.freeze().await.map_err(failed)?;
-            let copied = sandbox.world.copy_files(dir.clone()).await;
+            let copied = sandbox.world.copy_files(dir).await;
             let thawed = sandbox.world.thaw().await;
-            if copied.is_err() {
-                let _ = crate::snapshots::remove_files(&dir);
-            }
             copied.and(thawed).map_err(failed)
         }
         Phase::Paused { .. } => sandbox.world.copy_files(dir).await.map_err(failed),

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::world::remove_tree;
+
 /// One snapshot.
 #[derive(Debug)]
 pub struct Snapshot {
@@ -38,10 +40,7 @@ pub struct Snapshots {
 impl Snapshots {
     /// The snapshots kept in `dir` (created; what an earlier server left is removed).
     pub fn new(dir: PathBuf) -> io::Result<Snapshots> {
-        match std::fs::remove_dir_all(&dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
+        remove_tree(&dir)?;
         std::fs::create_dir_all(&dir)?;
         Ok(Snapshots {
             dir,
@@ -97,7 +96,7 @@ impl Snapshots {
     /// Removes every snapshot and its files (the server's shutdown).
     pub fn clear(&self) -> io::Result<()> {
         self.all.lock().expect("snapshots lock").clear();
-        remove_files(&self.dir)
+        remove_tree(&self.dir)
     }
 
     /// Removes snapshot `id` and its files; false if there is none.
@@ -109,15 +108,7 @@ impl Snapshots {
             };
             all.remove(at)
         };
-        remove_files(&removed.dir)?;
+        remove_tree(&removed.dir)?;
         Ok(true)
-    }
-}
-
-/// Deletes a snapshot's files (gone already counts).
-pub fn remove_files(dir: &std::path::Path) -> io::Result<()> {
-    match std::fs::remove_dir_all(dir) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
     }
 }

@@ -41,8 +41,10 @@ pub struct EntryStat {
     pub target: Option<String>,
 }
 
-/// Owner and permission bits to give what a request creates or changes.
-#[derive(Debug, Clone, Copy, Default)]
+/// Owner and permission bits to give what a request creates or changes (also the body of a
+/// metadata change, `{"uid"?, "gid"?, "mode"?}`).
+#[derive(Debug, Clone, Copy, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Metadata {
     pub uid: Option<u32>,
     pub gid: Option<u32>,

@@ -58,9 +58,11 @@ impl Lease {
     pub fn volume(&self) -> &Arc<Volume> {
         &self.volume
     }
+}
 
-    /// Another lease on the same volume (a fork mounting what its source mounts).
-    pub fn again(&self) -> Lease {
+/// Another lease on the same volume (a fork mounting what its source mounts).
+impl Clone for Lease {
+    fn clone(&self) -> Self {
         let mut state = self.volumes.state.lock().expect("volumes lock");
         *state.leases.entry(self.volume.id.clone()).or_default() += 1;
         Lease {
@@ -261,7 +263,7 @@ mod tests {
         ));
         std::fs::write(volume.data().join("kept"), "x").unwrap();
         let lease = volumes.lease("data").unwrap();
-        let again = lease.again();
+        let again = lease.clone();
         assert!(volumes.lease("other").is_none());
         drop(lease);
         assert!(matches!(

@@ -197,7 +197,8 @@ fn parse_metadata(op: &str, value: &str) -> Result<BTreeMap<String, String>, Api
     Ok(filter)
 }
 
-fn parse_limit(op: &str, value: &str) -> Result<usize, ApiError> {
+/// A page size: 1 to [`MAX_LIMIT`].
+pub(super) fn parse_limit(op: &str, value: &str) -> Result<usize, ApiError> {
     match value.parse::<usize>() {
         Ok(limit) if (1..=MAX_LIMIT).contains(&limit) => Ok(limit),
         _ => Err(ApiError::bad_request(format!(

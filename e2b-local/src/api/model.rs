@@ -154,7 +154,7 @@ pub fn is_valid_template_id(template: &str) -> bool {
 
 impl NewSandbox {
     /// The sandbox's egress rules (`allow_internet_access` and `network`).
-    pub fn egress(&self, op: &str) -> Result<Egress, ApiError> {
+    fn egress(&self, op: &str) -> Result<Egress, ApiError> {
         let network = self.network.as_ref();
         egress_of(
             op,
@@ -166,8 +166,10 @@ impl NewSandbox {
         )
     }
 
-    /// Checks what serde cannot: a usable template name, the timeout range, env var names.
-    pub fn validate(&self, op: &str) -> Result<(), ApiError> {
+    /// Checks what serde cannot — a usable template name, the timeout range, env var names,
+    /// volume mounts, network settings — and returns the egress rules (`allow_internet_access`
+    /// and `network`).
+    pub fn validate(&self, op: &str) -> Result<Egress, ApiError> {
         let template = &self.template_id;
         if !is_valid_template_id(template) {
             return Err(ApiError::bad_request(format!(
@@ -190,7 +192,6 @@ impl NewSandbox {
         if let Some(network) = &self.network {
             network.check(op)?;
         }
-        self.egress(op)?;
         for (name, value) in self.env_vars.iter().flatten() {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(ApiError::bad_request(format!(
@@ -203,7 +204,7 @@ impl NewSandbox {
                 )));
             }
         }
-        Ok(())
+        self.egress(op)
     }
 }
 
@@ -231,12 +232,8 @@ fn check_volume_mounts(op: &str, mounts: &[VolumeMount]) -> Result<(), ApiError>
             )));
         }
         let normalized = path.len() <= 4096
-            && path.starts_with('/')
             && path != "/"
-            && !path.contains('\0')
-            && path[1..]
-                .split('/')
-                .all(|part| !part.is_empty() && part != "." && part != "..");
+            && crate::volume_content::normalize(path).is_ok_and(|n| n == *path);
         if !normalized {
             return Err(ApiError::bad_request(format!(
                 "{op}: volumeMounts: invalid path {path:?}: expected an absolute path other than \
@@ -558,6 +555,32 @@ mod tests {
         ] {
             let body = format!(r#"{{"templateID":"base","volumeMounts":{mounts}}}"#);
             assert!(bad(body.as_bytes()).contains(says), "{mounts}");
+        }
+        // What e2b-local cannot enforce in `network` is refused, each naming itself.
+        for (network, says) in [
+            (
+                r#"{"allowPublicTraffic":false}"#,
+                "allowPublicTraffic: false is not supported",
+            ),
+            (
+                r#"{"maskRequestHost":"x.example"}"#,
+                "maskRequestHost is not supported",
+            ),
+            (r#"{"httpsPorts":[8443]}"#, "httpsPorts is not supported"),
+            (r#"{"rules":{"api.example.com":[{}]}}"#, "network.rules"),
+            (
+                r#"{"egressProxy":{"address":"p:1080"}}"#,
+                "egressProxy is not supported",
+            ),
+            (r#"{"allowOut":["example.com"]}"#, "egress proxy"),
+            (r#"{"denyOut":["10.0.0.0/33"]}"#, "not an IP address"),
+        ] {
+            let body = format!(r#"{{"templateID":"base","network":{network}}}"#);
+            assert!(
+                bad(body.as_bytes()).contains(says),
+                "{network}: {}",
+                bad(body.as_bytes())
+            );
         }
         let fine: NewSandbox = serde_json::from_str(
             r#"{"templateID":"base","volumeMounts":[{"name":"v","path":"/mnt/data"}]}"#,

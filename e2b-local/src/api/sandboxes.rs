@@ -52,7 +52,7 @@ async fn create(
     let op = "create sandbox";
     let raw = read_body(op, body).await?;
     let request: NewSandbox = parse(op, &raw)?;
-    request.validate(op)?;
+    let egress = request.validate(op)?;
     let creating = match headers.get("idempotency-key") {
         None => None,
         Some(key) => {
@@ -73,7 +73,6 @@ async fn create(
         .snapshots
         .find(&request.template_id)
         .map(|snapshot| snapshot.dir.clone());
-    let egress = request.egress(op)?;
     let volume_mounts = request
         .volume_mounts
         .unwrap_or_default()
@@ -462,7 +461,7 @@ fn detail_body(state: &ApiState, sandbox: &Arc<Sandbox>) -> Option<SandboxDetail
 }
 
 /// The `volumeMounts` a sandbox was created with.
-pub fn volume_mounts_of(sandbox: &Sandbox) -> Vec<VolumeMount> {
+fn volume_mounts_of(sandbox: &Sandbox) -> Vec<VolumeMount> {
     sandbox
         .volume_mounts
         .iter()

@@ -15,18 +15,15 @@ use serde::Serialize;
 use super::ApiState;
 use super::error::ApiError;
 use super::json_body::{parse_optional, read_body};
-use super::list_query::{query_pairs, unknown_parameter};
+use super::list_query::{MAX_LIMIT, parse_limit, query_pairs, unknown_parameter};
 use super::model::{CreateSnapshot, ForkSandbox, check_timeout};
 use super::sandboxes::sandbox_body;
-use crate::registry::CreateSpec;
 use crate::snapshots::Snapshot;
 
 /// The forks' lifetime when the request sets none (the API spec's default).
 const FORK_TIMEOUT_SECS: u32 = 15;
 /// The most forks of one request (what the Python SDK checks too).
 const MAX_FORKS: u32 = 20;
-/// Page size of `GET /snapshots` when none is set, and the largest.
-const MAX_PAGE: usize = 100;
 
 #[derive(Debug, Serialize)]
 pub struct SnapshotBody {
@@ -77,22 +74,12 @@ pub async fn list(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let op = "list snapshots";
-    let (mut sandbox, mut name, mut limit, mut after) = (None, None, MAX_PAGE, None);
+    let (mut sandbox, mut name, mut limit, mut after) = (None, None, MAX_LIMIT, None);
     for (key, value) in query_pairs(op, raw.as_deref())? {
         match key.as_str() {
             "sandboxID" => sandbox = Some(value),
             "name" => name = Some(value),
-            "limit" => {
-                limit = value
-                    .parse()
-                    .ok()
-                    .filter(|l| (1..=MAX_PAGE).contains(l))
-                    .ok_or_else(|| {
-                        ApiError::bad_request(format!(
-                            "{op}: invalid limit {value:?}: expected 1 to {MAX_PAGE}"
-                        ))
-                    })?;
-            }
+            "limit" => limit = parse_limit(op, &value)?,
             "nextToken" => after = Some(value).filter(|t| !t.is_empty()),
             other => return Err(unknown_parameter(op, other)),
         }
@@ -181,24 +168,10 @@ pub async fn fork(
             "{op} {id}: count must be 1 to {MAX_FORKS}, got {count}"
         )));
     }
-    let source = state
+    let forks = state
         .registry
-        .get(&id)
-        .ok_or_else(|| ApiError::sandbox_not_found(op, &id))?;
-    let spec = CreateSpec {
-        template_id: source.template_id.clone(),
-        timeout: Duration::from_secs(timeout.into()),
-        metadata: source.metadata.clone(),
-        env_vars: source.world.env_vars().clone(),
-        secure: source.access_token.is_some(),
-        auto_pause: source.auto_pause(),
-        auto_pause_memory: source.auto_pause_memory,
-        auto_resume: source.auto_resume,
-        egress: source.world.egress(),
-        files_from: None,
-        volume_mounts: source.volume_mounts.clone(),
-    };
-    let forks = state.registry.fork(&id, count as usize, spec).await?;
+        .fork(&id, count as usize, Duration::from_secs(timeout.into()))
+        .await?;
     let results: Vec<ForkResult> = forks
         .into_iter()
         .map(|fork| match fork {

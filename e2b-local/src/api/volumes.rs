@@ -11,7 +11,7 @@ use axum::extract::{FromRequestParts, Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use http::request::Parts;
-use http::{HeaderMap, StatusCode, header};
+use http::{StatusCode, header};
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 
@@ -201,10 +201,10 @@ fn io_error(op: &str, path: &str, err: &std::io::Error) -> ApiError {
     ApiError::new(status, format!("{op} {path}: {err}"))
 }
 
-/// What a content request brings: the volume id in its path, its headers, its raw query.
+/// What a content request brings: the volume id in its path, its bearer token, its raw query.
 pub struct ContentParts {
     id: String,
-    headers: HeaderMap,
+    token: Option<String>,
     query: Option<String>,
 }
 
@@ -217,7 +217,12 @@ impl<S: Send + Sync> FromRequestParts<S> for ContentParts {
             .map_err(|e| ApiError::bad_request(format!("volume content: {e}")))?;
         Ok(ContentParts {
             id,
-            headers: parts.headers.clone(),
+            token: parts
+                .headers
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.strip_prefix("Bearer "))
+                .map(str::to_owned),
             query: parts.uri.query().map(str::to_owned),
         })
     }
@@ -244,12 +249,9 @@ impl ContentRequest {
             .volumes
             .get(&parts.id)
             .ok_or_else(|| not_found(op, &parts.id))?;
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if token
+        if parts
+            .token
+            .as_deref()
             .is_none_or(|t| !super::auth::constant_time_eq(t.as_bytes(), volume.token.as_bytes()))
         {
             return Err(ApiError::new(
@@ -307,14 +309,6 @@ pub async fn stat(State(state): State<ApiState>, parts: ContentParts) -> ApiResu
     Ok(Json(request.run(content::stat).await?).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct MetadataBody {
-    uid: Option<u32>,
-    gid: Option<u32>,
-    mode: Option<u32>,
-}
-
 /// `PATCH /volumecontent/{id}/path?path` (`{"uid"?, "gid"?, "mode"?}`): the entry after.
 pub async fn update_metadata(
     State(state): State<ApiState>,
@@ -323,12 +317,7 @@ pub async fn update_metadata(
 ) -> ApiResult<Response> {
     let op = "update volume path metadata";
     let request = ContentRequest::new(&state, op, parts, &[])?;
-    let body: Option<MetadataBody> = parse_optional(op, &read_body(op, body).await?)?;
-    let meta = body.map_or_else(Metadata::default, |b| Metadata {
-        uid: b.uid,
-        gid: b.gid,
-        mode: b.mode,
-    });
+    let meta: Metadata = parse_optional(op, &read_body(op, body).await?)?.unwrap_or_default();
     if meta.mode.is_some_and(|m| m > 0o7777) {
         return Err(ApiError::bad_request(format!(
             "{op}: invalid mode: expected at most 0o7777"

@@ -31,6 +31,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// Sends `request` to `sandbox`'s envd over its Unix socket (h2c, whatever the client spoke) and returns envd's response with its body still streaming. If envd cannot be reached
 /// (the world died meanwhile) the answer is the 502 not-found JSON.
 pub async fn forward(sandbox: &Sandbox, request: Request<Incoming>) -> Response<FrontBody> {
+    // A request that cannot be readdressed is refused before any connection is made.
     let (mut parts, body) = request.into_parts();
     if !readdress(&mut parts, "http://envd", Some("envd")) {
         return error_response(
@@ -101,7 +102,6 @@ struct ProxyError<'a> {
     code: u16,
 }
 
-/// The edge proxy's answer for an unknown, paused or dead sandbox: 502 + JSON with `code: 502`.
 /// Sends `request` to the server listening on `port` inside `sandbox` (HTTP/1.1 on a fresh
 /// connection into its network namespace, whatever the client spoke; the client's `Host` kept)
 /// and returns its response, bodies streaming both ways. Nothing listening there: E2B's 502
@@ -116,6 +116,15 @@ pub async fn forward_to_port(
 ) -> Response<FrontBody> {
     let upgrade = request.headers().get(header::UPGRADE).cloned();
     let client_side = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
+    // A request that cannot be readdressed is refused before any connection is made.
+    let (mut parts, body) = request.into_parts();
+    if !readdress(&mut parts, "", None) {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            &sandbox.id,
+            "invalid request target",
+        );
+    }
     let stream = match sandbox.world.connect_port(port).await {
         Ok(stream) => stream,
         Err(err) => {
@@ -127,14 +136,6 @@ pub async fn forward_to_port(
             );
         }
     };
-    let (mut parts, body) = request.into_parts();
-    if !readdress(&mut parts, "", None) {
-        return error_response(
-            StatusCode::BAD_REQUEST,
-            &sandbox.id,
-            "invalid request target",
-        );
-    }
     parts.version = Version::HTTP_11;
     if let Some(upgrade) = &upgrade {
         parts.headers.insert(header::UPGRADE, upgrade.clone());
@@ -229,6 +230,7 @@ fn relayed(response: Response<Incoming>) -> Response<FrontBody> {
     )
 }
 
+/// The edge proxy's answer for an unknown, paused or dead sandbox: 502 + JSON with `code: 502`.
 pub fn unroutable(err: &Unroutable) -> Response<FrontBody> {
     error_response(StatusCode::BAD_GATEWAY, &err.sandbox_id, &err.message)
 }

@@ -8,8 +8,8 @@
 //!   host path, before `pivot_root`), brings `lo` up and cuts its capabilities down
 //!   ([`confine`]), forks envd, then only reaps: orphans re-parent to it, and
 //!   when envd exits it exits too — which makes the kernel kill everything left in the namespace.
-//! - **envd** (PID 2) runs `e2b_local_envd::serve` on its own tokio runtime and writes `ready` on
-//!   stdout once it listens.
+//! - **envd** (PID 2) starts `e2b_local_envd::Envd` on its own tokio runtime (its start logged to
+//!   the sandbox log), writes `ready` on stdout, then serves on the socket PID 1 bound.
 //! - The **keeper** waits for PID 1 and exits with its status.
 //!
 //! PID 1 leads a session of its own, so no sandbox process shares the server's process group.

@@ -326,7 +326,8 @@ fn copy_files(from: &Path, into: &Path, replace: bool) -> io::Result<()> {
     Ok(())
 }
 
-fn remove_tree(path: &Path) -> io::Result<()> {
+/// Removes `path` and everything in it; already gone is done. The error names the path.
+pub(crate) fn remove_tree(path: &Path) -> io::Result<()> {
     match std::fs::remove_dir_all(path) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => Err(io::Error::new(
             e.kind(),
@@ -538,15 +539,6 @@ impl World {
         self.egress.lock().expect("egress lock").clone()
     }
 
-    /// The world's address (its end of the veth pair), if it has a network.
-    pub fn address(&self) -> Option<std::net::Ipv4Addr> {
-        self.network
-            .lock()
-            .expect("network lock")
-            .as_ref()
-            .map(|(_, block)| block.world)
-    }
-
     fn spawn_stderr_logger(&self, stderr: tokio::process::ChildStderr) {
         let tail = self.stderr_tail.clone();
         let id = self.id.clone();
@@ -590,13 +582,17 @@ impl World {
     }
 
     /// Copies the world's files ([`layout::FILES`]) into `dest` (created), owners, modes,
-    /// extended attributes and the overlay's whiteouts included. The caller keeps the world
-    /// still meanwhile (frozen, or stopped) for a consistent copy.
+    /// extended attributes and the overlay's whiteouts included; a copy that fails is removed.
+    /// The caller keeps the world still meanwhile (frozen, or stopped) for a consistent copy.
     pub async fn copy_files(&self, dest: PathBuf) -> Result<(), WorldError> {
         let from = self.dirs.dir.clone();
-        blocking(move || copy_files(&from, &dest, false))
-            .await
-            .map_err(|e| WorldError::new(format!("copy the files of sandbox {}: {e}", self.id)))
+        blocking(move || {
+            copy_files(&from, &dest, false).inspect_err(|_| {
+                let _ = remove_tree(&dest);
+            })
+        })
+        .await
+        .map_err(|e| WorldError::new(format!("copy the files of sandbox {}: {e}", self.id)))
     }
 
     /// Ends every process of the world (frozen or not) and waits for its init to exit; its files

@@ -87,7 +87,7 @@ fn mask(len: u8) -> u32 {
 }
 
 /// The addresses of `set` not in `holes`, as the fewest prefixes, in address order.
-pub fn subtract(set: &[Cidr], holes: &[Cidr]) -> Vec<Cidr> {
+fn subtract(set: &[Cidr], holes: &[Cidr]) -> Vec<Cidr> {
     let mut ranges = merged(set);
     for hole in merged(holes) {
         ranges = ranges
@@ -156,18 +156,6 @@ pub struct Egress {
     pub deny_out: Vec<String>,
     allow: Vec<Cidr>,
     deny: Vec<Cidr>,
-}
-
-impl Default for Egress {
-    fn default() -> Self {
-        Egress {
-            internet: true,
-            allow_out: Vec::new(),
-            deny_out: Vec::new(),
-            allow: Vec::new(),
-            deny: Vec::new(),
-        }
-    }
 }
 
 impl Egress {
@@ -253,10 +241,6 @@ impl AddressPool {
             pool,
             used: Mutex::new((BTreeMap::new(), 0)),
         })
-    }
-
-    pub fn pool(&self) -> Cidr {
-        self.pool
     }
 
     /// The lowest free block clear of the host's routes.
@@ -589,7 +573,7 @@ mod tests {
 
     #[test]
     fn egress_rules_deny_allow_and_refuse_domains() {
-        let open = Egress::default();
+        let open = Egress::new(true, vec![], vec![]).unwrap();
         assert!(open.unreachable().is_empty());
         let closed = Egress::new(false, vec![], vec![]).unwrap();
         assert_eq!(shown(&closed.unreachable()), ["0.0.0.0/0"]);

@@ -387,8 +387,8 @@ async fn a_stalled_reader_of_many_tiny_events_keeps_its_stream() {
 
 /// A server listening inside a sandbox is reached through the front by `E2b-Sandbox-Port` or
 /// `Host: <port>-<id>.<domain>` (a 3 MiB file whole); a port nothing listens on is E2B's 502
-/// "port is not open"; another sandbox cannot reach it directly (each world has its network
-/// namespace); a killed sandbox's port is not found.
+/// "port is not open"; another sandbox cannot reach it directly, even served on the world's
+/// address (the pool is unreachable from each world); a killed sandbox's port is not found.
 #[tokio::test(flavor = "multi_thread")]
 async fn ports_served_in_a_sandbox_are_reached_through_the_front_only() {
     let server = LocalServer::start();
@@ -400,7 +400,7 @@ async fn ports_served_in_a_sandbox_are_reached_through_the_front_only() {
         &id,
         None,
         "mkdir -p ~/site && cd ~/site && head -c 3145728 /dev/urandom > big.bin && \
-         (setsid python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &) && \
+         (setsid python3 -m http.server 8765 --bind 0.0.0.0 >/dev/null 2>&1 &) && \
          for i in $(seq 100); do python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765))' 2>/dev/null && exit 0; sleep 0.1; done; exit 1",
     )
     .await;
@@ -445,16 +445,34 @@ async fn ports_served_in_a_sandbox_are_reached_through_the_front_only() {
         "{}",
         closed.json()
     );
+    // Served on every address of its world, yet not reachable from another world's.
+    let address = common::exec(
+        &server,
+        &id,
+        None,
+        "ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1",
+    )
+    .await;
+    let address = address.stdout.trim();
+    assert!(!address.is_empty(), "the sandbox has an address");
     let direct = common::exec(
         &server,
         &other,
         None,
-        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", 8765), timeout=2)'",
+        &format!(
+            "python3 -c 'import socket; socket.create_connection((\"{address}\", 8765), timeout=2)'"
+        ),
     )
     .await;
     assert_ne!(
         direct.exit_code, 0,
         "another sandbox reached the port directly"
+    );
+    // Refused by the world's own routes at once, not lost on the host (which may not forward).
+    assert!(
+        direct.stderr.contains("No route to host"),
+        "{}",
+        direct.stderr
     );
     assert_eq!(api.kill(&id).await, StatusCode::NO_CONTENT);
     assert_not_found(

@@ -5,20 +5,7 @@
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::common::{Api, Http, LocalServer, Reply};
-
-fn error_of(reply: &Reply, status: StatusCode) -> String {
-    assert_eq!(
-        reply.status,
-        status,
-        "{}",
-        String::from_utf8_lossy(&reply.body)
-    );
-    reply.json()["message"]
-        .as_str()
-        .expect("message")
-        .to_owned()
-}
+use crate::common::{Api, Http, LocalServer, Reply, error_of};
 
 /// `method` on the volume content API with `token` (if any).
 async fn content(

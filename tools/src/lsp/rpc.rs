@@ -126,19 +126,13 @@ impl RpcClient {
 
     /// Sends request `R` and waits for its result. Dropping the future cancels the request.
     pub async fn request<R: LspRequest>(&self, params: R::Params) -> Result<R::Result, RpcError> {
-        let value = self
-            .request_value(
-                R::METHOD,
-                serde_json::to_value(params).map_err(|e| RpcError::Malformed {
-                    method: R::METHOD.to_owned(),
-                    message: e.to_string(),
-                })?,
-            )
-            .await?;
-        serde_json::from_value(value).map_err(|e| RpcError::Malformed {
+        let malformed = |e: serde_json::Error| RpcError::Malformed {
             method: R::METHOD.to_owned(),
             message: e.to_string(),
-        })
+        };
+        let params = serde_json::to_value(params).map_err(malformed)?;
+        let value = self.request_value(R::METHOD, params).await?;
+        serde_json::from_value(value).map_err(malformed)
     }
 
     /// [`Self::request`] by method name, with JSON params and result.
@@ -311,12 +305,12 @@ pub fn answer_server_request(method: &str, params: &Value) -> Result<Value, (i64
         | "workspace/diagnostic/refresh"
         | "workspace/semanticTokens/refresh"
         | "workspace/inlayHint/refresh"
-        | "workspace/codeLens/refresh" => Ok(Value::Null),
+        | "workspace/codeLens/refresh"
+        | "workspace/workspaceFolders" => Ok(Value::Null),
         "workspace/applyEdit" => Ok(json!({
             "applied": false,
             "failureReason": "dsh applies edits itself, through its fs seam"
         })),
-        "workspace/workspaceFolders" => Ok(Value::Null),
         _ => Err((METHOD_NOT_FOUND, format!("{method} is not handled by dsh"))),
     }
 }

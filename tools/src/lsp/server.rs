@@ -38,6 +38,7 @@ use tokio_util::io::StreamReader;
 
 use super::position::{Encoding, TextPosition, from_lsp, to_lsp};
 use super::rpc::{Notification, RpcClient, RpcError};
+use crate::commands::until_proven_gone;
 
 /// How long a server has to answer `initialize` (a cold start may index first).
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -118,6 +119,8 @@ impl LanguageServer {
                 "{op}: a server needs a command and an absolute workspace root"
             )));
         }
+        // Built before the server starts: nothing to end if the spec makes no request.
+        let initialize = initialize_params(&spec)?;
         let mut command = SpawnSpec::new(spec.argv.clone());
         command.cwd = Some(spec.root.clone());
         command.stdin = StdinMode::Pipe;
@@ -129,7 +132,7 @@ impl LanguageServer {
             .map_err(|e| e.context(&op))?;
         let (stdin, stdout) = (process.take_stdin(), process.take_stdout());
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
-            let _ = process.terminate(SHUTDOWN_GRACE).await;
+            let _ = until_proven_gone(|| process.terminate(SHUTDOWN_GRACE)).await;
             return Err(Error::new(
                 ErrorKind::Io,
                 format!("{op}: its pipes were not given"),
@@ -140,11 +143,8 @@ impl LanguageServer {
         let (published_tx, published) = watch::channel(HashMap::new());
         tokio::spawn(follow(notifications, published_tx));
 
-        let initialized = tokio::time::timeout(
-            INITIALIZE_TIMEOUT,
-            rpc.request::<Initialize>(initialize_params(&spec)?),
-        )
-        .await;
+        let initialized =
+            tokio::time::timeout(INITIALIZE_TIMEOUT, rpc.request::<Initialize>(initialize)).await;
         let result = match initialized {
             Ok(Ok(result)) => result,
             failed => {
@@ -153,15 +153,17 @@ impl LanguageServer {
                     _ => format!("no answer to initialize within {INITIALIZE_TIMEOUT:?}"),
                 };
                 let stderr = stderr_tail(process.as_ref()).await;
-                let _ = process.terminate(SHUTDOWN_GRACE).await;
+                let _ = until_proven_gone(|| process.terminate(SHUTDOWN_GRACE)).await;
                 return Err(Error::new(
                     ErrorKind::Unavailable,
                     format!("{op}: {why}{stderr}"),
                 ));
             }
         };
-        rpc.notify::<Initialized>(lsp_types::InitializedParams {})
-            .map_err(|e| rpc_error(&op, e))?;
+        if let Err(err) = rpc.notify::<Initialized>(lsp_types::InitializedParams {}) {
+            let _ = until_proven_gone(|| process.terminate(SHUTDOWN_GRACE)).await;
+            return Err(rpc_error(&op, err));
+        }
         Ok(LanguageServer {
             spec,
             process,
@@ -485,14 +487,8 @@ impl LanguageServer {
             Some(DocumentSymbolResponse::Nested(nested)) => {
                 let mut stack: Vec<(lsp_types::DocumentSymbol, Option<String>)> =
                     nested.into_iter().rev().map(|s| (s, None)).collect();
-                while let Some((symbol, container)) = stack.pop() {
-                    for child in symbol
-                        .children
-                        .clone()
-                        .unwrap_or_default()
-                        .into_iter()
-                        .rev()
-                    {
+                while let Some((mut symbol, container)) = stack.pop() {
+                    for child in symbol.children.take().unwrap_or_default().into_iter().rev() {
                         stack.push((child, Some(symbol.name.clone())));
                     }
                     symbols.push(Symbol {
@@ -646,8 +642,7 @@ impl LanguageServer {
             let _ = self.process.wait().await;
         };
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, polite).await;
-        self.process
-            .terminate(SHUTDOWN_GRACE)
+        until_proven_gone(|| self.process.terminate(SHUTDOWN_GRACE))
             .await
             .map_err(|e| e.context(format!("stop language server {}", self.spec.argv[0])))
     }

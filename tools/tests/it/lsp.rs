@@ -75,6 +75,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
     )
     .await
     .unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
     assert!(
         missing.to_string().contains("no-such-language-server"),
         "{missing}"

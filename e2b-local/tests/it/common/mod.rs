@@ -358,3 +358,20 @@ pub fn unique(prefix: &str) -> String {
         e2b_local::ids::sandbox_id()
     )
 }
+
+/// The message of an API error reply, checking its status and its numeric `code`.
+pub fn error_of(reply: &Reply, status: StatusCode) -> String {
+    assert_eq!(
+        reply.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    let body = reply.json();
+    assert_eq!(
+        body["code"],
+        json!(status.as_u16()),
+        "numeric code in {body}"
+    );
+    body["message"].as_str().expect("message").to_owned()
+}
