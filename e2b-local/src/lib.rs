@@ -27,6 +27,8 @@ pub mod registry;
 pub mod server;
 pub mod signature;
 pub mod snapshots;
+pub mod template_build;
+pub mod templates;
 pub mod timefmt;
 pub mod volume_content;
 pub mod volumes;

@@ -19,6 +19,7 @@ use crate::fleet::Fleet;
 use crate::front::upstream::Upstream;
 use crate::host::HostFacts;
 use crate::snapshots::{Snapshot, Snapshots};
+use crate::templates::{Start, Templates};
 use crate::volumes::{Lease, Volumes};
 use crate::world::{World, WorldFactory, WorldSpec};
 
@@ -56,6 +57,9 @@ pub struct CreateSpec {
     pub files_from: Option<PathBuf>,
     /// Volumes to mount, each at its absolute path inside (checked by the API).
     pub volume_mounts: Vec<VolumeMounted>,
+    /// A template's: who envd acts as by default, where, and the command started (and waited
+    /// ready) before the sandbox is handed out.
+    pub start: Option<Start>,
 }
 
 /// A volume a sandbox mounts, and where; the lease keeps the volume from being destroyed while
@@ -80,6 +84,8 @@ pub struct Sandbox {
     pub auto_resume: bool,
     /// The volumes it mounts.
     pub volume_mounts: Vec<VolumeMounted>,
+    /// Its template's start ([`CreateSpec::start`]); forks start the same way.
+    pub start: Option<Start>,
     /// The create-time lifetime, applied again when traffic auto-resumes the sandbox.
     pub timeout: Duration,
     pub started_at: SystemTime,
@@ -148,6 +154,7 @@ pub struct Registry {
     pub fleet: Arc<Fleet>,
     pub snapshots: Snapshots,
     pub volumes: Arc<Volumes>,
+    pub templates: Templates,
 }
 
 fn deadline_after(timeout: Duration) -> Phase {
@@ -163,6 +170,7 @@ impl Registry {
         host: HostFacts,
         snapshots: Snapshots,
         volumes: Arc<Volumes>,
+        templates: Templates,
     ) -> Arc<Self> {
         Arc::new(Self {
             factory,
@@ -172,6 +180,7 @@ impl Registry {
             fleet: Arc::default(),
             snapshots,
             volumes,
+            templates,
         })
     }
 
@@ -239,6 +248,14 @@ impl Registry {
                         target: PathBuf::from(&m.path),
                     })
                     .collect(),
+                default_user: spec
+                    .start
+                    .as_ref()
+                    .map_or_else(|| crate::world::users::USER.to_owned(), |s| s.user.clone()),
+                default_workdir: spec
+                    .start
+                    .as_ref()
+                    .and_then(|s| s.workdir.clone().map(PathBuf::from)),
             })
             .await
             .map_err(|e| {
@@ -248,6 +265,20 @@ impl Registry {
                     ApiError::internal(e.message)
                 }
             })?;
+        if let Some(start) = &spec.start {
+            let envd =
+                crate::world::envd_link::EnvdLink::new(world.socket(), access_token.as_deref())
+                    .envd(&id);
+            if let Err(err) = crate::template_build::start_template(&envd, start).await {
+                if let Err(e) = world.destroy().await {
+                    tracing::warn!("{e}");
+                }
+                return Err(ApiError::internal(format!(
+                    "create sandbox from template {}: {err}",
+                    spec.template_id
+                )));
+            }
+        }
         let upstream = Upstream::new(world.socket());
         let sandbox = Arc::new(Sandbox {
             fleet: self.fleet.clone(),
@@ -259,6 +290,7 @@ impl Registry {
             auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
             volume_mounts: spec.volume_mounts,
+            start: spec.start,
             timeout: spec.timeout,
             started_at: SystemTime::now(),
             world,
@@ -396,6 +428,7 @@ impl Registry {
             egress: sandbox.world.egress(),
             files_from: Some(dir.clone()),
             volume_mounts: sandbox.volume_mounts.clone(),
+            start: sandbox.start.clone(),
         };
         {
             let dir = dir.clone();
@@ -426,6 +459,10 @@ impl Registry {
     /// teardowns that failed.
     pub async fn shutdown(&self) -> Vec<String> {
         self.shutting_down.store(true, Ordering::SeqCst);
+        // Builds remove their own worlds once cancelled.
+        self.templates.cancel_all();
+        self.templates.tasks.close();
+        self.templates.tasks.wait().await;
         let all: Vec<_> = self
             .sandboxes
             .write()

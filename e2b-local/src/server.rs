@@ -129,7 +129,15 @@ pub async fn serve(
         .map_err(|e| ServeError::Setup(format!("prepare the snapshots dir: {e}")))?;
     let volumes = crate::volumes::Volumes::open(state_dir.join("volumes"))
         .map_err(|e| ServeError::Setup(format!("open the volumes dir: {e}")))?;
-    let registry = Registry::new(factory, HostFacts::read(&state_dir), snapshots, volumes);
+    let templates = crate::templates::Templates::open(state_dir.join("templates"))
+        .map_err(|e| ServeError::Setup(format!("open the templates dir: {e}")))?;
+    let registry = Registry::new(
+        factory,
+        HostFacts::read(&state_dir),
+        snapshots,
+        volumes,
+        templates,
+    );
     let tls = match &config.tls_domain {
         Some(domain) => {
             Some(crate::front::tls::prepare(&state_dir, domain).map_err(ServeError::Setup)?)

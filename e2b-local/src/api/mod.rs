@@ -11,6 +11,7 @@ mod metrics;
 pub mod model;
 mod sandboxes;
 mod snapshots;
+mod templates;
 mod volumes;
 
 use std::sync::Arc;
@@ -60,7 +61,26 @@ pub fn router(state: ApiState) -> Router {
         .route("/sandboxes/{id}/snapshots", post(snapshots::create))
         .route("/sandboxes/{id}/fork", post(snapshots::fork))
         .route("/snapshots", get(snapshots::list))
-        .route("/templates/{template}", delete(snapshots::delete))
+        .route("/templates/{template}", delete(templates::delete))
+        .route("/v3/templates", post(templates::request))
+        .route(
+            "/templates/{template}/files/{hash}",
+            get(templates::file_upload),
+        )
+        .route(
+            "/v2/templates/{template}/builds/{build}",
+            post(templates::start_build),
+        )
+        .route(
+            "/templates/{template}/builds/{build}/status",
+            get(templates::status),
+        )
+        .route("/templates/aliases/{name}", get(templates::alias))
+        .route(
+            "/templates/tags",
+            post(templates::assign_tags).delete(templates::remove_tags),
+        )
+        .route("/templates/{template}/tags", get(templates::tags))
         .route("/teams/{team}/metrics", get(metrics::team))
         .route("/teams/{team}/metrics/max", get(metrics::team_max))
         .route("/sandboxes/{id}/logs", get(logs::logs_v1))
@@ -87,10 +107,13 @@ pub fn router(state: ApiState) -> Router {
             "/volumecontent/{id}/file",
             get(volumes::read_file).put(volumes::write_file),
         );
+    // Archives of template `COPY` steps come with the token of the URL handed out instead.
+    let template_uploads = Router::new().route("/template-uploads/{hash}", put(templates::upload));
     Router::new()
         .route("/health", get(|| async { StatusCode::OK }))
         .merge(authed)
         .merge(volume_content)
+        .merge(template_uploads)
         .fallback(|uri: http::Uri| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,

@@ -67,12 +67,31 @@ async fn create(
             }
         }
     };
-    // A snapshot's id or name as the template: the sandbox starts with its files.
-    let files_from = state
-        .registry
-        .snapshots
-        .find(&request.template_id)
-        .map(|snapshot| snapshot.dir.clone());
+    // A snapshot's id or name as the template: the sandbox starts with its files; a built
+    // template's id or name (with a tag or not): its build's files, user, workdir and start.
+    let (template_id, files_from, start) = match state.registry.snapshots.find(&request.template_id)
+    {
+        Some(snapshot) => (request.template_id, Some(snapshot.dir.clone()), None),
+        None => match state.registry.templates.resolve(&request.template_id) {
+            Some(resolved) => (
+                resolved.template_id,
+                Some(resolved.files),
+                Some(resolved.start),
+            ),
+            None if state
+                .registry
+                .templates
+                .find(template_name(&request.template_id))
+                .is_some() =>
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{op}: template {:?} has no ready build of that tag",
+                    request.template_id
+                )));
+            }
+            None => (request.template_id, None, None),
+        },
+    };
     let volume_mounts = request
         .volume_mounts
         .unwrap_or_default()
@@ -93,7 +112,8 @@ async fn create(
     let spec = CreateSpec {
         files_from,
         volume_mounts,
-        template_id: request.template_id,
+        start,
+        template_id,
         timeout: Duration::from_secs(request.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).into()),
         metadata: request.metadata.unwrap_or_default(),
         env_vars: request.env_vars.unwrap_or_default(),
@@ -117,6 +137,11 @@ async fn create(
     .await
     .map_err(|e| ApiError::internal(format!("{op}: task failed: {e}")))??;
     Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// A `templateID` without its `:tag`.
+fn template_name(template: &str) -> &str {
+    template.rsplit_once(':').map_or(template, |(name, _)| name)
 }
 
 /// `POST /sandboxes/{id}/connect`: `timeout` is required.

@@ -1,6 +1,6 @@
 //! Snapshots and forks (`crate::snapshots`: the files only): `POST /sandboxes/{id}/snapshots`,
-//! `GET /snapshots`, `DELETE /templates/{templateID}` (a snapshot's id; percent-encoded as one
-//! path segment), `POST /sandboxes/{id}/fork`.
+//! `GET /snapshots`, `POST /sandboxes/{id}/fork`; a snapshot is deleted as a template
+//! (`super::templates::delete`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -108,29 +108,6 @@ pub async fn list(
         response.headers_mut().insert("x-next-token", value);
     }
     Ok(response)
-}
-
-/// `DELETE /templates/{templateID}`: 204 once a snapshot and its files are gone; 404 if there
-/// is none (e2b-local has no other templates to delete).
-pub async fn delete(
-    State(state): State<ApiState>,
-    Path(template): Path<String>,
-) -> Result<StatusCode, ApiError> {
-    let op = "delete template";
-    let registry = state.registry.clone();
-    let id = template.clone();
-    let removed = tokio::task::spawn_blocking(move || registry.snapshots.remove(&id))
-        .await
-        .map_err(|e| ApiError::internal(format!("{op} {template}: {e}")))?
-        .map_err(|e| ApiError::internal(format!("{op} {template}: {e}")))?;
-    if removed {
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(ApiError::new(
-            StatusCode::NOT_FOUND,
-            format!("{op} {template}: no such template"),
-        ))
-    }
 }
 
 /// One fork's outcome.

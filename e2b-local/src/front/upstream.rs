@@ -25,6 +25,14 @@ pub struct UnixConnector {
     path: Arc<PathBuf>,
 }
 
+impl UnixConnector {
+    pub fn new(path: PathBuf) -> UnixConnector {
+        UnixConnector {
+            path: Arc::new(path),
+        }
+    }
+}
+
 impl tower::Service<Uri> for UnixConnector {
     type Response = TokioIo<UnixStream>;
     type Error = std::io::Error;
@@ -77,9 +85,7 @@ impl Upstream {
             .http2_initial_stream_window_size(STREAM_WINDOW)
             .http2_initial_connection_window_size(CONNECTION_WINDOW)
             .pool_idle_timeout(Duration::from_secs(60))
-            .build(UnixConnector {
-                path: socket.clone(),
-            });
+            .build(UnixConnector::new(socket.to_path_buf()));
         Self { socket, client }
     }
 

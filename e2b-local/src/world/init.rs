@@ -155,8 +155,8 @@ fn run_envd(config: &InitConfig, listener: UnixListener, log: std::fs::File) -> 
         template_id: config.template_id.clone(),
         env_vars: config.env_vars.clone(),
         access_token: config.access_token.clone(),
-        default_user: super::users::USER.to_owned(),
-        default_workdir: None,
+        default_user: config.default_user.clone(),
+        default_workdir: config.default_workdir.clone(),
     };
     let result = runtime.block_on(async move {
         listener

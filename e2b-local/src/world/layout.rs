@@ -86,6 +86,9 @@ pub struct InitConfig {
     pub envd_file_access: e2b_local_envd::FileAccess,
     /// Volumes bound into the world, in order.
     pub volumes: Vec<VolumeBind>,
+    /// envd's default user and working directory ([`super::WorldSpec`]).
+    pub default_user: String,
+    pub default_workdir: Option<PathBuf>,
 }
 
 /// A host dir (a volume's files) bound at an absolute, normalized path inside a world.

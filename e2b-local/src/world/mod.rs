@@ -7,6 +7,7 @@
 
 pub mod cgroup;
 pub mod confine;
+pub mod envd_link;
 pub mod init;
 pub mod instances;
 pub mod layout;
@@ -73,6 +74,11 @@ pub struct WorldSpec {
     pub volumes: Vec<VolumeBind>,
     /// What the world may reach beyond its own network.
     pub egress: network::Egress,
+    /// Who envd acts as when a request names no user (a template's last `USER`; else `user`).
+    pub default_user: String,
+    /// Where envd starts processes when a request names no directory (a template's last
+    /// `WORKDIR`; `None`: the user's home).
+    pub default_workdir: Option<PathBuf>,
 }
 
 /// Builds worlds under one state dir, with one freezer parent cgroup per server instance.
@@ -203,6 +209,8 @@ impl WorldFactory {
             hide: self.hidden_dirs(),
             envd_file_access: self.envd_file_access,
             volumes: spec.volumes,
+            default_user: spec.default_user,
+            default_workdir: spec.default_workdir,
         };
 
         let world = World {

@@ -12,4 +12,5 @@ mod hostile;
 mod isolation;
 mod sdk_js;
 mod sdk_python;
+mod templates;
 mod volumes;

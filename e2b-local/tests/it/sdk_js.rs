@@ -38,3 +38,8 @@ fn js_volumes() {
 fn js_network() {
     common::peers::run_js("network.test.mjs");
 }
+
+#[test]
+fn js_templates() {
+    common::peers::run_js("templates.test.mjs");
+}

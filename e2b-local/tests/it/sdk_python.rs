@@ -38,3 +38,8 @@ fn python_volumes() {
 fn python_network() {
     common::peers::run_python("test_network.py");
 }
+
+#[test]
+fn python_templates() {
+    common::peers::run_python("test_templates.py");
+}

@@ -26,3 +26,5 @@ export function atLeast(version) {
 export const { Sandbox, CommandExitError, FileNotFoundError, SandboxNotFoundError } = sdk
 /** Volumes (`undefined` in releases without them, e.g. 2.29.1). */
 export const { Volume, VolumeError, VolumePathNotFoundError } = sdk
+/** The template builder. */
+export const { Template } = sdk
