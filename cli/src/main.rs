@@ -8,6 +8,7 @@ mod durable;
 mod exec;
 mod failure;
 mod fs;
+mod lsp;
 mod mcp;
 mod plugins;
 mod stdout;
@@ -119,12 +120,24 @@ async fn run(cli: Cli) -> i32 {
             })
             .await
         }
-        Command::Mcp(args) => {
-            with_host(&composition, |host, stop| {
-                Box::pin(mcp::run(host, args, stop))
-            })
-            .await
-        }
+        Command::Mcp(args) => match lsp::config(cli.lsp_config.as_deref()) {
+            Ok(lsp_config) => {
+                with_host(&composition, |host, stop| {
+                    Box::pin(mcp::run(host, args, lsp_config, stop))
+                })
+                .await
+            }
+            Err(failure) => Err(failure),
+        },
+        Command::Lsp(command) => match lsp::config(cli.lsp_config.as_deref()) {
+            Ok(lsp_config) => {
+                with_host(&composition, |host, _| {
+                    Box::pin(lsp::run(host, command, lsp_config, json))
+                })
+                .await
+            }
+            Err(failure) => Err(failure),
+        },
     };
     match outcome {
         Ok(code) => code,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use dsh_host::Host;
 use dsh_mcp::{DshMcp, HttpOptions};
 use dsh_tools::Tools;
+use dsh_tools::lsp::LspConfig;
 
 use crate::Stop;
 use crate::args::McpArgs;
@@ -15,13 +16,13 @@ use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 /// Serves the composition's world until the stdio client closes stdin or
 /// `stop` says a signal came (over HTTP, the usual end), then ends what the
 /// tools started (ordinary
-/// background commands, terminals; durable commands are only detached from,
+/// background commands, terminals, language servers; durable commands are only detached from,
 /// so a later `dsh mcp` of the same world finds them) before the
 /// composition is disposed.
-pub async fn run(host: &Host, args: McpArgs, stop: Stop) -> Result<i32, Failure> {
+pub async fn run(host: &Host, args: McpArgs, lsp: LspConfig, stop: Stop) -> Result<i32, Failure> {
     let fs = host.fs()?;
     let subprocess = host.subprocess()?;
-    let tools = Arc::new(Tools::new(fs, subprocess));
+    let tools = Arc::new(Tools::with_lsp_config(fs, subprocess, lsp));
     let server = DshMcp::new(Arc::clone(&tools));
     let served = match args.http {
         None => dsh_mcp::serve_stdio(server, stop.requested())

@@ -6,8 +6,9 @@
 //! Names follow the common file and shell tools agents already know
 //! (`read_file`, `write_file`, `edit_file` with `path`, `old_string`,
 //! `new_string`; `run` with `command`): snake_case verbs, the object named
-//! where a verb alone would be ambiguous (`list_dir`, `move_path`), and a
-//! `terminal_` prefix for the terminal family.
+//! where a verb alone would be ambiguous (`list_dir`, `move_path`), a
+//! `terminal_` prefix for the terminal family and `lsp_` for the language
+//! tools.
 
 use std::sync::Arc;
 
@@ -16,7 +17,7 @@ use dsh_tools::Tools;
 use crate::entry::{Effect, Entry, entry};
 
 /// The entry of tool `$method` of group `$group` (`files`, `commands`,
-/// `terminals`), served under the method's name.
+/// `terminals`, `lsp`), served under the method's name.
 macro_rules! tool {
     ($group:ident . $method:ident, $effect:ident, $description:expr) => {
         entry(
@@ -167,6 +168,44 @@ pub(crate) fn entries() -> Vec<Entry> {
             terminals.list_terminals,
             ReadOnly,
             "The open terminals: id, command, size, whether the program exited."
+        ),
+        tool!(
+            lsp.lsp_diagnostics,
+            ReadOnly,
+            "Compiler and type-checker problems of a file as it is now (after any write, edit \
+             or command): the language server's analysis of exactly that version, waited for. \
+             Servers (clangd, pyright, typescript-language-server, or configured ones) run in \
+             the world, one per language and workspace, started on first use."
+        ),
+        tool!(
+            lsp.lsp_definition,
+            ReadOnly,
+            "Where the symbol at a file position (line and column, 1-based) or named by symbol \
+             is defined."
+        ),
+        tool!(
+            lsp.lsp_references,
+            ReadOnly,
+            "Every reference to the symbol at a position (or named), across the workspace; \
+             waits for the server's indexing, and says when it could not."
+        ),
+        tool!(
+            lsp.lsp_hover,
+            ReadOnly,
+            "The language server's description (type, signature, docs) of the symbol at a \
+             position (or named)."
+        ),
+        tool!(
+            lsp.lsp_symbols,
+            ReadOnly,
+            "The symbols declared in a file (path), or the workspace's symbols matching a query."
+        ),
+        tool!(
+            lsp.lsp_rename,
+            Destructive,
+            "Rename the symbol at a position (or named) across the workspace: the server's \
+             edits written to each file only if it did not change meanwhile (conflicts are \
+             named, nothing written); apply: false only shows the edits."
         ),
     ]
 }

@@ -21,6 +21,9 @@
 //!   same id and kill it.
 //! - [`terminals::Terminals`]: PTY sessions driven by text and named keys,
 //!   read by cursor and as a rendered screen.
+//! - [`lsp::Lsp`]: language servers run in the world — diagnostics of the
+//!   file as it is now, definition, references, hover, symbols, rename —
+//!   started per language and workspace, restarted when they end.
 //!
 //! **Errors** are the seams' own [`dsh_plugin_api::Error`]: a kind and a
 //! message naming the operation (the tool's name) and its subject, the text a
@@ -57,20 +60,33 @@ pub struct Tools {
     pub files: files::Files,
     pub commands: commands::Commands,
     pub terminals: terminals::Terminals,
+    pub lsp: lsp::Lsp,
 }
 
 impl Tools {
-    /// The tools of the world that `fs` and `subprocess` serve.
+    /// The tools of the world that `fs` and `subprocess` serve, with the default language
+    /// servers.
     pub fn new(fs: Arc<dyn FsProvider>, subprocess: Arc<dyn SubprocessProvider>) -> Tools {
+        Tools::with_lsp_config(fs, subprocess, lsp::LspConfig::default())
+    }
+
+    /// The tools of the world that `fs` and `subprocess` serve, with `lsp`'s language servers.
+    pub fn with_lsp_config(
+        fs: Arc<dyn FsProvider>,
+        subprocess: Arc<dyn SubprocessProvider>,
+        lsp: lsp::LspConfig,
+    ) -> Tools {
         Tools {
             files: files::Files::new(Arc::clone(&fs)),
-            commands: commands::Commands::new(Arc::clone(&subprocess), fs),
-            terminals: terminals::Terminals::new(subprocess),
+            commands: commands::Commands::new(Arc::clone(&subprocess), Arc::clone(&fs)),
+            terminals: terminals::Terminals::new(Arc::clone(&subprocess)),
+            lsp: lsp::Lsp::new(fs, subprocess, lsp),
         }
     }
 
-    /// Ends what outlives single calls — every ordinary background command
-    /// and every open terminal, each process group proven gone — so that
+    /// Ends what outlives single calls — every ordinary background command,
+    /// every open terminal and every language server, each process group
+    /// proven gone — so that
     /// nothing the tools started survives the caller, except durable
     /// commands: those are meant to outlive this caller (a restarted
     /// server reads them on by cursor), so the tools only detach from them;
@@ -78,8 +94,12 @@ impl Tools {
     /// the world. Returns the failures (what may be left), empty when
     /// everything ended.
     pub async fn shutdown(&self) -> Vec<dsh_plugin_api::Error> {
-        let (commands, terminals) =
-            futures::future::join(self.commands.shutdown(), self.terminals.shutdown()).await;
-        commands.into_iter().chain(terminals).collect()
+        let (commands, terminals, lsp) = futures::future::join3(
+            self.commands.shutdown(),
+            self.terminals.shutdown(),
+            self.lsp.shutdown(),
+        )
+        .await;
+        commands.into_iter().chain(terminals).chain(lsp).collect()
     }
 }

@@ -10,6 +10,7 @@ mod e2b_shutdown;
 mod exec;
 mod fs;
 mod hostile;
+mod lsp;
 mod mcp;
 mod plugins;
 mod probes;

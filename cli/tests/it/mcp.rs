@@ -129,7 +129,7 @@ fn check(transcript: &Value, what: &str) {
 
 /// Processes whose working directory lies under `dir` (what a local composition started
 /// there), other than this test.
-fn processes_under(dir: &Path) -> Vec<u32> {
+pub fn processes_under(dir: &Path) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()

@@ -21,6 +21,9 @@ function resolve(value) {
   return value;
 }
 
+// A field as text: strings as they are, anything else (lists, objects) as its JSON.
+const asText = (value) => (typeof value === "string" ? value : JSON.stringify(value ?? ""));
+
 const client = await connect();
 const transcript = [];
 for (const step of scenario.steps) {
@@ -41,7 +44,7 @@ for (const step of scenario.steps) {
       ...(step.contains ?? {}),
       ...(step.retry_until ? { [step.retry_until.field]: step.retry_until.contains } : {}),
     })) {
-      entry[`${field} contains ${text}`] = String(result.structuredContent[field] ?? "").includes(text);
+      entry[`${field} contains ${text}`] = asText(result.structuredContent[field]).includes(text);
     }
   }
   transcript.push(entry);

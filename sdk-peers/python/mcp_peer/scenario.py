@@ -22,6 +22,13 @@ SCENARIO = Path(__file__).resolve().parents[2] / "mcp" / "scenario.json"
 REFERENCE = re.compile(r"^\$\{([^.}]+)\.([^}]+)\}$")
 
 
+def as_text(value):
+    """A field as text: strings as they are, anything else (lists, objects) as its JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value if value is not None else "", separators=(",", ":"), ensure_ascii=False)
+
+
 @contextlib.asynccontextmanager
 async def connect():
     """An initialized client session to the server the environment names."""
@@ -82,7 +89,7 @@ async def main():
                 if retry:
                     checks[retry["field"]] = retry["contains"]
                 for field, text in checks.items():
-                    entry[f"{field} contains {text}"] = text in str(structured.get(field) or "")
+                    entry[f"{field} contains {text}"] = text in as_text(structured.get(field))
             transcript.append(entry)
     print(json.dumps(transcript, indent=1, ensure_ascii=False))
 

@@ -124,6 +124,11 @@ impl RpcClient {
         (client, notifications)
     }
 
+    /// Why the connection ended (the server closed its output, a write failed), once it has.
+    pub fn closed(&self) -> Option<String> {
+        self.pending.lock().expect("pending lock").closed.clone()
+    }
+
     /// Sends request `R` and waits for its result. Dropping the future cancels the request.
     pub async fn request<R: LspRequest>(&self, params: R::Params) -> Result<R::Result, RpcError> {
         let malformed = |e: serde_json::Error| RpcError::Malformed {

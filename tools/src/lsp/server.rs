@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode, SubprocessProvider};
@@ -22,6 +22,7 @@ use lsp_types::notification::{
 };
 use lsp_types::request::{
     DocumentSymbolRequest, GotoDefinition, HoverRequest, Initialize, References, Rename, Shutdown,
+    WorkspaceSymbolRequest,
 };
 use lsp_types::{
     ClientCapabilities, Diagnostic, DidChangeTextDocumentParams, DidCloseTextDocumentParams,
@@ -44,6 +45,10 @@ use crate::commands::until_proven_gone;
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `shutdown` waits for the server before ending its group.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a server must have said nothing to count as idle ([`LanguageServer::settle`]).
+pub const QUIET: Duration = Duration::from_millis(500);
+/// How long after its start a server is busy at least (it reads its project before it says so).
+pub const WARM_UP: Duration = Duration::from_secs(1);
 /// The stderr tail kept to explain a server that failed.
 const STDERR_TAIL: usize = 16 << 10;
 
@@ -75,6 +80,14 @@ pub struct LanguageServer {
     rpc: RpcClient,
     capabilities: ServerCapabilities,
     published: watch::Receiver<HashMap<String, Published>>,
+    /// Work the server reported begun and not yet ended (`$/progress`): token → title.
+    progress: watch::Receiver<HashMap<String, String>>,
+    /// Set once the server's process has ended: how it ended.
+    ended: watch::Receiver<Option<String>>,
+    /// When the server last sent a notification (logs, diagnostics, progress).
+    activity: watch::Receiver<Instant>,
+    /// When its `initialize` was answered.
+    started: Instant,
     /// Open documents by uri.
     open: Mutex<HashMap<String, OpenDocument>>,
     /// How the server counts columns.
@@ -141,7 +154,25 @@ impl LanguageServer {
         let reader = StreamReader::new(stdout.map(|chunk| chunk.map_err(std::io::Error::other)));
         let (rpc, notifications) = RpcClient::start(reader, stdin);
         let (published_tx, published) = watch::channel(HashMap::new());
-        tokio::spawn(follow(notifications, published_tx));
+        let (progress_tx, progress) = watch::channel(HashMap::new());
+        let (activity_tx, activity) = watch::channel(Instant::now());
+        tokio::spawn(follow(
+            notifications,
+            published_tx,
+            progress_tx,
+            activity_tx,
+        ));
+        let (ended_tx, ended) = watch::channel(None);
+        tokio::spawn({
+            let process = process.clone();
+            async move {
+                let how = match process.wait().await {
+                    Ok(status) => format!("{status:?}"),
+                    Err(err) => err.to_string(),
+                };
+                let _ = ended_tx.send(Some(how));
+            }
+        });
 
         let initialized =
             tokio::time::timeout(INITIALIZE_TIMEOUT, rpc.request::<Initialize>(initialize)).await;
@@ -171,6 +202,10 @@ impl LanguageServer {
             encoding: Encoding::of(result.capabilities.position_encoding.as_ref()),
             capabilities: result.capabilities,
             published,
+            progress,
+            ended,
+            activity,
+            started: Instant::now(),
             open: Mutex::new(HashMap::new()),
             fs,
         })
@@ -184,6 +219,40 @@ impl LanguageServer {
     /// What the server said it can do.
     pub fn capabilities(&self) -> &ServerCapabilities {
         &self.capabilities
+    }
+
+    /// How the server's process ended, or why the connection to it did (`None` while both
+    /// last).
+    pub fn ended(&self) -> Option<String> {
+        self.ended.borrow().clone().or_else(|| self.rpc.closed())
+    }
+
+    /// Waits (up to `limit`) until the server is idle: no work in progress it reported
+    /// (`$/progress`: indexing, loading a project), nothing said for [`QUIET`], and at least
+    /// [`WARM_UP`] since it started — servers that report no progress (pyright discovering its
+    /// files) are busy while they talk. `None` once idle, else what it is still doing.
+    pub async fn settle(&self, limit: Duration) -> Option<Vec<String>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        let mut progress = self.progress.clone();
+        loop {
+            if tokio::time::timeout_at(deadline, progress.wait_for(HashMap::is_empty))
+                .await
+                .is_err()
+            {
+                return Some(self.progress.borrow().values().cloned().collect());
+            }
+            let last = *self.activity.borrow();
+            let idle_at = (last + QUIET).max(self.started + WARM_UP);
+            let now = Instant::now();
+            if now >= idle_at {
+                return None;
+            }
+            let idle_at = tokio::time::Instant::now() + (idle_at - now);
+            if idle_at > deadline {
+                return Some(vec!["still talking".to_owned()]);
+            }
+            tokio::time::sleep_until(idle_at).await;
+        }
     }
 
     /// Sends `text` as the whole content of document `path` (opened on first use, as
@@ -274,12 +343,18 @@ impl LanguageServer {
                 None => p.count > seen,
             })
         };
-        let waited = tokio::time::timeout(timeout, published.wait_for(current)).await;
+        // The watch's guard is released before anything else is awaited.
+        let waited = tokio::time::timeout(timeout, published.wait_for(current))
+            .await
+            .map(|seen| {
+                seen.map(|all| {
+                    all.get(&key)
+                        .map(|p| p.diagnostics.clone())
+                        .unwrap_or_default()
+                })
+            });
         match waited {
-            Ok(Ok(all)) => Ok(all
-                .get(&key)
-                .map(|p| p.diagnostics.clone())
-                .unwrap_or_default()),
+            Ok(Ok(diagnostics)) => Ok(diagnostics),
             Ok(Err(_)) => Err(Error::closed(format!(
                 "{op}: the language server ended{}",
                 stderr_tail(self.process.as_ref()).await
@@ -557,6 +632,75 @@ impl LanguageServer {
         Ok(symbols)
     }
 
+    /// The symbols of the whole workspace whose names match `query` (the server's fuzzy match;
+    /// empty: all it will list).
+    pub async fn workspace_symbols(&self, query: &str) -> Result<Vec<Symbol>> {
+        let op = format!("workspace symbols matching {query:?}");
+        self.require(&op, self.capabilities.workspace_symbol_provider.is_some())?;
+        let params = lsp_types::WorkspaceSymbolParams {
+            query: query.to_owned(),
+            work_done_progress_params: Default::default(),
+            partial_result_params: Default::default(),
+        };
+        let answer = self.ask::<WorkspaceSymbolRequest>(&op, params).await?;
+        // (symbol, where its declaration is; a range only if the server gives one).
+        let found: Vec<(lsp_types::WorkspaceSymbol, Uri, Option<Range>)> = match answer {
+            None => Vec::new(),
+            #[allow(
+                deprecated,
+                reason = "`SymbolInformation::deprecated` is part of its shape"
+            )]
+            Some(lsp_types::WorkspaceSymbolResponse::Flat(flat)) => flat
+                .into_iter()
+                .map(|s| {
+                    let (uri, range) = (s.location.uri.clone(), s.location.range);
+                    let symbol = lsp_types::WorkspaceSymbol {
+                        name: s.name,
+                        kind: s.kind,
+                        tags: s.tags,
+                        container_name: s.container_name,
+                        location: OneOf::Left(s.location),
+                        data: None,
+                    };
+                    (symbol, uri, Some(range))
+                })
+                .collect(),
+            Some(lsp_types::WorkspaceSymbolResponse::Nested(nested)) => nested
+                .into_iter()
+                .map(|s| {
+                    let (uri, range) = match &s.location {
+                        OneOf::Left(location) => (location.uri.clone(), Some(location.range)),
+                        OneOf::Right(location) => (location.uri.clone(), None),
+                    };
+                    (s, uri, range)
+                })
+                .collect(),
+        };
+        let mut texts = HashMap::new();
+        let mut symbols = Vec::with_capacity(found.len());
+        for (symbol, uri, range) in found {
+            let path = path_of(&uri)?;
+            let text = self.cached_text(&op, &path, &mut texts).await?;
+            let range = range.unwrap_or_default();
+            let declared = (
+                from_lsp(text, range.start, self.encoding),
+                from_lsp(text, range.end, self.encoding),
+            );
+            let (start, end) = name_within(text, declared, &symbol.name);
+            symbols.push(Symbol {
+                kind: kind_name(symbol.kind),
+                container: symbol.container_name.filter(|c| !c.is_empty()),
+                name: symbol.name,
+                location: Location { path, start, end },
+            });
+        }
+        symbols.sort_by(|a, b| {
+            (&a.location.path, a.location.start.line)
+                .cmp(&(&b.location.path, b.location.start.line))
+        });
+        Ok(symbols)
+    }
+
     /// Request `R`, its error naming `op`.
     async fn ask<R: lsp_types::request::Request>(
         &self,
@@ -577,6 +721,18 @@ impl LanguageServer {
                 ErrorKind::Unsupported,
                 format!("{op}: {} does not offer it", self.spec.argv[0]),
             ))
+        }
+    }
+
+    /// The server's position `at` in open document `path` as a 1-based line and character
+    /// column (`at` taken as is, 1-based, if `path` is not open).
+    pub fn text_position(&self, path: &str, at: lsp_types::Position) -> TextPosition {
+        match self.open_text("", path) {
+            Ok(text) => from_lsp(&text, at, self.encoding),
+            Err(_) => TextPosition {
+                line: at.line + 1,
+                column: at.character + 1,
+            },
         }
     }
 
@@ -618,14 +774,30 @@ impl LanguageServer {
         Ok(file.text.to_string())
     }
 
+    /// `path`'s text as [`Self::text_of`] gives it, read once per `texts` (a question's answer
+    /// may name one file many times).
+    async fn cached_text<'t>(
+        &self,
+        op: &str,
+        path: &str,
+        texts: &'t mut HashMap<String, String>,
+    ) -> Result<&'t str> {
+        if !texts.contains_key(path) {
+            let text = self.text_of(op, path).await?;
+            texts.insert(path.to_owned(), text);
+        }
+        Ok(texts[path].as_str())
+    }
+
     async fn locations(&self, op: &str, targets: Vec<(Uri, Range)>) -> Result<Vec<Location>> {
+        let mut texts = HashMap::new();
         let mut locations = Vec::with_capacity(targets.len());
         for (uri, range) in targets {
             let path = path_of(&uri)?;
-            let text = self.text_of(op, &path).await?;
+            let text = self.cached_text(op, &path, &mut texts).await?;
             locations.push(Location {
-                start: from_lsp(&text, range.start, self.encoding),
-                end: from_lsp(&text, range.end, self.encoding),
+                start: from_lsp(text, range.start, self.encoding),
+                end: from_lsp(text, range.end, self.encoding),
                 path,
             });
         }
@@ -648,12 +820,20 @@ impl LanguageServer {
     }
 }
 
-/// Keeps the latest diagnostics of each document, until the server's notifications end.
+/// Keeps the latest diagnostics of each document, the work in progress and when the server last
+/// said anything, until the server's notifications end.
 async fn follow(
     mut notifications: tokio::sync::mpsc::UnboundedReceiver<Notification>,
     published: watch::Sender<HashMap<String, Published>>,
+    progress: watch::Sender<HashMap<String, String>>,
+    activity: watch::Sender<Instant>,
 ) {
     while let Some(notification) = notifications.recv().await {
+        activity.send_replace(Instant::now());
+        if notification.method == "$/progress" {
+            track_progress(&progress, &notification.params);
+            continue;
+        }
         if notification.method != "textDocument/publishDiagnostics" {
             continue;
         }
@@ -668,6 +848,33 @@ async fn follow(
             entry.count += 1;
             entry.diagnostics = params.diagnostics;
         });
+    }
+}
+
+/// Applies one `$/progress` notification: a work-done `begin` adds its token, `end` removes it
+/// (other progress — partial results — is not work).
+fn track_progress(progress: &watch::Sender<HashMap<String, String>>, params: &Value) {
+    let token = match params.get("token") {
+        Some(Value::String(token)) => token.clone(),
+        Some(Value::Number(token)) => token.to_string(),
+        _ => return,
+    };
+    let value = params.get("value");
+    match value.and_then(|v| v.get("kind")).and_then(Value::as_str) {
+        Some("begin") => {
+            let title = value
+                .and_then(|v| v.get("title"))
+                .and_then(Value::as_str)
+                .unwrap_or("working")
+                .to_owned();
+            progress.send_modify(|active| {
+                active.insert(token, title);
+            });
+        }
+        Some("end") => {
+            progress.send_if_modified(|active| active.remove(&token).is_some());
+        }
+        _ => {}
     }
 }
 

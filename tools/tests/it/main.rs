@@ -4,5 +4,6 @@ mod commands;
 mod durable;
 mod files;
 mod lsp;
+mod lsp_tools;
 mod terminals;
 mod world;

@@ -1,0 +1,133 @@
+//! `dsh lsp …` on the embedded local composition, against pyright: diagnostics (exit 1 on
+//! errors, `--json`), definition, references, hover, symbols and rename by position or symbol
+//! name; bad positions, files no server takes and broken `--lsp-config` files refused with a
+//! clear error; no server left running when `dsh` exits.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::mcp::processes_under;
+use crate::support::{dsh, require, text};
+
+const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+
+/// `dsh ARGS` in `dir`: (exit code, stdout, stderr).
+fn lsp(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let output = dsh().current_dir(dir).args(args).output().expect("run dsh");
+    let (stdout, stderr) = text(&output);
+    (output.status.code().unwrap_or(-1), stdout, stderr)
+}
+
+#[test]
+fn lsp_commands_answer_from_pyright_and_leave_nothing_running() {
+    require(&LOCAL);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.path();
+    std::fs::write(dir.join("pyrightconfig.json"), "{}\n").unwrap();
+    std::fs::write(
+        dir.join("lib.py"),
+        "def greet(name: str) -> str:\n    return 'hi ' + name\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("app.py"),
+        "from lib import greet\n\nprint(greet(42))\n",
+    )
+    .unwrap();
+
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "diagnostics", "app.py"]);
+    assert_eq!(code, 1, "errors exit 1: {stdout}{stderr}");
+    assert!(
+        stdout.contains("1 errors") && stdout.contains("app.py:3:"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = lsp(dir, &["--json", "lsp", "diagnostics", "app.py"]);
+    assert_eq!(code, 1);
+    let json: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(json["errors"], 1);
+    assert_eq!(json["diagnostics"][0]["severity"], "error");
+    assert_eq!(json["diagnostics"][0]["start"]["line"], 3);
+
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "definition", "app.py:3:7"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.trim().ends_with("lib.py:1:5"), "{stdout}");
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "references", "lib.py", "--symbol", "greet"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("app.py:3:7") && stdout.contains("lib.py:1:5"),
+        "{stdout}"
+    );
+    let (_, stdout, _) = lsp(dir, &["lsp", "hover", "lib.py:1:5"]);
+    assert!(stdout.contains("def greet(name: str) -> str"), "{stdout}");
+    let (_, stdout, _) = lsp(dir, &["lsp", "symbols", "--file", "lib.py"]);
+    assert!(stdout.contains("function greet"), "{stdout}");
+    let (_, stdout, _) = lsp(dir, &["lsp", "symbols", "gree", "--language", "python"]);
+    assert!(
+        stdout.contains("greet") && stdout.contains("lib.py:1:5"),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) = lsp(
+        dir,
+        &["lsp", "rename", "lib.py:1:5", "welcome", "--dry-run"],
+    );
+    assert_eq!(code, 0);
+    assert!(stdout.contains("not applied"), "{stdout}");
+    assert!(
+        std::fs::read_to_string(dir.join("app.py"))
+            .unwrap()
+            .contains("greet")
+    );
+    let (code, stdout, stderr) = lsp(
+        dir,
+        &["lsp", "rename", "lib.py", "--symbol", "greet", "welcome"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("applied"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("app.py")).unwrap(),
+        "from lib import welcome\n\nprint(welcome(42))\n"
+    );
+    std::fs::write(
+        dir.join("app.py"),
+        "from lib import welcome\n\nprint(welcome('x'))\n",
+    )
+    .unwrap();
+    let (code, stdout, _) = lsp(dir, &["lsp", "diagnostics", "app.py"]);
+    assert_eq!(code, 0, "fixed: {stdout}");
+
+    for (args, says) in [
+        (vec!["lsp", "definition", "app.py:x:1"], "FILE:LINE:COL"),
+        (
+            vec!["lsp", "hover", "app.py:1:1", "--symbol", "x"],
+            "not both",
+        ),
+        (
+            vec!["lsp", "diagnostics", "notes.txt"],
+            "no language server",
+        ),
+        (vec!["lsp", "definition", "app.py:99:1"], "past the end"),
+    ] {
+        let (code, _, stderr) = lsp(dir, &args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+    std::fs::write(
+        dir.join("lsp.yaml"),
+        "languages:\n  - name: x\n    command: []\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = lsp(
+        dir,
+        &["--lsp-config", "lsp.yaml", "lsp", "diagnostics", "app.py"],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("lsp.yaml"), "{stderr}");
+
+    assert_eq!(
+        processes_under(dir),
+        Vec::<u32>::new(),
+        "no server outlives dsh"
+    );
+}

@@ -1,0 +1,360 @@
+//! The language servers of one world: one per (language, workspace root), started on first use
+//! and kept, restarted with backoff when one has ended, and fed every document they have open
+//! as the world has it now — before each question is asked — so that no answer comes from a
+//! stale text, whoever changed the file (the file tools, a shell command, another process).
+//!
+//! **Sync.** Each question first reads the document it is about through the `fs` seam and sends
+//! it when its version differs from the one last sent; then every other open document of that
+//! server is checked (`stat`: its version) and re-sent if changed, or closed if gone. Versions
+//! are the seam's, so an unchanged file costs one `stat`.
+//!
+//! **Runtime.** Every method runs on the caller's tokio runtime; dropping a call's future
+//! cancels its request (the server is told) and leaves the server running for the next one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_plugin_api::fs::{FsProvider, Version};
+use dsh_plugin_api::subprocess::SubprocessProvider;
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use tokio::sync::Mutex;
+
+use super::config::{LanguageConfig, LspConfig};
+use super::server::{LanguageServer, ServerSpec};
+
+/// The first wait before a server that ended or failed to start is started again; doubled
+/// after each failure in a row, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// A server and the versions of the documents it was sent.
+pub struct Running {
+    pub server: LanguageServer,
+    pub language: String,
+    pub root: String,
+    /// Path → (the seam's version of what was sent, `languageId`).
+    sent: std::sync::Mutex<HashMap<String, (Version, String)>>,
+}
+
+/// One (language, root)'s server, or why there is none right now.
+#[derive(Default)]
+struct Slot {
+    running: Option<Arc<Running>>,
+    /// Failures (ends and failed starts) in a row.
+    failures: u32,
+    /// No start before this.
+    not_before: Option<Instant>,
+    /// How the last one ended, told to the next caller.
+    ended: Option<String>,
+}
+
+/// What a caller gets: the server, and a notice when it was (re)started for this call.
+pub struct Acquired {
+    pub running: Arc<Running>,
+    pub notice: Option<String>,
+}
+
+/// Every language server of one world.
+pub struct Servers {
+    fs: Arc<dyn FsProvider>,
+    subprocess: Arc<dyn SubprocessProvider>,
+    config: LspConfig,
+    slots: Mutex<HashMap<(String, String), Slot>>,
+}
+
+impl Servers {
+    pub fn new(
+        fs: Arc<dyn FsProvider>,
+        subprocess: Arc<dyn SubprocessProvider>,
+        config: LspConfig,
+    ) -> Servers {
+        Servers {
+            fs,
+            subprocess,
+            config,
+            slots: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn fs(&self) -> &Arc<dyn FsProvider> {
+        &self.fs
+    }
+
+    /// `path` made absolute and canonical in the world, its language and `languageId`.
+    pub async fn locate(&self, op: &str, path: &str) -> Result<(String, &LanguageConfig, String)> {
+        let resolved = self
+            .fs
+            .resolve(path, None)
+            .await
+            .map_err(|e| e.context(op))?;
+        let (language, language_id) = self.config.language_of(&resolved.path).ok_or_else(|| {
+            Error::invalid_input(format!(
+                "{op}: no language server is configured for {path} (known extensions: {})",
+                self.config
+                    .languages
+                    .iter()
+                    .flat_map(|l| l.extensions.iter().map(|e| e.extension.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        Ok((resolved.path, language, language_id.to_owned()))
+    }
+
+    /// The language named `name`.
+    pub fn language(&self, op: &str, name: &str) -> Result<&LanguageConfig> {
+        self.config
+            .languages
+            .iter()
+            .find(|l| l.name == name)
+            .ok_or_else(|| {
+                Error::invalid_input(format!(
+                    "{op}: no language {name:?} (configured: {})",
+                    self.config
+                        .languages
+                        .iter()
+                        .map(|l| l.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })
+    }
+
+    /// The workspace root of absolute `path`: the nearest directory at or above it holding one
+    /// of `language`'s root markers, else `path` itself if it is a directory, else its parent.
+    pub async fn root_of(&self, path: &str, language: &LanguageConfig) -> String {
+        let is_dir = self
+            .fs
+            .stat(path)
+            .await
+            .is_ok_and(|m| m.kind == dsh_plugin_api::fs::FileKind::Directory);
+        let start = if is_dir {
+            path.to_owned()
+        } else {
+            parent(path).to_owned()
+        };
+        let mut dir = start.clone();
+        loop {
+            for marker in &language.root_markers {
+                let candidate = format!("{}/{marker}", dir.trim_end_matches('/'));
+                if self.fs.lstat(&candidate).await.is_ok() {
+                    return dir;
+                }
+            }
+            if dir == "/" {
+                return start;
+            }
+            dir = parent(&dir).to_owned();
+        }
+    }
+
+    /// The running server of `language` for `root`: started if there is none, restarted if it
+    /// ended (after its backoff: `Unavailable` saying when, during it).
+    pub async fn acquire(&self, language: &LanguageConfig, root: &str) -> Result<Acquired> {
+        let op = format!("language server {} for {root}", language.command[0]);
+        let mut slots = self.slots.lock().await;
+        let slot = slots
+            .entry((language.name.clone(), root.to_owned()))
+            .or_default();
+        if let Some(running) = &slot.running {
+            match running.server.ended() {
+                None => {
+                    return Ok(Acquired {
+                        running: running.clone(),
+                        notice: None,
+                    });
+                }
+                Some(how) => {
+                    let ended = slot.running.take().expect("checked above");
+                    // Whatever it left (children in its group) goes with it.
+                    if let Some(running) = Arc::into_inner(ended)
+                        && let Err(err) = running.server.shutdown().await
+                    {
+                        tracing::warn!("{op}: {err}");
+                    }
+                    slot.failures += 1;
+                    slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
+                    slot.ended = Some(format!("it had ended ({how})"));
+                }
+            }
+        }
+        if let Some(not_before) = slot.not_before {
+            let now = Instant::now();
+            if now < not_before && slot.failures > 1 {
+                return Err(Error::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{op}: {}; it failed {} times in a row and is started again in {} ms",
+                        slot.ended.as_deref().unwrap_or("it failed"),
+                        slot.failures,
+                        (not_before - now).as_millis()
+                    ),
+                ));
+            }
+            tokio::time::sleep_until(not_before.into()).await;
+        }
+        let spec = ServerSpec {
+            argv: language.command.clone(),
+            root: root.to_owned(),
+            initialization_options: language.initialization_options.clone(),
+        };
+        match LanguageServer::start(self.subprocess.as_ref(), self.fs.clone(), spec).await {
+            Ok(server) => {
+                let notice = slot
+                    .ended
+                    .take()
+                    .map(|why| format!("{op} was restarted: {why}"));
+                slot.failures = 0;
+                slot.not_before = None;
+                let running = Arc::new(Running {
+                    server,
+                    language: language.name.clone(),
+                    root: root.to_owned(),
+                    sent: std::sync::Mutex::new(HashMap::new()),
+                });
+                slot.running = Some(running.clone());
+                Ok(Acquired { running, notice })
+            }
+            Err(err) => {
+                slot.failures += 1;
+                slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
+                slot.ended = Some(format!("it could not be started ({err})"));
+                Err(err)
+            }
+        }
+    }
+
+    /// Sends `path` (absolute) as the world has it now if that differs from what the server
+    /// has, then re-sends or closes every other document it has open that changed or went.
+    /// Returns the version of `path` the server now has.
+    pub async fn sync(&self, running: &Running, path: &str, language_id: &str) -> Result<Version> {
+        let op = format!("send {path} to the language server");
+        let file = self.fs.read_text(path).await.map_err(|e| e.context(&op))?;
+        let others: Vec<(String, Version, String)> = {
+            let sent = running.sent.lock().expect("sent lock");
+            sent.iter()
+                .filter(|(p, _)| p.as_str() != path)
+                .map(|(p, (v, id))| (p.clone(), v.clone(), id.clone()))
+                .collect()
+        };
+        self.send_if_changed(running, path, language_id, file.version.clone(), || async {
+            Ok(file.text.into_string())
+        })
+        .await?;
+        for (other, version, id) in others {
+            match self.fs.stat(&other).await {
+                Ok(metadata) if metadata.version == version => {}
+                Ok(metadata) => {
+                    let fs = self.fs.clone();
+                    let at = other.clone();
+                    self.send_if_changed(running, &other, &id, metadata.version, || async move {
+                        Ok(fs.read_text(&at).await?.text.into_string())
+                    })
+                    .await?;
+                }
+                Err(err) if err.kind() == ErrorKind::NotFound => {
+                    running.server.close(&other)?;
+                    running.sent.lock().expect("sent lock").remove(&other);
+                }
+                Err(err) => return Err(err.context(&op)),
+            }
+        }
+        Ok(file.version)
+    }
+
+    async fn send_if_changed<F, Fut>(
+        &self,
+        running: &Running,
+        path: &str,
+        language_id: &str,
+        version: Version,
+        text: F,
+    ) -> Result<()>
+    where
+        F: FnOnce() -> Fut,
+        Fut: std::future::Future<Output = Result<String>>,
+    {
+        let unchanged = running
+            .sent
+            .lock()
+            .expect("sent lock")
+            .get(path)
+            .is_some_and(|(sent, _)| *sent == version);
+        if unchanged {
+            return Ok(());
+        }
+        let text = text().await?;
+        running.server.update(path, language_id, text)?;
+        running
+            .sent
+            .lock()
+            .expect("sent lock")
+            .insert(path.to_owned(), (version, language_id.to_owned()));
+        Ok(())
+    }
+
+    /// The running servers' process ids (for tests and `ps`-like views).
+    pub async fn pids(&self) -> Vec<u32> {
+        let slots = self.slots.lock().await;
+        slots
+            .values()
+            .filter_map(|s| s.running.as_ref().map(|r| r.server.pid()))
+            .collect()
+    }
+
+    /// Shuts every server down, each process group proven gone; the failures.
+    pub async fn shutdown(&self) -> Vec<Error> {
+        let running: Vec<Arc<Running>> = {
+            let mut slots = self.slots.lock().await;
+            slots.drain().filter_map(|(_, s)| s.running).collect()
+        };
+        let mut failures = Vec::new();
+        for running in running {
+            match Arc::try_unwrap(running) {
+                Ok(running) => {
+                    if let Err(err) = running.server.shutdown().await {
+                        failures.push(err);
+                    }
+                }
+                Err(shared) => failures.push(Error::new(
+                    ErrorKind::Busy,
+                    format!(
+                        "stop language server {}: still answering a call",
+                        shared.language
+                    ),
+                )),
+            }
+        }
+        failures
+    }
+}
+
+fn backoff(failures_before: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1 << failures_before.min(10))
+        .min(MAX_BACKOFF)
+}
+
+/// The directory holding absolute `path` (`/` for `/x` and `/`).
+fn parent(path: &str) -> &str {
+    match path.trim_end_matches('/').rsplit_once('/') {
+        Some(("", _)) | None => "/",
+        Some((parent, _)) => parent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_and_backoff() {
+        assert_eq!(parent("/a/b/c.py"), "/a/b");
+        assert_eq!(parent("/a"), "/");
+        assert_eq!(parent("/"), "/");
+        assert_eq!(backoff(0), FIRST_BACKOFF);
+        assert_eq!(backoff(1), FIRST_BACKOFF * 2);
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}

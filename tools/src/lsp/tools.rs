@@ -1,0 +1,683 @@
+//! The language tools an agent calls: diagnostics, definition, references, hover, symbols and
+//! rename, each one method over [`Servers`] (which starts, keeps, restarts and syncs the
+//! servers). Positions are 1-based lines and columns in characters, or a symbol's name.
+//! Answers are never read from a server still indexing without saying so: a question waits
+//! (bounded) for the server's reported work to end, and a result given while it has not says
+//! `indexing`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_plugin_api::fs::{FsProvider, WriteGuard};
+use dsh_plugin_api::subprocess::SubprocessProvider;
+use dsh_plugin_api::{Error, ErrorKind, Result};
+use lsp_types::DiagnosticSeverity;
+
+use super::config::LspConfig;
+use super::position::TextPosition;
+use super::server::{FileEdits, Location, Symbol};
+use super::servers::{Acquired, Servers};
+use crate::Outcome;
+
+/// How long diagnostics are waited for by default.
+const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest diagnostics wait a caller may ask for.
+const MAX_TIMEOUT_SECS: u64 = 600;
+/// How long a question waits for a server's indexing to end before asking anyway.
+const INDEXING_WAIT: Duration = Duration::from_secs(30);
+
+/// The language tools of one world.
+pub struct Lsp {
+    servers: Servers,
+}
+
+/// What a result says beside its answer.
+#[derive(Debug, Clone, Default, serde::Serialize, schemars::JsonSchema)]
+pub struct Notes {
+    /// Set when the server was still working (indexing) after the wait: the answer may be
+    /// incomplete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub indexing: Option<String>,
+    /// Set when the server was (re)started for this call, saying why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
+}
+
+/// Arguments of `lsp_diagnostics`.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DiagnosticsRequest {
+    /// The file: absolute, or relative to the world's working directory.
+    pub path: String,
+    /// How long to wait for the server's analysis, in seconds (default 60, at most 600).
+    #[serde(default)]
+    pub timeout_secs: Option<u64>,
+}
+
+/// One problem the server reports.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct DiagnosticItem {
+    pub start: TextPosition,
+    pub end: TextPosition,
+    /// `error`, `warning`, `information` or `hint`.
+    pub severity: String,
+    pub message: String,
+    /// What reported it (`clang`, `Pyright`, `typescript`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+/// What `lsp_diagnostics` returns.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct DiagnosticsResult {
+    /// The file, absolute.
+    pub path: String,
+    /// The version of the file (as `read_file` and `write_file` report it) these diagnostics
+    /// are of.
+    pub version: String,
+    pub diagnostics: Vec<DiagnosticItem>,
+    pub errors: usize,
+    pub warnings: usize,
+    #[serde(flatten)]
+    pub notes: Notes,
+}
+
+/// A place in a file, by position or by a symbol's name.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PositionRequest {
+    /// The file: absolute, or relative to the world's working directory.
+    pub path: String,
+    /// 1-based line (with `column`).
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// 1-based column in characters (with `line`).
+    #[serde(default)]
+    pub column: Option<u32>,
+    /// Instead of a position: the name of a symbol declared in the file (`Container::name`
+    /// when several share the name).
+    #[serde(default)]
+    pub symbol: Option<String>,
+}
+
+/// Arguments of `lsp_references`.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReferencesRequest {
+    #[serde(flatten)]
+    pub at: PositionRequest,
+    /// Include the declaration itself (default true).
+    #[serde(default)]
+    pub include_declaration: Option<bool>,
+}
+
+/// What `lsp_definition` and `lsp_references` return.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct LocationsResult {
+    pub locations: Vec<Location>,
+    #[serde(flatten)]
+    pub notes: Notes,
+}
+
+/// What `lsp_hover` returns.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct HoverResult {
+    /// What the server says of the symbol (markdown when it writes markdown); absent when it
+    /// says nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(flatten)]
+    pub notes: Notes,
+}
+
+/// Arguments of `lsp_symbols`.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SymbolsRequest {
+    /// Without `query`: the file whose symbols to list. With `query`: a file or directory of
+    /// the workspace to search (its language's server, its root); default the working
+    /// directory.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// Search the whole workspace for symbols matching this (the server's fuzzy match).
+    #[serde(default)]
+    pub query: Option<String>,
+    /// The language to search with `query` when `path` does not say (`c`, `python`,
+    /// `typescript`, or a configured one).
+    #[serde(default)]
+    pub language: Option<String>,
+}
+
+/// What `lsp_symbols` returns.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct SymbolsResult {
+    pub symbols: Vec<Symbol>,
+    #[serde(flatten)]
+    pub notes: Notes,
+}
+
+/// Arguments of `lsp_rename`.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameRequest {
+    #[serde(flatten)]
+    pub at: PositionRequest,
+    /// The new name.
+    pub new_name: String,
+    /// Apply the edits (default true); false only returns them.
+    #[serde(default)]
+    pub apply: Option<bool>,
+}
+
+/// One file's part of a rename.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct RenamedFile {
+    #[serde(flatten)]
+    pub edits: FileEdits,
+    /// The file's version after the rename was written (absent when not applied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+/// What `lsp_rename` returns.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct RenameResult {
+    pub files: Vec<RenamedFile>,
+    /// Whether every file was written.
+    pub applied: bool,
+    /// Files not written because they changed after the server computed the edits (nothing
+    /// is written then); call again.
+    pub conflicts: Vec<String>,
+    #[serde(flatten)]
+    pub notes: Notes,
+}
+
+impl Lsp {
+    /// The language tools of the world `fs` and `subprocess` serve, with `config`'s servers.
+    pub fn new(
+        fs: Arc<dyn FsProvider>,
+        subprocess: Arc<dyn SubprocessProvider>,
+        config: LspConfig,
+    ) -> Lsp {
+        Lsp {
+            servers: Servers::new(fs, subprocess, config),
+        }
+    }
+
+    /// The server for `path`, with `path` sent as the world has it; (server, absolute path,
+    /// version sent).
+    async fn open(&self, op: &str, path: &str) -> Result<(Acquired, String, String)> {
+        let (absolute, language, language_id) = self.servers.locate(op, path).await?;
+        let root = self.servers.root_of(&absolute, language).await;
+        let acquired = self
+            .servers
+            .acquire(language, &root)
+            .await
+            .map_err(|e| e.context(op))?;
+        let version = self
+            .servers
+            .sync(&acquired.running, &absolute, &language_id)
+            .await
+            .map_err(|e| e.context(op))?;
+        Ok((acquired, absolute, version.0))
+    }
+
+    /// The diagnostics of `path` as the world has it now: the server's analysis of exactly that
+    /// version, waited for.
+    pub async fn lsp_diagnostics(&self, request: DiagnosticsRequest) -> Result<DiagnosticsResult> {
+        let op = format!("lsp_diagnostics {}", request.path);
+        let timeout = match request.timeout_secs {
+            None => DIAGNOSTICS_TIMEOUT,
+            Some(secs) if (1..=MAX_TIMEOUT_SECS).contains(&secs) => Duration::from_secs(secs),
+            Some(secs) => {
+                return Err(Error::invalid_input(format!(
+                    "{op}: timeout_secs {secs} is not 1 to {MAX_TIMEOUT_SECS}"
+                )));
+            }
+        };
+        let (acquired, path, version) = self.open(&op, &request.path).await?;
+        let found = acquired
+            .running
+            .server
+            .diagnostics(&path, timeout)
+            .await
+            .map_err(|e| e.context(&op))?;
+        let diagnostics: Vec<DiagnosticItem> = found
+            .into_iter()
+            .map(|d| {
+                let at = |p: lsp_types::Position| acquired.running.server.text_position(&path, p);
+                DiagnosticItem {
+                    start: at(d.range.start),
+                    end: at(d.range.end),
+                    severity: severity_name(d.severity).to_owned(),
+                    message: d.message,
+                    source: d.source,
+                    code: d.code.map(|c| match c {
+                        lsp_types::NumberOrString::Number(n) => n.to_string(),
+                        lsp_types::NumberOrString::String(s) => s,
+                    }),
+                }
+            })
+            .collect();
+        Ok(DiagnosticsResult {
+            errors: diagnostics.iter().filter(|d| d.severity == "error").count(),
+            warnings: diagnostics
+                .iter()
+                .filter(|d| d.severity == "warning")
+                .count(),
+            path,
+            version,
+            diagnostics,
+            notes: Notes {
+                indexing: None,
+                notice: acquired.notice,
+            },
+        })
+    }
+
+    /// The position `request` names in the open document `path`.
+    async fn position(
+        &self,
+        op: &str,
+        acquired: &Acquired,
+        path: &str,
+        request: &PositionRequest,
+    ) -> Result<TextPosition> {
+        match (&request.symbol, request.line, request.column) {
+            (Some(symbol), None, None) => acquired
+                .running
+                .server
+                .position_of(path, symbol)
+                .await
+                .map_err(|e| e.context(op)),
+            (None, Some(line), Some(column)) => Ok(TextPosition { line, column }),
+            _ => Err(Error::invalid_input(format!(
+                "{op}: give line and column, or symbol"
+            ))),
+        }
+    }
+
+    /// Waits for the server's indexing to end (bounded); what it is still doing if not.
+    async fn settled(acquired: &Acquired) -> Option<String> {
+        acquired
+            .running
+            .server
+            .settle(INDEXING_WAIT)
+            .await
+            .map(|titles| {
+                format!(
+                    "the server was still working ({}) after {} s: the answer may be incomplete",
+                    titles.join(", "),
+                    INDEXING_WAIT.as_secs()
+                )
+            })
+    }
+
+    /// Where the symbol at a position (or named) is defined.
+    pub async fn lsp_definition(&self, request: PositionRequest) -> Result<LocationsResult> {
+        let op = format!("lsp_definition {}", request.path);
+        let (acquired, path, _) = self.open(&op, &request.path).await?;
+        let indexing = Self::settled(&acquired).await;
+        let at = self.position(&op, &acquired, &path, &request).await?;
+        let locations = acquired.running.server.definition(&path, at).await?;
+        Ok(LocationsResult {
+            locations,
+            notes: Notes {
+                indexing,
+                notice: acquired.notice,
+            },
+        })
+    }
+
+    /// Every reference to the symbol at a position (or named), across the workspace.
+    pub async fn lsp_references(&self, request: ReferencesRequest) -> Result<LocationsResult> {
+        let op = format!("lsp_references {}", request.at.path);
+        let (acquired, path, _) = self.open(&op, &request.at.path).await?;
+        let indexing = Self::settled(&acquired).await;
+        let at = self.position(&op, &acquired, &path, &request.at).await?;
+        let locations = acquired
+            .running
+            .server
+            .references(&path, at, request.include_declaration.unwrap_or(true))
+            .await?;
+        Ok(LocationsResult {
+            locations,
+            notes: Notes {
+                indexing,
+                notice: acquired.notice,
+            },
+        })
+    }
+
+    /// What the server says of the symbol at a position (or named).
+    pub async fn lsp_hover(&self, request: PositionRequest) -> Result<HoverResult> {
+        let op = format!("lsp_hover {}", request.path);
+        let (acquired, path, _) = self.open(&op, &request.path).await?;
+        let indexing = Self::settled(&acquired).await;
+        let at = self.position(&op, &acquired, &path, &request).await?;
+        let text = acquired.running.server.hover(&path, at).await?;
+        Ok(HoverResult {
+            text,
+            notes: Notes {
+                indexing,
+                notice: acquired.notice,
+            },
+        })
+    }
+
+    /// A file's symbols, or the workspace's symbols matching a query.
+    pub async fn lsp_symbols(&self, request: SymbolsRequest) -> Result<SymbolsResult> {
+        let op = "lsp_symbols";
+        match (&request.query, &request.path) {
+            (None, None) => Err(Error::invalid_input(format!(
+                "{op}: give a path (its symbols) or a query (the workspace's)"
+            ))),
+            (None, Some(path)) => {
+                let (acquired, path, _) = self.open(op, path).await?;
+                let indexing = Self::settled(&acquired).await;
+                let symbols = acquired.running.server.document_symbols(&path).await?;
+                Ok(SymbolsResult {
+                    symbols,
+                    notes: Notes {
+                        indexing,
+                        notice: acquired.notice,
+                    },
+                })
+            }
+            (Some(query), path) => {
+                let place = self
+                    .servers
+                    .fs()
+                    .resolve(path.as_deref().unwrap_or("."), None)
+                    .await
+                    .map_err(|e| e.context(op))?
+                    .path;
+                let language = match (&request.language, self.servers.locate(op, &place).await) {
+                    (Some(name), _) => self.servers.language(op, name)?,
+                    (None, Ok((_, language, _))) => language,
+                    (None, Err(_)) => {
+                        return Err(Error::invalid_input(format!(
+                            "{op}: say which language to search (language), or give a file of \
+                             it as path"
+                        )));
+                    }
+                };
+                let root = self.servers.root_of(&place, language).await;
+                let acquired = self
+                    .servers
+                    .acquire(language, &root)
+                    .await
+                    .map_err(|e| e.context(op))?;
+                let indexing = Self::settled(&acquired).await;
+                let symbols = acquired.running.server.workspace_symbols(query).await?;
+                Ok(SymbolsResult {
+                    symbols,
+                    notes: Notes {
+                        indexing,
+                        notice: acquired.notice,
+                    },
+                })
+            }
+        }
+    }
+
+    /// Renames the symbol at a position (or named) across the workspace: the server's edits,
+    /// written through the `fs` seam — each file only if it is still the version the edits
+    /// were computed from (else nothing is written and the conflicts are named).
+    pub async fn lsp_rename(&self, request: RenameRequest) -> Result<RenameResult> {
+        let op = format!("lsp_rename {} to {:?}", request.at.path, request.new_name);
+        if request.new_name.is_empty() {
+            return Err(Error::invalid_input(format!("{op}: new_name is empty")));
+        }
+        let (acquired, path, _) = self.open(&op, &request.at.path).await?;
+        Self::settled(&acquired).await;
+        let at = self.position(&op, &acquired, &path, &request.at).await?;
+        let planned = acquired
+            .running
+            .server
+            .rename(&path, at, &request.new_name)
+            .await?;
+        let fs = self.servers.fs();
+        // Read every file first: the versions the edits apply to, checked against what the
+        // server was sent.
+        let mut prepared = Vec::with_capacity(planned.len());
+        for file in &planned {
+            let current = fs.read_text(&file.path).await.map_err(|e| e.context(&op))?;
+            let text = apply_edits(current.text.as_str(), &file.edits)
+                .map_err(|e| Error::new(ErrorKind::Remote, format!("{op}: {}: {e}", file.path)))?;
+            prepared.push((current.version, text));
+        }
+        let apply = request.apply.unwrap_or(true);
+        let mut files = Vec::with_capacity(planned.len());
+        let mut conflicts = Vec::new();
+        for (file, (version, text)) in planned.into_iter().zip(prepared) {
+            let written = if apply && conflicts.is_empty() {
+                match fs
+                    .write(&file.path, text.into(), WriteGuard::IfVersion(version))
+                    .await
+                {
+                    Ok(version) => Some(version.0),
+                    Err(err) if err.kind() == ErrorKind::Conflict => {
+                        conflicts.push(file.path.clone());
+                        None
+                    }
+                    Err(err) => return Err(err.context(&op)),
+                }
+            } else {
+                None
+            };
+            files.push(RenamedFile {
+                edits: file,
+                version: written,
+            });
+        }
+        Ok(RenameResult {
+            applied: apply && conflicts.is_empty(),
+            files,
+            conflicts,
+            notes: Notes {
+                indexing: None,
+                notice: acquired.notice,
+            },
+        })
+    }
+
+    /// The running servers' process ids.
+    pub async fn server_pids(&self) -> Vec<u32> {
+        self.servers.pids().await
+    }
+
+    /// Shuts every server down (each process group proven gone); the failures.
+    pub async fn shutdown(&self) -> Vec<Error> {
+        self.servers.shutdown().await
+    }
+}
+
+/// `text` with `edits` (sorted, not overlapping; 1-based lines, character columns) applied.
+fn apply_edits(
+    text: &str,
+    edits: &[super::server::TextEdit],
+) -> std::result::Result<String, String> {
+    // Character offset → byte offset, per line.
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(at, _)| at + 1))
+        .collect();
+    let offset = |p: TextPosition| -> std::result::Result<usize, String> {
+        let start = *line_starts
+            .get(p.line as usize - 1)
+            .ok_or_else(|| format!("line {} is past the end", p.line))?;
+        let line = &text[start..];
+        let line = &line[..line.find('\n').unwrap_or(line.len())];
+        let column = p.column as usize - 1;
+        Ok(start
+            + line
+                .char_indices()
+                .nth(column)
+                .map_or(line.len(), |(at, _)| at))
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut done = 0;
+    for edit in edits {
+        let (start, end) = (offset(edit.start)?, offset(edit.end)?);
+        if start < done || end < start {
+            return Err("the edits overlap".to_owned());
+        }
+        out.push_str(&text[done..start]);
+        out.push_str(&edit.new_text);
+        done = end;
+    }
+    out.push_str(&text[done..]);
+    Ok(out)
+}
+
+fn severity_name(severity: Option<DiagnosticSeverity>) -> &'static str {
+    match severity {
+        Some(DiagnosticSeverity::WARNING) => "warning",
+        Some(DiagnosticSeverity::INFORMATION) => "information",
+        Some(DiagnosticSeverity::HINT) => "hint",
+        _ => "error",
+    }
+}
+
+fn location_line(location: &Location) -> String {
+    format!(
+        "{}:{}:{}",
+        location.path, location.start.line, location.start.column
+    )
+}
+
+fn with_notes(mut text: String, notes: &Notes) -> String {
+    for note in [&notes.indexing, &notes.notice].into_iter().flatten() {
+        text.push_str(&format!("\n({note})"));
+    }
+    text
+}
+
+impl Outcome for DiagnosticsResult {
+    fn text(&self) -> String {
+        let mut text = format!(
+            "{} (version {}): {} errors, {} warnings",
+            self.path, self.version, self.errors, self.warnings
+        );
+        for d in &self.diagnostics {
+            text.push_str(&format!(
+                "\n{}:{}:{}: {}: {}",
+                self.path, d.start.line, d.start.column, d.severity, d.message
+            ));
+        }
+        with_notes(text, &self.notes)
+    }
+}
+
+impl Outcome for LocationsResult {
+    fn text(&self) -> String {
+        let text = if self.locations.is_empty() {
+            "no locations".to_owned()
+        } else {
+            self.locations
+                .iter()
+                .map(location_line)
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        with_notes(text, &self.notes)
+    }
+}
+
+impl Outcome for HoverResult {
+    fn text(&self) -> String {
+        let text = self
+            .text
+            .clone()
+            .unwrap_or_else(|| "the server says nothing there".to_owned());
+        with_notes(text, &self.notes)
+    }
+}
+
+impl Outcome for SymbolsResult {
+    fn text(&self) -> String {
+        let text = if self.symbols.is_empty() {
+            "no symbols".to_owned()
+        } else {
+            self.symbols
+                .iter()
+                .map(|s| {
+                    let name = match &s.container {
+                        Some(container) => format!("{container}::{}", s.name),
+                        None => s.name.clone(),
+                    };
+                    format!("{} {name} {}", s.kind, location_line(&s.location))
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        with_notes(text, &self.notes)
+    }
+}
+
+impl Outcome for RenameResult {
+    fn text(&self) -> String {
+        let edits: usize = self.files.iter().map(|f| f.edits.edits.len()).sum();
+        let mut text = format!(
+            "{} edits in {} files{}",
+            edits,
+            self.files.len(),
+            if self.applied {
+                ", applied"
+            } else {
+                ", not applied"
+            }
+        );
+        for file in &self.files {
+            text.push_str(&format!(
+                "\n{}: {} edits",
+                file.edits.path,
+                file.edits.edits.len()
+            ));
+        }
+        if !self.conflicts.is_empty() {
+            text.push_str(&format!(
+                "\nchanged since the server read them (nothing written): {}",
+                self.conflicts.join(", ")
+            ));
+        }
+        with_notes(text, &self.notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::server::TextEdit;
+    use super::*;
+
+    #[test]
+    fn edits_apply_by_character_columns() {
+        let at = |line, column| TextPosition { line, column };
+        let edit = |start, end, new: &str| TextEdit {
+            start,
+            end,
+            new_text: new.to_owned(),
+        };
+        let text = "let é = 1;\nprint(é, é)\n";
+        let renamed = apply_edits(
+            text,
+            &[
+                edit(at(1, 5), at(1, 6), "café"),
+                edit(at(2, 7), at(2, 8), "café"),
+                edit(at(2, 10), at(2, 11), "café"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(renamed, "let café = 1;\nprint(café, café)\n");
+        assert!(apply_edits(text, &[edit(at(9, 1), at(9, 2), "x")]).is_err());
+        assert!(
+            apply_edits(
+                text,
+                &[edit(at(1, 5), at(1, 8), "a"), edit(at(1, 6), at(1, 7), "b")]
+            )
+            .is_err()
+        );
+    }
+}
