@@ -672,3 +672,131 @@ console.log(JSON.stringify({{ killed, kept, plain, kill: kill.isError ?? false }
     }
     assert!(!kept.exists() && processes_with(&format!("{marker}-kept")).is_empty());
 }
+
+/// The language tools through `dsh mcp` on each composition: clangd's diagnostics follow a
+/// write and a `sed -i` at each version, typescript-language-server finds references across
+/// files and workspace symbols, a killed server is restarted (the call says so), and once the
+/// server ends no language server runs in the world (checked from outside on the local
+/// composition; on e2b-local in the sandbox, kept by `onDispose: leave`, then killed).
+#[test]
+fn language_tools_follow_every_writer_restart_and_end_on_both_compositions() {
+    require(&LOCAL);
+    require(&E2B);
+    let body = r#"
+const call = async (name, args) => {
+  const r = await client.callTool({ name, arguments: args });
+  if (r.isError) throw new Error(`${name}: ${r.content[0].text}`);
+  return r.structuredContent;
+};
+const out = {};
+await call("write_file", { path: "lspw/compile_flags.txt", content: "-std=c++17\n" });
+const written = await call("write_file", { path: "lspw/main.cpp", content: 'int main() {\n  int x = "text";\n  return x;\n}\n' });
+const broken = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+out.broken = [broken.errors, broken.version === written.version, broken.diagnostics[0].start.line];
+await call("run", { command: "sed -i 's/\"text\"/1/' lspw/main.cpp" });
+const fixed = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+out.fixed = [fixed.errors, fixed.version !== broken.version];
+await call("write_file", { path: "lspw/web/tsconfig.json", content: '{"compilerOptions": {"strict": true}}\n' });
+await call("write_file", { path: "lspw/web/util.ts", content: "export function twice(n: number): number {\n  return n * 2;\n}\n" });
+await call("write_file", { path: "lspw/web/main.ts", content: "import { twice } from './util';\nconsole.log(twice(2), twice(3));\n" });
+const refs = await call("lsp_references", { path: "lspw/web/util.ts", line: 1, column: 17, include_declaration: false });
+out.references = refs.locations.filter((l) => l.path.endsWith("/main.ts")).map((l) => l.start.line);
+const symbols = await call("lsp_symbols", { query: "twice", path: "lspw/web/main.ts" });
+out.symbols = symbols.symbols.some((s) => s.name === "twice" && s.location.path.endsWith("/util.ts"));
+// Only this world's clangd: the one whose cwd is its workspace.
+await call("run", { command: 'for p in $(pgrep -f "^clangd "); do [ "$(readlink /proc/$p/cwd)" = "$PWD/lspw" ] && kill -KILL $p; done; true' });
+out.restarted = false;
+for (let i = 0; i < 50 && !out.restarted; i++) {
+  try {
+    const again = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+    out.restarted = (again.notice ?? "").includes("restarted");
+  } catch (err) {
+    // A call that met the dying server; the next one restarts it.
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+out.sandbox = (await call("run", { command: "echo ${E2B_SANDBOX_ID:-local}" })).output.trim();
+console.log(JSON.stringify(out));
+"#;
+    let check_result = |result: &Value, what: &str| {
+        assert_eq!(
+            result["broken"],
+            serde_json::json!([1, true, 2]),
+            "{what}: {result}"
+        );
+        assert_eq!(
+            result["fixed"],
+            serde_json::json!([0, true]),
+            "{what}: {result}"
+        );
+        assert_eq!(
+            result["references"],
+            // The import, and the two calls.
+            serde_json::json!([1, 2, 2]),
+            "{what}: {result}"
+        );
+        assert_eq!(result["symbols"], true, "{what}: {result}");
+        assert_eq!(result["restarted"], true, "{what}: {result}");
+    };
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = js_session(
+        &Transport::Stdio {
+            args: &[],
+            cwd: dir.path(),
+        },
+        &[],
+        body,
+    );
+    check_result(&local, "local");
+    assert_eq!(
+        processes_under(dir.path()),
+        Vec::<u32>::new(),
+        "local: servers outlived dsh mcp"
+    );
+
+    let server = LocalServer::start();
+    let text = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("manifest");
+    let leave = dir.path().join("leave.yaml");
+    std::fs::write(&leave, text.replace("onDispose: kill", "onDispose: leave")).unwrap();
+    let remote = js_session(
+        &Transport::Stdio {
+            args: &["--config".to_owned(), leave.display().to_string()],
+            cwd: dir.path(),
+        },
+        &server.env(),
+        body,
+    );
+    check_result(&remote, "e2b-local");
+    let sandbox = remote["sandbox"]
+        .as_str()
+        .expect("the sandbox id")
+        .to_owned();
+    let again = dir.path().join("again.yaml");
+    std::fs::write(
+        &again,
+        text.replace("template: base", &format!("sandboxId: {sandbox}")),
+    )
+    .unwrap();
+    let output = dsh()
+        .args(["--config", &again.display().to_string(), "exec", "--"])
+        .args([
+            "sh",
+            "-c",
+            "ps -eo args= | grep -cE '^(clangd|node) ' || true",
+        ])
+        .envs(server.env())
+        .output()
+        .expect("run dsh");
+    let (stdout, stderr) = crate::support::text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(
+        stdout.trim(),
+        "0",
+        "e2b-local: language servers outlived dsh mcp"
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || sandboxes(&server) == 0),
+        "the sandbox was killed by the second dsh"
+    );
+}
