@@ -45,6 +45,9 @@ use crate::commands::until_proven_gone;
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `shutdown` waits for the server before ending its group.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// The shortest wait for more of a document's diagnostics from a server that publishes them
+/// without versions ([`LanguageServer::diagnostics`]).
+pub const PARTS_WINDOW: Duration = Duration::from_millis(300);
 /// How long a server must have said nothing to count as idle ([`LanguageServer::settle`]).
 pub const QUIET: Duration = Duration::from_millis(500);
 /// How long after its start a server is busy at least (it reads its project before it says so).
@@ -88,6 +91,9 @@ pub struct LanguageServer {
     activity: watch::Receiver<Instant>,
     /// When its `initialize` was answered.
     started: Instant,
+    /// When it was last given work (a document, changed files): it may take a moment to say
+    /// it started on it.
+    last_sent: Mutex<Instant>,
     /// Open documents by uri.
     open: Mutex<HashMap<String, OpenDocument>>,
     /// How the server counts columns.
@@ -206,6 +212,7 @@ impl LanguageServer {
             ended,
             activity,
             started: Instant::now(),
+            last_sent: Mutex::new(Instant::now()),
             open: Mutex::new(HashMap::new()),
             fs,
         })
@@ -221,18 +228,43 @@ impl LanguageServer {
         &self.capabilities
     }
 
+    /// How long ago the server answered `initialize`.
+    pub fn age(&self) -> Duration {
+        self.started.elapsed()
+    }
+
     /// How the server's process ended, or why the connection to it did (`None` while both
     /// last).
     pub fn ended(&self) -> Option<String> {
         self.ended.borrow().clone().or_else(|| self.rpc.closed())
     }
 
-    /// Waits (up to `limit`) until the server is idle: no work in progress it reported
-    /// (`$/progress`: indexing, loading a project), nothing said for [`QUIET`], and at least
-    /// [`WARM_UP`] since it started — servers that report no progress (pyright discovering its
-    /// files) are busy while they talk. `None` once idle, else what it is still doing.
-    pub async fn settle(&self, limit: Duration) -> Option<Vec<String>> {
+    /// Waits (up to `limit`) until the server has published its analysis of the version of
+    /// `path` last sent (if `path` is open), then until it is idle: no work in progress it reported
+    /// (`$/progress`: indexing, loading a project), nothing said — nor given to it — for
+    /// [`QUIET`], and at least [`WARM_UP`] since it started: servers that report no progress
+    /// (pyright discovering its files) are busy while they talk, and one just sent a document
+    /// may not have said yet that it is loading its project. `None` once idle, else what it is
+    /// still doing.
+    pub async fn settle(&self, path: &str, limit: Duration) -> Option<Vec<String>> {
         let deadline = tokio::time::Instant::now() + limit;
+        // A server has loaded what it needs for a document once it published its analysis.
+        if let Ok(key) = uri_of(path).map(|u| u.as_str().to_owned()) {
+            let pending = self
+                .open
+                .lock()
+                .expect("open documents lock")
+                .get(&key)
+                .map(|d| (d.version, d.seen));
+            if let Some((version, seen)) = pending {
+                let mut published = self.published.clone();
+                let analysed = |all: &HashMap<String, Published>| current(all, &key, version, seen);
+                let waited = tokio::time::timeout_at(deadline, published.wait_for(analysed)).await;
+                if waited.is_err() {
+                    return Some(vec![format!("{path} not analysed yet")]);
+                }
+            }
+        }
         let mut progress = self.progress.clone();
         loop {
             if tokio::time::timeout_at(deadline, progress.wait_for(HashMap::is_empty))
@@ -241,7 +273,7 @@ impl LanguageServer {
             {
                 return Some(self.progress.borrow().values().cloned().collect());
             }
-            let last = *self.activity.borrow();
+            let last = (*self.activity.borrow()).max(*self.last_sent.lock().expect("sent lock"));
             let idle_at = (last + QUIET).max(self.started + WARM_UP);
             let now = Instant::now();
             if now >= idle_at {
@@ -292,6 +324,7 @@ impl LanguageServer {
                 version
             }
         };
+        *self.last_sent.lock().expect("sent lock") = Instant::now();
         open.insert(
             key,
             OpenDocument {
@@ -301,6 +334,29 @@ impl LanguageServer {
             },
         );
         Ok(version)
+    }
+
+    /// Tells the server that files it has not open were created, changed or deleted (paths
+    /// absolute).
+    pub fn files_changed(&self, changes: Vec<(String, lsp_types::FileChangeType)>) -> Result<()> {
+        let mut events = Vec::with_capacity(changes.len());
+        for (path, kind) in changes {
+            events.push(lsp_types::FileEvent {
+                uri: uri_of(&path)?,
+                typ: kind,
+            });
+        }
+        *self.last_sent.lock().expect("sent lock") = Instant::now();
+        self.rpc
+            .notify::<lsp_types::notification::DidChangeWatchedFiles>(
+                lsp_types::DidChangeWatchedFilesParams { changes: events },
+            )
+            .map_err(|e| rpc_error("report changed files to the language server", e))
+    }
+
+    /// The text last sent for open document `path`, if it is open.
+    pub fn sent_text(&self, path: &str) -> Option<String> {
+        self.open_text("", path).ok()
     }
 
     /// Closes document `path` if it is open.
@@ -323,9 +379,10 @@ impl LanguageServer {
     }
 
     /// The diagnostics the server publishes for the version of `path` last sent: waits (up to
-    /// `timeout`) for a publish of that version — or, from a server that gives no versions, the
-    /// first publish after it was sent. `Timeout` if none comes; `NotFound` if `path` was never
-    /// sent.
+    /// `timeout`) for a publish of that version — or, from a server that gives no versions
+    /// (typescript-language-server), the first publish after it was sent and then the ones
+    /// that follow it closely ([`PARTS_WINDOW`]), as such servers publish a document in parts.
+    /// `Timeout` if none comes; `NotFound` if `path` was never sent.
     pub async fn diagnostics(&self, path: &str, timeout: Duration) -> Result<Vec<Diagnostic>> {
         let op = format!("diagnostics of {path}");
         let key = uri_of(path)?.as_str().to_owned();
@@ -337,24 +394,38 @@ impl LanguageServer {
             .map(|d| (d.version, d.seen))
             .ok_or_else(|| Error::not_found(format!("{op}: the document was never sent")))?;
         let mut published = self.published.clone();
-        let current = |all: &HashMap<String, Published>| {
-            all.get(&key).is_some_and(|p| match p.version {
-                Some(v) => v == version,
-                None => p.count > seen,
-            })
-        };
+        let analysed = |all: &HashMap<String, Published>| current(all, &key, version, seen);
+        let asked = Instant::now();
         // The watch's guard is released before anything else is awaited.
-        let waited = tokio::time::timeout(timeout, published.wait_for(current))
+        let waited = tokio::time::timeout(timeout, published.wait_for(analysed))
             .await
             .map(|seen| {
                 seen.map(|all| {
-                    all.get(&key)
-                        .map(|p| p.diagnostics.clone())
-                        .unwrap_or_default()
+                    let p = all.get(&key).cloned().unwrap_or_default();
+                    (p.version.is_some(), p.count)
                 })
             });
         match waited {
-            Ok(Ok(diagnostics)) => Ok(diagnostics),
+            Ok(Ok((true, _))) => Ok(self.latest(&key)),
+            Ok(Ok((false, mut count))) => {
+                // A server that gives no versions may publish a document in parts (syntax, then
+                // types): later publishes are awaited while they keep coming, each within a
+                // window as long as the first took (at least [`PARTS_WINDOW`]).
+                let window = asked.elapsed().max(PARTS_WINDOW);
+                loop {
+                    let more = tokio::time::timeout(
+                        window,
+                        published.wait_for(|all| all.get(&key).is_some_and(|p| p.count > count)),
+                    )
+                    .await;
+                    match more {
+                        Ok(Ok(all)) => {
+                            count = all.get(&key).map_or(count, |p| p.count);
+                        }
+                        _ => return Ok(self.latest(&key)),
+                    }
+                }
+            }
             Ok(Err(_)) => Err(Error::closed(format!(
                 "{op}: the language server ended{}",
                 stderr_tail(self.process.as_ref()).await
@@ -851,6 +922,26 @@ async fn follow(
     }
 }
 
+impl LanguageServer {
+    /// The diagnostics last published for document `key`.
+    fn latest(&self, key: &str) -> Vec<Diagnostic> {
+        self.published
+            .borrow()
+            .get(key)
+            .map(|p| p.diagnostics.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Whether `all` holds the publish for version `version` of document `key` — or, from a server
+/// that gives no versions, a publish after the `seen`th.
+fn current(all: &HashMap<String, Published>, key: &str, version: i32, seen: u64) -> bool {
+    all.get(key).is_some_and(|p| match p.version {
+        Some(v) => v == version,
+        None => p.count > seen,
+    })
+}
+
 /// Applies one `$/progress` notification: a work-done `begin` adds its token, `end` removes it
 /// (other progress — partial results — is not work).
 fn track_progress(progress: &watch::Sender<HashMap<String, String>>, params: &Value) {
@@ -911,6 +1002,19 @@ fn initialize_params(spec: &ServerSpec) -> Result<InitializeParams> {
             }),
             window: Some(WindowClientCapabilities {
                 work_done_progress: Some(true),
+                ..Default::default()
+            }),
+            // The client reports changes to the workspace's files (`servers.rs` rescans them
+            // before each question); servers that want them register for them.
+            workspace: Some(lsp_types::WorkspaceClientCapabilities {
+                did_change_watched_files: Some(
+                    lsp_types::DidChangeWatchedFilesClientCapabilities {
+                        dynamic_registration: Some(true),
+                        relative_pattern_support: Some(false),
+                    },
+                ),
+                workspace_folders: Some(true),
+                symbol: Some(lsp_types::WorkspaceSymbolClientCapabilities::default()),
                 ..Default::default()
             }),
             // Columns are converted either way (`position.rs`); UTF-8 spares the server work.

@@ -28,13 +28,25 @@ use super::server::{LanguageServer, ServerSpec};
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// A server and the versions of the documents it was sent.
+/// The most files of a workspace followed for changes ([`Servers::rescan`]); beyond it, the
+/// rest are not reported (the scan says so once in the log).
+const MAX_WATCHED_FILES: usize = 5000;
+/// The most directories one rescan lists.
+const MAX_WATCHED_DIRS: usize = 1000;
+/// Directories never descended into: dependencies, caches, version control.
+const SKIPPED_DIRS: [&str; 3] = ["node_modules", "__pycache__", "target"];
+
+/// A server, the versions of the documents it was sent, and of the workspace's files.
 pub struct Running {
     pub server: LanguageServer,
     pub language: String,
     pub root: String,
     /// Path → (the seam's version of what was sent, `languageId`).
     sent: std::sync::Mutex<HashMap<String, (Version, String)>>,
+    /// The workspace's files of the language, as last scanned: path → version.
+    files: tokio::sync::Mutex<HashMap<String, Version>>,
+    /// The file extensions of its language.
+    extensions: Vec<String>,
 }
 
 /// One (language, root)'s server, or why there is none right now.
@@ -207,11 +219,20 @@ impl Servers {
                     .map(|why| format!("{op} was restarted: {why}"));
                 slot.failures = 0;
                 slot.not_before = None;
+                let extensions: Vec<String> = language
+                    .extensions
+                    .iter()
+                    .map(|e| e.extension.clone())
+                    .collect();
+                // The baseline the next rescans compare with.
+                let files = self.scan(root, &extensions).await;
                 let running = Arc::new(Running {
                     server,
                     language: language.name.clone(),
                     root: root.to_owned(),
                     sent: std::sync::Mutex::new(HashMap::new()),
+                    files: tokio::sync::Mutex::new(files),
+                    extensions,
                 });
                 slot.running = Some(running.clone());
                 Ok(Acquired { running, notice })
@@ -225,11 +246,96 @@ impl Servers {
         }
     }
 
-    /// Sends `path` (absolute) as the world has it now if that differs from what the server
-    /// has, then re-sends or closes every other document it has open that changed or went.
-    /// Returns the version of `path` the server now has.
+    /// The files of `extensions` under `root` and their versions: a breadth-first walk through
+    /// `fs`, bounded ([`MAX_WATCHED_FILES`], [`MAX_WATCHED_DIRS`]), not into dot directories,
+    /// [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
+    async fn scan(&self, root: &str, extensions: &[String]) -> HashMap<String, Version> {
+        let mut files = HashMap::new();
+        let mut queue = std::collections::VecDeque::from([root.to_owned()]);
+        let mut listed = 0;
+        while let Some(dir) = queue.pop_front() {
+            if listed == MAX_WATCHED_DIRS || files.len() >= MAX_WATCHED_FILES {
+                tracing::debug!("workspace {root}: only part of it is followed for changes");
+                break;
+            }
+            listed += 1;
+            let Ok(entries) = self.fs.list(&dir).await else {
+                continue;
+            };
+            for entry in entries {
+                match entry.metadata.kind {
+                    dsh_plugin_api::fs::FileKind::Directory
+                        if !entry.name.starts_with('.')
+                            && !SKIPPED_DIRS.contains(&entry.name.as_str()) =>
+                    {
+                        queue.push_back(entry.path);
+                    }
+                    dsh_plugin_api::fs::FileKind::File
+                        if entry
+                            .name
+                            .rsplit_once('.')
+                            .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
+                            && files.len() < MAX_WATCHED_FILES =>
+                    {
+                        files.insert(entry.path, entry.metadata.version);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        files
+    }
+
+    /// Rescans `running`'s workspace and tells its server which files it has not open were
+    /// created, changed or deleted since the last scan (`workspace/didChangeWatchedFiles`).
+    /// Whether any were.
+    async fn rescan(&self, running: &Running) -> Result<bool> {
+        use lsp_types::FileChangeType;
+        let mut known = running.files.lock().await;
+        let now = self.scan(&running.root, &running.extensions).await;
+        let open: std::collections::HashSet<String> = running
+            .sent
+            .lock()
+            .expect("sent lock")
+            .keys()
+            .cloned()
+            .collect();
+        let mut changes = Vec::new();
+        for (path, version) in &now {
+            match known.get(path) {
+                None => changes.push((path.clone(), FileChangeType::CREATED)),
+                Some(old) if old != version => {
+                    changes.push((path.clone(), FileChangeType::CHANGED))
+                }
+                Some(_) => {}
+            }
+        }
+        for path in known.keys() {
+            if !now.contains_key(path) {
+                changes.push((path.clone(), FileChangeType::DELETED));
+            }
+        }
+        *known = now;
+        changes.retain(|(path, _)| !open.contains(path));
+        if changes.is_empty() {
+            return Ok(false);
+        }
+        running.server.files_changed(changes)?;
+        Ok(true)
+    }
+
+    /// Brings the server up to date with the world before a question about `path` (absolute):
+    /// the workspace's files it has not open rescanned and their changes reported; `path` sent
+    /// as the world has it now if that differs from what the server has — or, when other files
+    /// changed, sent again anyway, so that its analysis (and diagnostics) are redone against
+    /// them; every other open document re-sent or closed if it changed or went. Returns the
+    /// version of `path` the server now has.
     pub async fn sync(&self, running: &Running, path: &str, language_id: &str) -> Result<Version> {
         let op = format!("send {path} to the language server");
+        let others_changed = self.rescan(running).await.map_err(|e| e.context(&op))?;
+        if others_changed {
+            running.sent.lock().expect("sent lock").remove(path);
+        }
         let file = self.fs.read_text(path).await.map_err(|e| e.context(&op))?;
         let others: Vec<(String, Version, String)> = {
             let sent = running.sent.lock().expect("sent lock");

@@ -25,6 +25,11 @@ const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(60);
 const MAX_TIMEOUT_SECS: u64 = 600;
 /// How long a question waits for a server's indexing to end before asking anyway.
 const INDEXING_WAIT: Duration = Duration::from_secs(30);
+/// Between two tries of a workspace search a young server answered with nothing.
+const EMPTY_RETRY: Duration = Duration::from_millis(250);
+/// Until what age a server's empty workspace search is asked again; until [`INDEXING_WAIT`]
+/// it is reported as possibly incomplete.
+const EMPTY_PATIENCE: Duration = Duration::from_secs(10);
 
 /// The language tools of one world.
 pub struct Lsp {
@@ -299,12 +304,13 @@ impl Lsp {
         }
     }
 
-    /// Waits for the server's indexing to end (bounded); what it is still doing if not.
-    async fn settled(acquired: &Acquired) -> Option<String> {
+    /// Waits for the server to have analysed `path` and ended its indexing (bounded); what it
+    /// is still doing if not.
+    async fn settled(acquired: &Acquired, path: &str) -> Option<String> {
         acquired
             .running
             .server
-            .settle(INDEXING_WAIT)
+            .settle(path, INDEXING_WAIT)
             .await
             .map(|titles| {
                 format!(
@@ -319,7 +325,7 @@ impl Lsp {
     pub async fn lsp_definition(&self, request: PositionRequest) -> Result<LocationsResult> {
         let op = format!("lsp_definition {}", request.path);
         let (acquired, path, _) = self.open(&op, &request.path).await?;
-        let indexing = Self::settled(&acquired).await;
+        let indexing = Self::settled(&acquired, &path).await;
         let at = self.position(&op, &acquired, &path, &request).await?;
         let locations = acquired.running.server.definition(&path, at).await?;
         Ok(LocationsResult {
@@ -335,7 +341,7 @@ impl Lsp {
     pub async fn lsp_references(&self, request: ReferencesRequest) -> Result<LocationsResult> {
         let op = format!("lsp_references {}", request.at.path);
         let (acquired, path, _) = self.open(&op, &request.at.path).await?;
-        let indexing = Self::settled(&acquired).await;
+        let indexing = Self::settled(&acquired, &path).await;
         let at = self.position(&op, &acquired, &path, &request.at).await?;
         let locations = acquired
             .running
@@ -355,7 +361,7 @@ impl Lsp {
     pub async fn lsp_hover(&self, request: PositionRequest) -> Result<HoverResult> {
         let op = format!("lsp_hover {}", request.path);
         let (acquired, path, _) = self.open(&op, &request.path).await?;
-        let indexing = Self::settled(&acquired).await;
+        let indexing = Self::settled(&acquired, &path).await;
         let at = self.position(&op, &acquired, &path, &request).await?;
         let text = acquired.running.server.hover(&path, at).await?;
         Ok(HoverResult {
@@ -376,7 +382,7 @@ impl Lsp {
             ))),
             (None, Some(path)) => {
                 let (acquired, path, _) = self.open(op, path).await?;
-                let indexing = Self::settled(&acquired).await;
+                let indexing = Self::settled(&acquired, &path).await;
                 let symbols = acquired.running.server.document_symbols(&path).await?;
                 Ok(SymbolsResult {
                     symbols,
@@ -394,24 +400,56 @@ impl Lsp {
                     .await
                     .map_err(|e| e.context(op))?
                     .path;
-                let language = match (&request.language, self.servers.locate(op, &place).await) {
-                    (Some(name), _) => self.servers.language(op, name)?,
-                    (None, Ok((_, language, _))) => language,
-                    (None, Err(_)) => {
-                        return Err(Error::invalid_input(format!(
-                            "{op}: say which language to search (language), or give a file of \
-                             it as path"
-                        )));
+                let is_file = self
+                    .servers
+                    .fs()
+                    .stat(&place)
+                    .await
+                    .is_ok_and(|m| m.kind == dsh_plugin_api::fs::FileKind::File);
+                let located = self.servers.locate(op, &place).await;
+                let (acquired, settle_on) = match (&request.language, located) {
+                    // A file of the language: opened, as servers index from their open files.
+                    (None, Ok(_)) if is_file => {
+                        let (acquired, place, _) = self.open(op, &place).await?;
+                        (acquired, place)
+                    }
+                    (language, located) => {
+                        let language = match (language, located) {
+                            (Some(name), _) => self.servers.language(op, name)?,
+                            (None, Ok((_, language, _))) => language,
+                            (None, Err(_)) => {
+                                return Err(Error::invalid_input(format!(
+                                    "{op}: say which language to search (language), or give a \
+                                     file of it as path"
+                                )));
+                            }
+                        };
+                        let root = self.servers.root_of(&place, language).await;
+                        let acquired = self
+                            .servers
+                            .acquire(language, &root)
+                            .await
+                            .map_err(|e| e.context(op))?;
+                        (acquired, place)
                     }
                 };
-                let root = self.servers.root_of(&place, language).await;
-                let acquired = self
-                    .servers
-                    .acquire(language, &root)
-                    .await
-                    .map_err(|e| e.context(op))?;
-                let indexing = Self::settled(&acquired).await;
-                let symbols = acquired.running.server.workspace_symbols(query).await?;
+                let mut indexing = Self::settled(&acquired, &settle_on).await;
+                let server = &acquired.running.server;
+                let mut symbols = server.workspace_symbols(query).await?;
+                // A young server that finds nothing may not have found its files yet (pyright
+                // reports no progress while it discovers them): asked again until it finds
+                // something or is old enough to be believed.
+                while symbols.is_empty() && server.age() < EMPTY_PATIENCE {
+                    tokio::time::sleep(EMPTY_RETRY).await;
+                    symbols = server.workspace_symbols(query).await?;
+                }
+                if symbols.is_empty() && indexing.is_none() && server.age() < INDEXING_WAIT {
+                    indexing = Some(format!(
+                        "the server started {} s ago and found nothing yet: it may still be \
+                         reading the workspace",
+                        server.age().as_secs()
+                    ));
+                }
                 Ok(SymbolsResult {
                     symbols,
                     notes: Notes {
@@ -432,7 +470,7 @@ impl Lsp {
             return Err(Error::invalid_input(format!("{op}: new_name is empty")));
         }
         let (acquired, path, _) = self.open(&op, &request.at.path).await?;
-        Self::settled(&acquired).await;
+        Self::settled(&acquired, &path).await;
         let at = self.position(&op, &acquired, &path, &request.at).await?;
         let planned = acquired
             .running

@@ -426,3 +426,100 @@ async fn bad_requests_are_refused_clearly() {
     assert_eq!(symbols.kind(), ErrorKind::InvalidInput);
     assert!(tools.shutdown().await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_server_answers_references_completely_or_says_it_is_indexing() {
+    const FILES: usize = 150;
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(
+        &tools,
+        "big/tsconfig.json",
+        "{\"compilerOptions\": {\"strict\": true}}\n",
+    )
+    .await;
+    write(
+        &tools,
+        "big/core.ts",
+        "export function shared(n: number): number {\n  return n + 1;\n}\n",
+    )
+    .await;
+    for i in 0..FILES {
+        write(
+            &tools,
+            &format!("big/src/m{i}.ts"),
+            &format!("import {{ shared }} from '../core';\nexport const v{i} = shared({i});\n"),
+        )
+        .await;
+    }
+    // The first question of a fresh server: the declaration, and an import and a call in
+    // every module — or a result that says it may be incomplete.
+    let cold = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: at("big/core.ts", 1, 17),
+            include_declaration: Some(true),
+        })
+        .await
+        .unwrap();
+    if cold.notes.indexing.is_none() {
+        assert_eq!(cold.locations.len(), 1 + 2 * FILES, "{:?}", cold.notes);
+    }
+    let warm = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: at("big/core.ts", 1, 17),
+            include_declaration: Some(true),
+        })
+        .await
+        .unwrap();
+    assert_eq!(warm.locations.len(), 1 + 2 * FILES);
+    assert!(tools.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_no_question_named_changed_by_a_command_is_seen() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "proj/pyrightconfig.json", "{}\n").await;
+    write(
+        &tools,
+        "proj/lib.py",
+        "def greet(name: str) -> str:\n    return name\n",
+    )
+    .await;
+    write(
+        &tools,
+        "proj/app.py",
+        "from lib import greet\n\nprint(greet('x'))\n",
+    )
+    .await;
+    let clean = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj/app.py"))
+        .await
+        .unwrap();
+    assert_eq!(clean.errors, 0, "{clean:#?}");
+    // lib.py was never asked about (never opened): a command renames its function.
+    run(&tools, "sed -i 's/def greet/def hello/' proj/lib.py").await;
+    let mut errors = 0;
+    for _ in 0..50 {
+        // app.py is unchanged, so the server is not sent it again: what changes its
+        // diagnostics is the server seeing lib.py change.
+        errors = tools
+            .lsp
+            .lsp_diagnostics(diagnostics("proj/app.py"))
+            .await
+            .unwrap()
+            .errors;
+        if errors > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        errors > 0,
+        "the import of a function that is gone is an error"
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
