@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// The two versions a round alternates between: one error, none.
-const BROKEN: &str = "int main(void) {\n  int x = \"text\";\n  return x;\n}\n";
+const BROKEN: &str = "int main(void) {\n  int x = undeclared;\n  return x;\n}\n";
 const FIXED: &str = "int main(void) {\n  int x = 1;\n  return x;\n}\n";
 /// Files of the generated TypeScript project.
 const TS_FILES: usize = 500;
