@@ -108,8 +108,10 @@ pub struct ForgetArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum LspCommand {
-    /// The file's problems as it is now; exit 1 when there are errors.
+    /// The problems of a file as it is now, or of every file of a
+    /// directory (at most 200); exit 1 when there are errors.
     Diagnostics {
+        #[arg(value_name = "FILE|DIR")]
         file: String,
         /// Seconds to wait for the server's analysis (default 60).
         #[arg(long, value_name = "SECS")]

@@ -173,7 +173,8 @@ pub(crate) fn entries() -> Vec<Entry> {
             lsp.lsp_diagnostics,
             ReadOnly,
             "Compiler and type-checker problems of a file as it is now (after any write, edit \
-             or command): the language server's analysis of exactly that version, waited for. \
+             or command), or of every file of a directory: the language server's analysis of \
+             exactly that version, waited for. \
              Servers (clangd, pyright, typescript-language-server, or configured ones) run in \
              the world, one per language and workspace, started on first use."
         ),

@@ -246,15 +246,42 @@ impl Servers {
         }
     }
 
-    /// The files of `extensions` under `root` and their versions: a breadth-first walk through
-    /// `fs`, bounded ([`MAX_WATCHED_FILES`], [`MAX_WATCHED_DIRS`]), not into dot directories,
-    /// [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
+    /// The files under `dir` some configured server takes, sorted, at most `limit`; and
+    /// whether there were more.
+    pub async fn files_under(&self, dir: &str, limit: usize) -> (Vec<String>, bool) {
+        let extensions: Vec<String> = self
+            .config
+            .languages
+            .iter()
+            .flat_map(|l| l.extensions.iter().map(|e| e.extension.clone()))
+            .collect();
+        let found = self.walk(dir, &extensions, limit + 1).await;
+        let mut files: Vec<String> = found.into_keys().collect();
+        files.sort();
+        let truncated = files.len() > limit;
+        files.truncate(limit);
+        (files, truncated)
+    }
+
+    /// The files of `extensions` under `root` and their versions (see [`Self::walk`]).
     async fn scan(&self, root: &str, extensions: &[String]) -> HashMap<String, Version> {
+        self.walk(root, extensions, MAX_WATCHED_FILES).await
+    }
+
+    /// The files of `extensions` under `root` and their versions: a breadth-first walk through
+    /// `fs`, bounded (`limit` files, [`MAX_WATCHED_DIRS`] directories), not into dot
+    /// directories, [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
+    async fn walk(
+        &self,
+        root: &str,
+        extensions: &[String],
+        limit: usize,
+    ) -> HashMap<String, Version> {
         let mut files = HashMap::new();
         let mut queue = std::collections::VecDeque::from([root.to_owned()]);
         let mut listed = 0;
         while let Some(dir) = queue.pop_front() {
-            if listed == MAX_WATCHED_DIRS || files.len() >= MAX_WATCHED_FILES {
+            if listed == MAX_WATCHED_DIRS || files.len() >= limit {
                 tracing::debug!("workspace {root}: only part of it is followed for changes");
                 break;
             }
@@ -275,7 +302,7 @@ impl Servers {
                             .name
                             .rsplit_once('.')
                             .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
-                            && files.len() < MAX_WATCHED_FILES =>
+                            && files.len() < limit =>
                     {
                         files.insert(entry.path, entry.metadata.version);
                     }

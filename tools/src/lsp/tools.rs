@@ -11,6 +11,7 @@ use std::time::Duration;
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use futures::StreamExt;
 use lsp_types::DiagnosticSeverity;
 
 use super::config::LspConfig;
@@ -23,6 +24,10 @@ use crate::Outcome;
 const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest diagnostics wait a caller may ask for.
 const MAX_TIMEOUT_SECS: u64 = 600;
+/// The most files one `lsp_diagnostics` of a directory analyses.
+const MAX_DIAGNOSED_FILES: usize = 200;
+/// How many files of a directory are analysed at once.
+const DIAGNOSED_AT_ONCE: usize = 4;
 /// How long a question waits for a server's indexing to end before asking anyway.
 const INDEXING_WAIT: Duration = Duration::from_secs(30);
 /// Between two tries of a workspace search a young server answered with nothing.
@@ -52,7 +57,8 @@ pub struct Notes {
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DiagnosticsRequest {
-    /// The file: absolute, or relative to the world's working directory.
+    /// The file — or a directory: every file in it a server takes (at most 200) — absolute, or
+    /// relative to the world's working directory.
     pub path: String,
     /// How long to wait for the server's analysis, in seconds (default 60, at most 600).
     #[serde(default)]
@@ -62,6 +68,8 @@ pub struct DiagnosticsRequest {
 /// One problem the server reports.
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct DiagnosticItem {
+    /// The file, absolute.
+    pub path: String,
     pub start: TextPosition,
     pub end: TextPosition,
     /// `error`, `warning`, `information` or `hint`.
@@ -77,11 +85,16 @@ pub struct DiagnosticItem {
 /// What `lsp_diagnostics` returns.
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct DiagnosticsResult {
-    /// The file, absolute.
+    /// The file or directory, absolute.
     pub path: String,
-    /// The version of the file (as `read_file` and `write_file` report it) these diagnostics
+    /// For a file: the version (as `read_file` and `write_file` report it) these diagnostics
     /// are of.
-    pub version: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// How many files were analysed.
+    pub files: usize,
+    /// For a directory: whether it holds more files than were analysed (at most 200).
+    pub truncated: bool,
     pub diagnostics: Vec<DiagnosticItem>,
     pub errors: usize,
     pub warnings: usize,
@@ -242,18 +255,78 @@ impl Lsp {
                 )));
             }
         };
-        let (acquired, path, version) = self.open(&op, &request.path).await?;
+        let place = self
+            .servers
+            .fs()
+            .resolve(&request.path, None)
+            .await
+            .map_err(|e| e.context(&op))?
+            .path;
+        let is_dir = self
+            .servers
+            .fs()
+            .stat(&place)
+            .await
+            .is_ok_and(|m| m.kind == dsh_plugin_api::fs::FileKind::Directory);
+        if !is_dir {
+            let (diagnostics, version, notice) =
+                self.file_diagnostics(&op, &request.path, timeout).await?;
+            return Ok(DiagnosticsResult::of(
+                place,
+                Some(version),
+                1,
+                false,
+                diagnostics,
+                notice,
+            ));
+        }
+        let (files, truncated) = self.servers.files_under(&place, MAX_DIAGNOSED_FILES).await;
+        let calls: Vec<_> = files
+            .iter()
+            .map(|file| self.file_diagnostics(&op, file, timeout))
+            .collect();
+        let per_file: Vec<_> = futures::stream::iter(calls)
+            .buffered(DIAGNOSED_AT_ONCE)
+            .collect()
+            .await;
+        let mut diagnostics = Vec::new();
+        let mut notices = Vec::new();
+        for outcome in per_file {
+            let (found, _, notice) = outcome?;
+            diagnostics.extend(found);
+            notices.extend(notice);
+        }
+        let notice = (!notices.is_empty()).then(|| notices.join("; "));
+        Ok(DiagnosticsResult::of(
+            place,
+            None,
+            files.len(),
+            truncated,
+            diagnostics,
+            notice,
+        ))
+    }
+
+    /// The diagnostics of file `path` as the world has it now, its version, and a restart notice.
+    async fn file_diagnostics(
+        &self,
+        op: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Result<(Vec<DiagnosticItem>, String, Option<String>)> {
+        let (acquired, path, version) = self.open(op, path).await?;
         let found = acquired
             .running
             .server
             .diagnostics(&path, timeout)
             .await
-            .map_err(|e| e.context(&op))?;
-        let diagnostics: Vec<DiagnosticItem> = found
+            .map_err(|e| e.context(op))?;
+        let diagnostics = found
             .into_iter()
             .map(|d| {
                 let at = |p: lsp_types::Position| acquired.running.server.text_position(&path, p);
                 DiagnosticItem {
+                    path: path.clone(),
                     start: at(d.range.start),
                     end: at(d.range.end),
                     severity: severity_name(d.severity).to_owned(),
@@ -266,20 +339,7 @@ impl Lsp {
                 }
             })
             .collect();
-        Ok(DiagnosticsResult {
-            errors: diagnostics.iter().filter(|d| d.severity == "error").count(),
-            warnings: diagnostics
-                .iter()
-                .filter(|d| d.severity == "warning")
-                .count(),
-            path,
-            version,
-            diagnostics,
-            notes: Notes {
-                indexing: None,
-                notice: acquired.notice,
-            },
-        })
+        Ok((diagnostics, version, acquired.notice))
     }
 
     /// The position `request` names in the open document `path`.
@@ -593,16 +653,54 @@ fn with_notes(mut text: String, notes: &Notes) -> String {
     text
 }
 
+impl DiagnosticsResult {
+    fn of(
+        path: String,
+        version: Option<String>,
+        files: usize,
+        truncated: bool,
+        diagnostics: Vec<DiagnosticItem>,
+        notice: Option<String>,
+    ) -> DiagnosticsResult {
+        DiagnosticsResult {
+            errors: diagnostics.iter().filter(|d| d.severity == "error").count(),
+            warnings: diagnostics
+                .iter()
+                .filter(|d| d.severity == "warning")
+                .count(),
+            path,
+            version,
+            files,
+            truncated,
+            diagnostics,
+            notes: Notes {
+                indexing: None,
+                notice,
+            },
+        }
+    }
+}
+
 impl Outcome for DiagnosticsResult {
     fn text(&self) -> String {
-        let mut text = format!(
-            "{} (version {}): {} errors, {} warnings",
-            self.path, self.version, self.errors, self.warnings
-        );
+        let what = match &self.version {
+            Some(version) => format!("{} (version {version})", self.path),
+            None => format!(
+                "{} ({} files{})",
+                self.path,
+                self.files,
+                if self.truncated {
+                    ", more not analysed"
+                } else {
+                    ""
+                }
+            ),
+        };
+        let mut text = format!("{what}: {} errors, {} warnings", self.errors, self.warnings);
         for d in &self.diagnostics {
             text.push_str(&format!(
                 "\n{}:{}:{}: {}: {}",
-                self.path, d.start.line, d.start.column, d.severity, d.message
+                d.path, d.start.line, d.start.column, d.severity, d.message
             ));
         }
         with_notes(text, &self.notes)

@@ -98,7 +98,8 @@ async fn c_diagnostics_follow_the_file_tools_and_shell_commands_at_each_version(
         .await
         .unwrap();
     assert_eq!(
-        found.version, broken,
+        found.version,
+        Some(broken),
         "the diagnostics are of the version just written"
     );
     assert_eq!(found.errors, 1, "{found:#?}");
@@ -115,7 +116,7 @@ async fn c_diagnostics_follow_the_file_tools_and_shell_commands_at_each_version(
         .lsp_diagnostics(diagnostics("main.cpp"))
         .await
         .unwrap();
-    assert_eq!(Some(clean.version.clone()), edited.version);
+    assert_eq!(clean.version, edited.version);
     assert_eq!(clean.errors, 0, "{clean:#?}");
 
     // Changed behind the tools' back, by a shell command.
@@ -170,6 +171,23 @@ async fn python_definition_references_hover_symbols_and_rename_across_files() {
         .expect("pyright-langserver runs (scripts/setup.sh installs it)");
     assert_eq!(typed.errors, 1, "{typed:#?}");
     assert_eq!(typed.diagnostics[0].start.line, 3);
+    // A directory: every file in it a server takes.
+    write(&tools, "proj/notes.txt", "not code\n").await;
+    let all = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (all.files, all.truncated, all.errors),
+        (2, false, 1),
+        "{all:#?}"
+    );
+    assert!(all.version.is_none());
+    assert!(
+        all.diagnostics[0].path.ends_with("/proj/app.py"),
+        "{all:#?}"
+    );
 
     let definition = tools
         .lsp
@@ -264,7 +282,7 @@ async fn python_definition_references_hover_symbols_and_rename_across_files() {
         .unwrap();
     assert_eq!(after.errors, 1, "{after:#?}");
     assert_eq!(
-        Some(after.version),
+        after.version,
         renamed
             .files
             .iter()
