@@ -169,9 +169,11 @@ pub(crate) fn entries() -> Vec<Entry> {
             ReadOnly,
             "The open terminals: id, command, size, whether the program exited."
         ),
+        // The lsp_ tools change no file, but may start a language server, which keeps caches
+        // in the workspace (clangd's index): not read-only, harmless to repeat.
         tool!(
             lsp.lsp_diagnostics,
-            ReadOnly,
+            Idempotent,
             "Compiler and type-checker problems of a file as it is now (after any write, edit \
              or command), or of every file of a directory: the language server's analysis of \
              exactly that version, waited for. \
@@ -180,33 +182,33 @@ pub(crate) fn entries() -> Vec<Entry> {
         ),
         tool!(
             lsp.lsp_definition,
-            ReadOnly,
+            Idempotent,
             "Where the symbol at a file position (line and column, 1-based) or named by symbol \
              is defined."
         ),
         tool!(
             lsp.lsp_references,
-            ReadOnly,
+            Idempotent,
             "Every reference to the symbol at a position (or named), across the workspace; \
              waits for the server's indexing, and says when it could not."
         ),
         tool!(
             lsp.lsp_hover,
-            ReadOnly,
+            Idempotent,
             "The language server's description (type, signature, docs) of the symbol at a \
              position (or named)."
         ),
         tool!(
             lsp.lsp_symbols,
-            ReadOnly,
+            Idempotent,
             "The symbols declared in a file (path), or the workspace's symbols matching a query."
         ),
         tool!(
             lsp.lsp_rename,
             Destructive,
             "Rename the symbol at a position (or named) across the workspace: the server's \
-             edits written to each file only if it did not change meanwhile (conflicts are \
-             named, nothing written); apply: false only shows the edits."
+             edits, written only if no file changed since the server read it (else the \
+             conflicts are named and nothing is written); apply: false only shows the edits."
         ),
     ]
 }

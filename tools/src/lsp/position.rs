@@ -82,7 +82,7 @@ pub fn from_lsp(text: &str, position: Position, encoding: Encoding) -> TextPosit
         column += 1;
     }
     TextPosition {
-        line: position.line + 1,
+        line: position.line.saturating_add(1),
         column,
     }
 }

@@ -103,7 +103,9 @@ impl RpcClient {
         });
         tokio::spawn({
             let pending = pending.clone();
-            let outgoing = outgoing.clone();
+            // Weak: the writer (and with it the server's stdin) ends once the client is
+            // dropped, not when the server stops talking.
+            let outgoing = outgoing.downgrade();
             async move {
                 let mut from_server = from_server;
                 let reason = loop {
@@ -239,7 +241,7 @@ fn close(pending: &Mutex<Pending>, reason: String) {
 fn dispatch(
     body: &[u8],
     pending: &Mutex<Pending>,
-    outgoing: &mpsc::UnboundedSender<Vec<u8>>,
+    outgoing: &mpsc::WeakUnboundedSender<Vec<u8>>,
     notify: &mpsc::UnboundedSender<Notification>,
 ) {
     let Ok(message) = serde_json::from_slice::<Value>(body) else {
@@ -257,7 +259,9 @@ fn dispatch(
                     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}})
                 }
             };
-            let _ = outgoing.send(reply.to_string().into_bytes());
+            if let Some(outgoing) = outgoing.upgrade() {
+                let _ = outgoing.send(reply.to_string().into_bytes());
+            }
         }
         (Some(method), None) => {
             let _ = notify.send(Notification {

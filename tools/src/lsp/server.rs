@@ -45,6 +45,8 @@ use crate::commands::until_proven_gone;
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `shutdown` waits for the server before ending its group.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How long a question to a server may take (the request is cancelled after it).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The shortest wait for more of a document's diagnostics from a server that publishes them
 /// without versions ([`LanguageServer::diagnostics`]).
 pub const PARTS_WINDOW: Duration = Duration::from_millis(300);
@@ -513,14 +515,16 @@ impl LanguageServer {
         }))
     }
 
-    /// The edits that rename the symbol at `at` in open document `path` to `new_name`, per file
-    /// (not applied: the caller applies them through the `fs` seam).
+    /// The edits that rename the symbol at `at` in open document `path` to `new_name`, per file,
+    /// each with the text its positions refer to (what was sent for an open document, else the
+    /// file as read): not applied — the caller applies them through the `fs` seam, to that text
+    /// only.
     pub async fn rename(
         &self,
         path: &str,
         at: TextPosition,
         new_name: &str,
-    ) -> Result<Vec<FileEdits>> {
+    ) -> Result<Vec<(FileEdits, String)>> {
         let op = format!("rename at {path}:{}:{} to {new_name:?}", at.line, at.column);
         self.require(&op, self.capabilities.rename_provider.is_some())?;
         let params = lsp_types::RenameParams {
@@ -529,28 +533,31 @@ impl LanguageServer {
             work_done_progress_params: Default::default(),
         };
         let answer = self.ask::<Rename>(&op, params).await?.unwrap_or_default();
-        let mut by_file: Vec<(Uri, Vec<lsp_types::TextEdit>)> =
-            answer.changes.unwrap_or_default().into_iter().collect();
-        match answer.document_changes {
-            None => {}
-            Some(DocumentChanges::Edits(edits)) => by_file.extend(edits.into_iter().map(|e| {
-                let edits = e
-                    .edits
-                    .into_iter()
-                    .map(|edit| match edit {
-                        OneOf::Left(edit) => edit,
-                        OneOf::Right(annotated) => annotated.text_edit,
-                    })
-                    .collect();
-                (e.text_document.uri, edits)
-            })),
+        // `documentChanges` when the server gives them, else `changes`: a server may give both,
+        // the same edits twice.
+        let by_file: Vec<(Uri, Vec<lsp_types::TextEdit>)> = match answer.document_changes {
+            None => answer.changes.unwrap_or_default().into_iter().collect(),
+            Some(DocumentChanges::Edits(edits)) => edits
+                .into_iter()
+                .map(|e| {
+                    let edits = e
+                        .edits
+                        .into_iter()
+                        .map(|edit| match edit {
+                            OneOf::Left(edit) => edit,
+                            OneOf::Right(annotated) => annotated.text_edit,
+                        })
+                        .collect();
+                    (e.text_document.uri, edits)
+                })
+                .collect(),
             Some(DocumentChanges::Operations(_)) => {
                 return Err(Error::new(
                     ErrorKind::Unsupported,
                     format!("{op}: the server wants files created, renamed or deleted too"),
                 ));
             }
-        }
+        };
         let mut files = Vec::new();
         for (uri, edits) in by_file {
             let path = path_of(&uri)?;
@@ -564,9 +571,9 @@ impl LanguageServer {
                 })
                 .collect();
             edits.sort_by_key(|e| (e.start.line, e.start.column));
-            files.push(FileEdits { path, edits });
+            files.push((FileEdits { path, edits }, text));
         }
-        files.sort_by(|a, b| a.path.cmp(&b.path));
+        files.sort_by(|a, b| a.0.path.cmp(&b.0.path));
         Ok(files)
     }
 
@@ -681,7 +688,10 @@ impl LanguageServer {
                                 .filter(|&other| inside(&declared[index], &declared[other]))
                                 .min_by_key(|&other| {
                                     (
-                                        declared[other].1.line - declared[other].0.line,
+                                        declared[other]
+                                            .1
+                                            .line
+                                            .saturating_sub(declared[other].0.line),
                                         declared[other].1.column,
                                     )
                                 })
@@ -778,10 +788,17 @@ impl LanguageServer {
         op: &str,
         params: R::Params,
     ) -> Result<R::Result> {
-        self.rpc
-            .request::<R>(params)
-            .await
-            .map_err(|e| rpc_error(op, e))
+        // A wedged server must not hold a question forever.
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.rpc.request::<R>(params)).await {
+            Ok(answer) => answer.map_err(|e| rpc_error(op, e)),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{op}: {} did not answer within {REQUEST_TIMEOUT:?}",
+                    self.spec.argv[0]
+                ),
+            )),
+        }
     }
 
     fn require(&self, op: &str, supported: bool) -> Result<()> {
@@ -801,8 +818,8 @@ impl LanguageServer {
         match self.open_text("", path) {
             Ok(text) => from_lsp(&text, at, self.encoding),
             Err(_) => TextPosition {
-                line: at.line + 1,
-                column: at.character + 1,
+                line: at.line.saturating_add(1),
+                column: at.character.saturating_add(1),
             },
         }
     }
@@ -876,8 +893,9 @@ impl LanguageServer {
     }
 
     /// Shuts the server down (`shutdown`, `exit`, up to 5 s to end by itself), then ends its
-    /// whole process group. Succeeds once the group is proven empty.
-    pub async fn shutdown(self) -> Result<()> {
+    /// whole process group. Succeeds once the group is proven empty; calls still waiting on the
+    /// server then fail as closed.
+    pub async fn shutdown(&self) -> Result<()> {
         let polite = async {
             if self.rpc.request::<Shutdown>(()).await.is_ok() {
                 let _ = self.rpc.notify::<Exit>(());
@@ -936,8 +954,9 @@ impl LanguageServer {
 /// Whether `all` holds the publish for version `version` of document `key` — or, from a server
 /// that gives no versions, a publish after the `seen`th.
 fn current(all: &HashMap<String, Published>, key: &str, version: i32, seen: u64) -> bool {
+    // A later version counts: a server analysing a newer text publishes only for it.
     all.get(key).is_some_and(|p| match p.version {
-        Some(v) => v == version,
+        Some(v) => v >= version,
         None => p.count > seen,
     })
 }
@@ -1127,6 +1146,9 @@ fn name_within(
     name: &str,
 ) -> (TextPosition, TextPosition) {
     let word = |c: char| c.is_alphanumeric() || c == '_';
+    if name.is_empty() {
+        return range;
+    }
     for (index, line) in text.split('\n').enumerate() {
         let number = index as u32 + 1;
         if number < range.0.line || number > range.1.line {

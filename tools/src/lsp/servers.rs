@@ -3,10 +3,12 @@
 //! as the world has it now — before each question is asked — so that no answer comes from a
 //! stale text, whoever changed the file (the file tools, a shell command, another process).
 //!
-//! **Sync.** Each question first reads the document it is about through the `fs` seam and sends
-//! it when its version differs from the one last sent; then every other open document of that
-//! server is checked (`stat`: its version) and re-sent if changed, or closed if gone. Versions
-//! are the seam's, so an unchanged file costs one `stat`.
+//! **Sync.** Each question first rescans the workspace (one `list` per directory, bounded) and
+//! reports changes to files the server has not open; then reads the document it is about
+//! through the `fs` seam and sends it when its version differs from the one last sent; then
+//! checks every other open document (`stat`: its version) and re-sends it if changed, or closes
+//! it if gone or unreadable. At most [`MAX_OPEN_DOCUMENTS`] stay open: the least recently asked
+//! are closed. Syncs of one server are serialised.
 //!
 //! **Runtime.** Every method runs on the caller's tokio runtime; dropping a call's future
 //! cancels its request (the server is told) and leaves the server running for the next one.
@@ -41,13 +43,33 @@ pub struct Running {
     pub server: LanguageServer,
     pub language: String,
     pub root: String,
-    /// Path → (the seam's version of what was sent, `languageId`).
-    sent: std::sync::Mutex<HashMap<String, (Version, String)>>,
+    /// Path → what was sent. Changed only under `syncing`.
+    sent: std::sync::Mutex<HashMap<String, Sent>>,
+    /// Serialises syncs: two questions racing to send one document could leave the server an
+    /// older text than the one recorded as sent.
+    syncing: tokio::sync::Mutex<u64>,
     /// The workspace's files of the language, as last scanned: path → version.
     files: tokio::sync::Mutex<HashMap<String, Version>>,
     /// The file extensions of its language.
     extensions: Vec<String>,
 }
+
+/// A document as last sent.
+struct Sent {
+    /// The seam's version of the text sent.
+    version: Version,
+    language_id: String,
+    /// When it was last asked about (a sync counter), to close the least recently asked.
+    used: u64,
+}
+
+/// The most documents a server keeps open; the least recently asked are closed beyond it.
+const MAX_OPEN_DOCUMENTS: usize = 64;
+/// A server that ran this long before it ended starts a fresh backoff.
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// (language name, workspace root).
+type SlotKey = (String, String);
 
 /// One (language, root)'s server, or why there is none right now.
 #[derive(Default)]
@@ -72,7 +94,9 @@ pub struct Servers {
     fs: Arc<dyn FsProvider>,
     subprocess: Arc<dyn SubprocessProvider>,
     config: LspConfig,
-    slots: Mutex<HashMap<(String, String), Slot>>,
+    /// (language, root) → its slot. The map's lock is held only to find a slot; a slot's own
+    /// lock while its server is started, so one language's start never waits for another's.
+    slots: std::sync::Mutex<HashMap<SlotKey, Arc<Mutex<Slot>>>>,
 }
 
 impl Servers {
@@ -85,7 +109,7 @@ impl Servers {
             fs,
             subprocess,
             config,
-            slots: Mutex::new(HashMap::new()),
+            slots: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -162,88 +186,25 @@ impl Servers {
     }
 
     /// The running server of `language` for `root`: started if there is none, restarted if it
-    /// ended (after its backoff: `Unavailable` saying when, during it).
+    /// ended (after its backoff: `Unavailable` saying when, during it). The start runs on a task
+    /// of its own: a caller that leaves (a dropped future) does not abandon a half-started
+    /// server — it is kept, in its slot, for the next question.
     pub async fn acquire(&self, language: &LanguageConfig, root: &str) -> Result<Acquired> {
-        let op = format!("language server {} for {root}", language.command[0]);
-        let mut slots = self.slots.lock().await;
-        let slot = slots
+        let slot = self
+            .slots
+            .lock()
+            .expect("slots lock")
             .entry((language.name.clone(), root.to_owned()))
-            .or_default();
-        if let Some(running) = &slot.running {
-            match running.server.ended() {
-                None => {
-                    return Ok(Acquired {
-                        running: running.clone(),
-                        notice: None,
-                    });
-                }
-                Some(how) => {
-                    let ended = slot.running.take().expect("checked above");
-                    // Whatever it left (children in its group) goes with it.
-                    if let Some(running) = Arc::into_inner(ended)
-                        && let Err(err) = running.server.shutdown().await
-                    {
-                        tracing::warn!("{op}: {err}");
-                    }
-                    slot.failures += 1;
-                    slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
-                    slot.ended = Some(format!("it had ended ({how})"));
-                }
-            }
-        }
-        if let Some(not_before) = slot.not_before {
-            let now = Instant::now();
-            if now < not_before && slot.failures > 1 {
-                return Err(Error::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "{op}: {}; it failed {} times in a row and is started again in {} ms",
-                        slot.ended.as_deref().unwrap_or("it failed"),
-                        slot.failures,
-                        (not_before - now).as_millis()
-                    ),
-                ));
-            }
-            tokio::time::sleep_until(not_before.into()).await;
-        }
-        let spec = ServerSpec {
-            argv: language.command.clone(),
-            root: root.to_owned(),
-            initialization_options: language.initialization_options.clone(),
-        };
-        match LanguageServer::start(self.subprocess.as_ref(), self.fs.clone(), spec).await {
-            Ok(server) => {
-                let notice = slot
-                    .ended
-                    .take()
-                    .map(|why| format!("{op} was restarted: {why}"));
-                slot.failures = 0;
-                slot.not_before = None;
-                let extensions: Vec<String> = language
-                    .extensions
-                    .iter()
-                    .map(|e| e.extension.clone())
-                    .collect();
-                // The baseline the next rescans compare with.
-                let files = self.scan(root, &extensions).await;
-                let running = Arc::new(Running {
-                    server,
-                    language: language.name.clone(),
-                    root: root.to_owned(),
-                    sent: std::sync::Mutex::new(HashMap::new()),
-                    files: tokio::sync::Mutex::new(files),
-                    extensions,
-                });
-                slot.running = Some(running.clone());
-                Ok(Acquired { running, notice })
-            }
-            Err(err) => {
-                slot.failures += 1;
-                slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
-                slot.ended = Some(format!("it could not be started ({err})"));
-                Err(err)
-            }
-        }
+            .or_default()
+            .clone();
+        let (fs, subprocess) = (self.fs.clone(), self.subprocess.clone());
+        let (language, root) = (language.clone(), root.to_owned());
+        tokio::spawn(async move {
+            let mut slot = slot.lock().await;
+            acquire_in(&mut slot, fs, subprocess, &language, &root).await
+        })
+        .await
+        .map_err(|e| Error::new(ErrorKind::Panicked, format!("start a language server: {e}")))?
     }
 
     /// The files under `dir` some configured server takes, sorted, at most `limit`; and
@@ -255,62 +216,12 @@ impl Servers {
             .iter()
             .flat_map(|l| l.extensions.iter().map(|e| e.extension.clone()))
             .collect();
-        let found = self.walk(dir, &extensions, limit + 1).await;
+        let found = walk(self.fs.as_ref(), dir, &extensions, limit + 1).await;
         let mut files: Vec<String> = found.into_keys().collect();
         files.sort();
         let truncated = files.len() > limit;
         files.truncate(limit);
         (files, truncated)
-    }
-
-    /// The files of `extensions` under `root` and their versions (see [`Self::walk`]).
-    async fn scan(&self, root: &str, extensions: &[String]) -> HashMap<String, Version> {
-        self.walk(root, extensions, MAX_WATCHED_FILES).await
-    }
-
-    /// The files of `extensions` under `root` and their versions: a breadth-first walk through
-    /// `fs`, bounded (`limit` files, [`MAX_WATCHED_DIRS`] directories), not into dot
-    /// directories, [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
-    async fn walk(
-        &self,
-        root: &str,
-        extensions: &[String],
-        limit: usize,
-    ) -> HashMap<String, Version> {
-        let mut files = HashMap::new();
-        let mut queue = std::collections::VecDeque::from([root.to_owned()]);
-        let mut listed = 0;
-        while let Some(dir) = queue.pop_front() {
-            if listed == MAX_WATCHED_DIRS || files.len() >= limit {
-                tracing::debug!("workspace {root}: only part of it is followed for changes");
-                break;
-            }
-            listed += 1;
-            let Ok(entries) = self.fs.list(&dir).await else {
-                continue;
-            };
-            for entry in entries {
-                match entry.metadata.kind {
-                    dsh_plugin_api::fs::FileKind::Directory
-                        if !entry.name.starts_with('.')
-                            && !SKIPPED_DIRS.contains(&entry.name.as_str()) =>
-                    {
-                        queue.push_back(entry.path);
-                    }
-                    dsh_plugin_api::fs::FileKind::File
-                        if entry
-                            .name
-                            .rsplit_once('.')
-                            .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
-                            && files.len() < limit =>
-                    {
-                        files.insert(entry.path, entry.metadata.version);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        files
     }
 
     /// Rescans `running`'s workspace and tells its server which files it has not open were
@@ -319,7 +230,13 @@ impl Servers {
     async fn rescan(&self, running: &Running) -> Result<bool> {
         use lsp_types::FileChangeType;
         let mut known = running.files.lock().await;
-        let now = self.scan(&running.root, &running.extensions).await;
+        let now = walk(
+            self.fs.as_ref(),
+            &running.root,
+            &running.extensions,
+            MAX_WATCHED_FILES,
+        )
+        .await;
         let open: std::collections::HashSet<String> = running
             .sent
             .lock()
@@ -359,6 +276,8 @@ impl Servers {
     /// version of `path` the server now has.
     pub async fn sync(&self, running: &Running, path: &str, language_id: &str) -> Result<Version> {
         let op = format!("send {path} to the language server");
+        let mut used = running.syncing.lock().await;
+        *used += 1;
         let others_changed = self.rescan(running).await.map_err(|e| e.context(&op))?;
         if others_changed {
             running.sent.lock().expect("sent lock").remove(path);
@@ -368,99 +287,271 @@ impl Servers {
             let sent = running.sent.lock().expect("sent lock");
             sent.iter()
                 .filter(|(p, _)| p.as_str() != path)
-                .map(|(p, (v, id))| (p.clone(), v.clone(), id.clone()))
+                .map(|(p, s)| (p.clone(), s.version.clone(), s.language_id.clone()))
                 .collect()
         };
-        self.send_if_changed(running, path, language_id, file.version.clone(), || async {
-            Ok(file.text.into_string())
-        })
-        .await?;
+        let version = file.version.clone();
+        send_if_changed(
+            running,
+            path,
+            language_id,
+            version.clone(),
+            file.text.into_string(),
+            *used,
+        )?;
         for (other, version, id) in others {
-            match self.fs.stat(&other).await {
-                Ok(metadata) if metadata.version == version => {}
-                Ok(metadata) => {
-                    let fs = self.fs.clone();
-                    let at = other.clone();
-                    self.send_if_changed(running, &other, &id, metadata.version, || async move {
-                        Ok(fs.read_text(&at).await?.text.into_string())
-                    })
-                    .await?;
+            let outcome = match self.fs.stat(&other).await {
+                Ok(metadata) if metadata.version == version => Ok(()),
+                Ok(_) => match self.fs.read_text(&other).await {
+                    Ok(file) => {
+                        let used = running
+                            .sent
+                            .lock()
+                            .expect("sent lock")
+                            .get(&other)
+                            .map_or(0, |s| s.used);
+                        send_if_changed(
+                            running,
+                            &other,
+                            &id,
+                            file.version,
+                            file.text.into_string(),
+                            used,
+                        )
+                    }
+                    Err(err) => Err(err),
+                },
+                Err(err) => Err(err),
+            };
+            // A document that went, or cannot be read any more (now binary, not UTF-8, not
+            // permitted), is closed: it must not fail questions about other files.
+            if let Err(err) = outcome {
+                if err.kind() != ErrorKind::NotFound {
+                    tracing::debug!("{op}: closing {other}: {err}");
                 }
-                Err(err) if err.kind() == ErrorKind::NotFound => {
-                    running.server.close(&other)?;
-                    running.sent.lock().expect("sent lock").remove(&other);
-                }
-                Err(err) => return Err(err.context(&op)),
+                close(running, &other)?;
             }
         }
-        Ok(file.version)
-    }
-
-    async fn send_if_changed<F, Fut>(
-        &self,
-        running: &Running,
-        path: &str,
-        language_id: &str,
-        version: Version,
-        text: F,
-    ) -> Result<()>
-    where
-        F: FnOnce() -> Fut,
-        Fut: std::future::Future<Output = Result<String>>,
-    {
-        let unchanged = running
-            .sent
-            .lock()
-            .expect("sent lock")
-            .get(path)
-            .is_some_and(|(sent, _)| *sent == version);
-        if unchanged {
-            return Ok(());
+        // The least recently asked beyond the bound are closed.
+        let excess: Vec<String> = {
+            let sent = running.sent.lock().expect("sent lock");
+            let mut by_use: Vec<(&String, u64)> = sent.iter().map(|(p, s)| (p, s.used)).collect();
+            by_use.sort_by_key(|(_, used)| *used);
+            by_use
+                .iter()
+                .take(sent.len().saturating_sub(MAX_OPEN_DOCUMENTS))
+                .map(|(p, _)| (*p).clone())
+                .collect()
+        };
+        for path in excess {
+            close(running, &path)?;
         }
-        let text = text().await?;
-        running.server.update(path, language_id, text)?;
-        running
-            .sent
-            .lock()
-            .expect("sent lock")
-            .insert(path.to_owned(), (version, language_id.to_owned()));
-        Ok(())
+        Ok(version)
     }
 
     /// The running servers' process ids (for tests and `ps`-like views).
     pub async fn pids(&self) -> Vec<u32> {
-        let slots = self.slots.lock().await;
-        slots
+        let slots: Vec<Arc<Mutex<Slot>>> = self
+            .slots
+            .lock()
+            .expect("slots lock")
             .values()
-            .filter_map(|s| s.running.as_ref().map(|r| r.server.pid()))
-            .collect()
+            .cloned()
+            .collect();
+        let mut pids = Vec::new();
+        for slot in slots {
+            if let Some(running) = &slot.lock().await.running {
+                pids.push(running.server.pid());
+            }
+        }
+        pids
     }
 
-    /// Shuts every server down, each process group proven gone; the failures.
+    /// Shuts every server down, each process group proven gone (also a server a call still
+    /// holds: that call then fails as closed); the failures.
     pub async fn shutdown(&self) -> Vec<Error> {
-        let running: Vec<Arc<Running>> = {
-            let mut slots = self.slots.lock().await;
-            slots.drain().filter_map(|(_, s)| s.running).collect()
-        };
+        let slots: Vec<Arc<Mutex<Slot>>> = self
+            .slots
+            .lock()
+            .expect("slots lock")
+            .drain()
+            .map(|(_, slot)| slot)
+            .collect();
         let mut failures = Vec::new();
-        for running in running {
-            match Arc::try_unwrap(running) {
-                Ok(running) => {
-                    if let Err(err) = running.server.shutdown().await {
-                        failures.push(err);
-                    }
-                }
-                Err(shared) => failures.push(Error::new(
-                    ErrorKind::Busy,
-                    format!(
-                        "stop language server {}: still answering a call",
-                        shared.language
-                    ),
-                )),
+        for slot in slots {
+            let running = slot.lock().await.running.take();
+            if let Some(running) = running
+                && let Err(err) = running.server.shutdown().await
+            {
+                failures.push(err);
             }
         }
         failures
     }
+}
+
+/// Sends `text` as `path` unless the server has that version; records it, used at `used`.
+fn send_if_changed(
+    running: &Running,
+    path: &str,
+    language_id: &str,
+    version: Version,
+    text: String,
+    used: u64,
+) -> Result<()> {
+    // Under the lock: what is recorded is what was sent last.
+    let mut sent = running.sent.lock().expect("sent lock");
+    if sent.get(path).is_none_or(|s| s.version != version) {
+        running.server.update(path, language_id, text)?;
+    }
+    sent.insert(
+        path.to_owned(),
+        Sent {
+            version,
+            language_id: language_id.to_owned(),
+            used,
+        },
+    );
+    Ok(())
+}
+
+/// Closes `path` on the server and forgets it was sent.
+fn close(running: &Running, path: &str) -> Result<()> {
+    running.sent.lock().expect("sent lock").remove(path);
+    running.server.close(path)
+}
+
+/// [`Servers::acquire`]'s work, under the slot's lock.
+async fn acquire_in(
+    slot: &mut Slot,
+    fs: Arc<dyn FsProvider>,
+    subprocess: Arc<dyn SubprocessProvider>,
+    language: &LanguageConfig,
+    root: &str,
+) -> Result<Acquired> {
+    let op = format!("language server {} for {root}", language.command[0]);
+    if let Some(running) = &slot.running {
+        match running.server.ended() {
+            None => {
+                return Ok(Acquired {
+                    running: running.clone(),
+                    notice: None,
+                });
+            }
+            Some(how) => {
+                let ended = slot.running.take().expect("checked above");
+                // Whatever it left (children in its group) goes with it.
+                if let Err(err) = ended.server.shutdown().await {
+                    tracing::warn!("{op}: {err}");
+                }
+                if ended.server.age() >= STABLE_AFTER {
+                    slot.failures = 0;
+                }
+                slot.failures += 1;
+                slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
+                slot.ended = Some(format!("it had ended ({how})"));
+            }
+        }
+    }
+    if let Some(not_before) = slot.not_before {
+        let now = Instant::now();
+        if now < not_before && slot.failures > 1 {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{op}: {}; it failed {} times in a row and is started again in {} ms",
+                    slot.ended.as_deref().unwrap_or("it failed"),
+                    slot.failures,
+                    (not_before - now).as_millis()
+                ),
+            ));
+        }
+        tokio::time::sleep_until(not_before.into()).await;
+    }
+    let spec = ServerSpec {
+        argv: language.command.clone(),
+        root: root.to_owned(),
+        initialization_options: language.initialization_options.clone(),
+    };
+    match LanguageServer::start(subprocess.as_ref(), fs.clone(), spec).await {
+        Ok(server) => {
+            let notice = slot
+                .ended
+                .take()
+                .map(|why| format!("{op} was restarted: {why}"));
+            // The failures in a row count on until the server proves stable (STABLE_AFTER).
+            slot.not_before = None;
+            let extensions: Vec<String> = language
+                .extensions
+                .iter()
+                .map(|e| e.extension.clone())
+                .collect();
+            // The baseline the next rescans compare with.
+            let files = walk(fs.as_ref(), root, &extensions, MAX_WATCHED_FILES).await;
+            let running = Arc::new(Running {
+                server,
+                language: language.name.clone(),
+                root: root.to_owned(),
+                sent: std::sync::Mutex::new(HashMap::new()),
+                syncing: Mutex::new(0),
+                files: Mutex::new(files),
+                extensions,
+            });
+            slot.running = Some(running.clone());
+            Ok(Acquired { running, notice })
+        }
+        Err(err) => {
+            slot.failures += 1;
+            slot.not_before = Some(Instant::now() + backoff(slot.failures - 1));
+            slot.ended = Some(format!("it could not be started ({err})"));
+            Err(err)
+        }
+    }
+}
+
+/// The files of `extensions` under `root` and their versions: a breadth-first walk through
+/// `fs`, bounded (`limit` files, [`MAX_WATCHED_DIRS`] directories), not into dot directories,
+/// [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
+async fn walk(
+    fs: &dyn FsProvider,
+    root: &str,
+    extensions: &[String],
+    limit: usize,
+) -> HashMap<String, Version> {
+    let mut files = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([root.to_owned()]);
+    let mut listed = 0;
+    while let Some(dir) = queue.pop_front() {
+        if listed == MAX_WATCHED_DIRS || files.len() >= limit {
+            tracing::debug!("workspace {root}: only part of it is walked");
+            break;
+        }
+        listed += 1;
+        let Ok(entries) = fs.list(&dir).await else {
+            continue;
+        };
+        for entry in entries {
+            match entry.metadata.kind {
+                dsh_plugin_api::fs::FileKind::Directory
+                    if !entry.name.starts_with('.')
+                        && !SKIPPED_DIRS.contains(&entry.name.as_str()) =>
+                {
+                    queue.push_back(entry.path);
+                }
+                dsh_plugin_api::fs::FileKind::File
+                    if entry
+                        .name
+                        .rsplit_once('.')
+                        .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
+                        && files.len() < limit =>
+                {
+                    files.insert(entry.path, entry.metadata.version);
+                }
+                _ => {}
+            }
+        }
+    }
+    files
 }
 
 fn backoff(failures_before: u32) -> Duration {

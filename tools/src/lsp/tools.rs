@@ -205,8 +205,9 @@ pub struct RenameResult {
     pub files: Vec<RenamedFile>,
     /// Whether every file was written.
     pub applied: bool,
-    /// Files not written because they changed after the server computed the edits (nothing
-    /// is written then); call again.
+    /// Files that changed after the server computed the edits: found before writing, nothing
+    /// is written; found while writing (changed in between), the files written before it keep
+    /// their new versions. Call again.
     pub conflicts: Vec<String>,
     #[serde(flatten)]
     pub notes: Notes,
@@ -522,8 +523,9 @@ impl Lsp {
     }
 
     /// Renames the symbol at a position (or named) across the workspace: the server's edits,
-    /// written through the `fs` seam — each file only if it is still the version the edits
-    /// were computed from (else nothing is written and the conflicts are named).
+    /// written through the `fs` seam — only if every file is still the text the edits were
+    /// computed against (else nothing is written and the conflicts are named), each written
+    /// guarded by the version read.
     pub async fn lsp_rename(&self, request: RenameRequest) -> Result<RenameResult> {
         let op = format!("lsp_rename {} to {:?}", request.at.path, request.new_name);
         if request.new_name.is_empty() {
@@ -538,37 +540,45 @@ impl Lsp {
             .rename(&path, at, &request.new_name)
             .await?;
         let fs = self.servers.fs();
-        // Read every file first: the versions the edits apply to, checked against what the
-        // server was sent.
+        // Every file read first: each must still be the text the edits were computed against
+        // (else it changed meanwhile: a conflict, and nothing is written at all).
         let mut prepared = Vec::with_capacity(planned.len());
-        for file in &planned {
+        let mut conflicts = Vec::new();
+        for (file, computed_on) in &planned {
             let current = fs.read_text(&file.path).await.map_err(|e| e.context(&op))?;
-            let text = apply_edits(current.text.as_str(), &file.edits)
+            if current.text.as_str() != computed_on {
+                conflicts.push(file.path.clone());
+                continue;
+            }
+            let text = apply_edits(computed_on, &file.edits)
                 .map_err(|e| Error::new(ErrorKind::Remote, format!("{op}: {}: {e}", file.path)))?;
             prepared.push((current.version, text));
         }
-        let apply = request.apply.unwrap_or(true);
+        let apply = request.apply.unwrap_or(true) && conflicts.is_empty();
         let mut files = Vec::with_capacity(planned.len());
-        let mut conflicts = Vec::new();
-        for (file, (version, text)) in planned.into_iter().zip(prepared) {
-            let written = if apply && conflicts.is_empty() {
-                match fs
-                    .write(&file.path, text.into(), WriteGuard::IfVersion(version))
-                    .await
-                {
-                    Ok(version) => Some(version.0),
-                    Err(err) if err.kind() == ErrorKind::Conflict => {
-                        conflicts.push(file.path.clone());
-                        None
+        let mut prepared = prepared.into_iter();
+        for (file, _) in planned {
+            let version = match (apply, prepared.next()) {
+                (true, Some((version, text))) if conflicts.is_empty() => {
+                    // Guarded: a file changed between the read above and this write is a
+                    // conflict too (the files written before it stay written, with versions).
+                    match fs
+                        .write(&file.path, text.into(), WriteGuard::IfVersion(version))
+                        .await
+                    {
+                        Ok(version) => Some(version.0),
+                        Err(err) if err.kind() == ErrorKind::Conflict => {
+                            conflicts.push(file.path.clone());
+                            None
+                        }
+                        Err(err) => return Err(err.context(&op)),
                     }
-                    Err(err) => return Err(err.context(&op)),
                 }
-            } else {
-                None
+                _ => None,
             };
             files.push(RenamedFile {
                 edits: file,
-                version: written,
+                version,
             });
         }
         Ok(RenameResult {
@@ -603,12 +613,17 @@ fn apply_edits(
         .chain(text.match_indices('\n').map(|(at, _)| at + 1))
         .collect();
     let offset = |p: TextPosition| -> std::result::Result<usize, String> {
+        let index = (p.line as usize).saturating_sub(1);
+        // The position just past a last line without a newline is the end of the text.
+        if index == line_starts.len() && p.column <= 1 {
+            return Ok(text.len());
+        }
         let start = *line_starts
-            .get(p.line as usize - 1)
+            .get(index)
             .ok_or_else(|| format!("line {} is past the end", p.line))?;
         let line = &text[start..];
         let line = &line[..line.find('\n').unwrap_or(line.len())];
-        let column = p.column as usize - 1;
+        let column = (p.column as usize).saturating_sub(1);
         Ok(start
             + line
                 .char_indices()
@@ -775,7 +790,7 @@ impl Outcome for RenameResult {
         }
         if !self.conflicts.is_empty() {
             text.push_str(&format!(
-                "\nchanged since the server read them (nothing written): {}",
+                "\nchanged since the server read them: {}",
                 self.conflicts.join(", ")
             ));
         }
@@ -808,6 +823,11 @@ mod tests {
         .unwrap();
         assert_eq!(renamed, "let café = 1;\nprint(café, café)\n");
         assert!(apply_edits(text, &[edit(at(9, 1), at(9, 2), "x")]).is_err());
+        // Just past a last line without a newline: the end of the text.
+        assert_eq!(
+            apply_edits("a\nb", &[edit(at(2, 2), at(3, 1), "c")]).unwrap(),
+            "a\nbc"
+        );
         assert!(
             apply_edits(
                 text,

@@ -154,10 +154,16 @@ async fn clangd_answers_definition_references_hover_rename_and_symbols() {
 
     let edits = server.rename(&main, at(5, 18), "edge").await.unwrap();
     assert_eq!(edits.len(), 1, "{edits:?}");
-    assert_eq!(edits[0].path, main);
-    assert_eq!(edits[0].edits.len(), 5);
+    let (edits, computed_on) = &edits[0];
+    assert_eq!(edits.path, main);
+    assert_eq!(
+        computed_on,
+        &std::fs::read_to_string(&main).unwrap(),
+        "the text sent"
+    );
+    assert_eq!(edits.edits.len(), 5);
     assert!(
-        edits[0]
+        edits
             .edits
             .iter()
             .all(|e| e.new_text == "edge" && e.end.column - e.start.column == 4)
