@@ -7,7 +7,7 @@
 //! reports changes to files the server has not open; then reads the document it is about
 //! through the `fs` seam and sends it when its version differs from the one last sent; then
 //! checks every other open document (`stat`: its version) and re-sends it if changed, or closes
-//! it if gone or unreadable. At most [`MAX_OPEN_DOCUMENTS`] stay open: the least recently asked
+//! it if gone or unreadable. At most 64 (`MAX_OPEN_DOCUMENTS`) stay open: the least recently asked
 //! are closed. Syncs of one server are serialised.
 //!
 //! **Runtime.** Every method runs on the caller's tokio runtime; dropping a call's future
