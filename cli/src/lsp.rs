@@ -135,5 +135,5 @@ fn failed(err: PluginError) -> Failure {
         ErrorKind::InvalidInput | ErrorKind::Config => EXIT_CONFIG,
         _ => EXIT_FAILURE,
     };
-    Failure::new(code, format!("dsh {err}"))
+    Failure::new(code, err.to_string())
 }

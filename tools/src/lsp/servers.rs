@@ -63,6 +63,9 @@ struct Sent {
     used: u64,
 }
 
+/// The largest document sent to a server (a generated or minified file beyond it would only
+/// stall the server).
+const MAX_DOCUMENT_BYTES: u64 = 16 << 20;
 /// The most documents a server keeps open; the least recently asked are closed beyond it.
 const MAX_OPEN_DOCUMENTS: usize = 64;
 /// A server that ran this long before it ended starts a fresh backoff.
@@ -281,6 +284,13 @@ impl Servers {
         let others_changed = self.rescan(running).await.map_err(|e| e.context(&op))?;
         if others_changed {
             running.sent.lock().expect("sent lock").remove(path);
+        }
+        let size = self.fs.stat(path).await.map_err(|e| e.context(&op))?.size;
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(Error::invalid_input(format!(
+                "{op}: it is {size} bytes; documents over {MAX_DOCUMENT_BYTES} bytes are not given \
+                 to language servers"
+            )));
         }
         let file = self.fs.read_text(path).await.map_err(|e| e.context(&op))?;
         let others: Vec<(String, Version, String)> = {

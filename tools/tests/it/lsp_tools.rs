@@ -402,6 +402,21 @@ async fn bad_requests_are_refused_clearly() {
         no_server.to_string().contains("no language server"),
         "{no_server}"
     );
+    std::fs::write(
+        world.dir.path().join("cwd/huge.py"),
+        "x = 1\n".repeat(3 << 20),
+    )
+    .unwrap();
+    let huge = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("huge.py"))
+        .await
+        .unwrap_err();
+    assert_eq!(huge.kind(), ErrorKind::InvalidInput);
+    assert!(
+        huge.to_string().contains("not given to language servers"),
+        "{huge}"
+    );
     let missing = tools
         .lsp
         .lsp_diagnostics(diagnostics("gone.py"))
