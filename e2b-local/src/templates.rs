@@ -215,6 +215,7 @@ pub fn split_name(full: &str) -> Result<(&str, Option<&str>), String> {
     };
     let part_ok = |p: &str| {
         !p.is_empty()
+            && !p.starts_with('.')
             && p.len() <= 128
             && p.bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
@@ -226,7 +227,7 @@ pub fn split_name(full: &str) -> Result<(&str, Option<&str>), String> {
     if !name_ok {
         return Err(format!(
             "invalid template name {full:?}: expected [namespace/]name[:tag] of lower-case \
-             letters, digits, '.', '_' and '-'"
+             letters, digits, '.', '_' and '-', no part starting with '.'"
         ));
     }
     if let Some(tag) = tag
@@ -587,7 +588,9 @@ mod tests {
             split_name("team/app:v1.2").unwrap(),
             ("team/app", Some("v1.2"))
         );
-        for bad in ["", "App", "a b", "a:", ":v1", "a/b/c", "a:b:c", "a/:v"] {
+        for bad in [
+            "", "App", "a b", "a:", ":v1", "a/b/c", "a:b:c", "a/:v", "..", "x/..", ".a",
+        ] {
             assert!(split_name(bad).is_err(), "{bad:?} was accepted");
         }
     }
