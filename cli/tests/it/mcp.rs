@@ -708,12 +708,13 @@ await call("run", { command: 'for p in $(pgrep -f "^clangd "); do [ "$(readlink 
 out.restarted = false;
 for (let i = 0; i < 50 && !out.restarted; i++) {
   try {
+    // Until the server's end is seen, the last diagnostics (of this very version) answer.
     const again = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
     out.restarted = (again.notice ?? "").includes("restarted");
   } catch (err) {
     // A call that met the dying server; the next one restarts it.
-    await new Promise((r) => setTimeout(r, 100));
   }
+  if (!out.restarted) await new Promise((r) => setTimeout(r, 100));
 }
 out.sandbox = (await call("run", { command: "echo ${E2B_SANDBOX_ID:-local}" })).output.trim();
 console.log(JSON.stringify(out));

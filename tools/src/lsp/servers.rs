@@ -48,10 +48,17 @@ pub struct Running {
     /// Serialises syncs: two questions racing to send one document could leave the server an
     /// older text than the one recorded as sent.
     syncing: tokio::sync::Mutex<u64>,
-    /// The workspace's files of the language, as last scanned: path → version.
-    files: tokio::sync::Mutex<HashMap<String, Version>>,
+    /// The workspace's files of the language, as last scanned.
+    files: tokio::sync::Mutex<HashMap<String, Scanned>>,
     /// The file extensions of its language.
     extensions: Vec<String>,
+}
+
+/// A file as a workspace scan saw it.
+#[derive(Debug, Clone)]
+struct Scanned {
+    version: Version,
+    size: u64,
 }
 
 /// A document as last sent.
@@ -251,7 +258,7 @@ impl Servers {
         for (path, version) in &now {
             match known.get(path) {
                 None => changes.push((path.clone(), FileChangeType::CREATED)),
-                Some(old) if old != version => {
+                Some(old) if old.version != version.version => {
                     changes.push((path.clone(), FileChangeType::CHANGED))
                 }
                 Some(_) => {}
@@ -285,14 +292,26 @@ impl Servers {
         if others_changed {
             running.sent.lock().expect("sent lock").remove(path);
         }
-        let size = self.fs.stat(path).await.map_err(|e| e.context(&op))?.size;
-        if size > MAX_DOCUMENT_BYTES {
+        // The scan just made knows most files' versions and sizes: a document the server has
+        // at that version is not read again.
+        let scanned = running.files.lock().await.get(path).cloned();
+        let current = match scanned {
+            Some(scanned) => scanned,
+            None => {
+                let metadata = self.fs.stat(path).await.map_err(|e| e.context(&op))?;
+                Scanned {
+                    version: metadata.version,
+                    size: metadata.size,
+                }
+            }
+        };
+        if current.size > MAX_DOCUMENT_BYTES {
             return Err(Error::invalid_input(format!(
-                "{op}: it is {size} bytes; documents over {MAX_DOCUMENT_BYTES} bytes are not given \
-                 to language servers"
+                "{op}: it is {} bytes; documents over {MAX_DOCUMENT_BYTES} bytes are not given \
+                 to language servers",
+                current.size
             )));
         }
-        let file = self.fs.read_text(path).await.map_err(|e| e.context(&op))?;
         let others: Vec<(String, Version, String)> = {
             let sent = running.sent.lock().expect("sent lock");
             sent.iter()
@@ -300,18 +319,41 @@ impl Servers {
                 .map(|(p, s)| (p.clone(), s.version.clone(), s.language_id.clone()))
                 .collect()
         };
-        let version = file.version.clone();
-        send_if_changed(
-            running,
-            path,
-            language_id,
-            version.clone(),
-            file.text.into_string(),
-            *used,
-        )?;
+        let unchanged = running
+            .sent
+            .lock()
+            .expect("sent lock")
+            .get_mut(path)
+            .filter(|sent| sent.version == current.version)
+            .map(|sent| sent.used = *used)
+            .is_some();
+        let version = if unchanged {
+            current.version
+        } else {
+            let file = self.fs.read_text(path).await.map_err(|e| e.context(&op))?;
+            send_if_changed(
+                running,
+                path,
+                language_id,
+                file.version.clone(),
+                file.text.into_string(),
+                *used,
+            )?;
+            file.version
+        };
         for (other, version, id) in others {
-            let outcome = match self.fs.stat(&other).await {
-                Ok(metadata) if metadata.version == version => Ok(()),
+            let scanned = running
+                .files
+                .lock()
+                .await
+                .get(&other)
+                .map(|s| s.version.clone());
+            let now = match scanned {
+                Some(now) => Ok(now),
+                None => self.fs.stat(&other).await.map(|m| m.version),
+            };
+            let outcome = match now {
+                Ok(now) if now == version => Ok(()),
                 Ok(_) => match self.fs.read_text(&other).await {
                     Ok(file) => {
                         let used = running
@@ -527,7 +569,7 @@ async fn walk(
     root: &str,
     extensions: &[String],
     limit: usize,
-) -> HashMap<String, Version> {
+) -> HashMap<String, Scanned> {
     let mut files = HashMap::new();
     let mut queue = std::collections::VecDeque::from([root.to_owned()]);
     let mut listed = 0;
@@ -555,7 +597,13 @@ async fn walk(
                         .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
                         && files.len() < limit =>
                 {
-                    files.insert(entry.path, entry.metadata.version);
+                    files.insert(
+                        entry.path,
+                        Scanned {
+                            version: entry.metadata.version,
+                            size: entry.metadata.size,
+                        },
+                    );
                 }
                 _ => {}
             }
