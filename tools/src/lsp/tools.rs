@@ -382,56 +382,48 @@ impl Lsp {
             })
     }
 
+    /// What a question about a position needs: the server for `request`'s file with the file
+    /// sent, settled (bounded), and the position asked about; the absolute path; the notes.
+    async fn asked(
+        &self,
+        op: &str,
+        request: &PositionRequest,
+    ) -> Result<(Arc<super::servers::Running>, String, TextPosition, Notes)> {
+        let (acquired, path, _) = self.open(op, &request.path).await?;
+        let indexing = Self::settled(&acquired, &path).await;
+        let at = self.position(op, &acquired, &path, request).await?;
+        let notes = Notes {
+            indexing,
+            notice: acquired.notice,
+        };
+        Ok((acquired.running, path, at, notes))
+    }
+
     /// Where the symbol at a position (or named) is defined.
     pub async fn lsp_definition(&self, request: PositionRequest) -> Result<LocationsResult> {
         let op = format!("lsp_definition {}", request.path);
-        let (acquired, path, _) = self.open(&op, &request.path).await?;
-        let indexing = Self::settled(&acquired, &path).await;
-        let at = self.position(&op, &acquired, &path, &request).await?;
-        let locations = acquired.running.server.definition(&path, at).await?;
-        Ok(LocationsResult {
-            locations,
-            notes: Notes {
-                indexing,
-                notice: acquired.notice,
-            },
-        })
+        let (server, path, at, notes) = self.asked(&op, &request).await?;
+        let locations = server.server.definition(&path, at).await?;
+        Ok(LocationsResult { locations, notes })
     }
 
     /// Every reference to the symbol at a position (or named), across the workspace.
     pub async fn lsp_references(&self, request: ReferencesRequest) -> Result<LocationsResult> {
         let op = format!("lsp_references {}", request.at.path);
-        let (acquired, path, _) = self.open(&op, &request.at.path).await?;
-        let indexing = Self::settled(&acquired, &path).await;
-        let at = self.position(&op, &acquired, &path, &request.at).await?;
-        let locations = acquired
-            .running
+        let (server, path, at, notes) = self.asked(&op, &request.at).await?;
+        let locations = server
             .server
             .references(&path, at, request.include_declaration.unwrap_or(true))
             .await?;
-        Ok(LocationsResult {
-            locations,
-            notes: Notes {
-                indexing,
-                notice: acquired.notice,
-            },
-        })
+        Ok(LocationsResult { locations, notes })
     }
 
     /// What the server says of the symbol at a position (or named).
     pub async fn lsp_hover(&self, request: PositionRequest) -> Result<HoverResult> {
         let op = format!("lsp_hover {}", request.path);
-        let (acquired, path, _) = self.open(&op, &request.path).await?;
-        let indexing = Self::settled(&acquired, &path).await;
-        let at = self.position(&op, &acquired, &path, &request).await?;
-        let text = acquired.running.server.hover(&path, at).await?;
-        Ok(HoverResult {
-            text,
-            notes: Notes {
-                indexing,
-                notice: acquired.notice,
-            },
-        })
+        let (server, path, at, notes) = self.asked(&op, &request).await?;
+        let text = server.server.hover(&path, at).await?;
+        Ok(HoverResult { text, notes })
     }
 
     /// A file's symbols, or the workspace's symbols matching a query.
@@ -531,14 +523,8 @@ impl Lsp {
         if request.new_name.is_empty() {
             return Err(Error::invalid_input(format!("{op}: new_name is empty")));
         }
-        let (acquired, path, _) = self.open(&op, &request.at.path).await?;
-        Self::settled(&acquired, &path).await;
-        let at = self.position(&op, &acquired, &path, &request.at).await?;
-        let planned = acquired
-            .running
-            .server
-            .rename(&path, at, &request.new_name)
-            .await?;
+        let (server, path, at, notes) = self.asked(&op, &request.at).await?;
+        let planned = server.server.rename(&path, at, &request.new_name).await?;
         let fs = self.servers.fs();
         // Every file read first: each must still be the text the edits were computed against
         // (else it changed meanwhile: a conflict, and nothing is written at all).
@@ -585,9 +571,10 @@ impl Lsp {
             applied: apply && conflicts.is_empty(),
             files,
             conflicts,
+            // Renames are not settled-or-incomplete answers: the edits are all the server gave.
             notes: Notes {
                 indexing: None,
-                notice: acquired.notice,
+                notice: notes.notice,
             },
         })
     }
