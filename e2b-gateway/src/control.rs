@@ -17,13 +17,14 @@
 //! user, without the runtime-root guard (they never touch the runtime root,
 //! and `-O` holds only for root).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use connectrpc::client::ClientTransport;
 use dsh_plugin_api::e2b::SandboxInfo;
-use e2b_client::{Command, Envd, ExitStatus, ProcessEvent, StreamOptions};
+use e2b_client::{CallOptions, Command, Envd, ExitStatus, ProcessEvent, StreamOptions};
 use futures::StreamExt;
 use http_body::Body;
 
@@ -183,31 +184,60 @@ impl ControlShell {
         T::ResponseBody: Unpin,
         <T::ResponseBody as Body>::Error: std::fmt::Display,
     {
-        let mut stream = envd
+        let stream = envd
             .start(command, &self.options().timeout(timeout))
             .await?;
-        let mut stdout = Vec::new();
-        let mut stderr = Vec::new();
-        let mut truncated = false;
-        let mut status = None;
-        while let Some(event) = stream.next().await {
-            match event? {
-                ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => {
-                    truncated |= keep_head(&mut stdout, &bytes, output_limit);
-                }
-                ProcessEvent::Stderr(bytes) => {
-                    truncated |= keep_head(&mut stderr, &bytes, output_limit);
-                }
-                ProcessEvent::End(end) => status = Some(end),
+        collect(stream, output_limit).await
+    }
+
+    /// [`ControlShell::run`] with a stdin fed by `feed`: the command starts
+    /// while `feed` runs (so its start overlaps whatever `feed` waits for),
+    /// then what `feed` yields is sent to the command's stdin (which
+    /// `command` must have enabled: `Command::stdin(true)`), which stays
+    /// open. If `feed` fails, stdin is closed with nothing sent, and
+    /// `feed`'s error is returned once the command has ended: a command fed
+    /// this way reads what it waits for and treats end of input as "do not
+    /// go on". Output the command writes before `feed` ends is buffered
+    /// (by envd and the connection) until then.
+    ///
+    /// Runs on the caller's runtime; dropping the future aborts `feed` and
+    /// the stream; the command ends on its own or at `timeout`.
+    ///
+    /// # Errors
+    /// As [`ControlShell::run`]; `feed`'s error; sending the input when the
+    /// command succeeded regardless.
+    pub async fn run_fed<T, F>(
+        &self,
+        envd: &Envd<T>,
+        command: &Command,
+        feed: F,
+        timeout: Duration,
+        output_limit: usize,
+    ) -> e2b_client::Result<ControlOutput>
+    where
+        T: ClientTransport,
+        T::ResponseBody: Unpin,
+        <T::ResponseBody as Body>::Error: std::fmt::Display,
+        F: Future<Output = e2b_client::Result<Bytes>>,
+    {
+        let start = self.options().timeout(timeout);
+        let (stream, fed) = tokio::join!(envd.start(command, &start), feed);
+        let stream = stream?;
+        let pid = stream.pid();
+        let options = CallOptions::default().timeout(timeout);
+        let stdin = async {
+            match &fed {
+                Ok(input) => envd.send_stdin(pid, input.clone(), &options).await,
+                Err(_) => envd.close_stdin(pid, &options).await,
             }
+        };
+        let (sent, output) = tokio::join!(stdin, collect(stream, output_limit));
+        fed?;
+        let output = output?;
+        if output.status.success() {
+            sent?;
         }
-        let status = status.expect("a process stream ends after its end event or with an error");
-        Ok(ControlOutput {
-            status,
-            stdout,
-            stderr,
-            truncated,
-        })
+        Ok(output)
     }
 
     fn environment(&self, command: Command) -> Command {
@@ -218,6 +248,36 @@ impl ControlShell {
             .env(RUNTIME_ROOT_ENV, &*self.runtime_root)
             .stdin(false)
     }
+}
+
+/// Reads `stream` to its end, keeping at most `output_limit` bytes of each
+/// of stdout and stderr.
+async fn collect(
+    mut stream: e2b_client::ProcessStream,
+    output_limit: usize,
+) -> e2b_client::Result<ControlOutput> {
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let mut truncated = false;
+    let mut status = None;
+    while let Some(event) = stream.next().await {
+        match event? {
+            ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => {
+                truncated |= keep_head(&mut stdout, &bytes, output_limit);
+            }
+            ProcessEvent::Stderr(bytes) => {
+                truncated |= keep_head(&mut stderr, &bytes, output_limit);
+            }
+            ProcessEvent::End(end) => status = Some(end),
+        }
+    }
+    let status = status.expect("a process stream ends after its end event or with an error");
+    Ok(ControlOutput {
+        status,
+        stdout,
+        stderr,
+        truncated,
+    })
 }
 
 /// Appends what fits of `bytes` under `limit`; true when some did not fit.
@@ -238,6 +298,7 @@ const _: fn(
 ) = |shell, envd, command| {
     fn is_send<T: Send>(_: T) {}
     is_send(shell.run(envd, command, Duration::ZERO, 0));
+    is_send(shell.run_fed(envd, command, async { Ok(Bytes::new()) }, Duration::ZERO, 0));
 };
 
 #[cfg(test)]

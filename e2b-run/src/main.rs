@@ -24,7 +24,7 @@
 //! dsh-e2b-run signal-foreground SID SIGNAL        → ok <pgid> | error …
 //! dsh-e2b-run detach PID STARTTIME stdout|stderr|both → ok | gone
 //! dsh-e2b-run version                             → dsh-e2b-run <wire version>
-//! dsh-e2b-run probe USER UPLOAD                   → version, account, environment (NUL-separated)
+//! dsh-e2b-run probe USER UPLOAD SHA256            → version, account, environment (NUL-separated)
 //! dsh-e2b-run durable-start                request in $DSH_E2B_REQUEST → ok <id> <pid> | failed <stage> <errno> <detail> | error …
 //! dsh-e2b-run durable-list DIR                    → entry <durable entry>… then end | error …
 //! dsh-e2b-run durable-info DIR ID                 → ok <durable entry> | error …
@@ -96,8 +96,8 @@ fn error_line((errno, message): (i32, String)) -> String {
 fn cli(args: &[String]) -> i32 {
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     // Binary output of its own (NUL-separated), not a control line.
-    if let ["probe", user, upload] = words.as_slice() {
-        return probe::main(user, upload);
+    if let ["probe", user, upload, digest] = words.as_slice() {
+        return probe::main(user, upload, digest);
     }
     // Raw output and an exit mirroring the command's.
     if let [

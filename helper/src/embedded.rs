@@ -1,30 +1,23 @@
 //! The helper program, built by `build.rs` (static x86_64 Linux).
 
-use std::sync::OnceLock;
-
-use sha2::{Digest, Sha256};
-
 /// The `dsh-e2b-run` executable.
 pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-e2b-run"));
 
-/// The helper's SHA-256, hex.
-pub fn helper_digest() -> &'static str {
-    static DIGEST: OnceLock<String> = OnceLock::new();
-    DIGEST.get_or_init(|| {
-        Sha256::digest(HELPER)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    })
-}
+/// [`HELPER`]'s SHA-256, hex, computed by the build script.
+pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-e2b-run.sha256"));
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     #[test]
     fn the_digest_is_of_the_embedded_helper() {
-        assert_eq!(helper_digest().len(), 64);
+        let digest: String = Sha256::digest(HELPER)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(HELPER_DIGEST, digest);
         assert!(HELPER.len() > 100_000, "a real executable is embedded");
         assert_eq!(&HELPER[..4], b"\x7fELF");
     }

@@ -14,7 +14,7 @@ pub mod control;
 mod embedded;
 mod followed;
 
-pub use embedded::{HELPER, helper_digest};
+pub use embedded::{HELPER, HELPER_DIGEST};
 pub use followed::{
     DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
 };

@@ -74,7 +74,7 @@ mod world;
 use dsh_e2b_run::wire;
 
 pub use config::Config;
-pub use dsh_helper::{HELPER, helper_digest};
+pub use dsh_helper::{HELPER, HELPER_DIGEST};
 pub use liveness::OwnerLiveness;
 pub use plugin::SubprocessE2bPlugin;
 pub use provider::E2bSubprocess;

@@ -4,14 +4,16 @@
 //! `HOME` — learns the sandbox user's identity, login home and ambient
 //! environment.
 //!
-//! Two round trips: the upload, then one control script that verifies and
-//! installs the helper and runs the probe.
+//! The helper's upload and the control script that installs it and probes
+//! start together: the script waits on its stdin for the upload's end, so
+//! its start (two shells, milliseconds in a sandbox) costs no time of its
+//! own.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use dsh_e2b_gateway::{ControlShell, GUARD_FAILED_EXIT};
-use dsh_helper::{HELPER, helper_digest};
+use dsh_helper::{HELPER, HELPER_DIGEST};
 use dsh_plugin_api::{Error, Result};
 use e2b_client::{Envd, UploadOptions};
 
@@ -25,11 +27,14 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most probe output read (the ambient environment).
 const PROBE_LIMIT: usize = 8 << 20;
 
-/// Verifies and installs the uploaded helper, then runs it to report the
-/// user's identity and the ambient environment (its `probe`: version, uid,
-/// gid, groups, home, then `env -0`; it removes the upload). `$1` upload,
-/// `$2` final path, `$3` SHA-256, `$4` user. Three programs in all: every
-/// fork and exec costs milliseconds in a sandbox.
+/// Waits for the word that the upload is complete (a line on stdin; a
+/// stdin closed without it means the upload failed), installs the uploaded
+/// helper, then runs it to check its own SHA-256 and report the user's
+/// identity and the ambient environment (its `probe`: version, uid, gid,
+/// groups, home, then `env -0`; it removes the upload). `$1` upload, `$2`
+/// final path, `$3` SHA-256, `$4` user. Two programs in all: every fork and
+/// exec costs milliseconds in a sandbox (a `sha256sum` of the helper here
+/// cost 15 ms; the helper hashes itself in one).
 ///
 /// The helper is installed as a copy (`install`), not by renaming the
 /// upload: a process envd forks (for another request) while the upload is
@@ -38,10 +43,13 @@ const PROBE_LIMIT: usize = 8 << 20;
 /// (found by the soak with two `dsh` starting on one sandbox). The copy is
 /// a new inode only `install` ever opened.
 const INSTALL_AND_PROBE: &str = r#"
-sha256sum --check --status <<< "$3  $1" || { printf 'dsh: the uploaded helper %s does not match its SHA-256\n' "$1" >&2; exit 3; }
+read -r uploaded || { printf 'dsh: the helper was not uploaded\n' >&2; exit 4; }
 install -m 0700 -- "$1" "$2" || exit 3
-exec "$2" probe "$4" "$1"
+exec "$2" probe "$4" "$1" "$3"
 "#;
+
+/// The line [`INSTALL_AND_PROBE`] waits for.
+const UPLOADED: &[u8] = b"uploaded\n";
 
 /// What commands of one provider need to know about the sandbox.
 #[derive(Debug, Clone)]
@@ -67,24 +75,28 @@ pub async fn prepare<T: EnvdTransport>(
         rand::random::<u64>()
     );
     let helper = format!("{install_dir}/dsh-e2b-run");
-    envd.upload(
-        &upload,
-        futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(HELPER)) }),
-        &UploadOptions::default()
-            .user(dsh_e2b_gateway::CONTROL_USER)
-            .content_length(HELPER.len() as u64)
-            .timeout(SETUP_TIMEOUT),
-    )
-    .await
-    .map_err(|err| errors::client("install the sandbox helper", &err))?;
-    let script = shell.script(
-        INSTALL_AND_PROBE,
-        [upload.as_str(), helper.as_str(), helper_digest(), user],
-    );
-    let output = shell
-        .run(envd, &script, SETUP_TIMEOUT, PROBE_LIMIT)
+    let uploaded = async {
+        envd.upload(
+            &upload,
+            futures::stream::once(async { Ok::<_, std::io::Error>(Bytes::from_static(HELPER)) }),
+            &UploadOptions::default()
+                .user(dsh_e2b_gateway::CONTROL_USER)
+                .content_length(HELPER.len() as u64)
+                .timeout(SETUP_TIMEOUT),
+        )
         .await
-        .map_err(|err| errors::client("probe the sandbox", &err))?;
+        .map(|_| Bytes::from_static(UPLOADED))
+    };
+    let script = shell
+        .script(
+            INSTALL_AND_PROBE,
+            [upload.as_str(), helper.as_str(), HELPER_DIGEST, user],
+        )
+        .stdin(true);
+    let output = shell
+        .run_fed(envd, &script, uploaded, SETUP_TIMEOUT, PROBE_LIMIT)
+        .await
+        .map_err(|err| errors::client("install the sandbox helper", &err))?;
     if output.status.exit_code == GUARD_FAILED_EXIT {
         return Err(Error::io(format!(
             "probe the sandbox: the runtime root {} is not a root-owned directory: {}",
@@ -149,7 +161,7 @@ fn parse_probe(stdout: &[u8], user: &str) -> std::result::Result<(Identity, Ambi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sha2::{Digest, Sha256};
+    use std::path::Path;
 
     fn probe_output(version: &str) -> Vec<u8> {
         let mut out = Vec::new();
@@ -161,39 +173,54 @@ mod tests {
         out
     }
 
-    /// The install script, run by bash on this host: an upload that some
-    /// other process still holds open for writing (as a process envd forked
-    /// meanwhile does) is installed and runs at once — its copy is another
-    /// inode — and the installed helper's probe ends the script.
+    /// Runs the install script with bash on this host: `upload` installed
+    /// as `installed`, `stdin` on its stdin.
+    fn install(upload: &Path, installed: &Path, stdin: &[u8]) -> std::process::Output {
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", INSTALL_AND_PROBE, "dsh-control"])
+            .arg(upload)
+            .arg(installed)
+            .arg("the-digest")
+            .arg("someone")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run the install script");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), stdin)
+            .expect("write stdin");
+        child.wait_with_output().expect("install script")
+    }
+
+    /// The install script, once told the upload is complete: an upload that
+    /// some other process still holds open for writing (as a process envd
+    /// forked meanwhile does) is installed (mode 0700) and runs at once —
+    /// its copy is another inode — and the installed helper's probe, given
+    /// the user, the upload and the digest, ends the script.
     #[test]
     fn an_upload_held_open_for_writing_is_installed_and_runs() {
         let dir = tempfile::tempdir().expect("tempdir");
         let upload = dir.path().join("helper.part");
         let installed = dir.path().join("helper");
-        let helper = b"#!/bin/sh\nrm -f -- \"$3\"\nprintf 'dsh-e2b-run test\\0%s\\0' \"$2\"\n";
+        // Stands in for the helper's probe: removes the upload, says who
+        // it was asked about and which digest it was given to check.
+        let helper =
+            b"#!/bin/sh\nrm -f -- \"$3\"\nprintf 'dsh-e2b-run test\\0%s\\0%s\\0' \"$2\" \"$4\"\n";
         std::fs::write(&upload, helper).expect("write");
-        let digest: String = Sha256::digest(helper)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let mut holder = std::process::Command::new("bash")
             .args(["-c", "exec 3>>\"$1\"; sleep 1", "holder"])
             .arg(&upload)
             .spawn()
             .expect("holder");
         std::thread::sleep(Duration::from_millis(100));
-        let output = std::process::Command::new("bash")
-            .args(["-c", INSTALL_AND_PROBE, "dsh-control"])
-            .arg(&upload)
-            .arg(&installed)
-            .arg(&digest)
-            .arg("someone")
-            .output()
-            .expect("run the install script");
+        let output = install(&upload, &installed, UPLOADED);
         holder.wait().expect("holder");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
-        assert_eq!(output.stdout, b"dsh-e2b-run test\0someone\0", "{stderr}");
+        assert_eq!(
+            output.stdout, b"dsh-e2b-run test\0someone\0the-digest\0",
+            "{stderr}"
+        );
         assert!(!upload.exists(), "the probe removes the upload");
         let mode = std::fs::metadata(&installed)
             .expect("installed")
@@ -204,23 +231,19 @@ mod tests {
         );
     }
 
-    /// A corrupted upload is refused before it runs.
+    /// A stdin closed without the word (the upload failed) ends the script
+    /// before anything is installed or run.
     #[test]
-    fn an_upload_that_does_not_match_its_digest_is_not_run() {
+    fn without_the_word_nothing_is_installed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let upload = dir.path().join("helper.part");
         std::fs::write(&upload, b"#!/bin/sh\necho ran\n").expect("write");
-        let output = std::process::Command::new("bash")
-            .args(["-c", INSTALL_AND_PROBE, "dsh-control"])
-            .arg(&upload)
-            .arg(dir.path().join("helper"))
-            .arg("0".repeat(64))
-            .arg("user")
-            .output()
-            .expect("run the install script");
-        assert_eq!(output.status.code(), Some(3));
+        let installed = dir.path().join("helper");
+        let output = install(&upload, &installed, b"");
+        assert_eq!(output.status.code(), Some(4));
         assert!(output.stdout.is_empty());
-        assert!(String::from_utf8_lossy(&output.stderr).contains("does not match its SHA-256"));
+        assert!(String::from_utf8_lossy(&output.stderr).contains("not uploaded"));
+        assert!(!installed.exists());
     }
 
     #[test]

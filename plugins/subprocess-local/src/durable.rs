@@ -16,7 +16,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
 use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
-use dsh_helper::{HELPER, follower_spec, helper_digest, holds, new_id, started};
+use dsh_helper::{HELPER, HELPER_DIGEST, follower_spec, holds, new_id, started};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
@@ -126,7 +126,7 @@ fn install(dir: &Path) -> Result<PathBuf> {
         .mode(0o700)
         .create(dir)
         .map_err(|err| fail("create the state directory", dir, err))?;
-    let name = format!("helper-{}", &helper_digest()[..16]);
+    let name = format!("helper-{}", &HELPER_DIGEST[..16]);
     let path = dir.join(&name);
     if std::fs::read(&path).is_ok_and(|bytes| bytes == HELPER) {
         return Ok(path);
