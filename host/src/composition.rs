@@ -125,33 +125,19 @@ impl Composition {
         let mut loader = CachingLoader::new(loader);
         let mut errors = Vec::new();
         let mut libraries: Vec<Option<(PathBuf, LoadedLibrary)>> = Vec::new();
-        let resolved: Vec<Option<_>> = manifest
-            .entries()
-            .iter()
-            .map(|entry| {
-                (!entry.disabled).then(|| {
-                    resolve_library(
-                        &entry.name,
-                        entry.path.as_deref(),
-                        manifest.base_dir(),
-                        search,
-                    )
-                })
-            })
-            .collect();
-        let found: Vec<PathBuf> = resolved
-            .iter()
-            .filter_map(|path| path.as_ref()?.as_ref().ok().cloned())
-            .collect();
-        loader.open_all(&found);
-        for (entry, path) in manifest.entries().iter().zip(resolved) {
-            let path = match path {
-                None => {
-                    libraries.push(None);
-                    continue;
-                }
-                Some(Ok(path)) => path,
-                Some(Err(failure)) => {
+        for entry in manifest.entries() {
+            if entry.disabled {
+                libraries.push(None);
+                continue;
+            }
+            let path = match resolve_library(
+                &entry.name,
+                entry.path.as_deref(),
+                manifest.base_dir(),
+                search,
+            ) {
+                Ok(path) => path,
+                Err(failure) => {
                     errors.push(ValidationError::LibraryNotFound {
                         entry: entry.label.clone(),
                         name: entry.name.clone(),

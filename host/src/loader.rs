@@ -52,8 +52,8 @@ pub(crate) struct LoadFailure {
     pub message: String,
 }
 
-/// Opens libraries; shared by the threads that open several at once.
-pub(crate) trait LibraryLoader: Sync {
+/// Opens libraries.
+pub(crate) trait LibraryLoader {
     fn load(&self, path: &Path) -> Result<LoadedLibrary, LoadFailure>;
 }
 
@@ -72,47 +72,10 @@ impl<'a> CachingLoader<'a> {
     }
 
     pub(crate) fn load(&mut self, path: &Path) -> Result<LoadedLibrary, LoadFailure> {
-        let key = cache_key(path);
+        let key = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
         self.opened
             .entry(key)
             .or_insert_with(|| self.inner.load(path))
             .clone()
     }
-
-    /// Opens every distinct path of `paths` not opened yet, each on a
-    /// thread of its own, so that [`CachingLoader::load`] then finds them.
-    /// `dlopen` itself is serialised by the dynamic loader's lock, but what
-    /// follows it — abi_stable's layout check of the root module, a few
-    /// milliseconds per library and a cold `dsh`'s largest CPU cost — runs
-    /// in parallel.
-    pub(crate) fn open_all(&mut self, paths: &[PathBuf]) {
-        let mut todo: Vec<(PathBuf, &Path)> = Vec::new();
-        for path in paths {
-            let key = cache_key(path);
-            if !self.opened.contains_key(&key) && !todo.iter().any(|(known, _)| *known == key) {
-                todo.push((key, path));
-            }
-        }
-        let inner = self.inner;
-        let opened: Vec<(PathBuf, Result<LoadedLibrary, LoadFailure>)> =
-            std::thread::scope(|scope| {
-                let threads: Vec<_> = todo
-                    .into_iter()
-                    .map(|(key, path)| scope.spawn(move || (key, inner.load(path))))
-                    .collect();
-                threads
-                    .into_iter()
-                    .map(|thread| match thread.join() {
-                        Ok(opened) => opened,
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    })
-                    .collect()
-            });
-        self.opened.extend(opened);
-    }
-}
-
-/// Paths naming one file share one entry.
-fn cache_key(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
