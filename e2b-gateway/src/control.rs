@@ -28,6 +28,22 @@ use e2b_client::{CallOptions, Command, Envd, ExitStatus, ProcessEvent, StreamOpt
 use futures::StreamExt;
 use http_body::Body;
 
+/// A `connectrpc` client transport whose response bodies `e2b_client::Envd`
+/// can read: what every envd caller here needs of its transport (the
+/// owner's own, or `OwnerTransport` in the adapters).
+pub trait EnvdReadable:
+    ClientTransport<ResponseBody: Unpin + Body<Error: std::fmt::Display>>
+{
+}
+
+impl<T> EnvdReadable for T
+where
+    T: ClientTransport,
+    T::ResponseBody: Unpin,
+    <T::ResponseBody as Body>::Error: std::fmt::Display,
+{
+}
+
 /// The user control commands run as.
 pub const CONTROL_USER: &str = "root";
 
@@ -172,18 +188,13 @@ impl ControlShell {
     /// # Errors
     /// Whatever starting or streaming the command fails with (a non-zero
     /// exit is not an error: see [`ControlOutput::status`]).
-    pub async fn run<T>(
+    pub async fn run<T: EnvdReadable>(
         &self,
         envd: &Envd<T>,
         command: &Command,
         timeout: Duration,
         output_limit: usize,
-    ) -> e2b_client::Result<ControlOutput>
-    where
-        T: ClientTransport,
-        T::ResponseBody: Unpin,
-        <T::ResponseBody as Body>::Error: std::fmt::Display,
-    {
+    ) -> e2b_client::Result<ControlOutput> {
         let stream = envd
             .start(command, &self.options().timeout(timeout))
             .await?;
@@ -206,7 +217,7 @@ impl ControlShell {
     /// # Errors
     /// As [`ControlShell::run`]; `feed`'s error; sending the input when the
     /// command succeeded regardless.
-    pub async fn run_fed<T, F>(
+    pub async fn run_fed<T: EnvdReadable, F>(
         &self,
         envd: &Envd<T>,
         command: &Command,
@@ -215,9 +226,6 @@ impl ControlShell {
         output_limit: usize,
     ) -> e2b_client::Result<ControlOutput>
     where
-        T: ClientTransport,
-        T::ResponseBody: Unpin,
-        <T::ResponseBody as Body>::Error: std::fmt::Display,
         F: Future<Output = e2b_client::Result<Bytes>>,
     {
         let start = self.options().timeout(timeout);

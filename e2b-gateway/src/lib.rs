@@ -51,7 +51,8 @@ mod serve;
 
 pub use bodies::{RelayedBody, RelayedBodyError};
 pub use control::{
-    CONTROL_SHELL, CONTROL_USER, ControlOutput, ControlShell, GUARD_FAILED_EXIT, RUNTIME_ROOT_ENV,
+    CONTROL_SHELL, CONTROL_USER, ControlOutput, ControlShell, EnvdReadable, GUARD_FAILED_EXIT,
+    RUNTIME_ROOT_ENV,
 };
 pub use errors::plugin_error;
 pub use liveness::{ControlPlaneLiveness, LIVENESS_TIMEOUT, Liveness, Presence};

@@ -18,11 +18,9 @@
 
 use std::time::Duration;
 
-use connectrpc::client::ClientTransport;
-use dsh_e2b_gateway::{CONTROL_USER, ControlShell, plugin_error};
+use dsh_e2b_gateway::{CONTROL_USER, ControlShell, EnvdReadable, plugin_error};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
-use http_body::Body;
 
 use dsh_plugin_api::e2b::DURABLE_STATE;
 
@@ -112,12 +110,7 @@ pub struct Workspace {
 /// symlink, not a directory, or not root's with mode 0700, or when one of
 /// its ancestors is not a real directory only root may write (nothing is
 /// changed through it); the mapped envd error when a call fails.
-pub async fn prepare<T>(envd: &Envd<T>, cwd: &str) -> Result<Workspace>
-where
-    T: ClientTransport,
-    T::ResponseBody: Unpin,
-    <T::ResponseBody as Body>::Error: std::fmt::Display,
-{
+pub async fn prepare<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<Workspace> {
     // Independent: both at once.
     let (cwd_ready, swept) = tokio::join!(prepare_cwd(envd, cwd), prepare_runtime_root(envd, cwd));
     cwd_ready?;
@@ -138,12 +131,7 @@ where
 
 /// Creates `cwd` for envd's default user (unless it exists) and checks it
 /// is a real directory.
-async fn prepare_cwd<T>(envd: &Envd<T>, cwd: &str) -> Result<()>
-where
-    T: ClientTransport,
-    T::ResponseBody: Unpin,
-    <T::ResponseBody as Body>::Error: std::fmt::Display,
-{
+async fn prepare_cwd<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
     let options = CallOptions::default();
 
     // As envd's default user: new components are created for (and owned
@@ -191,12 +179,7 @@ where
 
 /// Creates or sweeps the runtime root ([`PREPARE_RUNTIME_ROOT`]) and
 /// verifies it; how many stale entries the sweep removed.
-async fn prepare_runtime_root<T>(envd: &Envd<T>, cwd: &str) -> Result<usize>
-where
-    T: ClientTransport,
-    T::ResponseBody: Unpin,
-    <T::ResponseBody as Body>::Error: std::fmt::Display,
-{
+async fn prepare_runtime_root<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<usize> {
     let runtime_root = RUNTIME_ROOT.to_owned();
     let shell = ControlShell::new(runtime_root.clone());
     let stale_after = STALE_AFTER_MINUTES.to_string();
@@ -260,12 +243,7 @@ where
 
 /// Creates `cwd` for envd's default user where that user may not: the
 /// user's ids (a command as that user), then [`CREATE_CWD`] as root.
-async fn create_cwd_for_user<T>(envd: &Envd<T>, cwd: &str) -> Result<()>
-where
-    T: ClientTransport,
-    T::ResponseBody: Unpin,
-    <T::ResponseBody as Body>::Error: std::fmt::Display,
-{
+async fn create_cwd_for_user<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
     let shell = ControlShell::new(RUNTIME_ROOT);
     let as_user = shell.acting_for(None);
     let ids = as_user.script(
@@ -313,16 +291,11 @@ where
     }
 }
 
-async fn stat_runtime_root<T>(
+async fn stat_runtime_root<T: EnvdReadable>(
     envd: &Envd<T>,
     runtime_root: &str,
     mkdir_error: &str,
-) -> Result<EntryInfo>
-where
-    T: ClientTransport,
-    T::ResponseBody: Unpin,
-    <T::ResponseBody as Body>::Error: std::fmt::Display,
-{
+) -> Result<EntryInfo> {
     // As root: the runtime root is root's, and what it is must not depend
     // on what the sandbox user may see.
     let stat = envd
