@@ -199,6 +199,7 @@ async fn upload_multipart(
 ) -> Result<Vec<Uploaded>, Failure> {
     let boundary = multer::parse_boundary(content_type)
         .map_err(|err| Failure::bad_request(format!("error parsing multipart form: {err}")))?;
+    let body = from_first_delimiter(body, &boundary).await;
     let mut multipart = multer::Multipart::new(body, boundary);
     let mut uploaded: Vec<Uploaded> = Vec::new();
     loop {
@@ -250,6 +251,45 @@ async fn upload_multipart(
         uploaded.push(target.write(&path, chunks).await?);
     }
     Ok(uploaded)
+}
+
+/// `body` from its first `--<boundary>` on: the bytes before it (a preamble, which the form
+/// ignores) are read and dropped here, and the returned stream's first chunk holds the delimiter.
+///
+/// multer 3.1 fails a valid form with "incomplete multipart stream" when, looking for the first
+/// delimiter, it polls the body twice in one call and the second poll brings the rest of the body
+/// and its end: it then checks only for the end, not the bytes it just received
+/// (rwf2/multer#70, unreleased). With a multi-threaded runtime that is a race between this
+/// handler and the connection task receiving a small upload, seen under load. A first chunk that
+/// already holds the delimiter never takes that path. A body that fails or ends first is passed on
+/// as it is, so multer reports it as before.
+async fn from_first_delimiter(mut body: ChunkStream, boundary: &str) -> ChunkStream {
+    let delimiter = format!("--{boundary}");
+    let mut seen: Vec<u8> = Vec::new();
+    let rest: Option<std::io::Error> = loop {
+        match body.next().await {
+            Some(Ok(chunk)) => {
+                seen.extend_from_slice(&chunk);
+                if let Some(at) = seen
+                    .windows(delimiter.len())
+                    .position(|window| window == delimiter.as_bytes())
+                {
+                    seen.drain(..at);
+                    let first = futures::stream::once(async move { Ok(Bytes::from(seen)) });
+                    return Box::pin(first.chain(body));
+                }
+                // Keep only what could still begin the delimiter.
+                let keep = delimiter.len() - 1;
+                if seen.len() > keep {
+                    seen.drain(..seen.len() - keep);
+                }
+            }
+            Some(Err(err)) => break Some(err),
+            None => break None,
+        }
+    };
+    let seen = futures::stream::once(async move { Ok(Bytes::from(seen)) });
+    Box::pin(seen.chain(futures::stream::iter(rest.map(Err))))
 }
 
 /// Who and where uploads land.
@@ -426,5 +466,110 @@ fn store_metadata(
         Err(err) => Err(Failure::internal(format!(
             "error writing file metadata: {err}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::*;
+
+    const BOUNDARY: &str = "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6";
+
+    fn form(preamble: &str, content: &str) -> Vec<u8> {
+        format!(
+            "{preamble}--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"index.html\"\r\n\r\n{content}\r\n--{BOUNDARY}--\r\n"
+        )
+        .into_bytes()
+    }
+
+    /// A body that is not ready when first polled and then arrives whole, its end included, in
+    /// the next poll: how a small upload reaches a handler that polls just before the connection
+    /// task has received it.
+    struct LateWhole {
+        polled: bool,
+        chunks: std::collections::VecDeque<Bytes>,
+    }
+
+    impl Stream for LateWhole {
+        type Item = Result<Bytes, std::io::Error>;
+        fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+            if !self.polled {
+                self.polled = true;
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(self.chunks.pop_front().map(Ok))
+        }
+    }
+
+    fn late_whole(chunks: &[&[u8]]) -> ChunkStream {
+        Box::pin(LateWhole {
+            polled: false,
+            chunks: chunks.iter().map(|c| Bytes::copy_from_slice(c)).collect(),
+        })
+    }
+
+    async fn fields(body: ChunkStream) -> Result<Vec<Vec<u8>>, multer::Error> {
+        let mut multipart =
+            multer::Multipart::new(from_first_delimiter(body, BOUNDARY).await, BOUNDARY);
+        let mut fields = Vec::new();
+        while let Some(field) = multipart.next_field().await? {
+            fields.push(field.bytes().await?.to_vec());
+        }
+        Ok(fields)
+    }
+
+    /// `body`, cut in two at every byte and arriving late, yields the one field `content`.
+    async fn parses_in_every_split(body: &[u8], content: &[u8]) {
+        for split in 0..=body.len() {
+            let (head, tail) = body.split_at(split);
+            assert_eq!(
+                fields(late_whole(&[head, tail])).await.unwrap(),
+                vec![content.to_vec()],
+                "split at {split}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_form_arriving_whole_after_a_pending_poll_parses() {
+        let body = form("", "<h1>served</h1>\n");
+        // Without the priming multer reports this valid form incomplete (rwf2/multer#70).
+        let unprimed = multer::Multipart::new(late_whole(&[&body]), BOUNDARY)
+            .next_field()
+            .await
+            .map(|_| ());
+        assert!(
+            matches!(unprimed, Err(multer::Error::IncompleteStream)),
+            "multer no longer fails this way: {unprimed:?}; the priming may be unneeded"
+        );
+        parses_in_every_split(&body, b"<h1>served</h1>\n").await;
+    }
+
+    #[tokio::test]
+    async fn a_preamble_is_dropped_in_any_chunking() {
+        let preamble = "x".repeat(1000) + "\r\n-";
+        let body = form(&preamble, "content");
+        parses_in_every_split(&body, b"content").await;
+    }
+
+    #[tokio::test]
+    async fn a_body_without_a_delimiter_or_failing_first_is_refused_as_before() {
+        for body in [&b""[..], b"no form here", b"--a1b2c3"] {
+            let err = fields(late_whole(&[body])).await.unwrap_err();
+            assert!(
+                matches!(err, multer::Error::IncompleteStream),
+                "{body:?}: {err}"
+            );
+        }
+        let failing: ChunkStream = Box::pin(futures::stream::iter([
+            Ok(Bytes::from_static(b"--a1b2")),
+            Err(std::io::Error::other("connection reset")),
+        ]));
+        let err = fields(failing).await.unwrap_err();
+        assert!(matches!(err, multer::Error::StreamReadFailed(_)), "{err}");
     }
 }
