@@ -16,6 +16,14 @@
 //! `DSH_BENCH_ROUNDS` (default 40) sets the rounds. Prints each contender's
 //! median and quartiles, and dsh's median over each peer's (paired per
 //! round: < 1 favours dsh).
+//!
+//! Two more contenders measure the floor under any cold start: a cold
+//! `dsh --config config/e2b-local.yaml plugins` (process start, loading and
+//! checking the same three libraries, exit; no sandbox) and the JS SDK doing
+//! create and kill only. Their sum, per round, is what a cold `dsh exec` costs
+//! if everything it adds in the sandbox (owner setup, helper install, the
+//! command) took no time; it is printed over the JS SDK's whole create → run →
+//! kill.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,14 +52,23 @@ fn main() -> Result<()> {
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/e2b-local.yaml");
     let server = LocalServer::start();
+    let cold = |args: &[&str]| ColdDsh {
+        dsh: dsh.clone(),
+        manifest: manifest.clone(),
+        args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+        env: server.env(),
+    };
+    let js = SdkDriver::js("lifecycle");
+    // The order of these rows is what `FLOOR` and the ratio column index.
     let mut contenders = vec![
-        Contender::Cold(ColdDsh {
-            dsh: dsh.clone(),
-            manifest,
-            env: server.env(),
-        }),
-        Contender::Warm(SdkDriver::js("lifecycle").steps(&server)?),
-        Contender::Warm(SdkDriver::python("lifecycle").steps(&server)?),
+        Contender::Cold(cold(&["exec", "--", "true"])),
+        Contender::Warm(js.steps(&server, &[])?, ""),
+        Contender::Warm(SdkDriver::python("lifecycle").steps(&server, &[])?, ""),
+        Contender::Cold(cold(&["plugins"])),
+        Contender::Warm(
+            js.steps(&server, &["--without-command"])?,
+            ", create + kill only",
+        ),
     ];
     // One untimed round: the page cache, e2b-local's first worlds.
     for contender in &mut contenders {
@@ -86,35 +103,53 @@ fn main() -> Result<()> {
             median_f64(ratios),
         );
     }
-    println!("\ntarget: dsh median <= 50 ms and <= the JS SDK's (dsh / it <= 1)");
+    let [whole_js, plugins, bare_js] = FLOOR;
+    let floor: Vec<f64> = (0..rounds)
+        .map(|round| {
+            (samples[plugins][round] + samples[bare_js][round]).as_secs_f64()
+                / samples[whole_js][round].as_secs_f64()
+        })
+        .collect();
+    println!(
+        "\nfloor of a cold start (dsh plugins + JS create + kill) / the JS SDK's whole run: {:.2}x",
+        median_f64(floor)
+    );
+    println!("target: dsh median <= 50 ms and <= the JS SDK's (dsh / it <= 1)");
     Ok(())
 }
 
+/// Indices in the contenders of the JS SDK's whole run, the cold `dsh plugins` and the JS
+/// SDK's create + kill.
+const FLOOR: [usize; 3] = [1, 3, 4];
+
 enum Contender {
     Cold(ColdDsh),
-    Warm(Steps),
+    /// A warm SDK driver and what its iterations leave out (empty: nothing).
+    Warm(Steps, &'static str),
 }
 
 impl Contender {
     fn name(&self) -> String {
         match self {
-            Contender::Cold(_) => "dsh exec -- true (cold process, release)".to_owned(),
-            Contender::Warm(warm) => format!("{} (warm)", warm.name()),
+            Contender::Cold(cold) => format!("dsh {} (cold, release)", cold.args.join(" ")),
+            Contender::Warm(warm, scope) => format!("{} (warm{scope})", warm.name()),
         }
     }
 
     fn once(&mut self) -> Result<Duration> {
         match self {
             Contender::Cold(cold) => cold.once(),
-            Contender::Warm(warm) => Ok(warm.once()?),
+            Contender::Warm(warm, _) => Ok(warm.once()?),
         }
     }
 }
 
-/// A fresh `dsh` process per iteration, timed from spawn to exit.
+/// A fresh `dsh --config <manifest> <args>` process per iteration, timed from spawn to
+/// exit, its output discarded.
 struct ColdDsh {
     dsh: PathBuf,
     manifest: PathBuf,
+    args: Vec<String>,
     env: Vec<(String, String)>,
 }
 
@@ -124,13 +159,14 @@ impl ColdDsh {
         let status = Command::new(&self.dsh)
             .arg("--config")
             .arg(&self.manifest)
-            .args(["exec", "--", "true"])
+            .args(&self.args)
             .envs(self.env.iter().map(|(name, value)| (name, value)))
             .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .status()
             .context("run dsh")?;
         let took = start.elapsed();
-        ensure!(status.success(), "dsh exec -- true: {status}");
+        ensure!(status.success(), "dsh {}: {status}", self.args.join(" "));
         Ok(took)
     }
 }

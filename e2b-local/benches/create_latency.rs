@@ -24,10 +24,10 @@ fn main() -> std::io::Result<()> {
     let loopback = LocalServer::start_with_args(&["--sandbox-network", "none"]);
     let driver = SdkDriver::js("lifecycle");
     let mut contenders: [(&str, Steps); 2] = [
-        ("networked (veth, routes)", driver.steps(&networked)?),
+        ("networked (veth, routes)", driver.steps(&networked, &[])?),
         (
             "loopback only (--sandbox-network none)",
-            driver.steps(&loopback)?,
+            driver.steps(&loopback, &[])?,
         ),
     ];
     let mut samples = [Vec::with_capacity(rounds), Vec::with_capacity(rounds)];

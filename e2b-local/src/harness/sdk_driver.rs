@@ -112,12 +112,12 @@ pub fn millisecond_samples(report: &Value, key: &str) -> io::Result<Vec<Duration
 }
 
 impl SdkDriver {
-    /// The driver in its `steps` mode, warmed and ready: each [`Steps::once`] is one timed
-    /// iteration (the driver prints `ready` once warm, then one line of milliseconds per line
-    /// it reads).
-    pub fn steps(&self, server: &LocalServer) -> io::Result<Steps> {
+    /// The driver in its `steps` mode with `args`, warmed and ready: each [`Steps::once`] is
+    /// one timed iteration (the driver prints `ready` once warm, then one line of milliseconds
+    /// per line it reads).
+    pub fn steps(&self, server: &LocalServer, args: &[&str]) -> io::Result<Steps> {
         let mut child = self
-            .command(server, "steps", &[])
+            .command(server, "steps", args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
