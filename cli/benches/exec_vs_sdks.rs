@@ -59,7 +59,7 @@ fn main() -> Result<()> {
         env: server.env(),
     };
     let js = SdkDriver::js("lifecycle");
-    // The order of these rows is what `FLOOR` and the ratio column index.
+    // In the order of the row indices below.
     let mut contenders = vec![
         Contender::Cold(cold(&["exec", "--", "true"])),
         Contender::Warm(js.steps(&server, &[])?, ""),
@@ -89,7 +89,7 @@ fn main() -> Result<()> {
         "contender", "median ms", "p25-p75 ms", "dsh / it"
     );
     for (contender, times) in contenders.iter().zip(&samples) {
-        let ratios: Vec<f64> = samples[0]
+        let ratios: Vec<f64> = samples[DSH_EXEC]
             .iter()
             .zip(times)
             .map(|(ours, theirs)| ours.as_secs_f64() / theirs.as_secs_f64())
@@ -103,11 +103,10 @@ fn main() -> Result<()> {
             median_f64(ratios),
         );
     }
-    let [whole_js, plugins, bare_js] = FLOOR;
     let floor: Vec<f64> = (0..rounds)
         .map(|round| {
-            (samples[plugins][round] + samples[bare_js][round]).as_secs_f64()
-                / samples[whole_js][round].as_secs_f64()
+            (samples[DSH_PLUGINS][round] + samples[JS_BARE][round]).as_secs_f64()
+                / samples[JS][round].as_secs_f64()
         })
         .collect();
     println!(
@@ -118,9 +117,12 @@ fn main() -> Result<()> {
     Ok(())
 }
 
-/// Indices in the contenders of the JS SDK's whole run, the cold `dsh plugins` and the JS
-/// SDK's create + kill.
-const FLOOR: [usize; 3] = [1, 3, 4];
+// Rows of the contenders (and their samples): the cold `dsh exec`, the JS SDK's whole run, the
+// cold `dsh plugins` and the JS SDK's create + kill (Python's whole run is row 2).
+const DSH_EXEC: usize = 0;
+const JS: usize = 1;
+const DSH_PLUGINS: usize = 3;
+const JS_BARE: usize = 4;
 
 enum Contender {
     Cold(ColdDsh),

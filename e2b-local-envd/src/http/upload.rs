@@ -265,31 +265,32 @@ async fn upload_multipart(
 /// as it is, so multer reports it as before.
 async fn from_first_delimiter(mut body: ChunkStream, boundary: &str) -> ChunkStream {
     let delimiter = format!("--{boundary}");
-    let mut seen: Vec<u8> = Vec::new();
+    let finder = memchr::memmem::Finder::new(delimiter.as_bytes());
+    // The end of what was read so far that could still begin the delimiter (empty in the usual
+    // case, where the first chunk starts with it and is passed on without a copy).
+    let mut carried = bytes::BytesMut::new();
     let rest: Option<std::io::Error> = loop {
         match body.next().await {
             Some(Ok(chunk)) => {
-                seen.extend_from_slice(&chunk);
-                if let Some(at) = seen
-                    .windows(delimiter.len())
-                    .position(|window| window == delimiter.as_bytes())
-                {
-                    seen.drain(..at);
-                    let first = futures::stream::once(async move { Ok(Bytes::from(seen)) });
+                let window = if carried.is_empty() {
+                    chunk
+                } else {
+                    carried.extend_from_slice(&chunk);
+                    carried.split().freeze()
+                };
+                if let Some(at) = finder.find(&window) {
+                    let first = futures::stream::once(async move { Ok(window.slice(at..)) });
                     return Box::pin(first.chain(body));
                 }
-                // Keep only what could still begin the delimiter.
-                let keep = delimiter.len() - 1;
-                if seen.len() > keep {
-                    seen.drain(..seen.len() - keep);
-                }
+                let keep = window.len().min(delimiter.len() - 1);
+                carried.extend_from_slice(&window[window.len() - keep..]);
             }
             Some(Err(err)) => break Some(err),
             None => break None,
         }
     };
-    let seen = futures::stream::once(async move { Ok(Bytes::from(seen)) });
-    Box::pin(seen.chain(futures::stream::iter(rest.map(Err))))
+    let carried = futures::stream::once(async move { Ok(carried.freeze()) });
+    Box::pin(carried.chain(futures::stream::iter(rest.map(Err))))
 }
 
 /// Who and where uploads land.
