@@ -10,7 +10,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # g++: libFuzzer's C++ sources, built by libfuzzer-sys for fuzz/run.sh. clangd: the real language
 # server dsh-tools' LSP client is tested against.
-packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc libc6-dev g++ clangd)
+packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc iputils-ping libc6-dev g++ clangd)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")

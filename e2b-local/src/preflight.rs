@@ -49,7 +49,7 @@ pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
     probe_namespaces(exe)
 }
 
-/// Starts `exe __namespace-probe` inside fresh mount, PID and network namespaces: proves
+/// Starts `exe __namespace-probe` inside fresh namespaces of every kind a world has: proves
 /// `unshare` works here (it fails in restricted containers even as root).
 fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     let mut command = std::process::Command::new(exe);
@@ -57,7 +57,7 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     // SAFETY: only the async-signal-safe unshare(2) runs between fork and exec.
     unsafe {
         command.pre_exec(|| {
-            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET) != 0 {
+            if libc::unshare(crate::world::NAMESPACES) != 0 {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -65,7 +65,7 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     }
     let status = command.status().map_err(|e| {
         PreflightError(format!(
-            "cannot create mount, PID and network namespaces (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) for {}): {e}",
+            "cannot create mount, PID, network, UTS and IPC namespaces (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWUTS | CLONE_NEWIPC) for {}): {e}",
             exe.display()
         ))
     })?;

@@ -1,12 +1,12 @@
 //! The hidden `e2b-local __sandbox-init` program: the process tree that runs one sandbox world.
 //!
-//! The server starts it with `unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET)` already
-//! applied, so this process (the *keeper*) stays in the host PID namespace while its first child
+//! The server starts it with `unshare(`[`super::NAMESPACES`]`)` (mount, PID, network, UTS and
+//! IPC namespaces) already applied, so this process (the *keeper*) stays in the host PID namespace while its first child
 //! becomes PID 1 of the sandbox's. The keeper reads the [`InitConfig`] from stdin and forks:
 //!
 //! - **PID 1** builds the world ([`mounts::build_and_enter`]), binds envd's Unix socket (on the
-//!   host path, before `pivot_root`), brings `lo` up and cuts its capabilities down
-//!   ([`confine`]), forks envd, then only reaps: orphans re-parent to it, and
+//!   host path, before `pivot_root`), brings `lo` up, names its host, installs the seccomp filter
+//!   ([`seccomp`]) and cuts its capabilities down ([`confine`]), forks envd, then only reaps: orphans re-parent to it, and
 //!   when envd exits it exits too — which makes the kernel kill everything left in the namespace.
 //! - **envd** (PID 2) starts `e2b_local_envd::Envd` on its own tokio runtime (its start logged to
 //!   the sandbox log), writes `ready` on stdout, then serves on the socket PID 1 bound.
@@ -22,7 +22,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::UnixListener;
 
 use super::layout::InitConfig;
-use super::{confine, mounts};
+use super::{confine, host_name, mounts, seccomp};
 
 /// Line envd's process prints on stdout once it accepts connections.
 pub const READY_LINE: &str = "ready";
@@ -133,6 +133,9 @@ fn setup(config: &InitConfig) -> std::io::Result<(UnixListener, std::fs::File)> 
         .map_err(|e| std::io::Error::new(e.kind(), format!("open {}: {e}", log_path.display())))?;
     mounts::build_and_enter(config)?;
     confine::loopback_up()?;
+    host_name::set(&config.sandbox_id)?;
+    // Before the capabilities go: installing a filter without no_new_privs needs SYS_ADMIN.
+    seccomp::install()?;
     confine::drop_capabilities()?;
     Ok((listener, log))
 }

@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 
 /// The parts of a sandbox dir that hold the sandbox's files (the overlay's upper layer, `/tmp`,
 /// `/home`, `/root`): what a snapshot copies and a sandbox made from it starts with.
-pub const FILES: [&str; 4] = ["upper", "tmp", "homes", "root-home"];
+pub const FILES: [&str; 4] = [UPPER, "tmp", "homes", "root-home"];
+/// The overlay's upper and work dirs' names in the sandbox dir.
+pub const UPPER: &str = "upper";
+pub const WORK: &str = "work";
 
 /// The per-sandbox directory `<state>/sandboxes/<id>/` and its parts.
 #[derive(Debug, Clone)]
@@ -23,12 +26,12 @@ impl SandboxDirs {
 
     /// Overlay upper layer: every change the sandbox makes to the host root's view.
     pub fn upper(&self) -> PathBuf {
-        self.dir.join("upper")
+        self.dir.join(UPPER)
     }
 
     /// Overlay work dir (same filesystem as `upper`).
     pub fn work(&self) -> PathBuf {
-        self.dir.join("work")
+        self.dir.join(WORK)
     }
 
     /// Mount point of the overlay: the sandbox's future `/`.

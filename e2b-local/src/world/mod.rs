@@ -1,6 +1,7 @@
-//! Sandbox worlds: isolated Linux environments (mount + PID + network namespaces over a
-//! copy-on-write overlay of the host root, a reduced capability bounding set, every e2b-local
-//! state dir hidden), each running its own envd, held in a freezer cgroup (docs/design.md §7).
+//! Sandbox worlds: isolated Linux environments (mount, PID, network, UTS and IPC namespaces over a
+//! copy-on-write overlay of the host root, the kernel's settings read-only, a seccomp filter, a
+//! reduced capability bounding set, every e2b-local state dir hidden), each running its own envd,
+//! held in a freezer cgroup (docs/design.md §7).
 //!
 //! [`WorldFactory::start`] builds one and returns once its envd accepts connections on
 //! [`World::socket`]; [`World::destroy`] kills every process and deletes every file it had.
@@ -8,12 +9,14 @@
 pub mod cgroup;
 pub mod confine;
 pub mod envd_link;
+pub mod host_name;
 pub mod init;
 pub mod instances;
 pub mod layout;
 pub mod metrics;
 pub mod mounts;
 pub mod network;
+pub mod seccomp;
 pub mod users;
 
 use std::collections::BTreeMap;
@@ -31,6 +34,14 @@ use cgroup::{Cgroup, FreezerRoot};
 pub use layout::VolumeBind;
 use layout::{InitConfig, SandboxDirs};
 
+/// The namespaces each world's keeper is started in: mount, PID, network, and its own host name
+/// (UTS) and System V IPC, so nothing of the host's is shared but the kernel and what the overlay
+/// shows.
+pub const NAMESPACES: libc::c_int = libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC;
 /// Hidden CLI subcommand that runs [`init::run`].
 pub const INIT_SUBCOMMAND: &str = "__sandbox-init";
 /// PATH of envd and, through it, of every sandbox process.
@@ -435,9 +446,9 @@ impl World {
         // syscalls (unshare, prctl), touching no memory of the parent.
         unsafe {
             command.pre_exec(|| {
-                // A network namespace of its own (docs/design.md §7): the keeper holds it, so
-                // the server can later add interfaces to it through /proc/<keeper>/ns/net.
-                if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWNET) != 0 {
+                // Namespaces of its own (docs/design.md §7); the keeper holds the network one,
+                // so the server can later add interfaces to it through /proc/<keeper>/ns/net.
+                if libc::unshare(NAMESPACES) != 0 {
                     return Err(io::Error::last_os_error());
                 }
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {

@@ -9,8 +9,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use super::layout::{InitConfig, SandboxDirs, under};
-use super::users;
+use super::layout::{InitConfig, SandboxDirs, UPPER, WORK, under};
+use super::{host_name, users};
 
 /// Device nodes every sandbox gets: name, major, minor.
 const DEVICES: [(&str, u32, u32); 6] = [
@@ -20,6 +20,35 @@ const DEVICES: [(&str, u32, u32); 6] = [
     ("random", 1, 8),
     ("urandom", 1, 9),
     ("tty", 5, 0),
+];
+
+/// Kernel interfaces made read-only inside, as the OCI runtimes do: through them root writes
+/// settings of the whole machine (`/proc/sys`: `kernel/core_pattern` and `kernel/modprobe` name
+/// programs the host kernel runs as root, `vm/drop_caches`, `net/ipv6/…/disable_ipv6`),
+/// triggers SysRq actions or reaches devices. Paths under `/proc` and `/sys`.
+const READ_ONLY: [&str; 5] = [
+    "proc/sys",
+    "proc/sysrq-trigger",
+    "proc/irq",
+    "proc/bus",
+    "proc/fs",
+];
+
+/// Kernel interfaces masked inside (an empty read-only tmpfs over a dir, `/dev/null` over a
+/// file), as the OCI runtimes do: kernel memory, the keyring list, timers and scheduler state of
+/// the whole machine, firmware tables and power controls.
+const MASKED: [&str; 11] = [
+    "proc/kcore",
+    "proc/keys",
+    "proc/timer_list",
+    "proc/timer_stats",
+    "proc/latency_stats",
+    "proc/sched_debug",
+    "proc/acpi",
+    "proc/asound",
+    "proc/scsi",
+    "sys/firmware",
+    "sys/devices/virtual/powercap",
 ];
 
 /// Builds the whole world under `dirs.root()` and pivots into it. Must run as root, as PID 1 of
@@ -35,17 +64,19 @@ pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
         None,
     )?;
     let root = dirs.root();
-    let overlay = format!(
-        "lowerdir=/,upperdir={},workdir={}",
-        dirs.upper().display(),
-        dirs.work().display()
-    );
+    // The layers are named relative to the sandbox dir: overlayfs shows its options as given in
+    // /proc/self/mountinfo, and the upper layer's host path is no business of the sandbox's.
+    std::env::set_current_dir(&dirs.dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("chdir {}: {e}", dirs.dir.display())))?;
+    let overlay = format!("lowerdir=/,upperdir={UPPER},workdir={WORK}");
     mount(Some("overlay"), &root, Some("overlay"), 0, Some(&overlay))?;
     hide(config, &root)?;
     mount_proc_and_sys(&root)?;
     mount_dev(&root)?;
+    protect_kernel_files(&root)?;
     mount_private_dirs(&dirs, &root)?;
     users::install(&root)?;
+    host_name::write_files(&root, &config.sandbox_id)?;
     mount_volumes(config, &root)?;
     pivot(&root)
 }
@@ -77,6 +108,47 @@ fn mount_proc_and_sys(root: &Path) -> io::Result<()> {
         flags | libc::MS_RDONLY,
         None,
     )
+}
+
+/// Applies [`READ_ONLY`] and [`MASKED`] to the world's fresh `/proc` and `/sys` (what this
+/// kernel lacks is skipped). Root inside cannot undo either: it has no `SYS_ADMIN` and the
+/// seccomp filter refuses the mount family.
+fn protect_kernel_files(root: &Path) -> io::Result<()> {
+    let exists = |path: &Path| std::fs::symlink_metadata(path).is_ok();
+    for rel in READ_ONLY {
+        let path = root.join(rel);
+        if exists(&path) {
+            bind(&path, &path)?;
+            mount(
+                None,
+                &path,
+                None,
+                libc::MS_REMOUNT
+                    | libc::MS_BIND
+                    | libc::MS_RDONLY
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC,
+                None,
+            )?;
+        }
+    }
+    let null = root.join("dev/null");
+    for rel in MASKED {
+        let path = root.join(rel);
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.is_dir() => mount(
+                Some("tmpfs"),
+                &path,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("size=4k,mode=0555"),
+            )?,
+            Ok(_) => bind(&null, &path)?,
+            Err(_) => {}
+        }
+    }
+    Ok(())
 }
 
 fn mount_dev(root: &Path) -> io::Result<()> {

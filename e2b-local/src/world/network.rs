@@ -8,8 +8,10 @@
 //! and e2b-local needs nothing beyond the kernel's rtnetlink. Allowed prefixes win over denied
 //! ones exactly: the unreachable set is denied minus allowed, computed as address ranges, so no
 //! longest-prefix match can turn an allowed address away. IPv6 is off on `eth0` (the world has
-//! only IPv6 loopback), so no IPv6 path bypasses the rules. Nothing is changed on the host but
-//! the host end of each pair; a pair vanishes with its world's namespace.
+//! only IPv6 loopback) and on the host end, and the world's `/proc/sys` is read-only, so no IPv6
+//! path bypasses the rules and root inside cannot turn it on. Nothing is changed on the host but
+//! the host end of each pair (no IPv6, no router advertisements, no forwarding); a pair vanishes
+//! with its world's namespace.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -356,7 +358,6 @@ impl Network {
         let veth = LinkMessageBuilder::<LinkUnspec>::new_with_info_kind(InfoKind::Veth)
             .name(host_if.clone())
             .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
-            .up()
             .build();
         self.host
             .link()
@@ -365,6 +366,14 @@ impl Network {
             .await
             .map_err(|e| netlink_error(&format!("add veth {host_if}"), e))?;
         let host_index = link_index(&self.host, &host_if).await?;
+        // Still down, so it never had an IPv6 address or took an advertisement.
+        inert_host_end(&host_if).map_err(|e| netlink_error(&format!("settle {host_if}"), e))?;
+        self.host
+            .link()
+            .set(LinkUnspec::new_with_index(host_index).up().build())
+            .execute()
+            .await
+            .map_err(|e| netlink_error(&format!("set {host_if} up"), e))?;
         self.host
             .address()
             .add(host_index, block.host.into(), 30)
@@ -452,6 +461,37 @@ impl Network {
         }
         unreachable
     }
+}
+
+/// The host's settings for a world's host end `host_if` (this process's network namespace is the
+/// host's): no IPv6 at all — no link-local address a world could reach the host's `[::]`
+/// listeners through, no router advertisement or address a world could plant — and no IPv4
+/// forwarding of what arrives on it, whatever the host's `ip_forward`: a world reaches the host's
+/// own addresses and nothing beyond.
+fn inert_host_end(host_if: &str) -> io::Result<()> {
+    let settings = [
+        (format!("/proc/sys/net/ipv6/conf/{host_if}/accept_ra"), "0"),
+        (format!("/proc/sys/net/ipv6/conf/{host_if}/autoconf"), "0"),
+        (
+            format!("/proc/sys/net/ipv6/conf/{host_if}/disable_ipv6"),
+            "1",
+        ),
+        (format!("/proc/sys/net/ipv4/conf/{host_if}/forwarding"), "0"),
+    ];
+    for (path, value) in settings {
+        match std::fs::write(&path, value) {
+            // A kernel without IPv6 has no such files, and nothing to turn off.
+            Err(e) if e.kind() == io::ErrorKind::NotFound && path.contains("/ipv6/") => {}
+            Err(e) => {
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("write {value} to {path}: {e}"),
+                ));
+            }
+            Ok(()) => {}
+        }
+    }
+    Ok(())
 }
 
 async fn link_index(handle: &Handle, name: &str) -> io::Result<u32> {

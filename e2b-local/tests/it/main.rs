@@ -5,6 +5,7 @@
 
 mod cli;
 mod common;
+mod confinement;
 mod control_plane;
 mod file_access;
 mod front;
