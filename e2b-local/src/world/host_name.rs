@@ -1,7 +1,7 @@
 //! Each world's host name (its own UTS namespace): the sandbox id, as a container runtime names a
 //! container after its id, so `hostname` inside never tells the host's. The world's `/etc/hostname`
 //! says it too, and `/etc/hosts` resolves it (to `127.0.1.1`, as Debian's installer does), since
-//! `sudo` and others look their own host name up and would otherwise wait on DNS.
+//! `sudo` and others look their own host name up and would otherwise wait on DNS for seconds.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;
@@ -11,23 +11,25 @@ use std::path::Path;
 /// snapshot or template replaces the line of the world it came from instead of adding another.
 const HOSTS_MARK: &str = "# e2b-local: this sandbox's host name";
 
-/// Writes `name` into the world's `/etc/hostname` and `/etc/hosts` under `root` (before
-/// `pivot_root`; the files land in the overlay's upper layer).
+/// Writes `name` into the world's `/etc/hostname` and `/etc/hosts` under `root`, each only if
+/// the world has it: a file its user deleted (and a snapshot or template kept deleted) stays
+/// deleted. Run inside the world (after `pivot_root`): the world's root may have made them
+/// symlinks.
 pub fn write_files(root: &Path, name: &str) -> io::Result<()> {
     let etc = root.join("etc");
-    write(&etc.join("hostname"), &format!("{name}\n"))?;
+    let hostname_path = etc.join("hostname");
+    if std::fs::symlink_metadata(&hostname_path).is_ok() {
+        write(&hostname_path, &format!("{name}\n"))?;
+    }
     let hosts_path = etc.join("hosts");
-    let hosts = match std::fs::read_to_string(&hosts_path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(io::Error::new(
-                e.kind(),
-                format!("read {}: {e}", hosts_path.display()),
-            ));
-        }
-    };
-    write(&hosts_path, &with_name(&hosts, name))
+    match std::fs::read_to_string(&hosts_path) {
+        Ok(hosts) => write(&hosts_path, &with_name(&hosts, name)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io::Error::new(
+            e.kind(),
+            format!("read {}: {e}", hosts_path.display()),
+        )),
+    }
 }
 
 /// `hosts` without an earlier marked line, with `name`'s.

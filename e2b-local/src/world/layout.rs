@@ -2,7 +2,7 @@
 //! the in-namespace init over its stdin.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -105,9 +105,4 @@ impl InitConfig {
     pub fn dirs(&self) -> SandboxDirs {
         SandboxDirs::new(self.dir.clone())
     }
-}
-
-/// `<root>/<absolute host path>`: where a host path appears under the overlay mount point.
-pub fn under(root: &Path, host_path: &Path) -> PathBuf {
-    root.join(host_path.strip_prefix("/").unwrap_or(host_path))
 }

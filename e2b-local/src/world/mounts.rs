@@ -7,9 +7,9 @@ use std::ffi::CString;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::layout::{InitConfig, SandboxDirs, UPPER, WORK, under};
+use super::layout::{InitConfig, SandboxDirs, UPPER, WORK};
 use super::{host_name, users};
 
 /// Device nodes every sandbox gets: name, major, minor.
@@ -75,16 +75,21 @@ pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
     mount_dev(&root)?;
     protect_kernel_files(&root)?;
     mount_private_dirs(&dirs, &root)?;
-    users::install(&root)?;
-    host_name::write_files(&root, &config.sandbox_id)?;
     mount_volumes(config, &root)?;
-    pivot(&root)
+    pivot(&root)?;
+    // The world's own /etc, written only now: its root may have replaced any of these files or
+    // dirs by a symlink (kept by a snapshot, a template or a files-only pause), which before
+    // pivot_root would resolve against the host's root — and this process is the host's root.
+    let world = Path::new("/");
+    users::install(world)?;
+    host_name::write_files(world, &config.sandbox_id)
 }
 
+/// Covers each host dir the world must not see. One the world shows only through a symlink of
+/// its own is not the host's dir inside the world, and is left alone.
 fn hide(config: &InitConfig, root: &Path) -> io::Result<()> {
     for host_path in &config.hide {
-        let target = under(root, host_path);
-        if target.is_dir() {
+        if let Some(target) = real_dir(root, host_path, false)? {
             mount(
                 Some("tmpfs"),
                 &target,
@@ -99,11 +104,12 @@ fn hide(config: &InitConfig, root: &Path) -> io::Result<()> {
 
 fn mount_proc_and_sys(root: &Path) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    mount(Some("proc"), &root.join("proc"), Some("proc"), flags, None)?;
+    let proc = real_dir(root, Path::new("/proc"), true)?.expect("created");
+    mount(Some("proc"), &proc, Some("proc"), flags, None)?;
     // A fresh read-only sysfs (it shows no cgroup mounts, so the world cannot thaw itself).
     mount(
         Some("sysfs"),
-        &root.join("sys"),
+        &real_dir(root, Path::new("/sys"), true)?.expect("created"),
         Some("sysfs"),
         flags | libc::MS_RDONLY,
         None,
@@ -152,7 +158,7 @@ fn protect_kernel_files(root: &Path) -> io::Result<()> {
 }
 
 fn mount_dev(root: &Path) -> io::Result<()> {
-    let dev = root.join("dev");
+    let dev = real_dir(root, Path::new("/dev"), true)?.expect("created");
     mount(
         Some("tmpfs"),
         &dev,
@@ -212,48 +218,30 @@ fn mount_dev(root: &Path) -> io::Result<()> {
 /// other users' homes and root's keys, history and credentials stay out — and live on a real
 /// disk.
 fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
-    bind(&dirs.tmp(), &root.join("tmp"))?;
-    for (source, target) in [(dirs.homes(), "home"), (dirs.root_home(), "root")] {
-        let target = root.join(target);
-        std::fs::create_dir_all(&target)
-            .map_err(|e| io::Error::new(e.kind(), format!("mkdir {}: {e}", target.display())))?;
-        bind(&source, &target)?;
+    for (source, target) in [
+        (dirs.tmp(), "/tmp"),
+        (dirs.homes(), "/home"),
+        (dirs.root_home(), "/root"),
+    ] {
+        bind(
+            &source,
+            &real_dir(root, Path::new(target), true)?.expect("created"),
+        )?;
     }
     Ok(())
 }
 
-/// Binds each volume at its path, creating the missing dirs of that path (root's, 0755). The
-/// path is resolved inside the world without following symlinks: the world's tree is the host
-/// root's overlay, and a symlink in it resolves against the host until `pivot_root`.
+/// Binds each volume at its path, creating the missing dirs of that path (root's, 0755).
 fn mount_volumes(config: &InitConfig, root: &Path) -> io::Result<()> {
     for volume in &config.volumes {
-        let mut at = root.to_path_buf();
-        for part in volume.target.components().skip(1) {
-            at.push(part);
-            match std::fs::symlink_metadata(&at) {
-                Ok(meta) if meta.is_dir() => {}
-                Ok(_) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "mount a volume at {}: {} is not a directory (symlinks are not \
-                             followed)",
-                            volume.target.display(),
-                            Path::new("/")
-                                .join(at.strip_prefix(root).unwrap_or(&at))
-                                .display()
-                        ),
-                    ));
-                }
-                Err(e) if e.kind() == io::ErrorKind::NotFound => mkdir(&at, 0o755)?,
-                Err(e) => {
-                    return Err(io::Error::new(
-                        e.kind(),
-                        format!("mount a volume at {}: {e}", volume.target.display()),
-                    ));
-                }
-            }
-        }
+        let at = real_dir(root, &volume.target, true)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("mount a volume at {}: {e}", volume.target.display()),
+                )
+            })?
+            .expect("created");
         bind(&volume.source, &at)?;
         // What one sandbox leaves in a volume cannot be a device or a setuid program to the next.
         mount(
@@ -265,6 +253,40 @@ fn mount_volumes(config: &InitConfig, root: &Path) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// The world's dir `path` (absolute, as seen inside) under `root`, every component of it a
+/// directory of the world's, none followed as a symlink: before `pivot_root` the world's tree is
+/// the host root's overlay, and a symlink its root left there would resolve against the host.
+/// Missing components are created (root's, 0755) when `create`, else `None` is returned, as it
+/// is for a component that is a symlink or not a directory when not `create` (which is an
+/// error when `create`).
+fn real_dir(root: &Path, path: &Path, create: bool) -> io::Result<Option<PathBuf>> {
+    let mut at = root.to_path_buf();
+    for part in path.components().skip(1) {
+        at.push(part);
+        match std::fs::symlink_metadata(&at) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) if !create => return Ok(None),
+            Ok(_) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is not a directory (symlinks are not followed)",
+                        Path::new("/")
+                            .join(at.strip_prefix(root).unwrap_or(&at))
+                            .display()
+                    ),
+                ));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound && create => mkdir(&at, 0o755)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(io::Error::new(e.kind(), format!("{}: {e}", at.display())));
+            }
+        }
+    }
+    Ok(Some(at))
 }
 
 fn pivot(root: &Path) -> io::Result<()> {

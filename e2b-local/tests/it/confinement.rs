@@ -183,3 +183,63 @@ async fn a_template_build_step_is_confined_as_a_sandbox_is() {
     let found = exec(&server, id, None, "cat /probes.txt").await;
     assert_all_refused(&found.stdout, "root in a template's RUN step");
 }
+
+/// A world's init writes the world's `/etc` (its `user`, sudoers, host name) at every boot,
+/// files-only reboots and worlds made from snapshots included; root inside may have made those
+/// files symlinks to host paths, which the init — the host's root — must never follow. (The
+/// baits are new files under the host's `/var/tmp`: were they followed, nothing of the host's
+/// would be overwritten.)
+#[tokio::test(flavor = "multi_thread")]
+async fn symlinks_a_world_leaves_in_etc_never_lead_its_init_to_the_host() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let id = api.sandbox().await;
+    let bait = std::path::PathBuf::from("/var/tmp").join(unique("bait"));
+    let bait = bait.display();
+    let planted = exec(
+        &server,
+        &id,
+        Some("root"),
+        &format!(
+            "ln -sf {bait}-sudoers /etc/sudoers.d/e2b-local-user && \
+             ln -sf {bait}-hostname /etc/hostname && cp /etc/hosts {bait}-hosts && \
+             ln -sf {bait}-hosts /etc/hosts && echo planted"
+        ),
+    )
+    .await;
+    assert_eq!(planted.stdout, "planted\n", "{planted:?}");
+    let paused = api
+        .call(
+            Method::POST,
+            &format!("/sandboxes/{id}/pause"),
+            r#"{"memory":false}"#,
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::NO_CONTENT);
+    let resumed = api
+        .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
+        .await;
+    let leaked: Vec<String> = ["sudoers", "hostname", "hosts"]
+        .iter()
+        .map(|name| format!("{bait}-{name}"))
+        .filter(|path| std::path::Path::new(path).exists())
+        .collect();
+    for path in &leaked {
+        let _ = std::fs::remove_file(path);
+    }
+    assert!(leaked.is_empty(), "the init wrote host files: {leaked:?}");
+    assert_eq!(resumed.status, StatusCode::CREATED, "the world rebooted");
+    // What was written went where the symlinks lead inside the world.
+    let inside = exec(
+        &server,
+        &id,
+        Some("root"),
+        &format!("cat {bait}-sudoers {bait}-hostname; grep -c {id} {bait}-hosts"),
+    )
+    .await;
+    assert_eq!(
+        inside.stdout,
+        format!("user ALL=(ALL:ALL) NOPASSWD: ALL\n{id}\n1\n"),
+        "{inside:?}"
+    );
+}
