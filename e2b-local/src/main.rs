@@ -102,7 +102,14 @@ fn main() -> ExitCode {
     match cli.command {
         // Must run before any thread exists: it forks.
         Command::SandboxInit => ExitCode::from(e2b_local::world::init::run().clamp(0, 255) as u8),
-        Command::NamespaceProbe => ExitCode::SUCCESS,
+        // Run in a world's namespaces by the preflight: the filter every world gets must install.
+        Command::NamespaceProbe => match e2b_local::world::seccomp::install() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                eprintln!("{err}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Serve {
             host,
             api_port,

@@ -17,7 +17,7 @@ const OVERLAYFS_SUPER_MAGIC: i64 = 0x794c_7630;
 #[error("e2b-local cannot start: {0}")]
 pub struct PreflightError(pub String);
 
-/// Root, namespaces and overlayfs. `exe` is the e2b-local binary, run as [`PROBE_SUBCOMMAND`].
+/// Root, namespaces, seccomp and overlayfs. `exe` is the e2b-local binary, run as [`PROBE_SUBCOMMAND`].
 pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
     // SAFETY: geteuid cannot fail.
     let euid = unsafe { libc::geteuid() };
@@ -49,8 +49,9 @@ pub fn check_host(exe: &Path) -> Result<(), PreflightError> {
     probe_namespaces(exe)
 }
 
-/// Starts `exe __namespace-probe` inside fresh namespaces of every kind a world has: proves
-/// `unshare` works here (it fails in restricted containers even as root).
+/// Starts `exe __namespace-probe` inside fresh namespaces of every kind a world has, where it
+/// installs the worlds' seccomp filter: proves `unshare` works here (it fails in restricted
+/// containers even as root) and so does seccomp (a kernel without `CONFIG_SECCOMP_FILTER`).
 fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     let mut command = std::process::Command::new(exe);
     command.arg(PROBE_SUBCOMMAND);
@@ -71,7 +72,8 @@ fn probe_namespaces(exe: &Path) -> Result<(), PreflightError> {
     })?;
     if !status.success() {
         return Err(PreflightError(format!(
-            "namespace probe {} {PROBE_SUBCOMMAND} failed: {status}",
+            "namespace probe {} {PROBE_SUBCOMMAND} failed ({status}): sandboxes need \
+             namespaces and a seccomp filter (its error is above)",
             exe.display()
         )));
     }
