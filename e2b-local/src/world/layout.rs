@@ -39,6 +39,12 @@ impl SandboxDirs {
         self.dir.join("root")
     }
 
+    /// The current boot's id, shown inside as `/proc/sys/kernel/random/boot_id` (not a part of
+    /// [`FILES`]: each boot makes its own).
+    pub fn boot_id(&self) -> PathBuf {
+        self.dir.join("boot_id")
+    }
+
     /// Backing dir of the sandbox's fresh `/tmp`.
     pub fn tmp(&self) -> PathBuf {
         self.dir.join("tmp")

@@ -6,6 +6,7 @@
 //! [`WorldFactory::start`] builds one and returns once its envd accepts connections on
 //! [`World::socket`]; [`World::destroy`] kills every process and deletes every file it had.
 
+pub mod boot_id;
 pub mod cgroup;
 pub mod confine;
 pub mod envd_link;

@@ -10,7 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::layout::{InitConfig, SandboxDirs, UPPER, WORK};
-use super::{host_name, users};
+use super::{boot_id, host_name, users};
 
 /// Device nodes every sandbox gets: name, major, minor.
 const DEVICES: [(&str, u32, u32); 6] = [
@@ -74,6 +74,7 @@ pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
     mount_proc_and_sys(&root)?;
     mount_dev(&root)?;
     protect_kernel_files(&root)?;
+    show_boot_id(&dirs, &root)?;
     mount_private_dirs(&dirs, &root)?;
     mount_volumes(config, &root)?;
     pivot(&root)?;
@@ -155,6 +156,30 @@ fn protect_kernel_files(root: &Path) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A boot id of this boot's own over the host's (after `/proc/sys` became read-only, whose bind
+/// would otherwise cover it), itself read-only.
+fn show_boot_id(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
+    let target = root.join("proc/sys/kernel/random/boot_id");
+    if std::fs::symlink_metadata(&target).is_err() {
+        return Ok(());
+    }
+    let source = dirs.boot_id();
+    boot_id::write_new(&source)?;
+    bind(&source, &target)?;
+    mount(
+        None,
+        &target,
+        None,
+        libc::MS_REMOUNT
+            | libc::MS_BIND
+            | libc::MS_RDONLY
+            | libc::MS_NOSUID
+            | libc::MS_NODEV
+            | libc::MS_NOEXEC,
+        None,
+    )
 }
 
 fn mount_dev(root: &Path) -> io::Result<()> {

@@ -3,6 +3,9 @@ import assert from 'node:assert/strict'
 import { Sandbox, SandboxNotFoundError, atLeast } from './sdk.mjs'
 import { sandbox, sleep } from './helpers.mjs'
 
+// Each boot of a world has a boot id of its own: a resume keeps it, a reboot changes it.
+const BOOT_ID = '/proc/sys/kernel/random/boot_id'
+
 test('create reports id, envd version and info; kill ends it', async (t) => {
   const sbx = await sandbox(t, { metadata: { suite: 'js-lifecycle' } })
   assert.match(sbx.sandboxId, /^[a-z0-9]+$/)
@@ -41,12 +44,15 @@ test('pause keeps state; connect resumes it', async (t) => {
   const sbx = await sandbox(t)
   await sbx.files.write('/home/user/state.txt', 'kept')
   const bg = await sbx.commands.run('sleep 600', { background: true, timeoutMs: 0 })
+  const bootId = await sbx.files.read(BOOT_ID)
+  assert.match(bootId, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}\n$/)
   assert.equal(await sbx.pause(), true)
   assert.equal(await sbx.isRunning(), false)
   assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
   assert.equal(await Sandbox.pause(sbx.sandboxId), false, 'pausing a paused sandbox reports false')
   const resumed = await Sandbox.connect(sbx.sandboxId, { timeoutMs: 60_000 })
   assert.equal(await resumed.isRunning(), true)
+  assert.equal(await resumed.files.read(BOOT_ID), bootId, 'a resume is not a reboot')
   assert.equal(await resumed.files.read('/home/user/state.txt'), 'kept')
   const check = await resumed.commands.run(`kill -0 ${bg.pid} && echo alive`)
   assert.equal(check.stdout.trim(), 'alive')
@@ -67,8 +73,9 @@ test('lifecycle onTimeout pause pauses instead of killing', async (t) => {
 // A process no other test runs, found by its arguments.
 const SLEEPER = 'sleep 613'
 
-async function rebooted(sbx, resume) {
+async function rebooted(sbx, resume, bootId) {
   const again = await resume()
+  assert.notEqual(await again.files.read(BOOT_ID), bootId, 'each boot has its own boot id')
   const ps = await again.commands.run('ps -eo args')
   assert.ok(!ps.stdout.includes(SLEEPER), ps.stdout)
   assert.equal(await again.files.read('/home/user/kept.txt'), 'kept\n')
@@ -82,6 +89,7 @@ async function populate(sbx) {
   await sbx.commands.run(SLEEPER, { background: true })
   const ps = await sbx.commands.run('ps -eo args')
   assert.ok(ps.stdout.includes(SLEEPER), `the process to lose runs: ${ps.stdout}`)
+  return await sbx.files.read(BOOT_ID)
 }
 
 for (const [how, opts, pause, resume] of [
@@ -97,10 +105,10 @@ for (const [how, opts, pause, resume] of [
   test(`files only: ${how}`, async (t) => {
     if (!atLeast('2.51.0')) return t.skip('not in this release')
     const sbx = await sandbox(t, opts)
-    await populate(sbx)
+    const bootId = await populate(sbx)
     await pause(sbx)
     assert.equal((await Sandbox.getInfo(sbx.sandboxId)).state, 'paused')
-    await rebooted(sbx, () => resume(sbx.sandboxId))
+    await rebooted(sbx, () => resume(sbx.sandboxId), bootId)
   })
 }
 

@@ -128,14 +128,19 @@ FILES_ONLY = "mode" in inspect.signature(Sandbox.pause).parameters
 SLEEPER = "sleep 613"
 
 
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
 def _populate(sbx):
     sbx.files.write("/home/user/kept.txt", "kept\n")
     sbx.files.write("/tmp/kept.txt", "tmp\n")
     sbx.commands.run(SLEEPER, background=True)
     assert SLEEPER in sbx.commands.run("ps -eo args").stdout, "the process to lose runs"
+    return sbx.files.read(BOOT_ID)
 
 
-def _rebooted(again):
+def _rebooted(again, boot_id):
+    assert again.files.read(BOOT_ID) != boot_id, "each boot has its own boot id"
     assert SLEEPER not in again.commands.run("ps -eo args").stdout
     assert again.files.read("/home/user/kept.txt") == "kept\n"
     assert again.files.read("/tmp/kept.txt") == "tmp\n"
@@ -151,7 +156,7 @@ def test_files_only(make_sandbox, how):
         sbx = make_sandbox(timeout=2, lifecycle={"on_timeout": {"action": "pause", "mode": "filesystem"}})
     else:
         sbx = make_sandbox()
-    _populate(sbx)
+    boot_id = _populate(sbx)
     if how == "pause(mode='filesystem')":
         sbx.pause(mode="filesystem")
     elif how == "on_resume reboot":
@@ -161,7 +166,7 @@ def test_files_only(make_sandbox, how):
     info = Sandbox.get_info(sbx.sandbox_id)
     assert info.state == SandboxState.PAUSED
     resume = {"on_resume": "reboot"} if how == "on_resume reboot" else {}
-    _rebooted(Sandbox.connect(sbx.sandbox_id, **resume))
+    _rebooted(Sandbox.connect(sbx.sandbox_id, **resume), boot_id)
 
 
 def _with_files(sbx):
