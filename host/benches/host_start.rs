@@ -9,15 +9,16 @@
 //! DSH_PLUGIN_PATH to choose). Target: warm start ≤ 20 ms.
 
 use std::ffi::CString;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use dsh_host::{Composition, Manifest, ManifestFormat, SearchPath};
+use dsh_host::{Composition, Manifest, ManifestFormat};
+
+mod common;
 
 const ROUNDS: usize = 30;
 
 fn main() {
-    let search = search_path();
+    let search = common::search_path();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -90,21 +91,6 @@ fn measure(mut once: impl FnMut() -> Duration) -> Duration {
     let mut samples: Vec<Duration> = (0..ROUNDS).map(|_| once()).collect();
     samples.sort();
     samples[samples.len() / 2]
-}
-
-/// The plugin libraries of this build profile (or DSH_PLUGIN_PATH).
-fn search_path() -> SearchPath {
-    if std::env::var_os(dsh_host::resolve::PLUGIN_PATH_ENV).is_some() {
-        return SearchPath::from_env();
-    }
-    // target/<profile>/deps/host_start-… → target/<profile>
-    let exe = std::env::current_exe().expect("current exe");
-    let profile_dir: PathBuf = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target profile directory")
-        .to_path_buf();
-    SearchPath::new([profile_dir])
 }
 
 /// dlopen + dlclose of libresolv with RTLD_NOW (a fresh load each time since

@@ -641,6 +641,52 @@ mod tests {
         assert!(world.journal().is_empty(), "nothing was created");
     }
 
+    #[test]
+    fn messages_about_thousands_of_entries_name_ten_and_count_the_rest() {
+        let mut world = World::new();
+        world.plugin("dsh-base", &[Fs], &[]);
+        world.plugin("dsh-user", &[], &[Fs]);
+        let providers: String = (0..1000)
+            .map(|index| format!("- {{id: base{index}, name: dsh-base}}\n"))
+            .collect();
+        // One problem naming a thousand providers.
+        let Err(HostError::Invalid(invalid)) = world.compose(&providers) else {
+            panic!("ambiguous served entry must be refused");
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "m.yaml: entry \"base0\" (line 1): fs is served by \"base0\", \"base1\", \"base2\", \
+             \"base3\", \"base4\", \"base5\", \"base6\", \"base7\", \"base8\", \"base9\" and 990 \
+             more (no other entry consumes them); choose one with `serve: [fs]` on its entry"
+        );
+        let ValidationError::AmbiguousServed { candidates, .. } = &invalid.errors[0] else {
+            panic!("{invalid:?}");
+        };
+        assert_eq!(candidates.total, 1000);
+
+        // A thousand problems, each naming a thousand providers.
+        let users: String = (0..1000)
+            .map(|index| format!("- {{id: user{index}, name: dsh-user}}\n"))
+            .collect();
+        let Err(HostError::Invalid(invalid)) = world.compose(&(providers + &users)) else {
+            panic!("ambiguous providers must be refused");
+        };
+        assert_eq!(invalid.errors.len(), 1000, "every problem is kept");
+        let rendered = invalid.to_string();
+        let lines: Vec<&str> = rendered.lines().collect();
+        assert_eq!(lines.len(), 11, "{rendered}");
+        assert!(
+            lines[0].starts_with(
+                "m.yaml: entry \"user0\" (line 1001): plugin dsh-user injects fs, which \"base0\", "
+            ) && lines[0].ends_with(
+                "\"base9\" and 990 more provide; choose one with `inject: { fs: <id> }`"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert_eq!(lines[10], "m.yaml: 990 more problems not shown");
+    }
+
     #[tokio::test]
     async fn a_decorator_is_the_composition_service_over_what_it_wraps() {
         let mut world = World::new();

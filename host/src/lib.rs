@@ -55,4 +55,4 @@ pub use loader::PluginDescriptor;
 pub use manifest::{Entry, EntryLabel, Manifest, ManifestError, ManifestFormat};
 pub use resolve::SearchPath;
 pub use signals::{ShutdownSignal, ShutdownSignals, dispose_on_signal};
-pub use validation::{ValidationError, ValidationErrors};
+pub use validation::{IdList, ValidationError, ValidationErrors};

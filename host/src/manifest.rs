@@ -343,7 +343,8 @@ impl ManifestProblem {
 
 /// A manifest that could not be read: every problem found, in document
 /// order. `Display` prints one `source:line: entry "id": message` line per
-/// problem.
+/// problem, for the first [`crate::validation::NAMED_IN_MESSAGES`], then
+/// how many more there are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ManifestError {
     /// The manifest's name in messages (its path, or `<embedded …>`).
@@ -362,13 +363,9 @@ impl ManifestError {
 
 impl fmt::Display for ManifestError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (index, problem) in self.problems.iter().enumerate() {
-            if index > 0 {
-                f.write_str("\n")?;
-            }
-            problem.render(&self.origin, f)?;
-        }
-        Ok(())
+        crate::validation::write_problems(f, &self.origin, &self.problems, |f, problem| {
+            problem.render(&self.origin, f)
+        })
     }
 }
 
@@ -798,6 +795,23 @@ disabled = true
             ],
             "{rendered}"
         );
+    }
+
+    #[test]
+    fn a_thousand_problems_print_the_first_ten_and_count_the_rest() {
+        let text: String = (0..1000)
+            .map(|index| format!("- {{id: e{index}, name: dsh-a, disabled: maybe}}\n"))
+            .collect();
+        let err = problems(yaml(&text));
+        assert_eq!(err.problems.len(), 1000, "every problem is kept");
+        let rendered = err.to_string();
+        let lines: Vec<&str> = rendered.lines().collect();
+        assert_eq!(lines.len(), 11, "{rendered}");
+        assert_eq!(
+            lines[9],
+            "m.yaml:10: entry \"e9\": `disabled` must be true or false, found string \"maybe\""
+        );
+        assert_eq!(lines[10], "m.yaml: 990 more problems not shown");
     }
 
     #[test]

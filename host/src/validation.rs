@@ -109,14 +109,14 @@ pub enum ValidationError {
     },
     /// Several entries provide an injected service and no binding chooses.
     #[error(
-        "{entry}: plugin {plugin} injects {service}, which {} provide; choose one with `inject: {{ {service}: <id> }}`",
-        quote_ids(candidates)
+        "{entry}: plugin {plugin} injects {service}, which {candidates} provide; choose one with `inject: {{ {service}: <id> }}`"
     )]
     AmbiguousProvider {
         entry: EntryLabel,
         service: ServiceKind,
         plugin: String,
-        candidates: Vec<String>,
+        /// The other enabled providers' ids, in manifest order.
+        candidates: IdList,
     },
     /// A `serve` name that is not a service.
     #[error("{entry}: serve: unknown service {service:?} (services: fs, subprocess, e2b)")]
@@ -143,15 +143,14 @@ pub enum ValidationError {
     /// `serve` choosing among them: which one the composition's user gets
     /// would be a guess.
     #[error(
-        "{entry}: {service} is served by {} (no other entry consumes them); choose one with `serve: [{service}]` on its entry",
-        quote_ids(candidates)
+        "{entry}: {service} is served by {candidates} (no other entry consumes them); choose one with `serve: [{service}]` on its entry"
     )]
     AmbiguousServed {
         /// The first candidate.
         entry: EntryLabel,
         service: ServiceKind,
         /// The unconsumed providers' ids, in manifest order.
-        candidates: Vec<String>,
+        candidates: IdList,
     },
     /// The entry's `config` is not what its plugin accepts: one error per
     /// problem, all of them (the plugin's config type decides, checked
@@ -211,17 +210,93 @@ fn list_services(services: &[ServiceKind]) -> String {
         .join(", ")
 }
 
+/// How many ids one message names ([`IdList`]) and how many
+/// problems one report prints ([`ValidationErrors`],
+/// [`crate::ManifestError`]): a manifest of thousands of entries must not
+/// make a message of hundreds of kilobytes. The rest is counted: every
+/// problem stays in the error's list, and an [`IdList`] keeps how many ids
+/// it does not name.
+pub const NAMED_IN_MESSAGES: usize = 10;
+
+/// Entry ids as one problem names them: the first [`NAMED_IN_MESSAGES`] in
+/// manifest order, and how many there are in all. `Display` quotes them:
+/// `"a", "b" and "c"`, or `"a", … "j" and 990 more`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdList {
+    /// The first ids, at most [`NAMED_IN_MESSAGES`].
+    pub named: Vec<String>,
+    /// How many ids there are, the named ones included.
+    pub total: usize,
+}
+
+impl IdList {
+    /// The first [`NAMED_IN_MESSAGES`] of `ids`, which are `total` in all;
+    /// only those are read from the iterator, so naming a few of many
+    /// costs no more than naming a few.
+    pub(crate) fn new(ids: impl Iterator<Item = String>, total: usize) -> IdList {
+        let named: Vec<String> = ids.take(NAMED_IN_MESSAGES).collect();
+        debug_assert!(named.len() <= total, "{} named of {total}", named.len());
+        IdList { named, total }
+    }
+}
+
+impl fmt::Display for IdList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let more = self.total.saturating_sub(self.named.len());
+        match (self.named.as_slice(), more) {
+            ([], _) => f.write_str("no entries"),
+            ([one], 0) => write!(f, "{one:?}"),
+            ([init @ .., last], 0) => {
+                write_quoted(f, init)?;
+                write!(f, " and {last:?}")
+            }
+            (named, more) => {
+                write_quoted(f, named)?;
+                write!(f, " and {more} more")
+            }
+        }
+    }
+}
+
+fn write_quoted(f: &mut fmt::Formatter<'_>, ids: &[String]) -> fmt::Result {
+    for (index, id) in ids.iter().enumerate() {
+        if index > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{id:?}")?;
+    }
+    Ok(())
+}
+
+/// `ids` quoted as an [`IdList`] names them.
 pub(crate) fn quote_ids(ids: &[String]) -> String {
-    let quoted: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
-    match quoted.as_slice() {
-        [] => "no entries".to_owned(),
-        [one] => one.clone(),
-        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+    IdList::new(ids.iter().cloned(), ids.len()).to_string()
+}
+
+/// Writes `problems` one per line, the first [`NAMED_IN_MESSAGES`] of them,
+/// then a line counting the rest.
+pub(crate) fn write_problems<T>(
+    f: &mut fmt::Formatter<'_>,
+    origin: &str,
+    problems: &[T],
+    mut write_one: impl FnMut(&mut fmt::Formatter<'_>, &T) -> fmt::Result,
+) -> fmt::Result {
+    for (index, problem) in problems.iter().take(NAMED_IN_MESSAGES).enumerate() {
+        if index > 0 {
+            f.write_str("\n")?;
+        }
+        write_one(f, problem)?;
+    }
+    match problems.len().saturating_sub(NAMED_IN_MESSAGES) {
+        0 => Ok(()),
+        1 => write!(f, "\n{origin}: 1 more problem not shown"),
+        more => write!(f, "\n{origin}: {more} more problems not shown"),
     }
 }
 
 /// Every problem found in one composition, in manifest order (cycles
-/// last). `Display` prints one `source: problem` line each.
+/// last). `Display` prints one `source: problem` line each, for the first
+/// [`NAMED_IN_MESSAGES`], then how many more there are.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ValidationErrors {
     /// The manifest's name in messages.
@@ -231,12 +306,8 @@ pub struct ValidationErrors {
 
 impl fmt::Display for ValidationErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (index, error) in self.errors.iter().enumerate() {
-            if index > 0 {
-                f.write_str("\n")?;
-            }
-            write!(f, "{}: {error}", self.origin)?;
-        }
-        Ok(())
+        write_problems(f, &self.origin, &self.errors, |f, error| {
+            write!(f, "{}: {error}", self.origin)
+        })
     }
 }
