@@ -166,12 +166,14 @@ pub struct LspAt {
 #[derive(Debug, Args)]
 pub struct McpArgs {
     /// Serve streamable HTTP at http://ADDR/mcp instead of stdio (e.g.
-    /// 127.0.0.1:8787; port 0 picks one, printed on stderr). A non-loopback
-    /// address requires a bearer token.
+    /// 127.0.0.1:8787; port 0 picks one, printed on stderr). Every request
+    /// must carry the bearer token, on every address (loopback too: every
+    /// local account can reach it).
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
     /// The bearer token HTTP clients must send (`Authorization: Bearer
-    /// TOKEN`); default from DSH_MCP_TOKEN.
+    /// TOKEN`); default from DSH_MCP_TOKEN, else --token-file, else a
+    /// random one printed on stderr.
     #[arg(
         long,
         value_name = "TOKEN",
@@ -179,6 +181,11 @@ pub struct McpArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
+    /// Read the bearer token from FILE (its first line), e.g. one only you
+    /// can read: a token on the command line is visible to every local
+    /// account in `ps`.
+    #[arg(long, value_name = "FILE", conflicts_with = "token")]
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

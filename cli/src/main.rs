@@ -120,14 +120,14 @@ async fn run(cli: Cli) -> i32 {
             })
             .await
         }
-        Command::Mcp(args) => match lsp::config(cli.lsp_config.as_deref()) {
-            Ok(lsp_config) => {
+        Command::Mcp(args) => match (lsp::config(cli.lsp_config.as_deref()), mcp::token(&args)) {
+            (Ok(lsp_config), Ok(token)) => {
                 with_host(&composition, |host, stop| {
-                    Box::pin(mcp::run(host, args, lsp_config, stop))
+                    Box::pin(mcp::run(host, args, token, lsp_config, stop))
                 })
                 .await
             }
-            Err(failure) => Err(failure),
+            (Err(failure), _) | (_, Err(failure)) => Err(failure),
         },
         Command::Lsp(command) => match lsp::config(cli.lsp_config.as_deref()) {
             Ok(lsp_config) => {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dsh_host::Host;
-use dsh_mcp::{DshMcp, HttpOptions};
+use dsh_mcp::{DshMcp, HttpOptions, SessionLimits};
 use dsh_tools::Tools;
 use dsh_tools::lsp::LspConfig;
 
@@ -19,33 +19,75 @@ use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 /// background commands, terminals, language servers; durable commands are only detached from,
 /// so a later `dsh mcp` of the same world finds them) before the
 /// composition is disposed.
-pub async fn run(host: &Host, args: McpArgs, lsp: LspConfig, stop: Stop) -> Result<i32, Failure> {
+/// `token` is what [`token`] resolved (for `--http`).
+pub async fn run(
+    host: &Host,
+    args: McpArgs,
+    token: Option<Token>,
+    lsp: LspConfig,
+    stop: Stop,
+) -> Result<i32, Failure> {
     let fs = host.fs()?;
     let subprocess = host.subprocess()?;
     let tools = Arc::new(Tools::with_lsp_config(fs, subprocess, lsp));
     let server = DshMcp::new(Arc::clone(&tools));
-    let served = match args.http {
-        None => dsh_mcp::serve_stdio(server, stop.requested())
-            .await
-            .map_err(|err| Failure::new(EXIT_FAILURE, err.to_string())),
-        Some(addr) => {
+    let served = match (args.http, token) {
+        (Some(addr), Some(token)) => {
             let options = HttpOptions {
                 addr,
-                token: args.token,
+                token: token.value.clone(),
+                sessions: SessionLimits::default(),
             };
-            let ready = |bound| eprintln!("dsh mcp: serving http://{bound}/mcp");
+            // The token goes where only the owner sees it: this process's stderr.
+            let ready = |bound| {
+                eprintln!("dsh mcp: serving http://{bound}/mcp");
+                if token.generated {
+                    eprintln!("dsh mcp: bearer token: {}", token.value);
+                }
+            };
             dsh_mcp::serve_http(server, options, ready, stop.requested())
                 .await
                 .map_err(|err| match err {
-                    dsh_mcp::HttpError::TokenRequired(_) => {
-                        Failure::new(EXIT_CONFIG, err.to_string())
-                    }
+                    dsh_mcp::HttpError::Token(_) => Failure::new(EXIT_CONFIG, err.to_string()),
                     err => Failure::new(EXIT_FAILURE, err.to_string()),
                 })
         }
+        _ => dsh_mcp::serve_stdio(server, stop.requested())
+            .await
+            .map_err(|err| Failure::new(EXIT_FAILURE, err.to_string())),
     };
     for problem in tools.shutdown().await {
         tracing::warn!("dsh mcp: {problem}");
     }
     served.map(|()| 0)
+}
+
+/// The bearer token of `dsh mcp --http`.
+pub struct Token {
+    value: String,
+    /// Made up here, so printed for the owner.
+    generated: bool,
+}
+
+/// The HTTP bearer token (`None` over stdio): `--token` (or DSH_MCP_TOKEN),
+/// else the first line of `--token-file`, else a new random one. Checked
+/// before the composition starts: a bad token costs no sandbox.
+pub fn token(args: &McpArgs) -> Result<Option<Token>, Failure> {
+    if args.http.is_none() {
+        return Ok(None);
+    }
+    let (value, generated, source) = match (&args.token, &args.token_file) {
+        (Some(token), _) => (token.clone(), false, "--token".to_owned()),
+        (None, Some(path)) => {
+            let source = format!("--token-file {}", path.display());
+            let text = std::fs::read_to_string(path)
+                .map_err(|err| Failure::new(EXIT_CONFIG, format!("dsh mcp {source}: {err}")))?;
+            let token = text.lines().next().unwrap_or_default().trim().to_owned();
+            (token, false, source)
+        }
+        (None, None) => (dsh_mcp::generate_token(), true, "--http".to_owned()),
+    };
+    dsh_mcp::check_token(&value)
+        .map_err(|reason| Failure::new(EXIT_CONFIG, format!("dsh mcp {source}: {reason}")))?;
+    Ok(Some(Token { value, generated }))
 }

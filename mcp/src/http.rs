@@ -1,23 +1,39 @@
-//! Streamable HTTP: the same server at `http://ADDR/mcp`.
+//! Streamable HTTP: the same server at `http://ADDR/mcp`, for its owner only.
 //!
-//! Safe by default: loopback addresses only unless asked; the `Host` header
-//! must name the bound address (or `localhost` on loopback) and a browser
-//! `Origin` must be that same authority, against DNS rebinding; and beyond
-//! loopback a bearer token is required on every request.
+//! - **A bearer token on every request, on every address** — loopback too:
+//!   every local account can connect to a loopback port, and the tools run
+//!   commands as the server's user. Checked before anything else, so a
+//!   request without it can neither start nor evict a session.
+//! - **`Host` and `Origin`**, against DNS rebinding: bound to one address,
+//!   `Host` must name it (or `localhost` on loopback); bound to a wildcard
+//!   (`0.0.0.0`, `[::]`), any `Host` is accepted — the names clients use for
+//!   such a server (each interface's address, the machine's names, a port
+//!   forwarded from a container's host or through a proxy) cannot be listed
+//!   from inside it, and the token alone decides, which a rebinding page
+//!   cannot send (it is no cookie). A browser's `Origin` must be the same
+//!   authority as the `Host` it addressed.
+//! - **Sessions bounded and expiring** ([`crate::sessions`]), a call whose
+//!   client disconnected cancelled.
+//! - **A body that is not a JSON-RPC message** is answered 400 with the
+//!   JSON-RPC error (parse error or invalid request), as the MCP
+//!   specification says, not rmcp's 415; more than 16 MiB, 413.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::StatusCode;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use http::{HeaderMap, Method, StatusCode, header};
+use rmcp::model::{ClientRequest, JsonRpcMessage};
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use crate::server::DshMcp;
+use crate::sessions::{SessionLimits, Sessions};
+use crate::wire::{MAX_MESSAGE_BYTES, decode};
 
 /// Where and how `dsh mcp --http` listens.
 #[derive(Debug, Clone)]
@@ -25,17 +41,18 @@ pub struct HttpOptions {
     /// The address to bind (`127.0.0.1:0` picks a free loopback port).
     pub addr: SocketAddr,
     /// The bearer token every request must carry (`Authorization: Bearer
-    /// …`); required when `addr` is not a loopback address.
-    pub token: Option<String>,
+    /// …`): printable ASCII without spaces ([`check_token`]; see
+    /// [`generate_token`]).
+    pub token: String,
+    /// How many sessions may exist and how long an idle one lives.
+    pub sessions: SessionLimits,
 }
 
 /// Why the HTTP server could not serve.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    #[error(
-        "dsh mcp --http {0}: a non-loopback address needs a bearer token (--token or DSH_MCP_TOKEN)"
-    )]
-    TokenRequired(SocketAddr),
+    #[error("dsh mcp --http: {0}")]
+    Token(String),
     #[error("dsh mcp --http {addr}: bind: {source}")]
     Bind {
         addr: SocketAddr,
@@ -43,6 +60,27 @@ pub enum HttpError {
     },
     #[error("dsh mcp --http: serve: {0}")]
     Serve(std::io::Error),
+}
+
+/// A new random token: 32 bytes from the operating system's generator, as
+/// 64 hex digits.
+pub fn generate_token() -> String {
+    use rand::Rng;
+    let bytes: [u8; 32] = rand::rng().random();
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Checks that `token` can be sent as a bearer token: not empty, printable
+/// ASCII without spaces (what an HTTP header carries unchanged); the error
+/// says which rule it breaks.
+pub fn check_token(token: &str) -> Result<(), &'static str> {
+    if token.is_empty() {
+        return Err("the bearer token is empty");
+    }
+    if !token.bytes().all(|byte| byte.is_ascii_graphic()) {
+        return Err("the bearer token must be printable ASCII without spaces");
+    }
+    Ok(())
 }
 
 /// Serves `server` at `http://<addr>/mcp` until `shutdown` resolves; calls
@@ -54,10 +92,7 @@ pub async fn serve_http(
     ready: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), HttpError> {
-    let loopback = options.addr.ip().is_loopback();
-    if !loopback && options.token.is_none() {
-        return Err(HttpError::TokenRequired(options.addr));
-    }
+    check_token(&options.token).map_err(|reason| HttpError::Token(reason.to_owned()))?;
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|source| HttpError::Bind {
@@ -66,67 +101,173 @@ pub async fn serve_http(
         })?;
     let bound = listener.local_addr().map_err(HttpError::Serve)?;
     let stop = CancellationToken::new();
-    // The bound address (and `localhost` on loopback), with and without its
-    // port for `Host`; with it for `Origin`.
-    let mut authorities = vec![bound.to_string()];
-    if loopback {
-        authorities.push(format!("localhost:{}", bound.port()));
-    }
-    let origins = authorities
-        .iter()
-        .map(|authority| format!("http://{authority}"))
-        .collect::<Vec<_>>();
-    let mut hosts = authorities.clone();
-    hosts.push(bound.ip().to_string());
-    if loopback {
-        hosts.push("localhost".to_owned());
-    }
     let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
-        .with_allowed_origins(origins)
-        .enforce_origin_validation()
+        .with_max_request_body_bytes(MAX_MESSAGE_BYTES)
+        // `Origin` is checked by `guard`, against the `Host` the request names.
+        .disable_allowed_origins()
         .with_cancellation_token(stop.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let token = options.token.map(Arc::<str>::from);
+    let config = if bound.ip().is_unspecified() {
+        config.disable_allowed_hosts()
+    } else {
+        config.with_allowed_hosts(hosts(bound))
+    };
+    let sessions = Arc::new(Sessions::new(options.sessions));
+    let service =
+        StreamableHttpService::new(move || Ok(server.clone()), Arc::clone(&sessions), config);
+    tokio::spawn(expire(
+        Arc::clone(&sessions),
+        options.sessions,
+        stop.child_token(),
+    ));
+    let token = Arc::<str>::from(options.token);
     let router =
         axum::Router::new()
             .nest_service("/mcp", service)
             .layer(axum::middleware::from_fn(move |request, next| {
-                require_token(token.clone(), request, next)
+                guard(Arc::clone(&token), Arc::clone(&sessions), request, next)
             }));
     ready(bound);
     let stopping = stop.clone();
-    axum::serve(listener, router)
+    let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
             stopping.cancel();
         })
         .await
-        .map_err(HttpError::Serve)
+        .map_err(HttpError::Serve);
+    stop.cancel();
+    served
 }
 
-/// Refuses a request without the bearer token (when one is set) with 401.
-async fn require_token(token: Option<Arc<str>>, request: Request, next: Next) -> Response {
-    if let Some(token) = token {
-        let presented = request
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        if !presented.is_some_and(|presented| constant_time_eq(presented, &token)) {
+/// The `Host` values a server bound to `bound` (one address, not a
+/// wildcard) answers: its address with and without the port, and
+/// `localhost` on loopback.
+fn hosts(bound: SocketAddr) -> Vec<String> {
+    let mut hosts = vec![bound.to_string(), bound.ip().to_string()];
+    if bound.ip().is_loopback() {
+        hosts.push(format!("localhost:{}", bound.port()));
+        hosts.push("localhost".to_owned());
+    }
+    hosts
+}
+
+/// Ends idle sessions as they expire, until `stop`.
+async fn expire(sessions: Arc<Sessions>, limits: SessionLimits, stop: CancellationToken) {
+    // Often enough that an idle session outlives its limit by at most a quarter of it.
+    let mut ticks = tokio::time::interval((limits.idle / 4).max(std::time::Duration::from_secs(1)));
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = ticks.tick() => {
+                sessions.expire().await;
+            }
+        }
+    }
+}
+
+/// What every request passes before rmcp serves it: the token (401), the
+/// browser's `Origin` (403), the body (400, 413), and room for a new session
+/// (503).
+async fn guard(token: Arc<str>, sessions: Arc<Sessions>, request: Request, next: Next) -> Response {
+    if !bearer(request.headers()).is_some_and(|presented| constant_time_eq(presented, &token)) {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "dsh mcp: a valid bearer token is required (Authorization: Bearer TOKEN)\n",
+        )
+            .into_response();
+    }
+    if !same_origin(&request) {
+        return (
+            StatusCode::FORBIDDEN,
+            "dsh mcp: the Origin is not the server's own\n",
+        )
+            .into_response();
+    }
+    if request.method() != Method::POST || !is_json(request.headers()) {
+        // rmcp answers these (a GET stream, DELETE, 405, 415).
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_MESSAGE_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
             return (
-                StatusCode::UNAUTHORIZED,
-                [(http::header::WWW_AUTHENTICATE, "Bearer")],
-                "dsh mcp: a valid bearer token is required\n",
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "dsh mcp: the request body could not be read within {MAX_MESSAGE_BYTES} bytes: {err}\n"
+                ),
             )
                 .into_response();
         }
+    };
+    let message = match decode(&bytes) {
+        Ok(message) => message,
+        Err(rejected) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                rejected.body(),
+            )
+                .into_response();
+        }
+    };
+    let initialize = matches!(
+        &message,
+        JsonRpcMessage::Request(request) if matches!(request.request, ClientRequest::InitializeRequest(_))
+    );
+    if initialize && !parts.headers.contains_key("mcp-session-id") && !sessions.has_room() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            [(header::RETRY_AFTER, "10")],
+            "dsh mcp: every session is busy; try again later\n",
+        )
+            .into_response();
     }
-    next.run(request).await
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// The bearer token a request presents.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+}
+
+/// Whether the body is declared JSON (what rmcp serves; it answers others 415).
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// True without an `Origin` (not a browser), or when it is `http://` and the
+/// very authority the request's `Host` names.
+fn same_origin(request: &Request) -> bool {
+    let Some(origin) = request.headers().get(header::ORIGIN) else {
+        return true;
+    };
+    let host = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|host| host.to_str().ok())
+        .or_else(|| {
+            request
+                .uri()
+                .authority()
+                .map(|authority| authority.as_str())
+        });
+    let (Ok(origin), Some(host)) = (origin.to_str(), host) else {
+        return false;
+    };
+    origin
+        .strip_prefix("http://")
+        .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
 }
 
 /// Compares without an early exit on the first differing byte, so the time
@@ -149,5 +290,45 @@ mod tests {
         assert!(!constant_time_eq("abc", "abd"));
         assert!(!constant_time_eq("abc", "ab"));
         assert!(!constant_time_eq("", "a"));
+    }
+
+    #[test]
+    fn generated_tokens_are_fresh_and_sendable() {
+        let (one, two) = (generate_token(), generate_token());
+        assert_eq!(one.len(), 64);
+        assert_ne!(one, two);
+        assert!(check_token(&one).is_ok());
+        assert!(check_token("").is_err());
+        assert!(check_token("with space").is_err());
+        assert!(check_token("tab\there").is_err());
+    }
+
+    #[test]
+    fn an_origin_must_be_the_host_the_request_names() {
+        let request = |origin: Option<&str>, host: &str| {
+            let mut builder = Request::builder().uri("/mcp").header(header::HOST, host);
+            if let Some(origin) = origin {
+                builder = builder.header(header::ORIGIN, origin);
+            }
+            builder.body(Body::empty()).unwrap()
+        };
+        assert!(same_origin(&request(None, "127.0.0.1:8787")));
+        assert!(same_origin(&request(
+            Some("http://127.0.0.1:8787"),
+            "127.0.0.1:8787"
+        )));
+        assert!(same_origin(&request(
+            Some("http://LOCALHOST:1"),
+            "localhost:1"
+        )));
+        assert!(!same_origin(&request(
+            Some("http://evil.example"),
+            "127.0.0.1:8787"
+        )));
+        assert!(!same_origin(&request(
+            Some("http://127.0.0.1:9"),
+            "127.0.0.1:8787"
+        )));
+        assert!(!same_origin(&request(Some("null"), "127.0.0.1:8787")));
     }
 }

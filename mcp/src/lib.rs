@@ -9,8 +9,10 @@
 //! short text for the model plus the structured value, errors as tool
 //! errors naming the operation and subject, progress notified while a call
 //! waits, and a client's cancellation dropping the call (which stops what it
-//! started). Transports: stdio ([`serve_stdio`]) and streamable HTTP
-//! ([`serve_http`]).
+//! started). Transports: stdio ([`serve_stdio`]: every line that is not a
+//! message answered with a JSON-RPC error) and streamable HTTP
+//! ([`serve_http`]: a bearer token on every address, sessions bounded and
+//! expiring, a disconnected client's calls cancelled).
 
 #![forbid(unsafe_code)]
 
@@ -18,8 +20,11 @@ pub mod catalog;
 mod entry;
 mod http;
 mod server;
+mod sessions;
 mod stdio;
+mod wire;
 
-pub use http::{HttpError, HttpOptions, serve_http};
+pub use http::{HttpError, HttpOptions, check_token, generate_token, serve_http};
 pub use server::DshMcp;
+pub use sessions::SessionLimits;
 pub use stdio::{StdioError, serve_stdio};

@@ -12,6 +12,7 @@ mod fs;
 mod hostile;
 mod lsp;
 mod mcp;
+mod mcp_owner;
 mod plugins;
 mod probes;
 mod sh;

@@ -19,7 +19,7 @@ use crate::support::{config_dir, dsh, dsh_binary, plugin_dir, require, wait_unti
 const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
 const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
-fn peers() -> PathBuf {
+pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-peers")
 }
 
@@ -57,7 +57,7 @@ impl Client {
 }
 
 /// How the client reaches the server.
-enum Transport<'a> {
+pub enum Transport<'a> {
     /// The client starts `dsh mcp ARGS…` itself, in `cwd`.
     Stdio { args: &'a [String], cwd: &'a Path },
     /// A running `dsh mcp --http` at this URL, with this token.
@@ -145,26 +145,53 @@ pub fn processes_under(dir: &Path) -> Vec<u32> {
 
 /// `dsh mcp --http 127.0.0.1:0 --token TOKEN ARGS…` in `cwd`, and its URL once it serves.
 fn http_server(args: &[String], cwd: &Path, envs: &[(String, String)]) -> (Child, String) {
-    let mut child = dsh()
+    let mut command = dsh();
+    command
         .args(["mcp", "--http", "127.0.0.1:0", "--token", TOKEN])
         .args(args)
         .envs(envs.iter().map(|(k, v)| (k, v)))
-        .current_dir(cwd)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start dsh mcp --http");
-    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-    let url = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| line.strip_prefix("dsh mcp: serving ").map(str::to_owned))
-        .expect("dsh mcp announces its URL");
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || lines.for_each(drop));
+        .current_dir(cwd);
+    let (child, url, _) = start_http(command);
     (child, url)
 }
 
-const TOKEN: &str = "test-token-0123456789";
+/// Starts `command` (a `dsh mcp --http …`) and returns it with its URL once it serves, and
+/// the token it generated (when it printed one: when none was given).
+pub fn start_http(mut command: Command) -> (Child, String, Option<String>) {
+    let mut child = command
+        .env_remove("DSH_MCP_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dsh mcp --http");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let next = || {
+        lines_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("dsh mcp --http announces itself on stderr")
+    };
+    let url = loop {
+        if let Some(url) = next().strip_prefix("dsh mcp: serving ") {
+            break url.to_owned();
+        }
+    };
+    let token = lines_rx
+        .recv_timeout(Duration::from_millis(500))
+        .ok()
+        .and_then(|line| {
+            line.strip_prefix("dsh mcp: bearer token: ")
+                .map(str::to_owned)
+        });
+    (child, url, token)
+}
+
+pub const TOKEN: &str = "test-token-0123456789";
 
 /// Runs the scenario with each client over each transport against the composition `args`
 /// selects, and returns the transcripts; `after` checks what is left once each server is gone.
@@ -264,12 +291,8 @@ fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
         connect = connect.display().to_string(),
     );
     let argv = serde_json::to_string(&[dsh_binary().display().to_string(), "mcp".into()]).unwrap();
-    let mut node = Command::new("node")
-        .args(["--input-type=module", "-e", &script])
-        .current_dir(peers().join("js"))
-        .env("DSH_PLUGIN_PATH", plugin_dir())
+    let mut node = node(&script)
         .env("DSH_MCP_COMMAND", argv)
-        .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
         .expect("run node");
@@ -294,21 +317,33 @@ fn a_client_that_disappears_mid_call_stops_the_call_and_the_server() {
 /// Runs `body` (an ES module body with `client` connected to `dsh mcp` over `transport`, with
 /// `envs` added to its environment) with the official TypeScript SDK; its last stdout line is
 /// returned parsed.
-fn js_session(transport: &Transport<'_>, envs: &[(String, String)], body: &str) -> Value {
+pub fn js_session(transport: &Transport<'_>, envs: &[(String, String)], body: &str) -> Value {
     let connect = peers().join("js/mcp/connect.mjs");
     let script = format!(
         "import {{ connect }} from {connect:?};\nconst client = await connect();\n{body}\nawait client.close();",
         connect = connect.display().to_string(),
     );
+    let mut command = node(&script);
+    command.envs(envs.iter().map(|(name, value)| (name, value)));
+    reach(&mut command, transport);
+    last_json(command)
+}
+
+/// `node` running the ES module `script` in the JS peers' directory (where it finds the
+/// SDK), with the plugin path set and no stdin.
+pub fn node(script: &str) -> Command {
     let mut command = Command::new("node");
     command
-        .args(["--input-type=module", "-e", &script])
+        .args(["--input-type=module", "-e", script])
         .current_dir(peers().join("js"))
         .env("DSH_PLUGIN_PATH", plugin_dir())
-        .envs(envs.iter().map(|(name, value)| (name, value)))
         .stdin(Stdio::null());
-    reach(&mut command, transport);
-    let output = command.output().expect("run node");
+    command
+}
+
+/// Runs a client that must succeed and returns its last stdout line, parsed.
+pub fn last_json(mut command: Command) -> Value {
+    let output = command.output().expect("run the client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -433,16 +468,18 @@ console.log(JSON.stringify({ busy: text(busy).output, read: text(read).content, 
 }
 
 /// A `dsh mcp` over stdio driven by hand: newline-delimited JSON-RPC, one request at a time.
-struct RawSession {
+pub struct RawSession {
     child: Child,
     stdin: Option<std::process::ChildStdin>,
-    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    /// The server's stdout, line by line (read on a thread of its own, so a server that
+    /// does not answer fails the test instead of hanging it).
+    lines: std::sync::mpsc::Receiver<String>,
     next_id: u64,
 }
 
 impl RawSession {
     /// `dsh mcp` (the local composition) in `cwd` with `envs`, initialized.
-    fn start(cwd: &Path, envs: &[(&str, &Path)]) -> RawSession {
+    pub fn start(cwd: &Path, envs: &[(&str, &Path)]) -> RawSession {
         let mut child = dsh()
             .arg("mcp")
             .envs(envs.iter().map(|(name, value)| (name, value)))
@@ -452,7 +489,15 @@ impl RawSession {
             .spawn()
             .expect("start dsh mcp");
         let stdin = child.stdin.take();
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
+        let (lines_tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                if lines_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
         let mut session = RawSession {
             child,
             stdin,
@@ -472,10 +517,30 @@ impl RawSession {
     }
 
     fn send(&mut self, message: &Value) {
+        self.send_line(message.to_string().as_bytes());
+    }
+
+    /// Writes `bytes` and a newline: one line of the protocol, whatever it holds.
+    pub fn send_line(&mut self, bytes: &[u8]) {
         use std::io::Write;
         let stdin = self.stdin.as_mut().expect("the session is open");
-        writeln!(stdin, "{message}").expect("write to dsh mcp");
+        stdin.write_all(bytes).expect("write to dsh mcp");
+        stdin.write_all(b"\n").expect("write to dsh mcp");
         stdin.flush().expect("flush");
+    }
+
+    /// The server's next line, parsed; a minute without one fails the test.
+    pub fn next_message(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("dsh mcp answers within a minute");
+        serde_json::from_str(&line).expect("JSON-RPC")
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Sends a request and returns its result (skipping notifications).
@@ -486,12 +551,7 @@ impl RawSession {
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         );
         loop {
-            let line = self
-                .lines
-                .next()
-                .expect("dsh mcp answers")
-                .expect("read from dsh mcp");
-            let message: Value = serde_json::from_str(&line).expect("JSON-RPC");
+            let message = self.next_message();
             if message["id"] == serde_json::json!(id) {
                 assert!(message.get("error").is_none(), "{method}: {message}");
                 return message["result"].clone();
@@ -500,7 +560,7 @@ impl RawSession {
     }
 
     /// Calls `tool` and returns its structured result, which must not be a tool error.
-    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
         let result = self.request(
             "tools/call",
             serde_json::json!({"name": tool, "arguments": arguments}),
@@ -510,7 +570,7 @@ impl RawSession {
     }
 
     /// Closes stdin (the client is gone) and waits for the server to end.
-    fn end(mut self) {
+    pub fn end(mut self) {
         drop(self.stdin.take());
         assert!(
             wait_until(Duration::from_secs(30), || matches!(
