@@ -17,7 +17,8 @@
 //!
 //! It applies only to content (and edited files) up to [`DIRECT_LIMIT`],
 //! where envd acts as the world's user (e2b-local; E2B's own envd acts as
-//! root and needs the preparing command's user checks), to a path whose final component is not a symlink, and to a target that
+//! root, so there every write is staged by the user's own process, see
+//! [`crate::as_user`]), to a path whose final component is not a symlink, and to a target that
 //! is absent or a regular file with the upload's attributes — learned from
 //! this world's envd, once (the first direct write of a new file, or one
 //! `Stat` of a staged file). Everything else, and every failure before the

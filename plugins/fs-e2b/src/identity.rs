@@ -9,14 +9,17 @@
 //! asked once, on first need, of envd itself: listing the owner's runtime
 //! root (root's alone, mode 0700, docs/design.md §6.4) as the world's user
 //! is refused by an envd that acts as the user and served by one that acts
-//! as root. Against the latter, operations that envd would perform beyond
-//! the user's rights are checked or performed by internal commands as the
-//! user: a read asks `test -r`, a listing `test -r -a -x`, and `mkdir`,
-//! `remove` and `rename` run `mkdir -p`, `rm -rf` and `mv -T` as the user.
-//! Metadata (`Stat`) stays envd's: it reveals no content, and a command per
-//! `stat` would double the cost of the commonest call.
+//! as root. Against the latter, nothing that opens, creates, renames,
+//! removes or enumerates goes through envd's file operations: each is
+//! performed by a process as the user — reads, staged writes and their
+//! publishing ([`crate::as_user`]), the names of a listing ([`crate::list`]),
+//! and `mkdir`, `remove` and `rename` (`mkdir -p`, `rm -rf`, `mv -T`) —
+//! never checked first and then done as root, since the user may change
+//! the path in between. Metadata (`Stat`) stays envd's: it reveals no
+//! content, and a command per `stat` would double the cost of the
+//! commonest call.
 
-use dsh_plugin_api::{ErrorKind, Result};
+use dsh_plugin_api::Result;
 use e2b_client::Error as EnvdError;
 
 use crate::errors::Op;
@@ -30,15 +33,6 @@ pub(crate) enum EnvdFileAccess {
     AsUser,
     /// With root's (E2B's envd): the provider must keep the user's limits.
     AsRoot,
-}
-
-/// What the world's user must be allowed to do with a path.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum UserAccess {
-    /// Open a file for reading.
-    Read,
-    /// List a directory's entries with their metadata.
-    List,
 }
 
 impl<T: EnvdTransport> World<T> {
@@ -61,32 +55,10 @@ impl<T: EnvdTransport> World<T> {
         self.file_access.get_or_try_init(|| probe).await.copied()
     }
 
-    /// `PermissionDenied` unless the world's user may `access` `path`;
-    /// nothing to ask when envd itself acts as that user. Follows symlinks,
-    /// as opening or listing does.
-    pub(crate) async fn require_user_access(
-        &self,
-        op: Op<'_>,
-        access: UserAccess,
-        path: &str,
-    ) -> Result<()> {
-        if self.envd_file_access(op).await? == EnvdFileAccess::AsUser {
-            return Ok(());
-        }
-        let (args, may_not) = match access {
-            UserAccess::Read => (vec!["-r", path], "read it"),
-            UserAccess::List => (vec!["-r", path, "-a", "-x", path], "list it"),
-        };
-        let command = self.shell.exec("test", args);
-        let output = self.control(op, &command).await?;
-        if output.status.success() {
-            Ok(())
-        } else {
-            Err(op.error(
-                ErrorKind::PermissionDenied,
-                format_args!("{path}: permission denied (the sandbox user may not {may_not})"),
-            ))
-        }
+    /// Whether envd was found to act as root; `false` until probed. For
+    /// work that runs after an operation probed it (clean-up, publishing).
+    pub(crate) fn acts_as_root(&self) -> bool {
+        self.file_access.get() == Some(&EnvdFileAccess::AsRoot)
     }
 
     /// Runs `program ARGS…` as the world's user for a mutation envd would

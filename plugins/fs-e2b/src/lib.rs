@@ -24,8 +24,10 @@
 //!   serialised per canonical target; create/version guards; `mkdir -p`,
 //!   recursive remove, rename with parent creation;
 //! - **one identity** — the world's user's permissions even against an
-//!   envd that acts as root (E2B's own): probed once, then reads and
-//!   listings checked and tree mutations performed as the user;
+//!   envd that acts as root (E2B's own): probed once, then every read,
+//!   write, staging step, listing and tree mutation performed by a process
+//!   running as the user (never a check followed by root's act on a path
+//!   the user may change meanwhile), only metadata from envd's `Stat`;
 //! - **faults** — envd's answers mapped onto the fs vocabulary; a gone
 //!   sandbox is `Unavailable`, promptly; cancellation honoured before a
 //!   commit and never during its rename.
@@ -37,6 +39,7 @@
 
 #![forbid(unsafe_code)]
 
+mod as_user;
 mod canonical;
 mod chunks;
 mod direct;

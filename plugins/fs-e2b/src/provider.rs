@@ -43,8 +43,10 @@ use crate::{edit, write};
 /// exactly the files a command could (docs/design.md §5.1): a root-only
 /// file is `PermissionDenied`, and nothing is run as root. Against an envd
 /// that performs file operations as root whatever user it is told (E2B's
-/// own), reads and listings are checked, and `mkdir`, `remove` and
-/// `rename` performed, by commands as the user (see the crate docs, "one identity").
+/// own), content and names never go through envd's file operations: reads,
+/// staged writes and their publishing, listings' names, `mkdir`, `remove`
+/// and `rename` are performed by processes as the user, fed and read
+/// through envd's process API (see the crate docs, "one identity").
 ///
 /// **Runtime.** Every method runs on the tokio runtime that polls it (the
 /// plugin's own under dsh) and must be polled inside one. Work that must

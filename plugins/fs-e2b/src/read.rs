@@ -1,6 +1,10 @@
 //! Reads: whole UTF-8 files and streamed text or bytes, as `Stat` then a
 //! `/files` download.
 //!
+//! Against an envd that acts as root, the content is read by the world's
+//! user's own process instead of `/files` ([`crate::as_user`]), so the
+//! kernel checks that user's rights on the file actually opened.
+//!
 //! The version is taken from the `Stat` that precedes the download, so if
 //! the file changes in between, the version is older than the content and
 //! a write guarded by it fails safely (`Conflict`) instead of overwriting a
@@ -14,7 +18,7 @@ use futures::StreamExt;
 
 use crate::chunks::{Pieces, byte_stream, text_stream};
 use crate::errors::Op;
-use crate::identity::UserAccess;
+use crate::identity::EnvdFileAccess;
 use crate::lookup::Followed;
 use crate::meta::{kind_of, other_kind_name};
 use crate::version::version_of;
@@ -26,21 +30,13 @@ impl<T: EnvdTransport> World<T> {
     /// FIFOs, sockets and devices are refused (`InvalidInput`), because
     /// reading them can block forever or never end.
     ///
-    /// The world's user must be able to read it (checked alongside the
-    /// `Stat` by [`World::require_user_access`], which asks nothing of an
-    /// envd that itself acts as the user).
+    /// Whether the world's user may read it is decided when the content
+    /// is opened ([`World::download`]), by envd acting as that user or by
+    /// that user's own process.
     pub(crate) async fn open_regular(&self, op: Op<'_>, path: &str) -> Result<Followed> {
-        let (followed, readable) = futures::future::join(
-            self.stat_followed(op, path),
-            self.require_user_access(op, UserAccess::Read, path),
-        )
-        .await;
-        let followed = followed?;
+        let followed = self.stat_followed(op, path).await?;
         match kind_of(&followed.entry) {
-            FileKind::File => {
-                readable?;
-                Ok(followed)
-            }
+            FileKind::File => Ok(followed),
             FileKind::Directory => Err(op.error(ErrorKind::IsADirectory, "is a directory")),
             _ => Err(op.error(
                 ErrorKind::InvalidInput,
@@ -54,8 +50,13 @@ impl<T: EnvdTransport> World<T> {
 
     /// The content of the file at `path`, streamed; failures (including a
     /// connection that breaks off because the sandbox went away) end the
-    /// stream as errors of `op`.
+    /// stream as errors of `op`. Against an envd acting as root it is read
+    /// by the world's user's own process instead
+    /// ([`World::download_as_user`]).
     pub(crate) async fn download(&self, op: Op<'_>, path: &str) -> Result<Pieces> {
+        if self.envd_file_access(op).await? == EnvdFileAccess::AsRoot {
+            return self.download_as_user(op, path).await;
+        }
         let download = self
             .envd
             .download(path, &self.download_options())
@@ -67,11 +68,26 @@ impl<T: EnvdTransport> World<T> {
             .boxed())
     }
 
+    /// The regular file `path` leads to ([`World::open_regular`]) and its
+    /// content ([`World::download`]). Against an envd acting as root the
+    /// user's reading process starts beside the `Stat` (it refuses what is
+    /// not a regular file itself, so nothing it could open blocks).
+    async fn open_content(&self, op: Op<'_>, path: &str) -> Result<(Followed, Pieces)> {
+        if self.envd_file_access(op).await? == EnvdFileAccess::AsRoot {
+            let (file, content) =
+                futures::future::join(self.open_regular(op, path), self.download_as_user(op, path))
+                    .await;
+            return Ok((file?, content?));
+        }
+        let file = self.open_regular(op, path).await?;
+        let pieces = self.download(op, &file.path).await?;
+        Ok((file, pieces))
+    }
+
     /// `read_text`.
     pub(crate) async fn read_text(&self, op: Op<'_>, path: &str) -> Result<TextFile> {
-        let file = self.open_regular(op, path).await?;
+        let (file, mut pieces) = self.open_content(op, path).await?;
         let version = version_of(&file.entry);
-        let mut pieces = self.download(op, &file.path).await?;
         let mut content = Vec::new();
         content
             .try_reserve_exact(usize::try_from(file.entry.size).unwrap_or(usize::MAX))
@@ -97,8 +113,7 @@ impl<T: EnvdTransport> World<T> {
         op: Op<'_>,
         path: &str,
     ) -> Result<ReadStream<TextStream>> {
-        let file = self.open_regular(op, path).await?;
-        let pieces = self.download(op, &file.path).await?;
+        let (file, pieces) = self.open_content(op, path).await?;
         let chunks = text_stream(op.to_owned(), pieces).await?;
         Ok(ReadStream {
             version: version_of(&file.entry),
@@ -113,8 +128,7 @@ impl<T: EnvdTransport> World<T> {
         op: Op<'_>,
         path: &str,
     ) -> Result<ReadStream<ByteStream>> {
-        let file = self.open_regular(op, path).await?;
-        let pieces = self.download(op, &file.path).await?;
+        let (file, pieces) = self.open_content(op, path).await?;
         Ok(ReadStream {
             version: version_of(&file.entry),
             size: file.entry.size,

@@ -18,24 +18,38 @@
 //! `MakeDir` (owned by the user, as the SDKs create them) and the command
 //! runs again.
 //!
+//! Against an envd that acts as root, none of envd's file operations may
+//! touch the staging directory (the user can swap it for a symlink at any
+//! moment; [`crate::as_user`]): the preparing command ([`PREPARE_FED`])
+//! makes the staged file itself, with the write token, and stays to write
+//! the content fed to its stdin; publishing is `mv -T` as the user
+//! ([`PUBLISH`]), missing parents `mkdir -p`, and clean-up `rm -rf`, all as
+//! the user.
+//!
 //! A [`Staged`] owns its directory: [`Staged::discard`] removes it, and
 //! dropping it unpublished (an error, or a dropped operation) removes it
 //! from a task on the provider's runtime — once at once and once more a
 //! moment later, because a dropped upload may still be finishing in envd
 //! and could recreate the directory.
 
-use std::sync::{Arc, PoisonError};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use bytes::Bytes;
+
+use dsh_e2b_gateway::ControlOutput;
 use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
 use dsh_provider_kit::content::WriteContent;
-use e2b_client::EntryInfo;
+use e2b_client::{CallOptions, EntryInfo};
 use futures::StreamExt;
 use tokio::runtime::Handle;
 
+use crate::as_user::{Fed, close_input, token_archive};
 use crate::canonical::canonical_function;
 use crate::errors::Op;
+use crate::identity::EnvdFileAccess;
 use crate::meta::{kind_of, mode_of};
 use crate::version::{WRITE_TOKEN_KEY, new_write_token, version_of};
 use crate::world::{EnvdTransport, World, command_failed, nul_fields};
@@ -51,18 +65,16 @@ const SECOND_CLEANUP_AFTER: Duration = Duration::from_secs(1);
 /// crosses the owner's boundary as one chunk).
 const UPLOAD_PIECE: usize = 1 << 20;
 
-/// The preparing command, run as the world's user. Arguments: `$1` the
-/// absolute path to write, `$2` the staging directory's random suffix.
-/// Prints `target\0stage\0copied\0`, `copied` being `copied` when the
-/// staged file was made from the file being replaced with its mode
-/// (empty otherwise: then the mode is set after the upload); on the
-/// refusals below prints the path concerned and exits with the code named
-/// in [`Refusal`]; exits 96 when the staged copy cannot be made writable.
-/// Forks at most `mkdir`, two `cp` and a `chmod` (plus `realpath` for a
-/// path through a symlink).
-const PREPARE: &str = concat!(
-    canonical_function!(),
-    r#"
+/// The start of both preparing commands, run as the world's user.
+/// Arguments: `$1` the absolute path to write, `$2` the staging
+/// directory's random suffix. Resolves the target, refuses a directory and
+/// makes the staging directory, 0700 at creation; on the refusals below
+/// prints the path concerned and exits with the code named in [`Refusal`].
+macro_rules! prepare_stage {
+    () => {
+        concat!(
+            canonical_function!(),
+            r#"
 canonical "$1" || exit 90
 target=$canonical
 name=${target##*/}
@@ -76,9 +88,24 @@ if ! mkdir -m 0700 -- "$stage"; then
   printf '%s\0' "$parent"
   exit 94
 fi
+"#
+        )
+    };
+}
+
+/// The preparing command of an envd that acts as the user ([`prepare_stage`]
+/// first). Prints `target\0stage\0staged\0copied\0`, `copied` being
+/// `copied` when the staged file was made from the file being replaced
+/// with its mode (empty otherwise: then the mode is set after the upload);
+/// exits 96 when the staged copy cannot be made writable. Forks at most
+/// `mkdir`, two `cp` and a `chmod` (plus `realpath` for a path through a
+/// symlink).
+const PREPARE: &str = concat!(
+    prepare_stage!(),
+    r#"
 copied=
+staged=$stage/$name
 if [[ -f $target ]]; then
-  staged=$stage/$name
   copied=copied
   if ! cp --attributes-only --preserve=mode,ownership -- "$target" "$staged" 2>/dev/null; then
     rm -f -- "$staged"
@@ -89,9 +116,43 @@ if [[ -f $target ]]; then
     copied=
   fi
 fi
-printf '%s\0%s\0%s\0' "$target" "$stage" "$copied"
+printf '%s\0%s\0%s\0%s\0' "$target" "$stage" "$staged" "$copied"
 "#
 );
+
+/// The preparing command of an envd that acts as root
+/// ([`crate::as_user`]; [`prepare_stage`] first), fed its content on
+/// stdin. `$3` is a `printf` format of the token archive
+/// ([`token_archive`]): extracted first, it makes the empty staged file
+/// with the write token; the replaced file's attributes are then copied
+/// onto it (onto an existing file `cp` keeps its extended attributes);
+/// the answer is printed as [`PREPARE`]'s, exit 96 as there, 97 when the
+/// archive cannot be extracted; then `cat` writes stdin into the staged
+/// file (truncating keeps owner, mode and attributes). Forks `mkdir`, a
+/// subshell and `tar`, at most a `cp` and a `chmod`, and `cat`.
+const PREPARE_FED: &str = concat!(
+    prepare_stage!(),
+    r#"
+staged=$stage/.dsh-staged
+printf "$3" | tar -x -m --xattrs --xattrs-include='user.e2b.*' -C "$stage" -f - || { rm -rf -- "$stage"; exit 97; }
+copied=
+if [[ -f $target ]]; then
+  copied=copied
+  cp --attributes-only --preserve=mode,ownership -- "$target" "$staged" 2>/dev/null || copied=
+  if [[ -n $copied && ! -w $staged ]]; then
+    chmod u+w -- "$staged" || { rm -rf -- "$stage"; exit 96; }
+    copied=
+  fi
+fi
+printf '%s\0%s\0%s\0%s\0' "$target" "$stage" "$staged" "$copied"
+exec cat >"$staged"
+"#
+);
+
+/// Publishing as the world's user (an envd that acts as root): `$1` the
+/// staged file, `$2` the target, `$3` the staging directory, removed
+/// whatever the rename did. `-T`: rename(2) onto the target itself.
+const PUBLISH: &str = r#"mv -f -T -- "$1" "$2"; moved=$?; rm -rf -- "$3"; exit $moved"#;
 
 /// Exit codes of [`PREPARE`] that refuse the write.
 struct Refusal;
@@ -128,6 +189,9 @@ pub(crate) struct Staged<T: EnvdTransport> {
     /// The staged file's mode as this provider set it (`None`: as the
     /// upload created it).
     mode: Option<u32>,
+    /// Against an envd acting as root: the staging command waiting for the
+    /// content on its stdin, until [`Staged::upload`] feeds it.
+    fed: Mutex<Option<Fed>>,
     /// Whether the staging directory still has to be removed.
     armed: bool,
 }
@@ -184,6 +248,7 @@ impl<T: EnvdTransport> Staged<T> {
             file,
             existing: None,
             mode: None,
+            fed: Mutex::new(None),
             armed: true,
         }
     }
@@ -193,10 +258,21 @@ impl<T: EnvdTransport> Staged<T> {
     /// is sent in pieces that are slices of it (no copy) with its length
     /// declared; a stream is sent chunk by chunk as it yields them, with no
     /// length (so envd reads the body to its end). An error of the stream
-    /// fails the upload with that error.
+    /// fails the upload with that error. Against an envd acting as root the
+    /// same pieces are fed to the staging command's stdin instead (its
+    /// token was set when it was prepared), each `SendInput` done once envd
+    /// wrote it into the pipe.
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
     pub(crate) async fn upload(&self, op: Op<'_>, content: WriteContent) -> Result<()> {
+        let fed = self
+            .fed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(fed) = fed {
+            return feed(&self.world, op, fed, content).await;
+        }
         let options = self
             .world
             .upload_options()
@@ -204,20 +280,13 @@ impl<T: EnvdTransport> Staged<T> {
         let uploaded = match content {
             WriteContent::Whole(content) => {
                 let options = options.content_length(content.len() as u64);
-                let pieces = (0..content.len())
-                    .step_by(UPLOAD_PIECE)
-                    .map(move |start| {
-                        let end = (start + UPLOAD_PIECE).min(content.len());
-                        Ok::<_, std::convert::Infallible>(content.slice(start..end))
-                    })
-                    .collect::<Vec<_>>();
-                let body = futures::stream::iter(pieces);
+                let body = futures::stream::iter(pieces(content).map(Ok::<_, Infallible>));
                 self.world.envd.upload(&self.file, body, &options).await
             }
             WriteContent::Stream(chunks) => {
                 // The stream's own error is kept whole: the upload reports
                 // only that its source failed.
-                let source_error = Arc::new(std::sync::Mutex::new(None));
+                let source_error = Arc::new(Mutex::new(None));
                 let recorded = Arc::clone(&source_error);
                 let body = chunks.map(move |chunk| {
                     chunk.map_err(|err| {
@@ -271,7 +340,9 @@ impl<T: EnvdTransport> Staged<T> {
     /// metadata request that could fail after the commit). `lock` is held
     /// until the rename is done. The rename and the removal of the staging
     /// directory run in a task of the provider, so dropping this future
-    /// never abandons a rename that was started.
+    /// never abandons a rename that was started. Against an envd acting as
+    /// root the rename is [`PUBLISH`]'s `mv` as the world's user, and the
+    /// version comes from envd's `Stat` of the target right after it.
     pub(crate) async fn publish<L: Send + 'static>(self, op: Op<'_>, lock: L) -> Result<Version> {
         self.publish_entry(op, lock)
             .await
@@ -293,6 +364,22 @@ impl<T: EnvdTransport> Staged<T> {
         let owned = op.to_owned();
         let work = async move {
             let _lock = lock;
+            let op = owned.op();
+            if self.world.acts_as_root() {
+                let args = [self.file.as_str(), self.target.as_str(), self.dir.as_str()];
+                let output = self
+                    .world
+                    .control(op, &self.world.shell.script(PUBLISH, args))
+                    .await?;
+                if !output.status.success() {
+                    return Err(command_failed(op, "publishing (mv)", &output));
+                }
+                return self
+                    .world
+                    .stat(&self.target)
+                    .await
+                    .map_err(|err| op.remote(&err));
+            }
             let moved = self
                 .world
                 .envd
@@ -303,7 +390,7 @@ impl<T: EnvdTransport> Staged<T> {
             if moved.is_err() || self.dir != self.file {
                 self.remove_dir().await;
             }
-            moved.map_err(|err| owned.op().remote(&err))
+            moved.map_err(|err| op.remote(&err))
         };
         world
             .tasks
@@ -326,7 +413,12 @@ impl<T: EnvdTransport> Staged<T> {
     }
 
     async fn remove_dir(&self) {
-        remove(&self.world, &self.dir).await;
+        let fed = self
+            .fed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        remove(&self.world, &self.dir, fed.map(|fed| fed.pid)).await;
     }
 }
 
@@ -337,10 +429,15 @@ impl<T: EnvdTransport> Drop for Staged<T> {
         }
         let world = Arc::clone(&self.world);
         let dir = std::mem::take(&mut self.dir);
+        let fed = self
+            .fed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let tasks = world.tasks.clone();
         tasks.spawn_on(
             async move {
-                remove(&world, &dir).await;
+                remove(&world, &dir, fed.map(|fed| fed.pid)).await;
                 remove_again_later(world, dir).await;
             },
             &self.handle,
@@ -348,19 +445,107 @@ impl<T: EnvdTransport> Drop for Staged<T> {
     }
 }
 
+/// `content` cut into pieces of at most [`UPLOAD_PIECE`] bytes (slices of
+/// it, no copy).
+fn pieces(content: Bytes) -> impl Iterator<Item = Bytes> + Send {
+    (0..content.len())
+        .step_by(UPLOAD_PIECE)
+        .map(move |start| content.slice(start..(start + UPLOAD_PIECE).min(content.len())))
+}
+
+/// Feeds `content` to the staging command `fed` and waits for it to have
+/// written it all. An error of a streamed source stops the feed (the
+/// command then ends with what it got, discarded by the caller) and is the
+/// answer; so is the command's own failure.
+async fn feed<T: EnvdTransport>(
+    world: &World<T>,
+    op: Op<'_>,
+    fed: Fed,
+    content: WriteContent,
+) -> Result<()> {
+    let pid = fed.pid;
+    // Unbounded: the command takes the content at the pace it can write.
+    let options = CallOptions::default().no_timeout();
+    let send = |piece: Bytes| {
+        let options = options.clone();
+        async move { world.envd.send_stdin(pid, piece, &options).await }
+    };
+    let sending = async {
+        let sent: Result<()> = match content {
+            WriteContent::Whole(content) => {
+                let mut sent = Ok(());
+                for piece in pieces(content) {
+                    if let Err(err) = send(piece).await {
+                        sent = Err(op.remote(&err));
+                        break;
+                    }
+                }
+                sent
+            }
+            WriteContent::Stream(mut chunks) => {
+                let mut sent = Ok(());
+                'chunks: while let Some(chunk) = chunks.next().await {
+                    let chunk = match chunk {
+                        Ok(chunk) => chunk,
+                        Err(err) => {
+                            sent = Err(err);
+                            break;
+                        }
+                    };
+                    for piece in pieces(chunk) {
+                        if let Err(err) = send(piece).await {
+                            sent = Err(op.remote(&err));
+                            break 'chunks;
+                        }
+                    }
+                }
+                sent
+            }
+        };
+        close_input(&world.envd, pid).await;
+        sent
+    };
+    let (sent, finished) = futures::future::join(
+        sending,
+        fed.finish(op, "writing the staged file as the sandbox user"),
+    )
+    .await;
+    // The command's own failure explains a refused `SendInput` best; an
+    // error of the source comes before a command that then ended well.
+    finished?;
+    sent
+}
+
 /// The second clean-up of an abandoned staging directory, after
 /// [`SECOND_CLEANUP_AFTER`]: an upload abandoned in flight may have
 /// recreated it meanwhile.
 async fn remove_again_later<T: EnvdTransport>(world: Arc<World<T>>, dir: String) {
     tokio::time::sleep(SECOND_CLEANUP_AFTER).await;
-    remove(&world, &dir).await;
+    remove(&world, &dir, None).await;
 }
 
 /// Removes a staging directory and whatever is in it (or a direct write's
-/// staged file); one that does not exist is fine. Failures are logged, not
-/// returned: the operation's outcome is already decided, and a leftover is
-/// recognisable by its [`STAGING_PREFIX`].
-async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str) {
+/// staged file); one that does not exist is fine. `feeding`: the staging
+/// command still waiting for content, whose stdin is closed first so it
+/// ends. Against an envd acting as root the removal is `rm -rf` as the
+/// world's user. Failures are logged, not returned: the operation's
+/// outcome is already decided, and a leftover is recognisable by its
+/// [`STAGING_PREFIX`].
+async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str, feeding: Option<u32>) {
+    if let Some(pid) = feeding {
+        close_input(&world.envd, pid).await;
+    }
+    if world.acts_as_root() {
+        let command = world.shell.exec("rm", ["-rf", "--", dir]);
+        match world.control(Op::new("remove", dir), &command).await {
+            Ok(output) if output.status.success() => {}
+            Ok(output) => {
+                tracing::warn!(dir, stderr = %output.stderr_text(), "could not remove a staging directory");
+            }
+            Err(err) => tracing::warn!(dir, %err, "could not remove a staging directory"),
+        }
+        return;
+    }
     match world.envd.remove(dir, &world.fs_options).await {
         Ok(()) => {}
         Err(err) if err.is_not_found() => {}
@@ -368,20 +553,22 @@ async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str) {
     }
 }
 
-/// Runs [`PREPARE`], creating missing parents once, alongside the `Stat`
-/// that finds the replaced file's owner.
+/// Runs the preparing command ([`PREPARE`], or [`PREPARE_FED`] against an
+/// envd acting as root), creating missing parents once, alongside the
+/// `Stat` that finds the replaced file's owner.
 async fn prepare_now<T: EnvdTransport>(
     world: Arc<World<T>>,
     handle: Handle,
     op: Op<'_>,
     path: &str,
 ) -> Result<Staged<T>> {
+    let fed = world.envd_file_access(op).await? == EnvdFileAccess::AsRoot;
     let (prepared, existing) = futures::future::join(
-        run_prepare(&world, op, path),
+        run_prepare(&world, op, path, fed),
         existing_file(&world, op, path),
     )
     .await;
-    let prepared = prepared?;
+    let (prepared, fed) = prepared?;
     Ok(Staged {
         // The copy has the replaced file's mode; without the `Stat`'s
         // answer it is unknown, and any mode asked for is then set.
@@ -389,10 +576,11 @@ async fn prepare_now<T: EnvdTransport>(
             .as_ref()
             .filter(|_| prepared.copied)
             .map(|existing| existing.mode),
-        file: format!("{}/{}", prepared.dir, prepared.name),
+        file: prepared.file,
         target: prepared.target,
         dir: prepared.dir,
         existing,
+        fed: Mutex::new(fed),
         world,
         handle,
         armed: true,
@@ -414,17 +602,71 @@ async fn existing_file<T: EnvdTransport>(
     })
 }
 
-/// Runs [`PREPARE`] until it answers, creating missing parents once.
+/// One run of a preparing command: ended (a refusal, or [`PREPARE`]'s
+/// answer), or — [`PREPARE_FED`] — prepared and waiting for its content.
+enum Ran {
+    Ended(ControlOutput),
+    Waiting(Vec<u8>, Fed),
+}
+
+/// Starts the preparing command once, with a fresh staging suffix.
+async fn run_once<T: EnvdTransport>(
+    world: &World<T>,
+    op: Op<'_>,
+    path: &str,
+    fed: bool,
+) -> Result<Ran> {
+    let suffix = format!("{:032x}", rand::random::<u128>());
+    if !fed {
+        let command = world.shell.script(PREPARE, [path, suffix.as_str()]);
+        return Ok(Ran::Ended(world.control(op, &command).await?));
+    }
+    let archive = token_archive(&new_write_token());
+    let command = world
+        .shell
+        .script(PREPARE_FED, [path, suffix.as_str(), archive.as_str()])
+        .stdin(true);
+    let stream = world
+        .envd
+        .start(&command, &world.shell.options())
+        .await
+        .map_err(|err| op.remote(&err))?;
+    let mut fed = Fed {
+        pid: stream.pid(),
+        stream,
+        stderr: Vec::new(),
+    };
+    Ok(match fed.fields(op, 4).await? {
+        Ok(stdout) => Ran::Waiting(stdout, fed),
+        Err(output) => Ran::Ended(output),
+    })
+}
+
+/// Runs the preparing command until it answers, creating missing parents
+/// once; with `fed`, answers the command waiting for its content too.
 async fn run_prepare<T: EnvdTransport>(
     world: &World<T>,
     op: Op<'_>,
     path: &str,
-) -> Result<Prepared> {
+    fed: bool,
+) -> Result<(Prepared, Option<Fed>)> {
     let mut created_parent = false;
     loop {
-        let suffix = format!("{:032x}", rand::random::<u128>());
-        let command = world.shell.script(PREPARE, [path, suffix.as_str()]);
-        let output = world.control(op, &command).await?;
+        let output = match run_once(world, op, path, fed).await? {
+            Ran::Waiting(stdout, waiting) => {
+                let fields = nul_fields(&stdout).unwrap_or_default();
+                return match parse(op, &fields) {
+                    Ok(prepared) => Ok((prepared, Some(waiting))),
+                    Err(err) => {
+                        let dir = fields.get(1).map(|dir| String::from_utf8_lossy(dir));
+                        let dir = dir.unwrap_or_default();
+                        remove(world, &dir, Some(waiting.pid)).await;
+                        Err(err)
+                    }
+                };
+            }
+            Ran::Ended(output) => output,
+        };
         let fields = nul_fields(&output.stdout).unwrap_or_default();
         let named = || {
             fields
@@ -433,7 +675,7 @@ async fn run_prepare<T: EnvdTransport>(
                 .unwrap_or_default()
         };
         match output.status.exit_code {
-            0 if output.status.exited => return parse(op, &fields),
+            0 if output.status.exited && !fed => return Ok((parse(op, &fields)?, None)),
             Refusal::DIRECTORY => {
                 return Err(op.error(
                     ErrorKind::IsADirectory,
@@ -463,10 +705,20 @@ async fn run_prepare<T: EnvdTransport>(
                 ));
             }
             Refusal::MISSING_PARENT if !created_parent => {
-                match world.envd.make_dir(&named(), &world.fs_options).await {
-                    // Made meanwhile by someone else: fine.
-                    Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => {}
-                    Err(err) => return Err(op.remote(&err)),
+                let parent = named();
+                if fed {
+                    // envd's `MakeDir` would create it as root, through
+                    // whatever the user made of the path meanwhile.
+                    let args = ["-p", "--", parent.as_str()];
+                    world
+                        .mutate_as_user(op, "creating the parent directories", "mkdir", &args)
+                        .await?;
+                } else {
+                    match world.envd.make_dir(&parent, &world.fs_options).await {
+                        // Made meanwhile by someone else: fine.
+                        Ok(_) | Err(e2b_client::Error::AlreadyExists { .. }) => {}
+                        Err(err) => return Err(op.remote(&err)),
+                    }
                 }
                 created_parent = true;
             }
@@ -484,12 +736,12 @@ async fn run_prepare<T: EnvdTransport>(
     }
 }
 
-/// What [`PREPARE`] printed.
+/// What the preparing command printed.
 #[derive(Debug, PartialEq, Eq)]
 struct Prepared {
     target: String,
-    name: String,
     dir: String,
+    file: String,
     /// Whether the staged file was made as a copy of the replaced file.
     copied: bool,
 }
@@ -501,8 +753,8 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
             format_args!("the staging command printed an unexpected answer: {why}"),
         )
     };
-    let [target, dir, copied] = fields else {
-        return Err(bad("not three NUL-terminated fields"));
+    let [target, dir, file, copied] = fields else {
+        return Err(bad("not four NUL-terminated fields"));
     };
     let text = |field: &[u8], what: &str| {
         String::from_utf8(field.to_vec()).map_err(|_| {
@@ -517,18 +769,28 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
     };
     let target = text(target, "resolved path")?;
     let dir = text(dir, "staging directory")?;
-    let Some((_, name)) = dsh_provider_kit::paths::split_canonical(&target) else {
+    let file = text(file, "staged file")?;
+    if dsh_provider_kit::paths::split_canonical(&target).is_none_or(|(_, name)| name.is_empty()) {
         return Err(bad("the resolved path has no final name"));
-    };
+    }
+    if file
+        .strip_prefix(dir.as_str())
+        .and_then(|rest| rest.strip_prefix('/'))
+        .is_none_or(|name| name.is_empty() || name.contains('/'))
+    {
+        return Err(bad(
+            "the staged file is not directly in the staging directory",
+        ));
+    }
     let copied = match *copied {
         b"copied" => true,
         b"" => false,
         _ => return Err(bad("the copy flag is neither `copied` nor empty")),
     };
     Ok(Prepared {
-        name: name.to_owned(),
         target,
         dir,
+        file,
         copied,
     })
 }
@@ -536,6 +798,7 @@ fn parse(op: Op<'_>, fields: &[&[u8]]) -> Result<Prepared> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::as_user::STAGED_NAME;
 
     fn op() -> Op<'static> {
         Op::new("write", "/w/a")
@@ -543,22 +806,30 @@ mod tests {
 
     #[test]
     fn prepared_answers_parse() {
-        let fields: Vec<&[u8]> = vec![b"/w/new\nline", b"/w/.dsh-stage-ab", b"copied"];
+        let fields: Vec<&[u8]> = vec![
+            b"/w/new\nline",
+            b"/w/.dsh-stage-ab",
+            b"/w/.dsh-stage-ab/new\nline",
+            b"copied",
+        ];
         let prepared = parse(op(), &fields).unwrap();
         assert_eq!(prepared.target, "/w/new\nline");
-        assert_eq!(prepared.name, "new\nline");
+        assert_eq!(prepared.file, "/w/.dsh-stage-ab/new\nline");
         assert_eq!(prepared.dir, "/w/.dsh-stage-ab");
         assert!(prepared.copied);
-        let fields: Vec<&[u8]> = vec![b"/f", b"/.dsh-stage-ab", b""];
+        let fields: Vec<&[u8]> = vec![b"/f", b"/.dsh-stage-ab", b"/.dsh-stage-ab/.dsh-staged", b""];
         assert!(!parse(op(), &fields).unwrap().copied);
     }
 
     #[test]
     fn malformed_answers_are_io_errors() {
         for fields in [
-            vec![&b"/f"[..], b"/s"],
-            vec![&b"/f"[..], b"/s", b"maybe"],
-            vec![&b"/"[..], b"/s", b""],
+            vec![&b"/f"[..], b"/s", b"/s/f"],
+            vec![&b"/f"[..], b"/s", b"/s/f", b"maybe"],
+            vec![&b"/"[..], b"/s", b"/s/f", b""],
+            vec![&b"/f"[..], b"/s", b"/elsewhere/f", b""],
+            vec![&b"/f"[..], b"/s", b"/s/a/f", b""],
+            vec![&b"/f"[..], b"/s", b"/s/", b""],
         ] {
             assert_eq!(
                 parse(op(), &fields).unwrap_err().kind(),
@@ -569,16 +840,19 @@ mod tests {
     }
 
     #[test]
-    fn the_script_names_its_refusal_codes() {
-        for code in [
-            Refusal::UNRESOLVABLE,
-            Refusal::DIRECTORY,
-            Refusal::NOT_A_DIRECTORY,
-            Refusal::UNWRITABLE_PARENT,
-            Refusal::MISSING_PARENT,
-        ] {
-            assert!(PREPARE.contains(&format!("exit {code}")), "{code}");
+    fn the_scripts_name_their_refusal_codes() {
+        for script in [PREPARE, PREPARE_FED] {
+            for code in [
+                Refusal::UNRESOLVABLE,
+                Refusal::DIRECTORY,
+                Refusal::NOT_A_DIRECTORY,
+                Refusal::UNWRITABLE_PARENT,
+                Refusal::MISSING_PARENT,
+            ] {
+                assert!(script.contains(&format!("exit {code}")), "{code}");
+            }
+            assert!(script.contains(STAGING_PREFIX));
         }
-        assert!(PREPARE.contains(STAGING_PREFIX));
+        assert!(PREPARE_FED.contains(&format!("staged=$stage/{STAGED_NAME}\n")));
     }
 }

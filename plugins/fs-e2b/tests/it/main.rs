@@ -1,7 +1,8 @@
 //! fs-e2b's integration tests, one binary: the provider in an e2b-local
 //! sandbox (directly, through an in-process owner, as a loaded plugin and
-//! through `dsh`), the fs half of the conformance kit, faults, and E2B's
-//! real service when credentials are given.
+//! through `dsh`), the fs half of the conformance kit, faults, a sandbox user racing
+//! an envd that acts as root, and E2B's real service when credentials are
+//! given.
 
 mod behaviour;
 mod cli;
@@ -10,4 +11,5 @@ mod conformance;
 mod direct;
 mod faults;
 mod plugin;
+mod races;
 mod support;
