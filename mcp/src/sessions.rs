@@ -328,3 +328,58 @@ impl<S> Drop for Tracked<S> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Session `id`'s presence, as rmcp sees it.
+    async fn exists(sessions: &Sessions, id: &SessionId) -> bool {
+        sessions.has_session(id).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_oldest_idle_session_makes_room_busy_ones_never_and_idle_ones_expire() {
+        let sessions = Sessions::new(SessionLimits {
+            max: 2,
+            idle: Duration::from_millis(200),
+        });
+        let (first, _first_transport) = sessions.create_session().await.unwrap();
+        let (second, _second_transport) = sessions.create_session().await.unwrap();
+        // The first is the least recently used until it is used again.
+        sessions.touch(&first);
+        let (third, _third_transport) = sessions.create_session().await.unwrap();
+        assert!(exists(&sessions, &first).await && exists(&sessions, &third).await);
+        assert!(
+            !exists(&sessions, &second).await,
+            "the oldest idle one was evicted"
+        );
+
+        // With every session busy (a stream open each), a new one is refused.
+        let first_stream =
+            sessions.track(&first, futures::stream::empty::<ServerSseMessage>(), None);
+        let third_stream =
+            sessions.track(&third, futures::stream::empty::<ServerSseMessage>(), None);
+        assert!(!sessions.has_room());
+        assert!(matches!(
+            sessions.create_session().await,
+            Err(SessionsError::Full(2))
+        ));
+        assert_eq!(
+            sessions.usages().len(),
+            2,
+            "the refused session is not kept"
+        );
+
+        // A busy session does not expire however long it waits; once idle, it does.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(sessions.expire().await, 0);
+        drop(first_stream);
+        assert!(sessions.has_room());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(sessions.expire().await, 1);
+        assert!(!exists(&sessions, &first).await);
+        assert!(exists(&sessions, &third).await);
+        drop(third_stream);
+    }
+}
