@@ -6,7 +6,9 @@
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
+use std::path::Path;
 use std::process::Child;
 use std::time::Duration;
 
@@ -50,12 +52,34 @@ fn http(
     (child, url, token, port)
 }
 
-/// Runs `body` with the official TypeScript SDK's client connected to `url` with `token` (none
-/// when `None`) as user `uid`; its last stdout line is returned parsed. `body` sees `client`
-/// once connected; a failure to connect is printed as `{"refused": "CODE message"}` (the
-/// HTTP status, for the SDK's HTTP errors).
-fn js_as(uid: u32, url: &str, token: Option<&str>, body: &str) -> Value {
-    let connect = peers().join("js/mcp/connect.mjs");
+/// The JS peers' client side (the SDK's `node_modules` and `mcp/connect.mjs`) copied where
+/// every account can read it: the checkout may live where only its owner can (`/root`).
+fn peers_for_everyone() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let js = peers().join("js");
+    std::fs::create_dir(dir.path().join("mcp")).expect("mkdir");
+    std::fs::copy(
+        js.join("mcp/connect.mjs"),
+        dir.path().join("mcp/connect.mjs"),
+    )
+    .expect("copy connect.mjs");
+    let status = std::process::Command::new("cp")
+        .arg("-R")
+        .arg(js.join("node_modules"))
+        .arg(dir.path())
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "copy the SDK's node_modules");
+    dir
+}
+
+/// Runs `body` with the official TypeScript SDK's client (from `js`, a copy of the JS peers)
+/// connected to `url` with `token` (none when `None`) as user `uid`; its last stdout line is
+/// returned parsed. `body` sees `client` once connected; a failure to connect is printed as
+/// `{"refused": "CODE message"}` (the HTTP status, for the SDK's HTTP errors).
+fn js_as(uid: u32, js: &Path, url: &str, token: Option<&str>, body: &str) -> Value {
+    let connect = js.join("mcp/connect.mjs");
     let script = format!(
         "import {{ connect }} from {connect:?};\n\
          let client;\n\
@@ -67,8 +91,8 @@ fn js_as(uid: u32, url: &str, token: Option<&str>, body: &str) -> Value {
         connect = connect.display().to_string(),
     );
     let mut command = node(&script);
-    // The other account reads the SDK where it is: the checkout must be readable by others.
     command
+        .current_dir(js)
         .env("DSH_MCP_URL", url)
         .env_remove("DSH_MCP_TOKEN")
         .uid(uid)
@@ -89,6 +113,7 @@ fn another_local_user_without_the_token_is_refused_on_loopback() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (server, url, token, _) = http("127.0.0.1:0", &[], dir.path());
     let token = token.expect("dsh mcp prints the token it generated on stderr");
+    let js = peers_for_everyone();
     assert_eq!(token.len(), 64, "{token}");
     let witness = dir.path().join("ran");
     let attempt = format!(
@@ -97,7 +122,7 @@ console.log(JSON.stringify({{ output: r.structuredContent.output.trim() }}));"#,
         witness = witness.display()
     );
     for presented in [None, Some("guessed-token"), Some(&token[..63])] {
-        let result = js_as(NOBODY, &url, presented, &attempt);
+        let result = js_as(NOBODY, js.path(), &url, presented, &attempt);
         let refused = result["refused"].as_str().unwrap_or_default();
         assert!(
             refused.contains("401") && refused.contains("bearer token is required"),
@@ -106,7 +131,7 @@ console.log(JSON.stringify({{ output: r.structuredContent.output.trim() }}));"#,
         assert!(!witness.exists(), "token {presented:?}: the command ran");
     }
     // The token, whoever presents it, is the key: commands run as the server's owner.
-    let result = js_as(NOBODY, &url, Some(&token), &attempt);
+    let result = js_as(NOBODY, js.path(), &url, Some(&token), &attempt);
     assert_eq!(result["output"], "0", "{result}");
     assert!(witness.exists());
     stop(server);
@@ -283,7 +308,7 @@ console.log(JSON.stringify({ output: r.structuredContent.output.trim() }));"#;
             body,
         );
         assert_eq!(result["output"], "served", "{url}: {result}");
-        let refused = js_as(0, &url, None, body);
+        let refused = js_as(0, &peers().join("js"), &url, None, body);
         assert!(
             refused["refused"]
                 .as_str()
