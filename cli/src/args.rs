@@ -172,14 +172,9 @@ pub struct McpArgs {
     #[arg(long, value_name = "ADDR")]
     pub http: Option<std::net::SocketAddr>,
     /// The bearer token HTTP clients must send (`Authorization: Bearer
-    /// TOKEN`); default from DSH_MCP_TOKEN, else --token-file, else a
-    /// random one printed on stderr.
-    #[arg(
-        long,
-        value_name = "TOKEN",
-        env = "DSH_MCP_TOKEN",
-        hide_env_values = true
-    )]
+    /// TOKEN`). Without it or --token-file: the DSH_MCP_TOKEN environment
+    /// variable, else a random token printed on stderr.
+    #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
     /// Read the bearer token from FILE (its first line), e.g. one only you
     /// can read: a token on the command line is visible to every local

@@ -69,9 +69,10 @@ pub struct Token {
     generated: bool,
 }
 
-/// The HTTP bearer token (`None` over stdio): `--token` (or DSH_MCP_TOKEN),
-/// else the first line of `--token-file`, else a new random one. Checked
-/// before the composition starts: a bad token costs no sandbox.
+/// The HTTP bearer token (`None` over stdio): `--token`, else the first line
+/// of `--token-file`, else DSH_MCP_TOKEN, else a new random one (the
+/// environment yields to either option given). Checked before the
+/// composition starts: a bad token costs no sandbox.
 pub fn token(args: &McpArgs) -> Result<Option<Token>, Failure> {
     if args.http.is_none() {
         return Ok(None);
@@ -85,7 +86,10 @@ pub fn token(args: &McpArgs) -> Result<Option<Token>, Failure> {
             let token = text.lines().next().unwrap_or_default().trim().to_owned();
             (token, false, source)
         }
-        (None, None) => (dsh_mcp::generate_token(), true, "--http".to_owned()),
+        (None, None) => match std::env::var("DSH_MCP_TOKEN") {
+            Ok(token) => (token, false, "(DSH_MCP_TOKEN)".to_owned()),
+            Err(_) => (dsh_mcp::generate_token(), true, "--http".to_owned()),
+        },
     };
     dsh_mcp::check_token(&value)
         .map_err(|reason| Failure::new(EXIT_CONFIG, format!("dsh mcp {source}: {reason}")))?;

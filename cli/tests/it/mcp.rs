@@ -159,7 +159,6 @@ fn http_server(args: &[String], cwd: &Path, envs: &[(String, String)]) -> (Child
 /// the token it generated (when it printed one: when none was given).
 pub fn start_http(mut command: Command) -> (Child, String, Option<String>) {
     let mut child = command
-        .env_remove("DSH_MCP_TOKEN")
         .stderr(Stdio::piped())
         .spawn()
         .expect("start dsh mcp --http");

@@ -30,17 +30,20 @@ fn stop(mut server: Child) {
     assert_eq!(status.code(), Some(143), "SIGTERM ends dsh mcp");
 }
 
-/// `dsh mcp --http ADDR OPTIONS…` in a scratch directory: the server, its URL, the token it
-/// generated (if it did), and the port.
+/// `dsh mcp --http ADDR OPTIONS…` in a scratch directory with `envs` (and no DSH_MCP_TOKEN
+/// unless given there): the server, its URL, the token it generated (if it did), and the port.
 fn http(
     addr: &str,
     options: &[&str],
-    cwd: &std::path::Path,
+    envs: &[(&str, &str)],
+    cwd: &Path,
 ) -> (Child, String, Option<String>, u16) {
     let mut command = dsh();
     command
         .args(["mcp", "--http", addr])
         .args(options)
+        .env_remove("DSH_MCP_TOKEN")
+        .envs(envs.iter().copied())
         .current_dir(cwd);
     let (child, url, token) = start_http(command);
     let port = url
@@ -111,7 +114,7 @@ fn js_as(uid: u32, js: &Path, url: &str, token: Option<&str>, body: &str) -> Val
 fn another_local_user_without_the_token_is_refused_on_loopback() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, url, token, _) = http("127.0.0.1:0", &[], dir.path());
+    let (server, url, token, _) = http("127.0.0.1:0", &[], &[], dir.path());
     let token = token.expect("dsh mcp prints the token it generated on stderr");
     let js = peers_for_everyone();
     assert_eq!(token.len(), 64, "{token}");
@@ -226,7 +229,7 @@ fn initialize_flood(addr: SocketAddr, host: &str, count: usize) {
 fn ten_thousand_forgotten_sessions_leave_memory_bounded() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, _, _, port) = http("127.0.0.1:0", &["--token", TOKEN], dir.path());
+    let (server, _, _, port) = http("127.0.0.1:0", &["--token", TOKEN], &[], dir.path());
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let host = format!("127.0.0.1:{port}");
     let (status, headers, _) = post(
@@ -291,7 +294,7 @@ fn machine_addresses() -> Vec<IpAddr> {
 fn a_wildcard_bind_with_a_token_serves_loopback_and_the_machines_address() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, _, _, port) = http("0.0.0.0:0", &["--token", TOKEN], dir.path());
+    let (server, _, _, port) = http("0.0.0.0:0", &["--token", TOKEN], &[], dir.path());
     let address = *machine_addresses()
         .first()
         .expect("this machine has an address besides loopback");
@@ -339,7 +342,7 @@ console.log(JSON.stringify({ output: r.structuredContent.output.trim() }));"#;
 fn an_http_body_that_is_not_a_message_is_answered_400_with_the_json_rpc_error() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, _, _, port) = http("127.0.0.1:0", &["--token", TOKEN], dir.path());
+    let (server, _, _, port) = http("127.0.0.1:0", &["--token", TOKEN], &[], dir.path());
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let host = format!("127.0.0.1:{port}");
     let send = |body: &[u8]| {
@@ -382,7 +385,7 @@ fn an_http_body_that_is_not_a_message_is_answered_400_with_the_json_rpc_error() 
 fn a_client_that_disconnects_from_http_mid_call_leaves_no_process() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
-    let (server, url, _, _) = http("127.0.0.1:0", &["--token", TOKEN], dir.path());
+    let (server, url, _, _) = http("127.0.0.1:0", &["--token", TOKEN], &[], dir.path());
     let marker = format!("mcp-http-disconnect-{}", std::process::id());
     let connect = peers().join("js/mcp/connect.mjs");
     let script = format!(
@@ -470,32 +473,41 @@ fn stdio_answers_a_line_that_is_not_json_and_an_oversized_one_and_serves_on() {
     session.end();
 }
 
-/// The token can come from a file (its first line), kept out of `ps`; a file that holds no
-/// usable token stops `dsh mcp` at once with a configuration error naming the problem.
+/// The token can come from a file (its first line), kept out of `ps`, or from DSH_MCP_TOKEN,
+/// which yields to the file; a file that holds no usable token stops `dsh mcp` at once with a
+/// configuration error naming the file and the problem.
 #[test]
-fn the_token_comes_from_a_file_and_an_unusable_one_is_refused() {
+fn the_token_comes_from_a_file_or_the_environment_and_an_unusable_one_is_refused() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("token");
     std::fs::write(&file, "from-a-file-0123\n").expect("write the token");
     let path = file.display().to_string();
-    let (server, _, generated, port) = http("127.0.0.1:0", &["--token-file", &path], dir.path());
-    assert_eq!(generated, None, "a token given is not printed");
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let host = format!("127.0.0.1:{port}");
-    for (token, expected) in [("from-a-file-0123", 200), (TOKEN, 401)] {
-        let (status, _, body) = post(
-            addr,
-            &Post {
-                host: &host,
-                token,
-                session: None,
-                body: INITIALIZE.as_bytes(),
-            },
-        );
-        assert_eq!(status, expected, "{token}: {body}");
+    let environment = [("DSH_MCP_TOKEN", "from-the-environment")];
+    let servers = [
+        (&["--token-file", path.as_str()][..], "from-a-file-0123"),
+        (&[][..], "from-the-environment"),
+    ];
+    for (options, expected) in servers {
+        let (server, _, generated, port) = http("127.0.0.1:0", options, &environment, dir.path());
+        assert_eq!(generated, None, "{options:?}: a token given is not printed");
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let host = format!("127.0.0.1:{port}");
+        for token in ["from-a-file-0123", "from-the-environment", TOKEN] {
+            let (status, _, body) = post(
+                addr,
+                &Post {
+                    host: &host,
+                    token,
+                    session: None,
+                    body: INITIALIZE.as_bytes(),
+                },
+            );
+            let accepted = if token == expected { 200 } else { 401 };
+            assert_eq!(status, accepted, "{options:?}, {token}: {body}");
+        }
+        stop(server);
     }
-    stop(server);
 
     for (content, problem) in [("\n", "empty"), ("two words\n", "without spaces")] {
         std::fs::write(&file, content).expect("write the token");
@@ -507,7 +519,10 @@ fn the_token_comes_from_a_file_and_an_unusable_one_is_refused() {
             .expect("run dsh mcp");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{content:?}: {stderr}");
-        assert!(stderr.contains(problem), "{content:?}: {stderr}");
+        assert!(
+            stderr.contains(problem) && stderr.contains(&path),
+            "{content:?}: {stderr}"
+        );
     }
     let output = dsh()
         .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
