@@ -23,10 +23,28 @@ const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
 /// The unprivileged account the other local user runs as.
 const NOBODY: u32 = 65534;
 
+/// A `dsh mcp --http` of a test: killed if the test fails before it [`stop`]s it.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl Server {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 /// Ends `server` with SIGTERM (its usual end) and checks it went.
-fn stop(mut server: Child) {
+fn stop(mut server: Server) {
     send(server.id(), libc::SIGTERM);
-    let status = server.wait().expect("wait for dsh mcp");
+    let status = server.0.wait().expect("wait for dsh mcp");
     assert_eq!(status.code(), Some(143), "SIGTERM ends dsh mcp");
 }
 
@@ -37,7 +55,7 @@ fn http(
     options: &[&str],
     envs: &[(&str, &str)],
     cwd: &Path,
-) -> (Child, String, Option<String>, u16) {
+) -> (Server, String, Option<String>, u16) {
     let mut command = dsh();
     command
         .args(["mcp", "--http", addr])
@@ -52,7 +70,7 @@ fn http(
         .next()
         .and_then(|port| port.parse().ok())
         .expect("a port in the URL");
-    (child, url, token, port)
+    (Server(child), url, token, port)
 }
 
 /// The JS peers' client side (the SDK's `node_modules` and `mcp/connect.mjs`) copied where
