@@ -109,11 +109,14 @@ pub struct ForgetArgs {
 #[derive(Debug, Subcommand)]
 pub enum LspCommand {
     /// The problems of a file as it is now, or of every file of a
-    /// directory (at most 200); exit 1 when there are errors.
+    /// directory (at most 200); exit 1 when there are errors, 2 for a file
+    /// no server can be given (no configured language, not UTF-8, not a
+    /// regular file).
     Diagnostics {
         #[arg(value_name = "FILE|DIR")]
         file: String,
-        /// Seconds to wait for the server's analysis (default 60).
+        /// Seconds to wait for each file's analysis, the server's start
+        /// included (default 60).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
     },

@@ -129,10 +129,15 @@ fn position(at: LspAt) -> Result<PositionRequest, Failure> {
     }
 }
 
-/// A tool's error (it names the tool and the file) with the exit code its kind means.
+/// A tool's error (it names the tool and the file) with the exit code its kind means. A file
+/// no server can be given (not UTF-8, binary, not a regular file, too large, of no configured
+/// language) is bad input, 2 — never 1, which `diagnostics` gives for a file with errors.
 fn failed(err: PluginError) -> Failure {
     let code = match err.kind() {
-        ErrorKind::InvalidInput | ErrorKind::Config => EXIT_CONFIG,
+        ErrorKind::InvalidInput
+        | ErrorKind::Config
+        | ErrorKind::InvalidUtf8
+        | ErrorKind::Binary => EXIT_CONFIG,
         _ => EXIT_FAILURE,
     };
     Failure::new(code, err.to_string())

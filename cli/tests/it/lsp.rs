@@ -1,9 +1,11 @@
 //! `dsh lsp …` on the embedded local composition, against pyright: diagnostics (exit 1 on
 //! errors, `--json`), definition, references, hover, symbols and rename by position or symbol
-//! name; bad positions, files no server takes and broken `--lsp-config` files refused with a
-//! clear error; no server left running when `dsh` exits.
+//! name; bad positions, files no server takes (no language, not UTF-8, not a regular file) and
+//! broken `--lsp-config` files refused with a clear error, exit 2; `--timeout` bounding a server
+//! that never answers `initialize`; no server left running when `dsh` exits.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -130,4 +132,83 @@ fn lsp_commands_answer_from_pyright_and_leave_nothing_running() {
         Vec::<u32>::new(),
         "no server outlives dsh"
     );
+}
+
+#[test]
+fn timeout_bounds_a_server_that_never_answers_initialize() {
+    require(&LOCAL);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.path();
+    // A "language server" that reads its stdin and never answers (its stdout, the shell's,
+    // stays open).
+    std::fs::write(
+        dir.join("lsp.yaml"),
+        "languages:\n  - name: silent\n    command: [sh, -c, 'cat > /dev/null']\n    \
+         extensions: [{extension: silent, languageId: silent}]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("a.silent"), "anything\n").unwrap();
+    let started = Instant::now();
+    let (code, stdout, stderr) = lsp(
+        dir,
+        &[
+            "--lsp-config",
+            "lsp.yaml",
+            "lsp",
+            "diagnostics",
+            "a.silent",
+            "--timeout",
+            "2",
+        ],
+    );
+    let took = started.elapsed();
+    // It took 62 s (the 60 s initialize wait, whatever --timeout said).
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}: {stdout}{stderr}"
+    );
+    assert_eq!(code, 1, "a failed operation: {stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("lsp_diagnostics a.silent")
+            && stderr.contains("was not ready within 2 s")
+            && stderr.contains("initialize"),
+        "{stderr}"
+    );
+    assert_eq!(
+        processes_under(dir),
+        Vec::<u32>::new(),
+        "the silent server does not outlive dsh"
+    );
+}
+
+#[test]
+fn files_no_server_can_be_given_are_refused_with_exit_2() {
+    require(&LOCAL);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.path();
+    std::fs::write(dir.join("pyrightconfig.json"), "{}\n").unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.py")).unwrap();
+    std::fs::write(dir.join("latin1.py"), b"name = 'caf\xe9'\n").unwrap();
+
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "diagnostics", "zero.py"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.contains("lsp_diagnostics zero.py: /dev/zero is not a regular file but a device"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = lsp(dir, &["lsp", "hover", "zero.py:1:1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+
+    // Exit 1 would say "the file has errors".
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "diagnostics", "latin1.py"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("lsp_diagnostics latin1.py")
+            && stderr.contains("not valid UTF-8 (invalid sequence at byte offset 11)"),
+        "{stderr}"
+    );
+    assert_eq!(processes_under(dir), Vec::<u32>::new());
 }

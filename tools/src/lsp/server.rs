@@ -36,6 +36,7 @@ use lsp_types::{
 use serde_json::Value;
 use tokio::sync::watch;
 use tokio_util::io::StreamReader;
+use tokio_util::sync::CancellationToken;
 
 use super::position::{Encoding, TextPosition, from_lsp, to_lsp};
 use super::rpc::{Notification, RpcClient, RpcError};
@@ -127,11 +128,14 @@ impl LanguageServer {
     /// Starts `spec`'s server in the world `subprocess` serves and completes the `initialize`
     /// handshake; `fs` (the same world's) reads the files the server names. A server that
     /// cannot be started, exits, or does not answer within a minute is an error naming it (with
-    /// its stderr's last lines); its group is ended.
+    /// its stderr's last lines); its group is ended. So it is, at once, when `closing` is
+    /// cancelled before the answer (a `Closed` error): the tools shutting down do not wait for
+    /// a server that may never answer.
     pub async fn start(
         subprocess: &dyn SubprocessProvider,
         fs: Arc<dyn FsProvider>,
         spec: ServerSpec,
+        closing: &CancellationToken,
     ) -> Result<Self> {
         let name = spec.argv.first().cloned().unwrap_or_default();
         let op = format!("start language server {name}");
@@ -182,8 +186,17 @@ impl LanguageServer {
             }
         });
 
-        let initialized =
-            tokio::time::timeout(INITIALIZE_TIMEOUT, rpc.request::<Initialize>(initialize)).await;
+        let answer =
+            tokio::time::timeout(INITIALIZE_TIMEOUT, rpc.request::<Initialize>(initialize));
+        let initialized = tokio::select! {
+            answer = answer => answer,
+            () = closing.cancelled() => {
+                let _ = until_proven_gone(|| process.terminate(SHUTDOWN_GRACE)).await;
+                return Err(Error::closed(format!(
+                    "{op}: the language tools were shut down before it answered initialize"
+                )));
+            }
+        };
         let result = match initialized {
             Ok(Ok(result)) => result,
             failed => {

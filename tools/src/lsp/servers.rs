@@ -17,10 +17,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::{FsProvider, Version};
+use dsh_plugin_api::fs::{FileKind, FsProvider, Version};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
 
 use super::config::{LanguageConfig, LspConfig};
 use super::server::{LanguageServer, ServerSpec};
@@ -107,6 +108,9 @@ pub struct Servers {
     /// (language, root) → its slot. The map's lock is held only to find a slot; a slot's own
     /// lock while its server is started, so one language's start never waits for another's.
     slots: std::sync::Mutex<HashMap<SlotKey, Arc<Mutex<Slot>>>>,
+    /// Cancelled by [`Servers::shutdown`]: a start in progress (which holds its slot's lock)
+    /// ends at once instead of waiting out a server that does not answer.
+    closing: CancellationToken,
 }
 
 impl Servers {
@@ -120,6 +124,7 @@ impl Servers {
             subprocess,
             config,
             slots: std::sync::Mutex::new(HashMap::new()),
+            closing: CancellationToken::new(),
         }
     }
 
@@ -129,12 +134,55 @@ impl Servers {
 
     /// `path` made absolute and canonical in the world, its language and `languageId`.
     pub async fn locate(&self, op: &str, path: &str) -> Result<(String, &LanguageConfig, String)> {
+        let absolute = self.canonical(op, path).await?;
+        self.language_for(op, path, absolute)
+    }
+
+    /// `path` as a document a server can be given: [`Servers::locate`]'s answer for a regular
+    /// file. What it leads to is judged (a symlink to `/dev/zero` is a device, whatever its
+    /// name); a missing file of a configured language is `NotFound` before any server is
+    /// started for it.
+    pub async fn document(
+        &self,
+        op: &str,
+        path: &str,
+    ) -> Result<(String, &LanguageConfig, String)> {
+        let absolute = self.canonical(op, path).await?;
+        let what = match self.fs.stat(&absolute).await {
+            Ok(metadata) => match metadata.kind {
+                FileKind::File => return self.language_for(op, path, absolute),
+                FileKind::Directory => "a directory",
+                FileKind::Symlink => "a symlink",
+                FileKind::Other => "a device, FIFO or socket",
+            },
+            Err(err) => {
+                self.language_for(op, path, absolute)?;
+                return Err(err.context(op));
+            }
+        };
+        Err(Error::invalid_input(format!(
+            "{op}: {absolute} is not a regular file but {what}; language servers are given \
+             regular files"
+        )))
+    }
+
+    async fn canonical(&self, op: &str, path: &str) -> Result<String> {
         let resolved = self
             .fs
             .resolve(path, None)
             .await
             .map_err(|e| e.context(op))?;
-        let (language, language_id) = self.config.language_of(&resolved.path).ok_or_else(|| {
+        Ok(resolved.path)
+    }
+
+    /// The language of `absolute` (`path` as the caller gave it, for the message).
+    fn language_for(
+        &self,
+        op: &str,
+        path: &str,
+        absolute: String,
+    ) -> Result<(String, &LanguageConfig, String)> {
+        let (language, language_id) = self.config.language_of(&absolute).ok_or_else(|| {
             Error::invalid_input(format!(
                 "{op}: no language server is configured for {path} (known extensions: {})",
                 self.config
@@ -145,7 +193,7 @@ impl Servers {
                     .join(", ")
             ))
         })?;
-        Ok((resolved.path, language, language_id.to_owned()))
+        Ok((absolute, language, language_id.to_owned()))
     }
 
     /// The language named `name`.
@@ -197,8 +245,9 @@ impl Servers {
 
     /// The running server of `language` for `root`: started if there is none, restarted if it
     /// ended (after its backoff: `Unavailable` saying when, during it). The start runs on a task
-    /// of its own: a caller that leaves (a dropped future) does not abandon a half-started
-    /// server — it is kept, in its slot, for the next question.
+    /// of its own: a caller that leaves (a dropped future, a deadline) does not abandon a
+    /// half-started server — it is kept, in its slot, for the next question; only
+    /// [`Servers::shutdown`] ends it (`Closed`).
     pub async fn acquire(&self, language: &LanguageConfig, root: &str) -> Result<Acquired> {
         let slot = self
             .slots
@@ -209,9 +258,10 @@ impl Servers {
             .clone();
         let (fs, subprocess) = (self.fs.clone(), self.subprocess.clone());
         let (language, root) = (language.clone(), root.to_owned());
+        let closing = self.closing.clone();
         tokio::spawn(async move {
             let mut slot = slot.lock().await;
-            acquire_in(&mut slot, fs, subprocess, &language, &root).await
+            acquire_in(&mut slot, fs, subprocess, &language, &root, &closing).await
         })
         .await
         .map_err(|e| Error::new(ErrorKind::Panicked, format!("start a language server: {e}")))?
@@ -420,8 +470,10 @@ impl Servers {
     }
 
     /// Shuts every server down, each process group proven gone (also a server a call still
-    /// holds: that call then fails as closed); the failures.
+    /// holds: that call then fails as closed, and one still starting); the failures. No server
+    /// is started after it: questions fail as closed.
     pub async fn shutdown(&self) -> Vec<Error> {
+        self.closing.cancel();
         let slots: Vec<Arc<Mutex<Slot>>> = self
             .slots
             .lock()
@@ -480,8 +532,13 @@ async fn acquire_in(
     subprocess: Arc<dyn SubprocessProvider>,
     language: &LanguageConfig,
     root: &str,
+    closing: &CancellationToken,
 ) -> Result<Acquired> {
     let op = format!("language server {} for {root}", language.command[0]);
+    let shut_down = || Error::closed(format!("{op}: the language tools were shut down"));
+    if closing.is_cancelled() {
+        return Err(shut_down());
+    }
     if let Some(running) = &slot.running {
         match running.server.ended() {
             None => {
@@ -518,14 +575,17 @@ async fn acquire_in(
                 ),
             ));
         }
-        tokio::time::sleep_until(not_before.into()).await;
+        tokio::select! {
+            () = tokio::time::sleep_until(not_before.into()) => {}
+            () = closing.cancelled() => return Err(shut_down()),
+        }
     }
     let spec = ServerSpec {
         argv: language.command.clone(),
         root: root.to_owned(),
         initialization_options: language.initialization_options.clone(),
     };
-    match LanguageServer::start(subprocess.as_ref(), fs.clone(), spec).await {
+    match LanguageServer::start(subprocess.as_ref(), fs.clone(), spec, closing).await {
         Ok(server) => {
             let notice = slot
                 .ended

@@ -6,12 +6,12 @@
 //! `indexing`.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Error, ErrorKind, Result};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use lsp_types::DiagnosticSeverity;
 
 use super::config::LspConfig;
@@ -60,7 +60,8 @@ pub struct DiagnosticsRequest {
     /// The file — or a directory: every file in it a server takes (at most 200) — absolute, or
     /// relative to the world's working directory.
     pub path: String,
-    /// How long to wait for the server's analysis, in seconds (default 60, at most 600).
+    /// How long to wait for each file's analysis, the server's start included, in seconds
+    /// (default 60, at most 600).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -226,15 +227,34 @@ impl Lsp {
     }
 
     /// The server for `path`, with `path` sent as the world has it; (server, absolute path,
-    /// version sent).
-    async fn open(&self, op: &str, path: &str) -> Result<(Acquired, String, String)> {
-        let (absolute, language, language_id) = self.servers.locate(op, path).await?;
+    /// version sent). A server not ready within `limit` (still starting: `initialize` not
+    /// answered, or in its backoff) is a `Timeout`; its start goes on, for the next question.
+    async fn open(
+        &self,
+        op: &str,
+        path: &str,
+        limit: Option<Duration>,
+    ) -> Result<(Acquired, String, String)> {
+        let (absolute, language, language_id) = self.servers.document(op, path).await?;
         let root = self.servers.root_of(&absolute, language).await;
-        let acquired = self
-            .servers
-            .acquire(language, &root)
-            .await
-            .map_err(|e| e.context(op))?;
+        let acquiring = self.servers.acquire(language, &root);
+        let acquired = match limit {
+            None => acquiring.await,
+            Some(limit) => tokio::time::timeout(limit, acquiring)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Error::new(
+                        ErrorKind::Timeout,
+                        format!(
+                            "language server {} for {root} was not ready within {} s (it has \
+                             not answered initialize; its start goes on, for the next call)",
+                            language.command[0],
+                            limit.as_secs_f64()
+                        ),
+                    ))
+                }),
+        }
+        .map_err(|e| e.context(op))?;
         let version = self
             .servers
             .sync(&acquired.running, &absolute, &language_id)
@@ -286,14 +306,14 @@ impl Lsp {
             .iter()
             .map(|file| self.file_diagnostics(&op, file, timeout))
             .collect();
+        // The first failure ends the call: the files after it are not waited for.
         let per_file: Vec<_> = futures::stream::iter(calls)
             .buffered(DIAGNOSED_AT_ONCE)
-            .collect()
-            .await;
+            .try_collect()
+            .await?;
         let mut diagnostics = Vec::new();
         let mut notices = Vec::new();
-        for outcome in per_file {
-            let (found, _, notice) = outcome?;
+        for (found, _, notice) in per_file {
             diagnostics.extend(found);
             notices.extend(notice);
         }
@@ -308,18 +328,20 @@ impl Lsp {
         ))
     }
 
-    /// The diagnostics of file `path` as the world has it now, its version, and a restart notice.
+    /// The diagnostics of file `path` as the world has it now, its version, and a restart notice;
+    /// within `timeout` in all, the server's start included.
     async fn file_diagnostics(
         &self,
         op: &str,
         path: &str,
         timeout: Duration,
     ) -> Result<(Vec<DiagnosticItem>, String, Option<String>)> {
-        let (acquired, path, version) = self.open(op, path).await?;
+        let started = Instant::now();
+        let (acquired, path, version) = self.open(op, path, Some(timeout)).await?;
         let found = acquired
             .running
             .server
-            .diagnostics(&path, timeout)
+            .diagnostics(&path, timeout.saturating_sub(started.elapsed()))
             .await
             .map_err(|e| e.context(op))?;
         let diagnostics = found
@@ -389,7 +411,7 @@ impl Lsp {
         op: &str,
         request: &PositionRequest,
     ) -> Result<(Arc<super::servers::Running>, String, TextPosition, Notes)> {
-        let (acquired, path, _) = self.open(op, &request.path).await?;
+        let (acquired, path, _) = self.open(op, &request.path, None).await?;
         let indexing = Self::settled(&acquired, &path).await;
         let at = self.position(op, &acquired, &path, request).await?;
         let notes = Notes {
@@ -434,7 +456,7 @@ impl Lsp {
                 "{op}: give a path (its symbols) or a query (the workspace's)"
             ))),
             (None, Some(path)) => {
-                let (acquired, path, _) = self.open(op, path).await?;
+                let (acquired, path, _) = self.open(op, path, None).await?;
                 let indexing = Self::settled(&acquired, &path).await;
                 let symbols = acquired.running.server.document_symbols(&path).await?;
                 Ok(SymbolsResult {
@@ -463,7 +485,7 @@ impl Lsp {
                 let (acquired, settle_on) = match (&request.language, located) {
                     // A file of the language: opened, as servers index from their open files.
                     (None, Ok(_)) if is_file => {
-                        let (acquired, place, _) = self.open(op, &place).await?;
+                        let (acquired, place, _) = self.open(op, &place, None).await?;
                         (acquired, place)
                     }
                     (language, located) => {
@@ -584,7 +606,8 @@ impl Lsp {
         self.servers.pids().await
     }
 
-    /// Shuts every server down (each process group proven gone); the failures.
+    /// Shuts every server down (each process group proven gone, a start in progress ended at
+    /// once); the failures. Later questions fail as closed.
     pub async fn shutdown(&self) -> Vec<Error> {
         self.servers.shutdown().await
     }

@@ -8,6 +8,7 @@ use dsh_plugin_api::ErrorKind;
 use dsh_tools::lsp::position::TextPosition;
 use dsh_tools::lsp::server::{LanguageServer, ServerSpec};
 use lsp_types::DiagnosticSeverity;
+use tokio_util::sync::CancellationToken;
 
 use crate::world::LocalWorld;
 
@@ -29,9 +30,14 @@ async fn clangd_diagnoses_each_version_sent_and_ends_with_its_group() {
     let path = format!("{}/main.cpp", spec.root);
     let broken = "int main() {\n  int x = \"text\";\n  return x;\n}\n";
     std::fs::write(&path, broken).unwrap();
-    let server = LanguageServer::start(world.subprocess.as_ref(), world.fs.clone(), spec)
-        .await
-        .expect("clangd starts (scripts/setup.sh installs it)");
+    let server = LanguageServer::start(
+        world.subprocess.as_ref(),
+        world.fs.clone(),
+        spec,
+        &CancellationToken::new(),
+    )
+    .await
+    .expect("clangd starts (scripts/setup.sh installs it)");
     assert!(server.capabilities().text_document_sync.is_some());
 
     assert_eq!(server.update(&path, "cpp", broken.to_owned()).unwrap(), 1);
@@ -72,6 +78,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
         world.subprocess.as_ref(),
         world.fs.clone(),
         spec(&world, &["no-such-language-server"]),
+        &CancellationToken::new(),
     )
     .await
     .unwrap_err();
@@ -88,6 +95,7 @@ async fn a_server_that_is_missing_or_dies_says_so() {
             &world,
             &["sh", "-c", "echo cannot start: no license >&2; exit 3"],
         ),
+        &CancellationToken::new(),
     )
     .await
     .unwrap_err();
@@ -101,10 +109,53 @@ async fn a_server_that_is_missing_or_dies_says_so() {
             root: "relative".to_owned(),
             ..spec(&world, &["clangd"])
         },
+        &CancellationToken::new(),
     )
     .await
     .unwrap_err();
     assert_eq!(relative.kind(), ErrorKind::InvalidInput);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_that_is_never_answered_ends_when_cancelled() {
+    let world = LocalWorld::new();
+    // Reads its stdin, never answers `initialize` (its stdout, the shell's, stays open);
+    // writes its pid where the test finds it.
+    let pid_file = world.dir.path().join("silent.pid");
+    let script = format!("echo $$ > {}; cat > /dev/null", pid_file.display());
+    let closing = CancellationToken::new();
+    let start = LanguageServer::start(
+        world.subprocess.as_ref(),
+        world.fs.clone(),
+        spec(&world, &["sh", "-c", &script]),
+        &closing,
+    );
+    let cancel = async {
+        while !pid_file.exists() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        closing.cancel();
+    };
+    let started = std::time::Instant::now();
+    let (outcome, ()) = tokio::join!(start, cancel);
+    let err = outcome.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancelled after {:?}, not at the 60 s initialize timeout",
+        started.elapsed()
+    );
+    assert_eq!(err.kind(), ErrorKind::Closed, "{err}");
+    assert!(
+        err.to_string().contains("before it answered initialize"),
+        "{err}"
+    );
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists(),
+        "the silent server (pid {}) is gone",
+        pid.trim()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -121,9 +172,14 @@ async fn clangd_answers_definition_references_hover_rename_and_symbols() {
     let main = format!("{root}/main.cpp");
     let text = "#include \"shape.h\"\nint main() {\n  int side = 3;\n  int total = area(side, side) + area(side, 2);\n  return total - side;\n}\nnamespace a { int helper() { return 1; } }\nnamespace b { int helper() { return 2; } }\n";
     std::fs::write(&main, text).unwrap();
-    let server = LanguageServer::start(world.subprocess.as_ref(), world.fs.clone(), spec)
-        .await
-        .unwrap();
+    let server = LanguageServer::start(
+        world.subprocess.as_ref(),
+        world.fs.clone(),
+        spec,
+        &CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     server.update(&main, "cpp", text.to_owned()).unwrap();
     server.diagnostics(&main, WAIT).await.unwrap();
     let at = |line, column| TextPosition { line, column };
