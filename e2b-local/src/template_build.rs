@@ -15,7 +15,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use crate::registry::Registry;
-use crate::templates::{Build, BuildStatus, Failure, Level, Start};
+use crate::templates::{BASE_TEMPLATE, Build, BuildStatus, Failure, Level, Start};
 use crate::world::envd_link::EnvdLink;
 use crate::world::network::Egress;
 use crate::world::{World, WorldSpec};
@@ -144,7 +144,7 @@ pub fn plan(registry: &Registry, request: BuildRequest) -> Result<Plan, String> 
 
 /// The base `fromTemplate` names; one that does not exist fails the build at its base step.
 fn base_template(registry: &Registry, template: &str) -> Base {
-    if template == "base" {
+    if template == BASE_TEMPLATE {
         return Base::World;
     }
     if let Some(resolved) = registry.templates.resolve(template) {

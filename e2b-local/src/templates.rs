@@ -20,6 +20,12 @@ use crate::world::remove_tree;
 
 /// The tag a build gets when its request names none, and the one a bare name means.
 pub const DEFAULT_TAG: &str = "default";
+
+/// The template every E2B team has: a sandbox or a build from it starts from the base world
+/// (e2b-local's image of E2B's `e2bdev/base`). Other names are templates built here or
+/// snapshots.
+pub const BASE_TEMPLATE: &str = "base";
+
 /// The file of a template's record in its dir.
 const RECORD: &str = "template.json";
 

@@ -20,6 +20,7 @@ use super::model::{
     SandboxDetailBody, SetTimeout, StateName, VolumeMount, check_timeout, egress_of,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox, VolumeMounted};
+use crate::templates::BASE_TEMPLATE;
 use crate::timefmt::rfc3339;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -68,7 +69,9 @@ async fn create(
         }
     };
     // A snapshot's id or name as the template: the sandbox starts with its files; a built
-    // template's id or name (with a tag or not): its build's files, user, workdir and start.
+    // template's id or name (with a tag or not): its build's files, user, workdir and start;
+    // `base`: the base world. Anything else is unknown: 404, as E2B answers, rather than a
+    // base sandbox the caller did not ask for.
     let (template_id, files_from, start) = match state.registry.snapshots.find(&request.template_id)
     {
         Some(snapshot) => (request.template_id, Some(snapshot.dir.clone()), None),
@@ -89,7 +92,13 @@ async fn create(
                     request.template_id
                 )));
             }
-            None => (request.template_id, None, None),
+            None if request.template_id == BASE_TEMPLATE => (request.template_id, None, None),
+            None => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    format!("{op}: template '{}' not found", request.template_id),
+                ));
+            }
         },
     };
     let volume_mounts = request

@@ -106,6 +106,44 @@ async fn bad_create_bodies_are_rejected_and_the_server_keeps_serving() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn unknown_templates_are_404_and_create_nothing() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    for (path, template) in [
+        ("/sandboxes", "python-latest"),
+        ("/v2/sandboxes", "team/never-built:v1"),
+        ("/v2/sandboxes", "base:v2"),
+    ] {
+        let body = json!({ "templateID": template }).to_string();
+        let reply = api.call(Method::POST, path, &body).await;
+        assert_eq!(
+            error_of(&reply, StatusCode::NOT_FOUND),
+            format!("create sandbox: template '{template}' not found"),
+            "{path} {template}"
+        );
+    }
+    let listed = api.call(Method::GET, "/v2/sandboxes", "").await;
+    assert_eq!(listed.json(), json!([]), "no sandbox was created");
+
+    // `base`, and a snapshot by its id, still create.
+    let id = api.sandbox().await;
+    let snapshot = api
+        .call(Method::POST, &format!("/sandboxes/{id}/snapshots"), "{}")
+        .await;
+    assert!(snapshot.status.is_success(), "{snapshot:?}");
+    let snapshot_id = snapshot.json()["snapshotID"]
+        .as_str()
+        .expect("snapshotID")
+        .to_owned();
+    let from_snapshot = api.create(json!({ "templateID": snapshot_id })).await;
+    assert_eq!(from_snapshot["templateID"], json!(snapshot_id));
+    let copy = from_snapshot["sandboxID"].as_str().expect("sandboxID");
+    for sandbox in [id.as_str(), copy] {
+        assert_eq!(api.kill(sandbox).await, StatusCode::NO_CONTENT);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn unknown_sandboxes_are_404_with_code_on_every_route() {
     let server = LocalServer::start();
     let api = Api::new(&server);
