@@ -2,13 +2,17 @@
 //!
 //! - [`FsHooks::on_read`] sees every call that reads the world (`resolve`,
 //!   `contains`, `stat`, `lstat`, `list`, `read_text`, `stream_text`,
-//!   `read_bytes`) before the wrapped provider does;
+//!   `read_bytes`) before the wrapped provider does — `resolve` through
+//!   [`FsHooks::on_resolve`], which also sees the caller's `cwd` and by
+//!   default hands the call on to `on_read`;
 //! - [`FsHooks::on_write`] sees every call that changes it (`write`,
 //!   `write_stream`, `edit`, `mkdir`, `remove`, `rename`);
 //!
 //! either may refuse the call: its error reaches the caller and the wrapped
 //! provider is not called. [`FsHooks::after_write`] sees how each change
-//! ended. Everything else passes through unchanged.
+//! ended, and [`FsHooks::filter_list`] what a `list` answered, before the
+//! caller does (a confining decorator drops entries it hides). Everything
+//! else passes through unchanged.
 
 use std::sync::Arc;
 
@@ -45,6 +49,27 @@ pub trait FsHooks: Send + Sync + 'static {
     async fn on_read(&self, call: FsCall<'_>) -> Result<()> {
         let _ = call;
         Ok(())
+    }
+
+    /// Before `resolve(path, cwd)`, with the caller's `cwd` (which a
+    /// relative `path` joins): an `Err` refuses it. The default hands the
+    /// call on to [`FsHooks::on_read`] (operation `"resolve"`, `path`), so
+    /// a decorator that does not care about `cwd` implements `on_read`
+    /// only.
+    async fn on_resolve(&self, path: &str, cwd: Option<&str>) -> Result<()> {
+        let _ = cwd;
+        self.on_read(call("resolve", path)).await
+    }
+
+    /// After `list` of `dir` succeeded in the wrapped provider, before the
+    /// caller sees the answer: returns the entries the caller gets (keep,
+    /// drop or change them; keep them sorted by name, as the seam
+    /// promises), or an `Err` the call fails with. Not called when
+    /// `on_read` refused the call or the wrapped provider failed. The
+    /// default returns `entries` unchanged.
+    async fn filter_list(&self, dir: &str, entries: Vec<DirEntry>) -> Result<Vec<DirEntry>> {
+        let _ = dir;
+        Ok(entries)
     }
 
     /// Before a changing call: an `Err` refuses it.
@@ -103,7 +128,7 @@ fn call<'a>(operation: &'static str, path: &'a str) -> FsCall<'a> {
 #[async_trait]
 impl<H: FsHooks> FsProvider for DecoratedFs<H> {
     async fn resolve(&self, path: &str, cwd: Option<&str>) -> Result<Resolved> {
-        self.read("resolve", path).await?;
+        self.hooks.on_resolve(path, cwd).await?;
         self.inner.resolve(path, cwd).await
     }
 
@@ -124,7 +149,8 @@ impl<H: FsHooks> FsProvider for DecoratedFs<H> {
 
     async fn list(&self, dir: &str) -> Result<Vec<DirEntry>> {
         self.read("list", dir).await?;
-        self.inner.list(dir).await
+        let entries = self.inner.list(dir).await?;
+        self.hooks.filter_list(dir, entries).await
     }
 
     async fn read_text(&self, path: &str) -> Result<TextFile> {
