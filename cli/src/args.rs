@@ -329,6 +329,10 @@ pub struct ConformanceArgs {
     /// The subprocess provider has no terminals: skip the terminal cases.
     #[arg(long)]
     pub no_terminals: bool,
+    /// The fs provider confines paths to DIR (which must hold the scratch
+    /// root): check that it refuses paths outside instead of reaching `/`.
+    #[arg(long, value_name = "DIR")]
+    pub fs_confined_to: Option<String>,
     /// Per-case time limit in seconds.
     #[arg(long, value_name = "SECONDS")]
     pub case_timeout: Option<u64>,

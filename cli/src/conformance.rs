@@ -33,6 +33,7 @@ pub async fn run(host: &Host, args: ConformanceArgs, json: bool) -> Result<i32, 
         filter: args.filter,
         read_only_fs: args.read_only_fs,
         no_terminals: args.no_terminals,
+        fs_confined_to: args.fs_confined_to,
         case_timeout: args.case_timeout.map(Duration::from_secs),
     };
     // A closed stdout does not stop the kit mid-case (its cleanup must run);

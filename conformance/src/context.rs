@@ -36,6 +36,8 @@ pub(crate) struct Cx {
     pub(crate) dir: String,
     /// Bound on one provider call.
     pub(crate) limit: Duration,
+    /// [`crate::KitOptions::fs_confined_to`], as given.
+    pub(crate) confined_to: Option<String>,
     owned: Mutex<Vec<Owned>>,
 }
 
@@ -53,7 +55,16 @@ impl Cx {
             fs_writable,
             dir,
             limit,
+            confined_to: None,
             owned: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The same context for an `fs` confined to `root`, if any.
+    pub(crate) fn with_confinement(self, root: Option<String>) -> Cx {
+        Cx {
+            confined_to: root,
+            ..self
         }
     }
 
@@ -75,6 +86,16 @@ impl Cx {
 
     pub(crate) fn has_fs(&self) -> bool {
         self.fs.is_some()
+    }
+
+    /// Whether the `fs` may reach the absolute `path`: always, unless it is
+    /// confined (`KitOptions::fs_confined_to`) to a root `path` is not
+    /// inside. Cases check paths outside a root only in `fs.confine.*`.
+    pub(crate) fn reaches(&self, path: &str) -> bool {
+        self.confined_to.as_deref().is_none_or(|root| {
+            let root = root.trim_end_matches('/');
+            path == root || path.starts_with(&format!("{root}/"))
+        })
     }
 
     /// `rel` inside the case directory.

@@ -22,7 +22,9 @@
 //! is bounded, so a broken provider fails cases instead of hanging the run.
 //! A case the world cannot support (no `fs`, a read-only `fs`, no
 //! terminals, no `python3` for the one case that needs it) is reported
-//! skipped with the reason, never passed.
+//! skipped with the reason, never passed. An `fs` confined to a directory
+//! ([`KitOptions::fs_confined_to`]) is checked for its confinement instead
+//! of for reaching `/` ([`FsReach`]).
 
 #![forbid(unsafe_code)]
 
@@ -40,7 +42,7 @@ mod runner;
 mod scratch;
 
 pub use options::{DEFAULT_CASE_TIMEOUT, KitOptions, World};
-pub use registry::{CaseInfo, Need, cases};
+pub use registry::{CaseInfo, FsReach, Need, cases};
 pub use report::{CaseReport, Outcome, Report, Seam};
 pub use runner::run;
 pub use scratch::SCRATCH_PREFIX;

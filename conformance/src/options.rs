@@ -50,6 +50,16 @@ pub struct KitOptions {
     /// The `subprocess` provider has no terminals: `spawn_terminal` cases are
     /// skipped.
     pub no_terminals: bool,
+    /// The absolute directory the `fs` provider confines paths to (a
+    /// sandboxing decorator), which must hold `scratch_root`. Set, the
+    /// cases that reach paths outside it (`/`: [`crate::FsReach::Everywhere`])
+    /// are replaced by cases that check the confinement
+    /// ([`crate::FsReach::Confined`]: paths outside, `..` and symlink
+    /// escapes, a cwd outside, listings of links that lead out); unset,
+    /// the confinement cases do not apply. Either way the cases left out
+    /// do not appear in the report, as with the filter: they are not
+    /// skipped, another case checks the same calls.
+    pub fs_confined_to: Option<String>,
     /// Upper bound on one case, its cleanup included; a case that takes
     /// longer fails (a provider that hangs fails instead of stalling the
     /// run). `None` = [`DEFAULT_CASE_TIMEOUT`]. Single provider calls are
@@ -64,6 +74,7 @@ impl Default for KitOptions {
             filter: None,
             read_only_fs: false,
             no_terminals: false,
+            fs_confined_to: None,
             case_timeout: None,
         }
     }
@@ -120,6 +131,7 @@ mod tests {
         let options = KitOptions::default();
         assert_eq!(options.scratch_root, "/tmp");
         assert!(!options.read_only_fs && !options.no_terminals && options.filter.is_none());
+        assert_eq!(options.fs_confined_to, None);
         assert_eq!(options.case_timeout(), DEFAULT_CASE_TIMEOUT);
         let custom = KitOptions {
             case_timeout: Some(Duration::from_secs(3)),

@@ -61,6 +61,23 @@ impl Need {
     }
 }
 
+/// Which `fs` a case is written for, as [`KitOptions::fs_confined_to`]
+/// says the world's is. A case for the other kind does not apply: it is
+/// left out of the run (and the report), not skipped — the cases for the
+/// world's kind check the same calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FsReach {
+    /// Any `fs` (and cases that use none).
+    Any,
+    /// An `fs` that reaches every path of the world (no
+    /// `fs_confined_to`): the cases that resolve `/` and ask what it
+    /// contains.
+    Everywhere,
+    /// An `fs` confined to `fs_confined_to`: the cases that check paths
+    /// outside it are refused.
+    Confined,
+}
+
 /// The future of one case, borrowing its context.
 pub(crate) type CaseFn = for<'a> fn(&'a Cx) -> BoxFuture<'a, CaseResult>;
 
@@ -74,6 +91,8 @@ pub struct CaseInfo {
     pub description: &'static str,
     /// What the case needs from the world.
     pub needs: &'static [Need],
+    /// Which `fs` it is written for.
+    pub reach: FsReach,
     pub(crate) run: CaseFn,
 }
 
@@ -84,11 +103,22 @@ impl std::fmt::Debug for CaseInfo {
             .field("seam", &self.seam)
             .field("description", &self.description)
             .field("needs", &self.needs)
+            .field("reach", &self.reach)
             .finish_non_exhaustive()
     }
 }
 
 impl CaseInfo {
+    /// Whether the case is written for the `fs` `options` describe (see
+    /// [`FsReach`]); a case that does not apply is not run.
+    pub fn applies(&self, options: &KitOptions) -> bool {
+        match self.reach {
+            FsReach::Any => true,
+            FsReach::Everywhere => options.fs_confined_to.is_none(),
+            FsReach::Confined => options.fs_confined_to.is_some(),
+        }
+    }
+
     /// Why this case cannot run in `world` under `options`, if it cannot.
     pub fn skip_reason(&self, world: &World, options: &KitOptions) -> Option<&'static str> {
         self.needs
@@ -97,16 +127,22 @@ impl CaseInfo {
     }
 }
 
-/// Declares one case: `case!("fs.stat.file", Fs, [Need::Fs], "…", module::function)`.
+/// Declares one case: `case!("fs.stat.file", Fs, [Need::Fs], "…", module::function)`,
+/// for any `fs`; `case!(…, [Fs], reach = Confined, "…", …)` for one kind
+/// ([`FsReach`]).
 macro_rules! case {
-    ($name:literal, $seam:ident, [$($need:ident),* $(,)?], $description:literal, $run:path $(,)?) => {
+    ($name:literal, $seam:ident, [$($need:ident),* $(,)?], reach = $reach:ident, $description:literal, $run:path $(,)?) => {
         $crate::registry::CaseInfo {
             name: $name,
             seam: $crate::report::Seam::$seam,
             description: $description,
             needs: &[$($crate::registry::Need::$need),*],
+            reach: $crate::registry::FsReach::$reach,
             run: |cx| Box::pin($run(cx)),
         }
+    };
+    ($name:literal, $seam:ident, [$($need:ident),* $(,)?], $description:literal, $run:path $(,)?) => {
+        $crate::registry::case!($name, $seam, [$($need),*], reach = Any, $description, $run)
     };
 }
 pub(crate) use case;

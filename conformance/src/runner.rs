@@ -13,8 +13,9 @@ use crate::registry::{CaseInfo, Need, cases};
 use crate::report::{CaseReport, Outcome, Report};
 use crate::scratch::Scratch;
 
-/// Runs every case the options select against `world` and reports each to
-/// `on_case` as soon as it ends, then returns the whole report.
+/// Runs every case the options select (the filter) and that applies to
+/// the world's `fs` ([`CaseInfo::applies`]) against `world` and reports
+/// each to `on_case` as soon as it ends, then returns the whole report.
 ///
 /// Runs on the caller's tokio runtime (the time driver must be enabled);
 /// cases run one at a time. The kit creates a unique scratch directory under
@@ -30,7 +31,7 @@ pub async fn run(
 ) -> Report {
     let selected: Vec<&CaseInfo> = cases()
         .iter()
-        .filter(|case| options.selects(case.name))
+        .filter(|case| options.selects(case.name) && case.applies(options))
         .collect();
     let mut report = Report::default();
     let runnable = selected
@@ -93,7 +94,8 @@ async fn run_case(
         scratch.fs_writable(),
         dir,
         limit,
-    );
+    )
+    .with_confinement(options.fs_confined_to.clone());
     let budget = options.case_timeout();
     let body = AssertUnwindSafe((case.run)(&cx)).catch_unwind();
     let mut outcome = match tokio::time::timeout(budget, body).await {

@@ -4,6 +4,7 @@
 use crate::registry::CaseInfo;
 
 mod coherence;
+mod fs_confine;
 mod fs_edit;
 mod fs_meta;
 mod fs_paths;
@@ -22,6 +23,7 @@ mod terminal;
 /// Every group of cases, in run order.
 pub(crate) const ALL: &[&[CaseInfo]] = &[
     fs_paths::CASES,
+    fs_confine::CASES,
     fs_meta::CASES,
     fs_read::CASES,
     fs_write::CASES,

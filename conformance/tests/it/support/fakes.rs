@@ -1,5 +1,6 @@
 //! Providers that are not broken in one contract but faulty in a way the
-//! runner itself must handle: read-only, hanging, panicking.
+//! runner itself must handle: read-only, hanging, panicking; and an `fs`
+//! confined to a directory.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_fs_local::FsLocal;
 use dsh_plugin_api::decorate::{DecoratedFs, FsCall, FsHooks};
+use dsh_plugin_api::fs::{DirEntry, FsProvider};
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputSnapshot, OutputStream, Process, SpawnSpec, SubprocessProvider, Terminal,
@@ -122,5 +124,67 @@ impl Process for NeverExits {
 
     async fn terminate(&self, grace: Duration) -> Result<()> {
         self.inner.terminate(grace).await
+    }
+}
+
+/// An `fs` confined to `root` (canonical, absolute) with the hooks alone:
+/// every path is checked with the wrapped fs's `contains` (symlinks
+/// resolved), `resolve` against its cwd too, and — unless `leaky` — a
+/// listing drops the target metadata of links that lead out.
+pub struct Confine {
+    pub inner: Arc<dyn FsProvider>,
+    pub root: String,
+    pub leaky: bool,
+}
+
+impl Confine {
+    async fn check(&self, operation: &str, path: &str) -> Result<()> {
+        // Malformed input is the wrapped fs's to refuse, with its own kind.
+        if path.contains('\0') || self.inner.contains(&self.root, path).await? {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!("{operation}: outside {}", self.root),
+        )
+        .with_subject(path))
+    }
+}
+
+#[async_trait]
+impl FsHooks for Confine {
+    async fn on_resolve(&self, path: &str, cwd: Option<&str>) -> Result<()> {
+        match cwd {
+            Some(cwd) if !path.starts_with('/') && !cwd.contains('\0') => {
+                self.check("resolve", &format!("{cwd}/{path}")).await
+            }
+            _ => self.check("resolve", path).await,
+        }
+    }
+
+    async fn on_read(&self, call: FsCall<'_>) -> Result<()> {
+        self.check(call.operation, call.path).await
+    }
+
+    async fn on_write(&self, call: FsCall<'_>) -> Result<()> {
+        self.check(call.operation, call.path).await?;
+        match call.to {
+            Some(to) => self.check(call.operation, to).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn filter_list(&self, _dir: &str, entries: Vec<DirEntry>) -> Result<Vec<DirEntry>> {
+        if self.leaky {
+            return Ok(entries);
+        }
+        let mut shown = Vec::with_capacity(entries.len());
+        for mut entry in entries {
+            if entry.resolved.is_some() && !self.inner.contains(&self.root, &entry.path).await? {
+                entry.resolved = None;
+            }
+            shown.push(entry);
+        }
+        Ok(shown)
     }
 }

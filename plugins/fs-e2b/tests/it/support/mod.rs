@@ -208,6 +208,7 @@ pub async fn run_fs_half_and(env: &Env, fs: Arc<dyn FsProvider>, also: &[&str]) 
     let report = run(&world, &options, |case| eprintln!("{case}")).await;
     let expected: Vec<&str> = cases()
         .iter()
+        .filter(|case| case.applies(&options))
         .filter(|case| case.seam == Seam::Fs || also.contains(&case.name))
         .map(|case| case.name)
         .collect();
