@@ -12,10 +12,11 @@
 //! assert!(status.success());
 //! ```
 //!
-//! The binary is `$E2B_LOCAL_BIN` if set, else `e2b-local` in the target profile dir of the
-//! running test executable (e.g. `target/debug/e2b-local` for `target/debug/deps/foo-…`). Build
-//! it first with `cargo build -p e2b-local` (cargo does that by itself for this crate's own
-//! integration tests). The server needs root, like e2b-local itself.
+//! The binary is [`ServerOptions::binary`], else `$E2B_LOCAL_BIN` if set, else `e2b-local` in the
+//! target profile dir of the running test executable (e.g. `target/debug/e2b-local` for
+//! `target/debug/deps/foo-…`); when there is none, it is built there first ([`build_binary`]),
+//! so a test crate outside this workspace needs no build step of its own. The server needs
+//! root, like e2b-local itself.
 
 mod sdk_driver;
 
@@ -52,6 +53,70 @@ pub struct LocalServer {
 #[error("start e2b-local test server: {0}")]
 pub struct HarnessError(pub String);
 
+/// How [`LocalServer::start_with`] runs the server. The default is what [`LocalServer::start`]
+/// does: the binary found (or built) next to the test, free loopback ports, a private state dir
+/// in the system's temporary dir, the server's default sandbox network, no other argument.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    binary: Option<PathBuf>,
+    api_port: u16,
+    envd_port: u16,
+    state_parent: Option<PathBuf>,
+    sandbox_network: Option<String>,
+    args: Vec<String>,
+}
+
+impl ServerOptions {
+    /// The defaults (see the type's docs).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs this `e2b-local` binary rather than finding one.
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+
+    /// The control-plane port (`--api-port`; 0, the default, picks a free one).
+    pub fn api_port(mut self, port: u16) -> Self {
+        self.api_port = port;
+        self
+    }
+
+    /// The envd front port (`--envd-port`; 0, the default, picks a free one).
+    pub fn envd_port(mut self, port: u16) -> Self {
+        self.envd_port = port;
+        self
+    }
+
+    /// Creates the private state dir (removed with the server) in `parent` rather than the
+    /// system's temporary dir, which sandboxes never see (their `/tmp` is their own).
+    pub fn state_dir_in(mut self, parent: impl Into<PathBuf>) -> Self {
+        self.state_parent = Some(parent.into());
+        self
+    }
+
+    /// The sandboxes' address range (`--sandbox-network`: an IPv4 range, or `none` for
+    /// loopback only).
+    pub fn sandbox_network(mut self, range: impl Into<String>) -> Self {
+        self.sandbox_network = Some(range.into());
+        self
+    }
+
+    /// One more `serve` argument (e.g. `--freezer`, then `v2`).
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    /// More `serve` arguments.
+    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+}
+
 impl LocalServer {
     /// Starts a server and waits until it serves. Panics with the reason (missing binary — with
     /// the `cargo build -p e2b-local` hint —, no root, a startup error) if it cannot.
@@ -82,10 +147,32 @@ impl LocalServer {
 
     /// Like [`Self::start_in`], returning the error instead of panicking.
     pub fn try_start_in(parent: &Path, args: &[&str]) -> Result<Self, HarnessError> {
-        let bin = binary_path()?;
+        Self::try_start_with(
+            &ServerOptions::new()
+                .state_dir_in(parent)
+                .args(args.iter().copied()),
+        )
+    }
+
+    /// Starts a server as `options` say and waits until it serves. Panics with the reason if it
+    /// cannot.
+    pub fn start_with(options: &ServerOptions) -> Self {
+        Self::try_start_with(options).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    /// Like [`Self::start_with`], returning the error instead of panicking.
+    pub fn try_start_with(options: &ServerOptions) -> Result<Self, HarnessError> {
+        let bin = match &options.binary {
+            Some(bin) => bin.clone(),
+            None => binary_path()?,
+        };
+        let parent = options
+            .state_parent
+            .clone()
+            .unwrap_or_else(std::env::temp_dir);
         let state_dir = tempfile::Builder::new()
             .prefix("e2b-local-test-")
-            .tempdir_in(parent)
+            .tempdir_in(&parent)
             .map_err(|e| {
                 HarnessError(format!(
                     "create temporary state dir in {}: {e}",
@@ -93,21 +180,18 @@ impl LocalServer {
                 ))
             })?;
         let api_key = crate::ids::api_key();
-        let mut child = Command::new(&bin)
-            .args([
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--api-port",
-                "0",
-                "--envd-port",
-                "0",
-                "--api-key",
-                &api_key,
-            ])
+        let mut command = Command::new(&bin);
+        command
+            .args(["serve", "--host", "127.0.0.1", "--api-key", &api_key])
+            .args(["--api-port", &options.api_port.to_string()])
+            .args(["--envd-port", &options.envd_port.to_string()])
             .arg("--state-dir")
-            .arg(state_dir.path())
-            .args(args)
+            .arg(state_dir.path());
+        if let Some(range) = &options.sandbox_network {
+            command.args(["--sandbox-network", range]);
+        }
+        let mut child = command
+            .args(&options.args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -267,7 +351,8 @@ impl Drop for LocalServer {
 
 /// `$E2B_LOCAL_BIN`, else `e2b-local` built next to the running executable: in its own
 /// directory or profile directory first, then in the target directory's `release` and
-/// `debug` profiles (a benchmark built in release may use a debug server and vice versa).
+/// `debug` profiles (a benchmark built in release may use a debug server and vice versa);
+/// else the one [`build_binary`] builds in the executable's target and profile directories.
 fn binary_path() -> Result<PathBuf, HarnessError> {
     if let Some(bin) = std::env::var_os("E2B_LOCAL_BIN") {
         let bin = PathBuf::from(bin);
@@ -283,19 +368,82 @@ fn binary_path() -> Result<PathBuf, HarnessError> {
     let exe = std::env::current_exe()
         .map_err(|e| HarnessError(format!("locate the test executable: {e}")))?;
     let candidates = binary_candidates(&exe);
-    candidates
-        .iter()
-        .find(|candidate| candidate.is_file())
-        .cloned()
-        .ok_or_else(|| {
-            let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
-            HarnessError(format!(
-                "no e2b-local binary for {} (looked at {}); run `cargo build -p e2b-local` \
-                 first, or set E2B_LOCAL_BIN",
-                exe.display(),
-                looked.join(", ")
-            ))
-        })
+    if let Some(found) = candidates.iter().find(|candidate| candidate.is_file()) {
+        return Ok(found.clone());
+    }
+    let looked: Vec<String> = candidates.iter().map(|c| c.display().to_string()).collect();
+    let (target, profile) = target_of(&exe).ok_or_else(|| {
+        HarnessError(format!(
+            "no e2b-local binary for {} (looked at {}), and no target directory to build one \
+             in; set E2B_LOCAL_BIN",
+            exe.display(),
+            looked.join(", ")
+        ))
+    })?;
+    build_binary(&target, &profile)
+}
+
+/// Builds `e2b-local` from the sources of this crate — the checkout the running test depends
+/// on — into `target`'s `profile` directory and returns the binary's path: `cargo build --bin
+/// e2b-local --manifest-path <this crate>/Cargo.toml --target-dir <target> --profile <profile>`
+/// (`debug` is the `dev` profile), in this crate's own workspace and lock. Never `cargo build -p
+/// e2b-local` in the test's workspace: when e2b-local is a dependency of a dev-dependency only
+/// (a crate testing with `dsh-testkit`), cargo cannot build it by name ("did not find features
+/// for e2b-local"). Cargo is `$CARGO` (set for tests cargo runs), else `cargo` on the `PATH`;
+/// its progress goes to stderr. One build at a time per process; concurrent processes wait
+/// for cargo's lock on the target directory, and find the binary fresh.
+pub fn build_binary(target: &Path, profile: &str) -> Result<PathBuf, HarnessError> {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _one = BUILDING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = crate_dir.join("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let cargo_profile = if profile == "debug" { "dev" } else { profile };
+    let status = Command::new(&cargo)
+        .args(["build", "--bin", "e2b-local", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(target)
+        .args(["--profile", cargo_profile])
+        // The checkout's toolchain (rust-toolchain.toml), whatever the test's cwd.
+        .current_dir(crate_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| HarnessError(format!("run {}: {e}", Path::new(&cargo).display())))?;
+    let built = target.join(profile).join("e2b-local");
+    if !status.success() {
+        return Err(HarnessError(format!(
+            "`{} build --bin e2b-local --manifest-path {}` into {} failed ({status}; its output \
+             is above); set E2B_LOCAL_BIN to use a built server",
+            Path::new(&cargo).display(),
+            manifest.display(),
+            target.display()
+        )));
+    }
+    if built.is_file() {
+        Ok(built)
+    } else {
+        Err(HarnessError(format!(
+            "cargo built e2b-local, but {} is not a file",
+            built.display()
+        )))
+    }
+}
+
+/// The target directory and profile directory name of `exe` (`target/<profile>/deps/<test>`
+/// or `target/<profile>/<bin>`).
+fn target_of(exe: &Path) -> Option<(PathBuf, String)> {
+    let dir = exe.parent()?;
+    let profile = if dir.file_name()? == "deps" {
+        dir.parent()?
+    } else {
+        dir
+    };
+    let name = profile.file_name()?.to_str()?.to_owned();
+    Some((profile.parent()?.to_path_buf(), name))
 }
 
 /// Where [`binary_path`] looks for `exe` (`target/<profile>/deps/<test>` or
@@ -304,22 +452,12 @@ fn binary_candidates(exe: &Path) -> Vec<PathBuf> {
     let Some(dir) = exe.parent() else {
         return Vec::new();
     };
-    let profile = if dir.file_name().is_some_and(|name| name == "deps") {
-        dir.parent()
-    } else {
-        Some(dir)
-    };
     let mut candidates = vec![dir.join("e2b-local")];
-    if let Some(profile) = profile {
-        if profile != dir {
-            candidates.push(profile.join("e2b-local"));
-        }
-        if let Some(target) = profile.parent() {
-            for other in ["release", "debug"] {
-                let candidate = target.join(other).join("e2b-local");
-                if !candidates.contains(&candidate) {
-                    candidates.push(candidate);
-                }
+    if let Some((target, profile)) = target_of(exe) {
+        for profile in [profile.as_str(), "release", "debug"] {
+            let candidate = target.join(profile).join("e2b-local");
+            if !candidates.contains(&candidate) {
+                candidates.push(candidate);
             }
         }
     }
@@ -347,5 +485,18 @@ mod tests {
             from_bin,
             ["/t/debug/e2b-local", "/t/release/e2b-local"].map(PathBuf::from)
         );
+    }
+
+    #[test]
+    fn a_missing_server_is_built_in_the_target_and_profile_of_the_executable() {
+        assert_eq!(
+            target_of(Path::new("/t/release/deps/bench-1a2b")),
+            Some((PathBuf::from("/t"), "release".to_owned()))
+        );
+        assert_eq!(
+            target_of(Path::new("/x/target/debug/dsh")),
+            Some((PathBuf::from("/x/target"), "debug".to_owned()))
+        );
+        assert_eq!(target_of(Path::new("dsh")), None);
     }
 }

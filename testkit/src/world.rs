@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use dsh_host::{Host, Manifest, ManifestFormat, SearchPath};
+use dsh_host::{Host, HostError, Manifest, ManifestFormat, SearchPath};
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::SubprocessProvider;
 #[cfg(feature = "e2b-local")]
-use e2b_local::harness::LocalServer;
+use e2b_local::harness::{LocalServer, ServerOptions};
 /// Without the E2B feature no world has a server.
 #[cfg(not(feature = "e2b-local"))]
 type LocalServer = std::convert::Infallible;
@@ -20,8 +20,14 @@ const E2B_CWD: &str = "/home/user/workspace";
 
 /// A running composition for one test, and the e2b-local server under it
 /// (E2B). Runs on the test's tokio runtime.
+///
+/// Dropped without [`World::dispose`] — a test that panicked or returned
+/// early — it is disposed before the drop returns, as `dispose` would: its
+/// commands and terminals are ended, then its server stopped (see the
+/// `Drop` impl).
 pub struct World {
-    host: Host,
+    /// `None` once disposed.
+    host: Option<Host>,
     server: Option<LocalServer>,
 }
 
@@ -38,13 +44,27 @@ impl World {
     #[cfg(feature = "e2b-local")]
     /// The E2B composition on a fresh e2b-local server started for this
     /// world: one sandbox (cwd `/home/user/workspace`), killed with the
-    /// server at [`World::dispose`].
+    /// server at [`World::dispose`]. The server is the default of
+    /// [`World::e2b_local_with`]: found next to the test executable, or
+    /// built there from the dsh checkout this crate comes from.
     ///
     /// # Panics
-    /// If the server cannot start (not root, no `e2b-local` binary) or the
-    /// composition cannot.
+    /// If the server cannot start (not root, no `e2b-local` binary and
+    /// none could be built) or the composition cannot.
     pub async fn e2b_local() -> World {
-        let server = tokio::task::spawn_blocking(LocalServer::start)
+        World::e2b_local_with(ServerOptions::new()).await
+    }
+
+    #[cfg(feature = "e2b-local")]
+    /// [`World::e2b_local`] on a server started as `options` say (its
+    /// binary, ports, state directory, sandbox network, more `serve`
+    /// arguments), e.g.
+    /// `ServerOptions::new().api_port(3000).arg("--envd-file-access").arg("as-root")`.
+    ///
+    /// # Panics
+    /// As [`World::e2b_local`].
+    pub async fn e2b_local_with(options: ServerOptions) -> World {
+        let server = tokio::task::spawn_blocking(move || LocalServer::start_with(&options))
             .await
             .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
         // JSON is YAML: the server's settings go in the manifest, so no
@@ -79,7 +99,14 @@ impl World {
         let host = Host::from_manifest(&manifest, &SearchPath::new(plugin_dirs()))
             .await
             .unwrap_or_else(|err| panic!("dsh-testkit: start {name}: {err}"));
-        World { host, server }
+        World {
+            host: Some(host),
+            server,
+        }
+    }
+
+    fn live(&self) -> &Host {
+        self.host.as_ref().expect(LIVE)
     }
 
     /// The composition's served `fs`.
@@ -87,7 +114,7 @@ impl World {
     /// # Panics
     /// If it serves none.
     pub fn fs(&self) -> Arc<dyn FsProvider> {
-        self.host
+        self.live()
             .fs()
             .unwrap_or_else(|err| panic!("dsh-testkit: {err}"))
     }
@@ -97,33 +124,95 @@ impl World {
     /// # Panics
     /// If it serves none.
     pub fn subprocess(&self) -> Arc<dyn SubprocessProvider> {
-        self.host
+        self.live()
             .subprocess()
             .unwrap_or_else(|err| panic!("dsh-testkit: {err}"))
     }
 
     /// The host, for everything else (plugins, services by id).
     pub fn host(&self) -> &Host {
-        &self.host
+        self.live()
+    }
+
+    #[cfg(feature = "e2b-local")]
+    /// The e2b-local server under an E2B world (its URLs, API key, state
+    /// directory, log); `None` for a world without one.
+    pub fn server(&self) -> Option<&LocalServer> {
+        self.server.as_ref()
     }
 
     /// Disposes every plugin (reverse create order), then stops the
-    /// e2b-local server, if any. A world dropped without it is disposed in
-    /// the background and its server killed with its sandboxes.
+    /// e2b-local server, if any.
     ///
     /// # Panics
     /// If a plugin fails to dispose.
-    pub async fn dispose(self) {
-        let World { host, server } = self;
-        let disposed = host.dispose().await;
-        #[cfg(feature = "e2b-local")]
-        if let Some(server) = server {
-            tokio::task::spawn_blocking(move || server.stop())
-                .await
-                .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+    pub async fn dispose(mut self) {
+        let host = self.host.take().expect(LIVE);
+        end(host, self.server.take())
+            .await
+            .unwrap_or_else(|err| panic!("dsh-testkit: dispose: {err}"));
+    }
+}
+
+/// Why a world's host is always there: only [`World::dispose`] and the
+/// drop take it, and both end the world.
+const LIVE: &str = "a world keeps its host until it is disposed or dropped";
+
+/// Disposes the plugins of `host`, then stops `server`, if any (which kills
+/// its sandboxes); the outcome is the plugins'.
+async fn end(host: Host, server: Option<LocalServer>) -> Result<(), HostError> {
+    let disposed = host.dispose().await;
+    #[cfg(feature = "e2b-local")]
+    if let Some(server) = server {
+        tokio::task::spawn_blocking(move || server.stop())
+            .await
+            .unwrap_or_else(|join| std::panic::resume_unwind(join.into_panic()));
+    }
+    #[cfg(not(feature = "e2b-local"))]
+    let _: Option<LocalServer> = server;
+    disposed
+}
+
+impl Drop for World {
+    /// Disposes an undisposed world before returning, as
+    /// [`World::dispose`] does — never in the background: a test that
+    /// panicked is about to end its runtime and then its process, which
+    /// would cut a background disposal short and leave its commands
+    /// running on the host. The disposal runs on a thread of its own with
+    /// a runtime of its own (the dropping thread may be the test runtime's
+    /// only one; plugins run on theirs), and the dropping thread waits for
+    /// it: as long as the plugins take to end their processes (their kill
+    /// grace at most) and the server to stop. A failure is reported on
+    /// stderr, not raised: the drop may be part of a panic.
+    fn drop(&mut self) {
+        let (Some(host), server) = (self.host.take(), self.server.take()) else {
+            return;
+        };
+        let disposal = std::thread::Builder::new()
+            .name("dsh-testkit-drop".to_owned())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|err| format!("start a runtime to dispose on: {err}"))?;
+                runtime
+                    .block_on(end(host, server))
+                    .map_err(|err| err.to_string())
+            });
+        let outcome = match disposal {
+            Ok(thread) => thread
+                .join()
+                .unwrap_or_else(|_| Err("the disposing thread panicked".to_owned())),
+            Err(err) => Err(format!("start a thread to dispose on: {err}")),
+        };
+        if let Err(err) = outcome {
+            use std::io::Write;
+            // Not eprintln!: it panics if stderr is gone, and this may run
+            // during a panic.
+            let _ = writeln!(
+                std::io::stderr(),
+                "dsh-testkit: a world dropped without dispose: dispose: {err}"
+            );
         }
-        #[cfg(not(feature = "e2b-local"))]
-        let _: Option<LocalServer> = server;
-        disposed.unwrap_or_else(|err| panic!("dsh-testkit: dispose: {err}"));
     }
 }
