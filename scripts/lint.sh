@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The house rules, enforced (scripts/test.sh runs this first; CI fails on any of them):
 #   cargo fmt --check                      formatting
+#   scripts/house-rules.py                 CONTRIBUTING's rules: #![forbid(unsafe_code)] where
+#                                          there is no unsafe, the tests/it layout, dependencies
+#                                          only from [workspace.dependencies]
 #   cargo clippy … -D warnings             clippy and the workspace lints, every target
 #                                          (`--clippy-by-build`: instead, build every target
 #                                          through clippy-driver, see scripts/clippy-build.sh;
@@ -19,6 +22,9 @@ step "cargo fmt --check"
 cargo fmt --all -- --check
 # The provider template is its own workspace (outside this one's members).
 cargo fmt --manifest-path templates/provider/Cargo.toml -- --check
+
+step "CONTRIBUTING's rules (forbid-unsafe, tests/it, workspace dependencies)"
+cargo metadata --locked --format-version 1 --no-deps | python3 "$root/scripts/house-rules.py"
 
 if [ "${1:-}" = "--clippy-by-build" ]; then
   step "clippy while building every target (warnings denied)"

@@ -9,6 +9,8 @@
 //! - [`FollowedProcess`]: a durable command's handle, built from the
 //!   provider's own handle on a `durable-follow` helper.
 
+#![forbid(unsafe_code)]
+
 pub mod answers;
 pub mod control;
 mod embedded;

@@ -43,6 +43,8 @@
 //! exported for the host as `libdsh_subprocess_e2b.so`.
 
 mod boundary;
+#![forbid(unsafe_code)]
+
 pub mod config;
 mod control;
 mod delivery;
