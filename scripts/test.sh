@@ -3,10 +3,11 @@
 #
 # On a fresh Debian 12 machine, as root, it brings what the tests need (system packages, the
 # official E2B SDK peers, the lint tools), enforces the house rules (scripts/lint.sh: fmt,
-# clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are cdylibs the tests
-# load from target/debug), runs every test with nextest (the fuzz corpus is replayed there), and
-# fuzzes each decoder of hostile input for a bounded time (fuzz/run.sh; DSH_FUZZ_SECONDS, default
-# 15 per target, 0 skips it — its instrumented build costs about 3 minutes on 2 cores).
+# house-rules.py, clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are
+# cdylibs the tests load from beside their executables, target/debug/deps), runs every test with
+# nextest (the fuzz corpus is replayed there), and fuzzes each decoder of hostile input for a
+# bounded time (fuzz/run.sh; DSH_FUZZ_SECONDS, default 15 per target, 0 skips it — its
+# instrumented build costs about 3 minutes on 2 cores).
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

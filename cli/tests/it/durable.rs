@@ -319,7 +319,8 @@ fn durable_commands_outlive_their_host_on_e2b_local() {
     assert_eq!(sandboxes(&first.server), 1, "one sandbox throughout");
 }
 
-fn sandbox_id(server: &LocalServer) -> String {
+/// The id of the one sandbox `server` lists.
+pub fn sandbox_id(server: &LocalServer) -> String {
     let output = Command::new("curl")
         .args(["-sSf", "-m", "10", "-H"])
         .arg(format!("X-API-Key: {}", server.api_key()))

@@ -1,7 +1,9 @@
 //! `dsh plugins`: the shipped TOML and YAML local manifests are the same
 //! composition, and the embedded default is that composition too.
 
-use crate::support::{config_dir, require, run_dsh, text};
+use crate::support::{
+    cargo_toml, config_dir, library, package_dir, plugin_dir, require, run_dsh, text,
+};
 
 const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
 
@@ -102,4 +104,49 @@ fn usage_errors_exit_2() {
     let output = run_dsh(&["--log", "no=such=filter[", "plugins"]);
     assert_eq!(output.status.code(), Some(2));
     assert!(text(&output).1.contains("--log"), "{}", text(&output).1);
+}
+
+/// Every plugin library dsh-cli's tests can load is one cargo builds with
+/// them (a dev-dependency, into the test executable's directory) and is no
+/// older than its crate's sources: after a plugin's source changes, `cargo
+/// test -p dsh-cli` runs the plugin as changed, never a library that merely
+/// exists in `target/debug`.
+#[test]
+fn the_plugins_the_tests_load_are_built_from_their_current_sources() {
+    let manifest = cargo_toml("Cargo.toml");
+    let workspace = cargo_toml("../Cargo.toml");
+    let plugins: Vec<&str> = manifest["dev-dependencies"]
+        .as_table()
+        .expect("[dev-dependencies]")
+        .keys()
+        .map(String::as_str)
+        .filter(|package| {
+            workspace["workspace"]["dependencies"]
+                .get(package)
+                .is_some_and(|spec| spec.get("path").is_some())
+        })
+        .filter(|package| {
+            let dir = package_dir(package);
+            let path = dir.join("Cargo.toml");
+            let crate_types = std::fs::read_to_string(&path)
+                .unwrap_or_else(|err| panic!("read {}: {err}", path.display()))
+                .parse::<toml::Table>()
+                .unwrap_or_else(|err| panic!("parse {}: {err}", path.display()))
+                .get("lib")
+                .and_then(|lib| lib.get("crate-type"))
+                .cloned();
+            crate_types.is_some_and(|types| types.to_string().contains("cdylib"))
+        })
+        .collect();
+    for expected in LOCAL
+        .iter()
+        .chain(&["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"])
+        .chain(&["dsh-probe-e2b", "dsh-probe-fs", "dsh-probe-subprocess"])
+        .chain(&["dsh-example-fs-readonly"])
+    {
+        assert!(plugins.contains(expected), "{expected} in {plugins:?}");
+    }
+    for package in plugins {
+        assert_eq!(library(package).parent(), Some(plugin_dir().as_path()));
+    }
 }

@@ -1,10 +1,10 @@
 //! Shared by the host's integration tests: the built `dsh` binary, the
-//! plugin libraries in the target directory, manifests in temp dirs, and
-//! probe records.
+//! plugin libraries cargo builds with the tests, manifests in temp dirs,
+//! and probe records.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 pub mod pty;
 
@@ -13,28 +13,95 @@ pub fn dsh_binary() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_dsh"))
 }
 
-/// The directory holding the built plugin libraries (next to `dsh`).
+/// The directory holding the plugin libraries the tests load: the test
+/// executable's own (`target/<profile>/deps`). The plugins are this crate's
+/// dev-dependencies, so cargo builds their libraries there with the tests,
+/// from their current sources; `target/<profile>`, where `cargo build -p`
+/// puts them, holds whatever was built last.
 pub fn plugin_dir() -> PathBuf {
-    dsh_binary()
+    std::env::current_exe()
+        .expect("the test executable's path")
         .parent()
-        .expect("dsh has a parent directory")
+        .expect("the test executable has a parent directory")
         .to_path_buf()
 }
 
 /// The built library for `package` (`dsh-probe-e2b` → `libdsh_probe_e2b.so`),
-/// or a panic that says how to build it.
+/// checked to be no older than its crate's sources; a panic says what is
+/// wrong (a package missing from dsh-cli's `[dev-dependencies]` is never
+/// built here).
 pub fn library(package: &str) -> PathBuf {
     let path = plugin_dir().join(format!("lib{}.so", package.replace('-', "_")));
+    let built = modified(&path).unwrap_or_else(|err| {
+        panic!(
+            "{}: {err}: cargo builds a plugin's library with these tests only when \
+             `{package}.workspace = true` is in dsh-cli's [dev-dependencies]",
+            path.display()
+        )
+    });
+    let (source, changed) = newest_source(package);
     assert!(
-        path.is_file(),
-        "{} is missing: build the plugin libraries first (`cargo build --workspace`, or \
-         `cargo build -p {package}`)",
-        path.display()
+        built >= changed,
+        "{} is older than {}: the tests would run a stale plugin",
+        path.display(),
+        source.display()
     );
     path
 }
 
-/// Asserts every listed plugin library is built.
+/// A `Cargo.toml` of this repository (`cli/Cargo.toml`, `../Cargo.toml`,
+/// relative to this crate) as a table.
+pub fn cargo_toml(relative: &str) -> toml::Table {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("read {}: {err}", path.display()))
+        .parse()
+        .unwrap_or_else(|err| panic!("parse {}: {err}", path.display()))
+}
+
+/// The directory of the workspace crate `package`, from its path in
+/// `[workspace.dependencies]`.
+pub fn package_dir(package: &str) -> PathBuf {
+    cargo_toml("../Cargo.toml")["workspace"]["dependencies"]
+        .get(package)
+        .and_then(|spec| spec.get("path"))
+        .and_then(|path| path.as_str())
+        .map(|path| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path))
+        .unwrap_or_else(|| panic!("{package} has no path in [workspace.dependencies]"))
+}
+
+/// The newest file of `package`'s sources (its `Cargo.toml`, `build.rs`
+/// and everything under `src/`) and when it was changed.
+fn newest_source(package: &str) -> (PathBuf, SystemTime) {
+    let dir = package_dir(package);
+    let mut files = vec![dir.join("Cargo.toml"), dir.join("build.rs")];
+    let mut dirs = vec![dir.join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in
+            std::fs::read_dir(&dir).unwrap_or_else(|err| panic!("list {}: {err}", dir.display()))
+        {
+            let path = entry
+                .unwrap_or_else(|err| panic!("list {}: {err}", dir.display()))
+                .path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(path);
+            }
+        }
+    }
+    files
+        .into_iter()
+        .filter_map(|path| modified(&path).ok().map(|time| (path, time)))
+        .max_by_key(|(_, time)| *time)
+        .expect("a crate has a Cargo.toml")
+}
+
+fn modified(path: &Path) -> std::io::Result<SystemTime> {
+    std::fs::metadata(path)?.modified()
+}
+
+/// Asserts every listed plugin library is built from its current sources.
 pub fn require(packages: &[&str]) {
     for package in packages {
         library(package);

@@ -1,11 +1,11 @@
 //! fs-e2b's integration tests, one binary: the provider in an e2b-local
-//! sandbox (directly, through an in-process owner, as a loaded plugin and
-//! through `dsh`), the fs half of the conformance kit, faults, a sandbox user racing
+//! sandbox (directly, through an in-process owner and as a loaded plugin;
+//! through `dsh` in dsh-cli's `e2b_fs` tests, where cargo builds `dsh`), the
+//! fs half of the conformance kit, faults, a sandbox user racing
 //! an envd that acts as root, and E2B's real service when credentials are
 //! given.
 
 mod behaviour;
-mod cli;
 mod cloud;
 mod conformance;
 mod direct;

@@ -92,16 +92,18 @@ async fn the_plugin_takes_no_config_and_needs_the_owner() {
     assert!(err.to_string().contains("e2b"), "{err}");
 }
 
-/// The cdylib built for this test run (beside the test executable, or in
-/// the profile directory above it).
+/// The cdylib cargo built for this test run, beside the test executable
+/// (`target/<profile>/deps`): this package's own library or a
+/// dev-dependency's, so never older than its sources.
 fn library(package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    let deps = exe.parent().expect("deps directory");
-    let name = library_file_name(package);
-    [deps.join(&name), deps.join("..").join(&name)]
-        .into_iter()
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("{name} was not built next to {}", deps.display()))
+    let path = exe.with_file_name(library_file_name(package));
+    assert!(
+        path.is_file(),
+        "{} was not built beside the test executable",
+        path.display()
+    );
+    path
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,16 +15,18 @@ use dsh_plugin_api::{Bytes, ErrorKind, Service, ServiceKind};
 use futures::StreamExt;
 use serde_json::json;
 
-/// The cdylib cargo built for this test run (beside the test executable,
-/// or in the profile directory above it).
+/// The cdylib cargo built for this test run, beside the test executable
+/// (`target/<profile>/deps`): this package's own library or a
+/// dev-dependency's, so never older than its sources.
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable");
-    let deps = exe.parent().expect("deps directory");
-    let name = library_file_name("dsh-subprocess-local");
-    [deps.join(&name), deps.join("..").join(&name)]
-        .into_iter()
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("{name} was not built next to {}", deps.display()))
+    let path = exe.with_file_name(library_file_name("dsh-subprocess-local"));
+    assert!(
+        path.is_file(),
+        "{} was not built beside the test executable",
+        path.display()
+    );
+    path
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,11 +36,6 @@ impl World {
         move |name| vars.get(name).cloned()
     }
 
-    /// The same, as child-process environment entries.
-    pub fn env_pairs(&self) -> Vec<(String, String)> {
-        self.server.env()
-    }
-
     /// A control-plane client of this server (the test's own, not the
     /// owner's).
     pub fn api(&self) -> Api {
@@ -138,38 +133,16 @@ pub async fn root(sandbox: &Sandbox, script: &str) -> String {
     out
 }
 
-/// The target directory of this build (`target/debug`), where `dsh` and
-/// the plugin libraries are.
-pub fn build_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable");
-    // target/debug/deps/<test> -> target/debug
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .expect("the test runs from target/<profile>/deps")
-        .to_path_buf()
-}
-
-/// A built artifact of this build, or a panic saying how to build it.
-pub fn artifact(name: &str, how: &str) -> PathBuf {
-    let path = build_dir().join(name);
-    assert!(path.is_file(), "{} is missing: {how}", path.display());
-    path
-}
-
-/// The built owner plugin library.
+/// The owner plugin's library: this package's own, which cargo builds
+/// beside the test executable for these tests (never older than its
+/// sources).
 pub fn owner_library() -> PathBuf {
-    artifact("libdsh_e2b.so", "build it with `cargo build -p dsh-e2b`")
-}
-
-/// The built `dsh` program.
-pub fn dsh_binary() -> PathBuf {
-    artifact("dsh", "build it with `cargo build -p dsh-cli`")
-}
-
-/// The repository's `config/` directory.
-pub fn config_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../config")
-        .canonicalize()
-        .expect("config/ exists")
+    let exe = std::env::current_exe().expect("the test executable");
+    let path = exe.with_file_name("libdsh_e2b.so");
+    assert!(
+        path.is_file(),
+        "{} was not built beside the test executable",
+        path.display()
+    );
+    path
 }

@@ -2,13 +2,13 @@
 //! they name the three E2B plugins, load as written, and the local one
 //! works against an e2b-local server configured by the variables it prints.
 //!
-//! Needs every E2B plugin library and `dsh` built (`cargo build -p dsh-cli
-//! -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b`), root and the built
-//! server (`cargo build -p e2b-local`).
+//! Needs root (e2b-local).
 
-use std::process::{Command as Process, Output, Stdio};
+use std::process::{Command as Process, Output};
 
-use crate::support::{World, artifact, config_dir, dsh_binary, owner_library};
+use e2b_local::harness::LocalServer;
+
+use crate::support::{config_dir, dsh as dsh_command, require};
 
 const E2B_PLUGINS: [&str; 3] = ["dsh-e2b", "dsh-subprocess-e2b", "dsh-fs-e2b"];
 
@@ -28,27 +28,18 @@ const SEED_ENTRIES: &str = "\
 ";
 
 fn require_libraries() {
-    owner_library();
-    for package in &E2B_PLUGINS[1..] {
-        artifact(
-            &format!("lib{}.so", package.replace('-', "_")),
-            &format!("build it with `cargo build -p {package}`"),
-        );
-    }
+    require(&E2B_PLUGINS);
 }
 
 /// `dsh` with exactly `env` added (no `E2B_*` of this process leaks in).
 fn dsh(env: &[(String, String)]) -> Process {
-    let mut command = Process::new(dsh_binary());
+    let mut command = dsh_command();
     for (name, _) in std::env::vars() {
         if name.starts_with("E2B_") {
             command.env_remove(name);
         }
     }
-    command
-        .envs(env.iter().cloned())
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null());
+    command.envs(env.iter().cloned());
     command
 }
 
@@ -60,6 +51,27 @@ fn run(env: &[(String, String)], args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).expect("UTF-8 output")
+}
+
+/// The ids of `server`'s sandboxes, running or paused (its API, as a
+/// client sees them).
+fn sandboxes(server: &LocalServer) -> Vec<String> {
+    let output = Process::new("curl")
+        .args(["-sSf", "-m", "10", "-H"])
+        .arg(format!("X-API-Key: {}", server.api_key()))
+        .arg(format!(
+            "{}/v2/sandboxes?state=running,paused",
+            server.api_url()
+        ))
+        .output()
+        .expect("run curl");
+    assert!(output.status.success(), "list sandboxes: {output:?}");
+    let list: serde_json::Value = serde_json::from_slice(&output.stdout).expect("sandbox list");
+    list.as_array()
+        .expect("a list")
+        .iter()
+        .map(|sandbox| sandbox["sandboxID"].as_str().expect("an id").to_owned())
+        .collect()
 }
 
 fn shipped(name: &str) -> String {
@@ -122,11 +134,11 @@ fn the_seed_entry_list_loads_as_written() {
     assert_eq!(ids.len(), 3, "{ids:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
+#[test]
+fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
     require_libraries();
-    let world = World::start();
-    let env = world.env_pairs();
+    let server = LocalServer::start();
+    let env = server.env();
     let manifest = shipped("e2b-local.yaml");
 
     let written = run(
@@ -141,10 +153,10 @@ async fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
         ],
     );
     assert!(!written.trim().is_empty(), "write prints the version");
-    assert!(world.sandboxes().await.is_empty(), "gone when dsh exits");
+    assert!(sandboxes(&server).is_empty(), "gone when dsh exits");
     let listing = run(&env, &["--config", &manifest, "fs", "ls"]);
     assert!(
-        world.sandboxes().await.is_empty(),
+        sandboxes(&server).is_empty(),
         "gone when dsh exits: {listing}"
     );
 
@@ -170,9 +182,9 @@ async fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
             "hello world\n",
         ],
     );
-    let sandboxes = world.sandboxes().await;
-    assert_eq!(sandboxes.len(), 1, "pause keeps the sandbox");
-    let id = sandboxes[0].sandbox_id.clone();
+    let listed = sandboxes(&server);
+    assert_eq!(listed.len(), 1, "pause keeps the sandbox");
+    let id = listed[0].clone();
     let again = dir.path().join("again.yaml");
     std::fs::write(
         &again,
@@ -233,8 +245,5 @@ async fn the_local_manifest_works_against_e2b_local_and_leaves_nothing() {
             "note.txt",
         ],
     );
-    assert!(
-        world.sandboxes().await.is_empty(),
-        "killed at the last exit"
-    );
+    assert!(sandboxes(&server).is_empty(), "killed at the last exit");
 }

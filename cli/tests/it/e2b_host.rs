@@ -1,49 +1,29 @@
 //! The shipped E2B composition through the `dsh` program, as a user runs
 //! it: `dsh --config config/e2b-local.yaml exec`, `sh` and `conformance`
 //! against a fresh e2b-local server.
-//!
-//! Needs the workspace built (`cargo build --workspace`, as
-//! `scripts/test.sh` does): the `dsh` binary and the `dsh-e2b`,
-//! `dsh-fs-e2b` and `dsh-subprocess-e2b` libraries next to it.
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use e2b_local::harness::LocalServer;
 
-/// `target/<profile>/`, from this test binary (`target/<profile>/deps/…`).
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    exe.ancestors()
-        .nth(2)
-        .expect("target/<profile>")
-        .to_path_buf()
-}
+use crate::support::{config_dir, dsh_binary, require};
 
-/// The built `dsh`, with every library of the composition beside it.
+const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+
+/// `dsh`, its E2B plugins checked built from their current sources.
 fn dsh() -> PathBuf {
-    let dir = profile_dir();
-    for file in [
-        "dsh",
-        "libdsh_e2b.so",
-        "libdsh_fs_e2b.so",
-        "libdsh_subprocess_e2b.so",
-    ] {
-        assert!(
-            dir.join(file).is_file(),
-            "{} is not built; run `cargo build --workspace` first",
-            dir.join(file).display()
-        );
-    }
-    dir.join("dsh")
+    require(&E2B);
+    dsh_binary()
 }
 
 fn manifest() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/e2b-local.yaml")
+    config_dir().join("e2b-local.yaml")
 }
 
 fn run(server: &LocalServer, args: &[&str], stdin: &[u8]) -> Output {
     let mut child = Command::new(dsh())
+        .env("DSH_PLUGIN_PATH", crate::support::plugin_dir())
         .arg("--config")
         .arg(manifest())
         .args(args)
@@ -105,6 +85,7 @@ fn dsh_sh_runs_an_interactive_shell_on_a_sandbox_terminal() {
     );
     let mut child = Command::new("script")
         .args(["-qec", &command, "/dev/null"])
+        .env("DSH_PLUGIN_PATH", crate::support::plugin_dir())
         .envs(server.env())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
