@@ -31,6 +31,107 @@ const BASE_IMAGES: [&str; 2] = ["e2bdev/base", "e2bdev/base:latest"];
 /// A staged `COPY` archive's dir inside the build world.
 const COPY_STAGE: &str = "/tmp/.e2b-local-copy";
 
+/// Why a build request is refused (a 400, before anything runs).
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("fromTemplate and fromImage are exclusive")]
+    ExclusiveBases,
+    #[error("step {at}: {source}")]
+    Step { at: usize, source: StepError },
+}
+
+/// Why one step of a request is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum StepError {
+    #[error("{kind} takes {allowed:?} arguments, got {got}")]
+    Arguments {
+        kind: String,
+        allowed: &'static [usize],
+        got: usize,
+    },
+    #[error("invalid user name {0:?}")]
+    UserName(String),
+    #[error("COPY needs a filesHash of 64 hex digits")]
+    FilesHash,
+    #[error("COPY source {0:?} must be relative to the build context")]
+    CopySource(String),
+    #[error("COPY mode {0:?} is not an octal mode")]
+    CopyMode(String),
+    #[error("ENV takes name, value pairs")]
+    EnvPairs,
+    #[error("invalid environment variable name {0:?}")]
+    EnvName(String),
+    #[error("WORKDIR needs a path")]
+    WorkdirPath,
+    #[error("USER needs a user name")]
+    UserMissing,
+    #[error("unknown step type {0:?} (expected RUN, COPY, ENV, WORKDIR or USER)")]
+    UnknownType(String),
+}
+
+/// Why a command a build runs in its world failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Envd(#[from] e2b_client::Error),
+    #[error("the command failed: {status}{}", stderr_suffix(.stderr))]
+    Failed { status: String, stderr: String },
+    #[error("the command's stream ended without its exit")]
+    NoExit,
+}
+
+fn stderr_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+/// Why a step of a running build failed.
+#[derive(Debug, thiserror::Error)]
+enum RunError {
+    #[error("{0}")]
+    Command(#[from] CommandError),
+    #[error("the files of COPY {src} were not uploaded (hash {hash}): {source}")]
+    NotUploaded {
+        src: String,
+        hash: String,
+        source: std::io::Error,
+    },
+    #[error("stage the files of COPY {src}: {source}")]
+    Stage {
+        src: String,
+        source: e2b_client::Error,
+    },
+    #[error("expand {name}: {source}")]
+    Expand { name: String, source: CommandError },
+}
+
+/// Why a template's start or ready command failed (in a build, or in a new sandbox).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadyError {
+    #[error("start command {cmd:?}: {source}")]
+    Start {
+        cmd: String,
+        source: e2b_client::Error,
+    },
+    #[error("ready command {ready:?} still failing after {} s: {source}", READY_TIMEOUT.as_secs())]
+    NotReady { ready: String, source: CommandError },
+}
+
+/// Why a finished build's files could not be kept.
+#[derive(Debug, thiserror::Error)]
+enum KeepError {
+    #[error(transparent)]
+    World(crate::world::WorldError),
+    #[error("create {}: {source}", .dir.display())]
+    CreateDir {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// `POST /v2/templates/{id}/builds/{build}`'s body: where the build starts and its steps.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,9 +212,9 @@ pub struct Plan {
 /// Checks `request` against what e2b-local can build. An unknown step type or malformed
 /// arguments are refused (`Err`, a 400); an image that needs the internet is accepted and
 /// fails the build at its `base` step, as E2B reports a pull failure.
-pub fn plan(registry: &Registry, request: BuildRequest) -> Result<Plan, String> {
+pub fn plan(registry: &Registry, request: BuildRequest) -> Result<Plan, PlanError> {
     let base = match (&request.from_template, &request.from_image) {
-        (Some(_), Some(_)) => return Err("fromTemplate and fromImage are exclusive".to_owned()),
+        (Some(_), Some(_)) => return Err(PlanError::ExclusiveBases),
         (Some(template), None) => base_template(registry, template),
         (None, image) => {
             let image = image.as_deref().unwrap_or(BASE_IMAGES[0]);
@@ -132,7 +233,7 @@ pub fn plan(registry: &Registry, request: BuildRequest) -> Result<Plan, String> 
         .steps
         .into_iter()
         .enumerate()
-        .map(|(at, step)| check_step(step).map_err(|e| format!("step {}: {e}", at + 1)))
+        .map(|(at, step)| check_step(step).map_err(|source| PlanError::Step { at: at + 1, source }))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Plan {
         base,
@@ -164,26 +265,26 @@ fn base_template(registry: &Registry, template: &str) -> Base {
     ))
 }
 
-fn check_step(step: RawStep) -> Result<Step, String> {
+fn check_step(step: RawStep) -> Result<Step, StepError> {
     let args = step.args;
-    let count = |allowed: &[usize]| {
+    let count = |allowed: &'static [usize]| {
         if allowed.contains(&args.len()) {
             Ok(())
         } else {
-            Err(format!(
-                "{} takes {allowed:?} arguments, got {}",
-                step.kind,
-                args.len()
-            ))
+            Err(StepError::Arguments {
+                kind: step.kind.clone(),
+                allowed,
+                got: args.len(),
+            })
         }
     };
-    let user = |name: &str| -> Result<Option<String>, String> {
+    let user = |name: &str| -> Result<Option<String>, StepError> {
         if name.is_empty() {
             Ok(None)
         } else if is_user_name(name) {
             Ok(Some(name.to_owned()))
         } else {
-            Err(format!("invalid user name {name:?}"))
+            Err(StepError::UserName(name.to_owned()))
         }
     };
     match step.kind.as_str() {
@@ -199,18 +300,16 @@ fn check_step(step: RawStep) -> Result<Step, String> {
             let hash = step
                 .files_hash
                 .filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
-                .ok_or("COPY needs a filesHash of 64 hex digits")?;
+                .ok_or(StepError::FilesHash)?;
             let src = args[0].clone();
             if src.is_empty() || src.starts_with('/') || src.split('/').any(|p| p == "..") {
-                return Err(format!(
-                    "COPY source {src:?} must be relative to the build context"
-                ));
+                return Err(StepError::CopySource(src));
             }
             let mode = args.get(3).filter(|m| !m.is_empty()).cloned();
             if let Some(mode) = &mode
                 && (mode.len() > 4 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)))
             {
-                return Err(format!("COPY mode {mode:?} is not an octal mode"));
+                return Err(StepError::CopyMode(mode.clone()));
             }
             Ok(Step::Copy {
                 src,
@@ -222,21 +321,21 @@ fn check_step(step: RawStep) -> Result<Step, String> {
         }
         "ENV" => {
             if args.is_empty() || !args.len().is_multiple_of(2) {
-                return Err("ENV takes name, value pairs".to_owned());
+                return Err(StepError::EnvPairs);
             }
             let pairs: Vec<(String, String)> = args
                 .chunks(2)
                 .map(|pair| (pair[0].clone(), pair[1].clone()))
                 .collect();
             if let Some((bad, _)) = pairs.iter().find(|(name, _)| !is_env_name(name)) {
-                return Err(format!("invalid environment variable name {bad:?}"));
+                return Err(StepError::EnvName(bad.clone()));
             }
             Ok(Step::Env(pairs))
         }
         "WORKDIR" => {
             count(&[1])?;
             if args[0].is_empty() || args[0].contains('\0') {
-                return Err("WORKDIR needs a path".to_owned());
+                return Err(StepError::WorkdirPath);
             }
             Ok(Step::Workdir(args[0].clone()))
         }
@@ -246,11 +345,9 @@ fn check_step(step: RawStep) -> Result<Step, String> {
             count(&[1, 2])?;
             user(&args[0])?
                 .map(Step::User)
-                .ok_or_else(|| "USER needs a user name".to_owned())
+                .ok_or(StepError::UserMissing)
         }
-        other => Err(format!(
-            "unknown step type {other:?} (expected RUN, COPY, ENV, WORKDIR or USER)"
-        )),
+        other => Err(StepError::UnknownType(other.to_owned())),
     }
 }
 
@@ -368,7 +465,7 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
             );
             run_step(registry, build, &envd, &mut context, &label, at, step)
                 .await
-                .map_err(|message| fail(&label, format!("{}: {message}", describe(step))))?;
+                .map_err(|err| fail(&label, format!("{}: {err}", describe(step))))?;
         }
         let start = Start {
             user: context.user.clone(),
@@ -384,7 +481,7 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
             );
             start_template(&envd, &start)
                 .await
-                .map_err(|message| fail("finalize", message))?;
+                .map_err(|err| fail("finalize", err.to_string()))?;
         }
         Ok(start)
     };
@@ -405,7 +502,7 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
         Ok(start) => keep_files(&world, build)
             .await
             .map(|()| start)
-            .map_err(|e| fail("finalize", e)),
+            .map_err(|e| fail("finalize", e.to_string())),
         Err(failure) => Err(failure),
     };
     if let Err(err) = world.destroy().await {
@@ -416,15 +513,18 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
 
 /// Stops the world (processes end; the start command runs anew in each sandbox) and copies its
 /// files to the build's dir.
-async fn keep_files(world: &World, build: &Build) -> Result<(), String> {
-    world.stop().await.map_err(|e| e.message)?;
+async fn keep_files(world: &World, build: &Build) -> Result<(), KeepError> {
+    world.stop().await.map_err(KeepError::World)?;
     if let Some(parent) = build.dir.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("create {}: {e}", parent.display()))?;
+        std::fs::create_dir_all(parent).map_err(|source| KeepError::CreateDir {
+            dir: parent.to_owned(),
+            source,
+        })?;
     }
     world
         .copy_files(build.dir.clone())
         .await
-        .map_err(|e| e.message)
+        .map_err(KeepError::World)
 }
 
 /// Who and where the next step runs, and the variables `ENV` set (for the build's steps only,
@@ -482,7 +582,7 @@ async fn run_step(
     label: &str,
     at: usize,
     step: &Step,
-) -> Result<(), String> {
+) -> Result<(), RunError> {
     match step {
         Step::Run { cmd, user } => {
             let user = user.as_deref().unwrap_or(&context.user);
@@ -490,7 +590,7 @@ async fn run_step(
             if let Some(dir) = &context.workdir {
                 command = command.cwd(dir.clone());
             }
-            run_logged(envd, build, label, command, user).await
+            Ok(run_logged(envd, build, label, command, user).await?)
         }
         Step::Copy {
             src,
@@ -500,9 +600,14 @@ async fn run_step(
             hash,
         } => {
             let archive = registry.templates.upload(hash);
-            let file = tokio::fs::File::open(&archive).await.map_err(|e| {
-                format!("the files of COPY {src} were not uploaded (hash {hash}): {e}")
-            })?;
+            let file =
+                tokio::fs::File::open(&archive)
+                    .await
+                    .map_err(|source| RunError::NotUploaded {
+                        src: src.clone(),
+                        hash: hash.clone(),
+                        source,
+                    })?;
             let stage = format!("{COPY_STAGE}-{}-{at}", &build.id[..8]);
             let chunks = tokio_util::io::ReaderStream::new(file);
             envd.upload(
@@ -511,10 +616,13 @@ async fn run_step(
                 &UploadOptions::default().user("root"),
             )
             .await
-            .map_err(|e| format!("stage the files of COPY {src}: {e}"))?;
+            .map_err(|source| RunError::Stage {
+                src: src.clone(),
+                source,
+            })?;
             let owner = owner.as_deref().unwrap_or(&context.user);
             let script = copy_script(&stage, src, &context.absolute(dest), owner, mode.as_deref());
-            run_logged(envd, build, label, Command::shell(script), "root").await
+            Ok(run_logged(envd, build, label, Command::shell(script), "root").await?)
         }
         Step::Env(pairs) => {
             for (name, value) in pairs {
@@ -526,7 +634,10 @@ async fn run_step(
                 }
                 let expanded = output_of(envd, command, &context.user)
                     .await
-                    .map_err(|e| format!("expand {name}: {e}"))?;
+                    .map_err(|source| RunError::Expand {
+                        name: name.clone(),
+                        source,
+                    })?;
                 context.env.insert(name.clone(), expanded);
             }
             Ok(())
@@ -619,6 +730,34 @@ fn escape_double_quoted(s: &str) -> String {
     out
 }
 
+/// Runs `command` as `user` to its exit, handing each piece of its output to `output` (0:
+/// stdout or the pty, 1: stderr); an error unless it exits 0 (`Failed`'s stderr left empty for
+/// the caller that kept it).
+async fn run_command(
+    envd: &Envd<EnvdLink>,
+    command: &Command,
+    user: &str,
+    mut output: impl FnMut(usize, &[u8]),
+) -> Result<(), CommandError> {
+    let mut stream = envd
+        .start(command, &StreamOptions::default().user(user))
+        .await?;
+    while let Some(event) = stream.next().await {
+        match event? {
+            ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => output(0, &bytes),
+            ProcessEvent::Stderr(bytes) => output(1, &bytes),
+            ProcessEvent::End(status) if status.success() => return Ok(()),
+            ProcessEvent::End(status) => {
+                return Err(CommandError::Failed {
+                    status: status.status,
+                    stderr: String::new(),
+                });
+            }
+        }
+    }
+    Err(CommandError::NoExit)
+}
+
 /// Runs `command` as `user`, its output lines in the build's log; an error unless it exits 0.
 async fn run_logged(
     envd: &Envd<EnvdLink>,
@@ -626,77 +765,57 @@ async fn run_logged(
     label: &str,
     command: Command,
     user: &str,
-) -> Result<(), String> {
-    let mut stream = envd
-        .start(&command, &StreamOptions::default().user(user))
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<(), CommandError> {
     let mut lines = [Vec::new(), Vec::new()];
-    let mut emit = |at: usize, bytes: &[u8], flush: bool| {
-        let pending = &mut lines[at];
-        pending.extend_from_slice(bytes);
+    let log = |pending: &mut Vec<u8>, flush: bool| {
         while let Some(end) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
             let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
             build.log(Level::Info, Some(label), text);
         }
         if flush && !pending.is_empty() {
-            build.log(
-                Level::Info,
-                Some(label),
-                String::from_utf8_lossy(pending).into_owned(),
-            );
+            let text = String::from_utf8_lossy(pending).into_owned();
+            build.log(Level::Info, Some(label), text);
             pending.clear();
         }
     };
-    while let Some(event) = stream.next().await {
-        match event.map_err(|e| e.to_string())? {
-            ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => emit(0, &bytes, false),
-            ProcessEvent::Stderr(bytes) => emit(1, &bytes, false),
-            ProcessEvent::End(status) => {
-                emit(0, &[], true);
-                emit(1, &[], true);
-                return if status.success() {
-                    Ok(())
-                } else {
-                    Err(format!("the command failed: {}", status.status))
-                };
-            }
-        }
+    let outcome = run_command(envd, &command, user, |at, bytes| {
+        lines[at].extend_from_slice(bytes);
+        log(&mut lines[at], false);
+    })
+    .await;
+    for pending in &mut lines {
+        log(pending, true);
     }
-    Err("the command's stream ended without its exit".to_owned())
+    outcome
 }
 
 /// Runs `command` as `user` and returns its stdout; an error (with its stderr) unless it exits 0.
-async fn output_of(envd: &Envd<EnvdLink>, command: Command, user: &str) -> Result<String, String> {
-    let mut stream = envd
-        .start(&command, &StreamOptions::default().user(user))
-        .await
-        .map_err(|e| e.to_string())?;
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    while let Some(event) = stream.next().await {
-        match event.map_err(|e| e.to_string())? {
-            ProcessEvent::Stdout(bytes) | ProcessEvent::Pty(bytes) => out.extend_from_slice(&bytes),
-            ProcessEvent::Stderr(bytes) => err.extend_from_slice(&bytes),
-            ProcessEvent::End(status) if status.success() => {
-                return Ok(String::from_utf8_lossy(&out).into_owned());
-            }
-            ProcessEvent::End(status) => {
-                return Err(format!(
-                    "{}: {}",
-                    status.status,
-                    String::from_utf8_lossy(&err).trim()
-                ));
-            }
-        }
+async fn output_of(
+    envd: &Envd<EnvdLink>,
+    command: Command,
+    user: &str,
+) -> Result<String, CommandError> {
+    let mut outputs = [Vec::new(), Vec::new()];
+    let outcome = run_command(envd, &command, user, |at, bytes| {
+        outputs[at].extend_from_slice(bytes)
+    })
+    .await;
+    let text = |at: usize| String::from_utf8_lossy(&outputs[at]).trim().to_owned();
+    match outcome {
+        Ok(()) => Ok(String::from_utf8_lossy(&outputs[0]).into_owned()),
+        Err(CommandError::Failed { status, .. }) => Err(CommandError::Failed {
+            status,
+            stderr: text(1),
+        }),
+        Err(err) => Err(err),
     }
-    Err("the command's stream ended without its exit".to_owned())
 }
 
 /// Starts a template's start command (left running) and waits until its ready command
 /// succeeds, at most [`READY_TIMEOUT`]: in a build's last step, and in every sandbox made from
 /// the template before it is handed out.
-pub async fn start_template(envd: &Envd<EnvdLink>, start: &Start) -> Result<(), String> {
+pub async fn start_template(envd: &Envd<EnvdLink>, start: &Start) -> Result<(), ReadyError> {
     let with_dir = |command: Command| match &start.workdir {
         Some(dir) => command.cwd(dir.clone()),
         None => command,
@@ -707,7 +826,10 @@ pub async fn start_template(envd: &Envd<EnvdLink>, start: &Start) -> Result<(), 
         Some(cmd) => Some(
             envd.start(&with_dir(Command::shell(cmd.clone())), &options)
                 .await
-                .map_err(|e| format!("start command {cmd:?}: {e}"))?,
+                .map_err(|source| ReadyError::Start {
+                    cmd: cmd.clone(),
+                    source,
+                })?,
         ),
         None => None,
     };
@@ -716,16 +838,16 @@ pub async fn start_template(envd: &Envd<EnvdLink>, start: &Start) -> Result<(), 
     };
     let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     loop {
-        let outcome = output_of(envd, with_dir(Command::shell(ready.clone())), &start.user).await;
-        if outcome.is_ok() {
+        let Err(source) =
+            output_of(envd, with_dir(Command::shell(ready.clone())), &start.user).await
+        else {
             return Ok(());
-        }
+        };
         if tokio::time::Instant::now() >= deadline {
-            return Err(format!(
-                "ready command {ready:?} still failing after {} s: {}",
-                READY_TIMEOUT.as_secs(),
-                outcome.err().unwrap_or_default()
-            ));
+            return Err(ReadyError::NotReady {
+                ready: ready.clone(),
+                source,
+            });
         }
         tokio::time::sleep(READY_INTERVAL).await;
     }
@@ -735,7 +857,7 @@ pub async fn start_template(envd: &Envd<EnvdLink>, start: &Start) -> Result<(), 
 mod tests {
     use super::*;
 
-    fn step(kind: &str, args: &[&str], hash: Option<&str>) -> Result<Step, String> {
+    fn step(kind: &str, args: &[&str], hash: Option<&str>) -> Result<Step, StepError> {
         check_step(RawStep {
             kind: kind.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
@@ -779,7 +901,7 @@ mod tests {
             ("USER", &["Root;rm"][..], None, "invalid user"),
             ("FROM", &["x"][..], None, "unknown step type"),
         ] {
-            let err = step(kind, args, hash).unwrap_err();
+            let err = step(kind, args, hash).unwrap_err().to_string();
             assert!(err.contains(why), "{kind} {args:?}: {err}");
         }
     }

@@ -33,7 +33,7 @@ pub fn foreground(sid: i32) -> Result<i32, String> {
 
 /// Sends `signal` to the foreground process group of session `sid`.
 pub fn signal_foreground(sid: i32, signal: i32) -> Result<i32, String> {
-    if !(1..=libc::SIGRTMAX()).contains(&signal) {
+    if !dsh_process_group::signal::is_signal_number(signal) {
         return Err(format!("{signal} is not a signal number"));
     }
     let pgid = foreground(sid)?;

@@ -27,6 +27,13 @@ pub fn group_absent(pgid: i32) -> io::Result<bool> {
     Ok(rustix::process::test_kill_process_group(pid) == Err(rustix::io::Errno::SRCH))
 }
 
+/// Whether `signal` is a signal number, `1..=SIGRTMAX`: the one range the
+/// providers' `signal` and the helper accept (any other number is refused,
+/// never sent).
+pub fn is_signal_number(signal: i32) -> bool {
+    (1..=libc::SIGRTMAX()).contains(&signal)
+}
+
 /// `kill(-pgid, signal)`, for any signal number (real-time ones too; 0
 /// only checks). Refuses group ids ≤ 1.
 pub fn signal_group(pgid: i32, signal: i32) -> io::Result<()> {

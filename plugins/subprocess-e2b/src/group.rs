@@ -29,6 +29,8 @@ pub struct Group<T> {
     /// envd's pid of the supervising helper (the command's parent).
     helper: u32,
     control: Controller<T>,
+    /// The provider's grace between TERM and KILL when disposal stops it.
+    kill_grace: Duration,
     quiescent: AtomicBool,
     /// Serialises ladders (and so makes `terminate` idempotent).
     ladder: tokio::sync::Mutex<()>,
@@ -36,11 +38,14 @@ pub struct Group<T> {
 }
 
 impl<T: EnvdTransport> Group<T> {
-    pub fn new(pid: u32, helper: u32, control: Controller<T>) -> Group<T> {
+    /// `kill_grace`: the provider's, for the ladder of disposal
+    /// ([`Owned::stop`]).
+    pub fn new(pid: u32, helper: u32, control: Controller<T>, kill_grace: Duration) -> Group<T> {
         Group {
             pid,
             helper,
             control,
+            kill_grace,
             quiescent: AtomicBool::new(false),
             ladder: tokio::sync::Mutex::new(()),
             membership: Membership::default(),
@@ -128,7 +133,7 @@ impl<T: EnvdTransport> Group<T> {
 
 #[async_trait]
 impl<T: EnvdTransport> Owned for Group<T> {
-    async fn stop(&self, grace: Duration) -> Result<()> {
-        self.terminate(grace).await
+    async fn stop(&self) -> Result<()> {
+        self.terminate(self.kill_grace).await
     }
 }

@@ -100,8 +100,7 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
     pub async fn dispose(&self) -> Result<()> {
         let world = &self.world;
         let owned = world.registry().close();
-        let results =
-            futures::future::join_all(owned.iter().map(|o| o.stop(world.kill_grace()))).await;
+        let results = futures::future::join_all(owned.iter().map(|owned| owned.stop())).await;
         let mut failures: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
         world.disconnect_token().cancel();
         world.tracker().close();

@@ -4,7 +4,6 @@
 //! [`Owned`] things).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_plugin_api::Result;
@@ -12,9 +11,9 @@ use dsh_plugin_api::Result;
 /// Something disposal must stop.
 #[async_trait]
 pub trait Owned: Send + Sync + 'static {
-    /// Ends it (`grace` between the polite signal and SIGKILL) and proves
-    /// it empty, or fails with `Busy`.
-    async fn stop(&self, grace: Duration) -> Result<()>;
+    /// Ends it (with the provider's kill grace between the polite signal
+    /// and SIGKILL) and proves it empty, or fails with `Busy`.
+    async fn stop(&self) -> Result<()>;
 }
 
 /// The registry of one provider. Cheap to clone.

@@ -225,7 +225,7 @@ async fn start<T: EnvdTransport>(
         return;
     }
 
-    let group = Arc::new(Group::new(pid, helper, control.clone()));
+    let group = Arc::new(Group::new(pid, helper, control.clone(), world.kill_grace()));
     let outputs = [0, 1].map(|i| {
         Arc::new(OutputState::new(
             plan.modes[i],

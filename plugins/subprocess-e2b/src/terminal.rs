@@ -489,7 +489,7 @@ impl<T: EnvdTransport> TerminalCore<T> {
 
 #[async_trait]
 impl<T: EnvdTransport> Owned for TerminalCore<T> {
-    async fn stop(&self, _grace: Duration) -> Result<()> {
+    async fn stop(&self) -> Result<()> {
         self.terminate().await
     }
 }
@@ -584,10 +584,10 @@ impl<T: EnvdTransport> Terminal for E2bTerminal<T> {
     }
 
     /// Sends `signal` to the foreground process group (read and signalled
-    /// in one step inside the sandbox). Numbers outside 1..=64 are
+    /// in one step inside the sandbox). Numbers outside 1..=SIGRTMAX are
     /// `InvalidInput`.
     async fn signal(&self, signal: Signal) -> Result<()> {
-        if !(1..=64).contains(&signal.0) {
+        if !dsh_process_group::signal::is_signal_number(signal.0) {
             return Err(Error::invalid_input(format!(
                 "signal: {signal} is not a valid signal number"
             )));

@@ -124,7 +124,7 @@ fn assemble(
         Error::from_io(&format!("spawn: {what} of process {raw_pid}"), &err)
     };
     let leader = Leader::open(pid).map_err(|err| io_error("watch exit", err))?;
-    let group = Arc::new(Group::new(leader));
+    let group = Arc::new(Group::new(leader, world.kill_grace()));
 
     let stdin_writer = match stdin_write {
         Some(fd) => Some(StdinWriter::new(

@@ -35,6 +35,8 @@ pub const KILL_SETTLE: Duration = Duration::from_secs(2);
 #[derive(Debug)]
 pub struct Group {
     leader: Leader,
+    /// The provider's grace between TERM and KILL when disposal stops it.
+    kill_grace: Duration,
     quiescent: AtomicBool,
     /// Serialises terminate ladders (and so makes them idempotent).
     ladder: tokio::sync::Mutex<()>,
@@ -44,9 +46,12 @@ pub struct Group {
 }
 
 impl Group {
-    pub fn new(leader: Leader) -> Group {
+    /// `kill_grace`: the provider's, for the ladder of disposal
+    /// ([`Owned::stop`]).
+    pub fn new(leader: Leader, kill_grace: Duration) -> Group {
         Group {
             leader,
+            kill_grace,
             quiescent: AtomicBool::new(false),
             ladder: tokio::sync::Mutex::new(()),
             membership: Membership::default(),
@@ -126,8 +131,8 @@ impl Group {
 
 #[async_trait]
 impl Owned for Group {
-    async fn stop(&self, grace: Duration) -> Result<()> {
-        self.terminate(grace).await
+    async fn stop(&self) -> Result<()> {
+        self.terminate(self.kill_grace).await
     }
 }
 

@@ -94,9 +94,7 @@ impl LocalSubprocess {
     pub async fn dispose(&self) -> Result<()> {
         let world = &self.world;
         let owned = world.registry().close();
-        let results =
-            futures::future::join_all(owned.iter().map(|owned| owned.stop(world.kill_grace())))
-                .await;
+        let results = futures::future::join_all(owned.iter().map(|owned| owned.stop())).await;
         let mut failures: Vec<Error> = results.into_iter().filter_map(Result::err).collect();
 
         // Output of descendants that escaped their group must not hold

@@ -5,7 +5,6 @@
 //! the [`crate::world::World`] that holds the registry depends on neither.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use dsh_plugin_api::Result;
@@ -13,9 +12,9 @@ use dsh_plugin_api::Result;
 /// Something disposal must stop.
 #[async_trait]
 pub trait Owned: Send + Sync + 'static {
-    /// Ends it (`grace` between the polite signal and SIGKILL) and proves
-    /// it empty, or fails with `Busy`.
-    async fn stop(&self, grace: Duration) -> Result<()>;
+    /// Ends it (with the provider's kill grace between the polite signal
+    /// and SIGKILL) and proves it empty, or fails with `Busy`.
+    async fn stop(&self) -> Result<()>;
 }
 
 /// The provider's registry. Cheap to clone.

@@ -98,7 +98,7 @@ pub struct LocalTerminal {
 impl Owned for TerminalCore {
     /// Tears the session down with the kill grace the terminal was started
     /// with — the provider's, the same `grace` disposal passes.
-    async fn stop(&self, _grace: Duration) -> Result<()> {
+    async fn stop(&self) -> Result<()> {
         self.terminate().await
     }
 }
@@ -160,7 +160,7 @@ impl Terminal for LocalTerminal {
     /// Sends `signal` to the foreground process group. Signal numbers
     /// outside 1..=SIGRTMAX are `InvalidInput`.
     async fn signal(&self, signal: Signal) -> Result<()> {
-        if !(1..=libc::SIGRTMAX()).contains(&signal.0) {
+        if !dsh_process_group::signal::is_signal_number(signal.0) {
             return Err(Error::invalid_input(format!(
                 "signal: {signal} is not a valid signal number"
             )));
