@@ -37,7 +37,7 @@ pub fn print_started(host: &Host, attached: &Attached, json: bool) -> Result<i32
             std::io::stderr(),
             "dsh: durable command {} runs in sandbox {sandbox}; it outlives this dsh if the \
              manifest's dsh-e2b entry has `onDispose: leave` (or `pause`), and a later dsh \
-             reaches it with `sandboxId: {sandbox}`",
+             reaches it with `sandboxId: {sandbox}` in place of the entry's `template`",
             attached.id
         );
     }

@@ -1,9 +1,9 @@
 //! `dsh-e2b-run`: the helper `dsh-subprocess-e2b` runs inside the sandbox,
 //! as root, from the owner's private runtime root.
 //!
-//! A static x86_64 Linux program (built by `dsh-subprocess-e2b`'s
-//! `build.rs` with `crt-static`, embedded in the plugin, uploaded once per
-//! provider). The wire it speaks is this crate's library
+//! A static x86_64 Linux program (built by `dsh-helper`'s `build.rs` with
+//! `crt-static`, embedded by `dsh-helper` in the plugins that link it,
+//! uploaded once per provider). The wire it speaks is this crate's library
 //! ([`dsh_e2b_run::wire`]); process groups, the quiescence rule and the
 //! ladders are `dsh-process-group`'s, as on the host.
 //! One process does what a shell wrapper would need a dozen utilities and

@@ -18,6 +18,7 @@ mod mcp;
 mod mcp_owner;
 mod plugins;
 mod probes;
+mod recipes;
 mod sh;
 mod shutdown;
 mod support;

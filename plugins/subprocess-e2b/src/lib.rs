@@ -4,7 +4,8 @@
 //! Every command is started and supervised by `dsh-e2b-run`, a static
 //! helper of ours that runs inside the sandbox as root from the owner's
 //! root-owned runtime root (docs/design.md §6, option b; the `dsh-e2b-run`
-//! crate, built static by this crate's `build.rs`):
+//! crate, built static by `dsh-helper`'s `build.rs` and embedded through
+//! that crate):
 //!
 //! - it forks the command as the leader of a new session and process group,
 //!   as the sandbox user, with exactly the requested argv and the scrubbed
@@ -42,9 +43,9 @@
 //! `subprocess`, injects `e2b`, config `{ killGraceMs?, user?, spillDir? }`),
 //! exported for the host as `libdsh_subprocess_e2b.so`.
 
-mod boundary;
 #![forbid(unsafe_code)]
 
+mod boundary;
 pub mod config;
 mod control;
 mod delivery;
