@@ -3,7 +3,7 @@
 //! Every provider of a seam must implement some semantics identically —
 //! how a path string is checked, how a literal edit matches across line
 //! endings, when a write guard holds, how content is decoded as strict
-//! UTF-8, how a canonical path becomes a `file:` URI, how mutations of one
+//! UTF-8, how a path becomes a `file:` URI and back, how mutations of one
 //! target are serialised; how a terminal refuses and joins operations once
 //! terminated, how collected output keeps its tail, how several failures of
 //! one disposal become one error. Those contract-level pieces live here, once, each

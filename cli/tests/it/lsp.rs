@@ -2,7 +2,8 @@
 //! errors, `--json`), definition, references, hover, symbols and rename by position or symbol
 //! name; bad positions, files no server takes (no language, not UTF-8, not a regular file) and
 //! broken `--lsp-config` files refused with a clear error, exit 2; `--timeout` bounding a server
-//! that never answers `initialize`; no server left running when `dsh` exits.
+//! that never answers `initialize`; a file under `a:b/` diagnosed by clangd; no server left
+//! running when `dsh` exits.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -132,6 +133,34 @@ fn lsp_commands_answer_from_pyright_and_leave_nothing_running() {
         Vec::<u32>::new(),
         "no server outlives dsh"
     );
+}
+
+/// The report of issue 24: clangd answers for `a:b/m.cpp` with `:` unescaped where dsh had sent
+/// `%3A`, and the answer was filed under the URI's spelling: the call waited out its timeout.
+#[test]
+fn a_file_under_a_directory_with_a_colon_is_diagnosed() {
+    require(&LOCAL);
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let dir = scratch.path();
+    std::fs::create_dir(dir.join("a:b")).unwrap();
+    std::fs::write(
+        dir.join("a:b/m.cpp"),
+        "int main() {\n  int x = \"text\";\n  return x;\n}\n",
+    )
+    .unwrap();
+    let started = Instant::now();
+    let (code, stdout, stderr) = lsp(dir, &["lsp", "diagnostics", "a:b/m.cpp", "--timeout", "30"]);
+    assert_eq!(code, 1, "errors exit 1: {stdout}{stderr}");
+    assert!(
+        stdout.contains("1 errors") && stdout.contains("a:b/m.cpp:2:"),
+        "{stdout}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "answered, not timed out: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(processes_under(dir), Vec::<u32>::new());
 }
 
 #[test]

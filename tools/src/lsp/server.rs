@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode, SubprocessProvider};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_provider_kit::uri::{file_path, file_uri};
 use futures::StreamExt;
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Initialized,
@@ -85,6 +86,7 @@ pub struct LanguageServer {
     process: Arc<dyn Process>,
     rpc: RpcClient,
     capabilities: ServerCapabilities,
+    /// By path: a server's URI is decoded, whichever characters it escapes.
     published: watch::Receiver<HashMap<String, Published>>,
     /// Work the server reported begun and not yet ended (`$/progress`): token → title.
     progress: watch::Receiver<HashMap<String, String>>,
@@ -97,7 +99,7 @@ pub struct LanguageServer {
     /// When it was last given work (a document, changed files): it may take a moment to say
     /// it started on it.
     last_sent: Mutex<Instant>,
-    /// Open documents by uri.
+    /// Open documents by path.
     open: Mutex<HashMap<String, OpenDocument>>,
     /// How the server counts columns.
     encoding: Encoding,
@@ -264,20 +266,18 @@ impl LanguageServer {
     pub async fn settle(&self, path: &str, limit: Duration) -> Option<Vec<String>> {
         let deadline = tokio::time::Instant::now() + limit;
         // A server has loaded what it needs for a document once it published its analysis.
-        if let Ok(key) = uri_of(path).map(|u| u.as_str().to_owned()) {
-            let pending = self
-                .open
-                .lock()
-                .expect("open documents lock")
-                .get(&key)
-                .map(|d| (d.version, d.seen));
-            if let Some((version, seen)) = pending {
-                let mut published = self.published.clone();
-                let analysed = |all: &HashMap<String, Published>| current(all, &key, version, seen);
-                let waited = tokio::time::timeout_at(deadline, published.wait_for(analysed)).await;
-                if waited.is_err() {
-                    return Some(vec![format!("{path} not analysed yet")]);
-                }
+        let pending = self
+            .open
+            .lock()
+            .expect("open documents lock")
+            .get(path)
+            .map(|d| (d.version, d.seen));
+        if let Some((version, seen)) = pending {
+            let mut published = self.published.clone();
+            let analysed = |all: &HashMap<String, Published>| current(all, path, version, seen);
+            let waited = tokio::time::timeout_at(deadline, published.wait_for(analysed)).await;
+            if waited.is_err() {
+                return Some(vec![format!("{path} not analysed yet")]);
             }
         }
         let mut progress = self.progress.clone();
@@ -307,10 +307,9 @@ impl LanguageServer {
     pub fn update(&self, path: &str, language_id: &str, text: String) -> Result<i32> {
         let op = format!("send document {path} to the language server");
         let uri = uri_of(path)?;
-        let key = uri.as_str().to_owned();
-        let seen = self.published.borrow().get(&key).map_or(0, |p| p.count);
+        let seen = self.published.borrow().get(path).map_or(0, |p| p.count);
         let mut open = self.open.lock().expect("open documents lock");
-        let version = match open.get(&key) {
+        let version = match open.get(path) {
             None => {
                 self.rpc
                     .notify::<DidOpenTextDocument>(DidOpenTextDocumentParams {
@@ -341,7 +340,7 @@ impl LanguageServer {
         };
         *self.last_sent.lock().expect("sent lock") = Instant::now();
         open.insert(
-            key,
+            path.to_owned(),
             OpenDocument {
                 version,
                 seen,
@@ -381,7 +380,7 @@ impl LanguageServer {
             .open
             .lock()
             .expect("open documents lock")
-            .remove(uri.as_str())
+            .remove(path)
             .is_some()
         {
             self.rpc
@@ -400,28 +399,27 @@ impl LanguageServer {
     /// `Timeout` if none comes; `NotFound` if `path` was never sent.
     pub async fn diagnostics(&self, path: &str, timeout: Duration) -> Result<Vec<Diagnostic>> {
         let op = format!("diagnostics of {path}");
-        let key = uri_of(path)?.as_str().to_owned();
         let (version, seen) = self
             .open
             .lock()
             .expect("open documents lock")
-            .get(&key)
+            .get(path)
             .map(|d| (d.version, d.seen))
             .ok_or_else(|| Error::not_found(format!("{op}: the document was never sent")))?;
         let mut published = self.published.clone();
-        let analysed = |all: &HashMap<String, Published>| current(all, &key, version, seen);
+        let analysed = |all: &HashMap<String, Published>| current(all, path, version, seen);
         let asked = Instant::now();
         // The watch's guard is released before anything else is awaited.
         let waited = tokio::time::timeout(timeout, published.wait_for(analysed))
             .await
             .map(|seen| {
                 seen.map(|all| {
-                    let p = all.get(&key).cloned().unwrap_or_default();
+                    let p = all.get(path).cloned().unwrap_or_default();
                     (p.version.is_some(), p.count)
                 })
             });
         match waited {
-            Ok(Ok((true, _))) => Ok(self.latest(&key)),
+            Ok(Ok((true, _))) => Ok(self.latest(path)),
             Ok(Ok((false, mut count))) => {
                 // A server that gives no versions may publish a document in parts (syntax, then
                 // types): later publishes are awaited while they keep coming, each within a
@@ -430,14 +428,14 @@ impl LanguageServer {
                 loop {
                     let more = tokio::time::timeout(
                         window,
-                        published.wait_for(|all| all.get(&key).is_some_and(|p| p.count > count)),
+                        published.wait_for(|all| all.get(path).is_some_and(|p| p.count > count)),
                     )
                     .await;
                     match more {
                         Ok(Ok(all)) => {
-                            count = all.get(&key).map_or(count, |p| p.count);
+                            count = all.get(path).map_or(count, |p| p.count);
                         }
-                        _ => return Ok(self.latest(&key)),
+                        _ => return Ok(self.latest(path)),
                     }
                 }
             }
@@ -839,11 +837,10 @@ impl LanguageServer {
 
     /// The text last sent for `path` (`NotFound` if it was never sent).
     fn open_text(&self, op: &str, path: &str) -> Result<String> {
-        let key = uri_of(path)?.as_str().to_owned();
         self.open
             .lock()
             .expect("open documents lock")
-            .get(&key)
+            .get(path)
             .map(|d| d.text.clone())
             .ok_or_else(|| {
                 Error::not_found(format!(
@@ -944,8 +941,15 @@ async fn follow(
             tracing::warn!("a language server published diagnostics that do not parse");
             continue;
         };
+        let path = match path_of(&params.uri) {
+            Ok(path) => path,
+            Err(err) => {
+                tracing::warn!("a language server published diagnostics for no path: {err}");
+                continue;
+            }
+        };
         published.send_modify(|all| {
-            let entry = all.entry(params.uri.as_str().to_owned()).or_default();
+            let entry = all.entry(path).or_default();
             entry.version = params.version;
             entry.count += 1;
             entry.diagnostics = params.diagnostics;
@@ -954,21 +958,21 @@ async fn follow(
 }
 
 impl LanguageServer {
-    /// The diagnostics last published for document `key`.
-    fn latest(&self, key: &str) -> Vec<Diagnostic> {
+    /// The diagnostics last published for document `path`.
+    fn latest(&self, path: &str) -> Vec<Diagnostic> {
         self.published
             .borrow()
-            .get(key)
+            .get(path)
             .map(|p| p.diagnostics.clone())
             .unwrap_or_default()
     }
 }
 
-/// Whether `all` holds the publish for version `version` of document `key` — or, from a server
+/// Whether `all` holds the publish for version `version` of document `path` — or, from a server
 /// that gives no versions, a publish after the `seen`th.
-fn current(all: &HashMap<String, Published>, key: &str, version: i32, seen: u64) -> bool {
+fn current(all: &HashMap<String, Published>, path: &str, version: i32, seen: u64) -> bool {
     // A later version counts: a server analysing a newer text publishes only for it.
-    all.get(key).is_some_and(|p| match p.version {
+    all.get(path).is_some_and(|p| match p.version {
         Some(v) => v >= version,
         None => p.count > seen,
     })
@@ -1067,22 +1071,15 @@ fn initialize_params(spec: &ServerSpec) -> Result<InitializeParams> {
     })
 }
 
-/// The `file://` URI of absolute path `path`, percent-encoded.
+/// The `file://` URI of absolute path `path` (`dsh_provider_kit::uri`: the one codec).
 pub fn uri_of(path: &str) -> Result<Uri> {
     if !path.starts_with('/') {
         return Err(Error::invalid_input(format!(
             "{path:?} is not an absolute path"
         )));
     }
-    let mut uri = String::from("file://");
-    for byte in path.bytes() {
-        if byte.is_ascii_alphanumeric() || b"/-._~".contains(&byte) {
-            uri.push(byte as char);
-        } else {
-            uri.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    uri.parse()
+    file_uri(path.as_bytes())
+        .parse()
         .map_err(|e| Error::invalid_input(format!("{path:?} makes no URI: {e}")))
 }
 
@@ -1205,33 +1202,18 @@ fn kind_name(kind: lsp_types::SymbolKind) -> String {
     format!("{kind:?}").to_lowercase()
 }
 
-/// The absolute path of a `file://` URI.
+/// The absolute path a server's `file:` URI names, however the server escaped it
+/// (`dsh_provider_kit::uri`): documents are matched by path, never by the URI's spelling.
 pub fn path_of(uri: &Uri) -> Result<String> {
     let text = uri.as_str();
-    let encoded = text.strip_prefix("file://").ok_or_else(|| {
+    let path = file_path(text)
+        .map_err(|e| Error::new(ErrorKind::Remote, format!("the language server named {e}")))?;
+    String::from_utf8(path).map_err(|_| {
         Error::new(
             ErrorKind::Remote,
-            format!("the server named {text}, not a file"),
+            format!("the language server named {text}, not a UTF-8 path"),
         )
-    })?;
-    let bytes = encoded.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%'
-            && let Some(byte) = encoded
-                .get(i + 1..i + 3)
-                .and_then(|hex| u8::from_str_radix(hex, 16).ok())
-        {
-            out.push(byte);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out)
-        .map_err(|_| Error::new(ErrorKind::Remote, format!("{text} is not a UTF-8 path")))
+    })
 }
 
 #[cfg(test)]
@@ -1239,14 +1221,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_become_file_uris() {
+    fn paths_become_file_uris_and_back() {
         assert_eq!(
             uri_of("/src/a b/ü.c").unwrap().as_str(),
             "file:///src/a%20b/%C3%BC.c"
         );
         assert!(uri_of("relative.c").is_err());
-        let uri = uri_of("/src/a b/ü.c").unwrap();
-        assert_eq!(path_of(&uri).unwrap(), "/src/a b/ü.c");
+        let uri = uri_of("/src/a:b/ü.c").unwrap();
+        assert_eq!(path_of(&uri).unwrap(), "/src/a:b/ü.c");
+        let escaped: Uri = "file:///src/a%3Ab/%C3%BC.c".parse().unwrap();
+        assert_eq!(path_of(&escaped).unwrap(), "/src/a:b/ü.c");
+        let err = path_of(&"file:///src/%FF".parse().unwrap()).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Remote);
+        assert!(err.to_string().contains("not a UTF-8 path"), "{err}");
     }
 
     #[test]

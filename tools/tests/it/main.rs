@@ -5,5 +5,6 @@ mod durable;
 mod files;
 mod lsp;
 mod lsp_tools;
+mod lsp_uris;
 mod terminals;
 mod world;
