@@ -1,4 +1,5 @@
-//! Random identifiers handed out by the server: sandbox ids, API keys and envd access tokens.
+//! Random identifiers handed out by the server: sandbox ids, API keys, envd access tokens, and
+//! the UUIDs of template builds and world boots.
 
 use rand::Rng;
 use rand::distr::Alphanumeric;
@@ -31,6 +32,23 @@ pub fn api_key() -> String {
     key
 }
 
+/// A random version-4 (variant 1) UUID in lowercase hex groups 8-4-4-4-12, as E2B's build ids
+/// and the kernel's boot ids are written.
+pub fn uuid_v4() -> String {
+    let mut bytes: [u8; 16] = rand::random();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
 /// Whether `key` matches `^e2b_[0-9a-f]+$`, the shape the SDKs insist on before sending it.
 pub fn is_valid_api_key(key: &str) -> bool {
     key.strip_prefix("e2b_").is_some_and(|hex| {
@@ -53,6 +71,23 @@ pub fn access_token() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uuids_are_version_4() {
+        let id = uuid_v4();
+        let parts: Vec<&str> = id.split('-').collect();
+        assert_eq!(
+            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [8, 4, 4, 4, 12]
+        );
+        assert!(parts[2].starts_with('4'));
+        assert!("89ab".contains(&parts[3][..1]));
+        assert!(
+            id.bytes()
+                .all(|b| b == b'-' || b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        );
+        assert_ne!(uuid_v4(), id);
+    }
 
     #[test]
     fn sandbox_ids_are_lowercase_alphanumeric_and_distinct() {

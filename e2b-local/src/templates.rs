@@ -253,22 +253,6 @@ pub fn is_valid_tag(tag: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
-/// A random version-4 UUID.
-fn uuid() -> String {
-    let mut bytes: [u8; 16] = rand::random();
-    bytes[6] = (bytes[6] & 0x0f) | 0x40;
-    bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &hex[..8],
-        &hex[8..12],
-        &hex[12..16],
-        &hex[16..20],
-        &hex[20..]
-    )
-}
-
 impl Templates {
     /// The templates kept in `dir` (created): every readable record is loaded; builds a record
     /// does not list (unfinished when a server stopped) and partial uploads are removed.
@@ -343,7 +327,7 @@ impl Templates {
             }
         };
         let template = &mut all[at];
-        let id = uuid();
+        let id = crate::ids::uuid_v4();
         let build = Arc::new(Build {
             dir: self.dir.join(&template.id).join("builds").join(&id),
             id,
@@ -599,19 +583,6 @@ mod tests {
         ] {
             assert!(split_name(bad).is_err(), "{bad:?} was accepted");
         }
-    }
-
-    #[test]
-    fn build_ids_are_version_4_uuids() {
-        let id = uuid();
-        let parts: Vec<&str> = id.split('-').collect();
-        assert_eq!(
-            parts.iter().map(|p| p.len()).collect::<Vec<_>>(),
-            [8, 4, 4, 4, 12]
-        );
-        assert!(parts[2].starts_with('4'));
-        assert!("89ab".contains(&parts[3][..1]));
-        assert_ne!(uuid(), id);
     }
 
     #[test]

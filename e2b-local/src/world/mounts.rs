@@ -125,19 +125,7 @@ fn protect_kernel_files(root: &Path) -> io::Result<()> {
     for rel in READ_ONLY {
         let path = root.join(rel);
         if exists(&path) {
-            bind(&path, &path)?;
-            mount(
-                None,
-                &path,
-                None,
-                libc::MS_REMOUNT
-                    | libc::MS_BIND
-                    | libc::MS_RDONLY
-                    | libc::MS_NOSUID
-                    | libc::MS_NODEV
-                    | libc::MS_NOEXEC,
-                None,
-            )?;
+            bind_read_only(&path, &path)?;
         }
     }
     let null = root.join("dev/null");
@@ -167,10 +155,16 @@ fn show_boot_id(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
     }
     let source = dirs.boot_id();
     boot_id::write_new(&source)?;
-    bind(&source, &target)?;
+    bind_read_only(&source, &target)
+}
+
+/// Binds `source` on `target`, then makes that bind read-only (and nosuid, nodev, noexec): a bind
+/// takes its flags only from a remount.
+fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
+    bind(source, target)?;
     mount(
         None,
-        &target,
+        target,
         None,
         libc::MS_REMOUNT
             | libc::MS_BIND
