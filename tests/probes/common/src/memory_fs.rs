@@ -20,6 +20,7 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, Text, async_trait};
+use dsh_provider_kit::uri::file_uri;
 
 use crate::magic::{self, Counters, Magic};
 
@@ -105,19 +106,6 @@ fn parent(path: &str) -> &str {
         Some(0) | None => "/",
         Some(at) => &path[..at],
     }
-}
-
-/// A percent-encoded `file://` URI (unreserved characters and `/` kept).
-pub fn file_uri(path: &str) -> String {
-    let mut uri = String::from("file://");
-    for byte in path.bytes() {
-        if byte.is_ascii_alphanumeric() || b"-._~/".contains(&byte) {
-            uri.push(byte as char);
-        } else {
-            uri.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    uri
 }
 
 fn not_found(operation: &str, path: &str) -> Error {
@@ -476,7 +464,7 @@ impl FsProvider for MemoryFs {
         let absolute = self.absolute(path, cwd);
         let resolved = Self::resolve_in(&self.lock(), &absolute, true, 0)?;
         Ok(Resolved {
-            uri: file_uri(&resolved),
+            uri: file_uri(resolved.as_bytes()),
             path: resolved,
         })
     }
@@ -851,7 +839,10 @@ mod tests {
         let resolved = run(fs.resolve("link/missing/../x", None)).unwrap();
         assert_eq!(resolved.path, "/etc/x");
         assert_eq!(run(fs.resolve("rel", None)).unwrap().path, "/work/sub");
-        assert_eq!(file_uri("/a b\n"), "file:///a%20b%0A");
+        assert_eq!(
+            run(fs.resolve("/a b\n", None)).unwrap().uri,
+            "file:///a%20b%0A"
+        );
         assert!(run(fs.contains("/work", "/work/sub/x")).unwrap());
         assert!(!run(fs.contains("/work", "/work/link/x")).unwrap());
         assert_eq!(run(fs.lstat("link")).unwrap().kind, FileKind::Symlink);
