@@ -48,7 +48,7 @@ fn descriptors_are_read_at_load_and_nothing_is_created() {
     for (library, name, provides, inject) in expect {
         let descriptor = library.descriptor();
         assert_eq!(descriptor.name, name);
-        assert_eq!(descriptor.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(descriptor.version, dsh_probe_common::PROBE_VERSION);
         assert_eq!(descriptor.api_version, API_VERSION);
         assert_eq!(descriptor.provides, provides);
         assert_eq!(descriptor.inject, inject);

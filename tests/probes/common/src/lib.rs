@@ -23,6 +23,11 @@
 //! `debug` "probe create details" at create, `info` "probe disposed", and
 //! one event per `stat("/.probe/log/<level>")`.
 
+/// The version every probe's descriptor declares: the workspace's, which probes and this crate
+/// share (`version.workspace = true`), and which the published crates (`dsh-plugin-api`…) need
+/// not have.
+pub const PROBE_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 pub mod config;
 pub mod exit;
 pub mod fake_owner;
