@@ -105,12 +105,12 @@ fn hide(config: &InitConfig, root: &Path) -> io::Result<()> {
 
 fn mount_proc_and_sys(root: &Path) -> io::Result<()> {
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    let proc = real_dir(root, Path::new("/proc"), true)?.expect("created");
+    let proc = made_dir(root, Path::new("/proc"))?;
     mount(Some("proc"), &proc, Some("proc"), flags, None)?;
     // A fresh read-only sysfs (it shows no cgroup mounts, so the world cannot thaw itself).
     mount(
         Some("sysfs"),
-        &real_dir(root, Path::new("/sys"), true)?.expect("created"),
+        &made_dir(root, Path::new("/sys"))?,
         Some("sysfs"),
         flags | libc::MS_RDONLY,
         None,
@@ -177,7 +177,7 @@ fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
 }
 
 fn mount_dev(root: &Path) -> io::Result<()> {
-    let dev = real_dir(root, Path::new("/dev"), true)?.expect("created");
+    let dev = made_dir(root, Path::new("/dev"))?;
     mount(
         Some("tmpfs"),
         &dev,
@@ -242,10 +242,7 @@ fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
         (dirs.homes(), "/home"),
         (dirs.root_home(), "/root"),
     ] {
-        bind(
-            &source,
-            &real_dir(root, Path::new(target), true)?.expect("created"),
-        )?;
+        bind(&source, &made_dir(root, Path::new(target))?)?;
     }
     Ok(())
 }
@@ -253,14 +250,12 @@ fn mount_private_dirs(dirs: &SandboxDirs, root: &Path) -> io::Result<()> {
 /// Binds each volume at its path, creating the missing dirs of that path (root's, 0755).
 fn mount_volumes(config: &InitConfig, root: &Path) -> io::Result<()> {
     for volume in &config.volumes {
-        let at = real_dir(root, &volume.target, true)
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("mount a volume at {}: {e}", volume.target.display()),
-                )
-            })?
-            .expect("created");
+        let at = made_dir(root, &volume.target).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("mount a volume at {}: {e}", volume.target.display()),
+            )
+        })?;
         bind(&volume.source, &at)?;
         // What one sandbox leaves in a volume cannot be a device or a setuid program to the next.
         mount(
@@ -272,6 +267,11 @@ fn mount_volumes(config: &InitConfig, root: &Path) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// [`real_dir`] creating what is missing: the world's dir `path` under `root`, or why it cannot be.
+fn made_dir(root: &Path, path: &Path) -> io::Result<PathBuf> {
+    real_dir(root, path, true).map(|dir| dir.expect("real_dir returns a dir it may create"))
 }
 
 /// The world's dir `path` (absolute, as seen inside) under `root`, every component of it a

@@ -678,18 +678,7 @@ async fn logs_report_what_envd_did_filtered_and_paged() {
     error_of(&reply, StatusCode::BAD_REQUEST);
 
     // A files-only pause reboots envd over the same log.
-    let paused = api
-        .call(
-            Method::POST,
-            &format!("/sandboxes/{id}/pause"),
-            r#"{"memory":false}"#,
-        )
-        .await;
-    assert_eq!(paused.status, StatusCode::NO_CONTENT);
-    let resumed = api
-        .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
-        .await;
-    assert_eq!(resumed.status, StatusCode::CREATED);
+    assert_eq!(api.reboot(&id).await, StatusCode::CREATED);
     let after: Vec<String> = logs(String::new())
         .await
         .iter()

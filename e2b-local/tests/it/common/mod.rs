@@ -137,6 +137,26 @@ impl<'a> Api<'a> {
             .status
     }
 
+    /// Pauses `id` keeping only its files (asserting the pause's 204), then connects, which
+    /// reboots the world over them; returns the connect's status (201 once rebooted).
+    pub async fn reboot(&self, id: &str) -> StatusCode {
+        let paused = self
+            .call(
+                Method::POST,
+                &format!("/sandboxes/{id}/pause"),
+                r#"{"memory":false}"#,
+            )
+            .await;
+        assert_eq!(
+            paused.status,
+            StatusCode::NO_CONTENT,
+            "files-only pause of {id}"
+        );
+        self.call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
+            .await
+            .status
+    }
+
     pub async fn info(&self, id: &str) -> Reply {
         self.call(Method::GET, &format!("/sandboxes/{id}"), "")
             .await
