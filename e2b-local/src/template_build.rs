@@ -124,7 +124,7 @@ pub enum ReadyError {
 #[derive(Debug, thiserror::Error)]
 enum KeepError {
     #[error(transparent)]
-    World(crate::world::WorldError),
+    World(#[from] crate::world::WorldError),
     #[error("create {}: {source}", .dir.display())]
     CreateDir {
         dir: std::path::PathBuf,
@@ -514,17 +514,14 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
 /// Stops the world (processes end; the start command runs anew in each sandbox) and copies its
 /// files to the build's dir.
 async fn keep_files(world: &World, build: &Build) -> Result<(), KeepError> {
-    world.stop().await.map_err(KeepError::World)?;
+    world.stop().await?;
     if let Some(parent) = build.dir.parent() {
         std::fs::create_dir_all(parent).map_err(|source| KeepError::CreateDir {
             dir: parent.to_owned(),
             source,
         })?;
     }
-    world
-        .copy_files(build.dir.clone())
-        .await
-        .map_err(KeepError::World)
+    Ok(world.copy_files(build.dir.clone()).await?)
 }
 
 /// Who and where the next step runs, and the variables `ENV` set (for the build's steps only,
@@ -801,12 +798,11 @@ async fn output_of(
         outputs[at].extend_from_slice(bytes)
     })
     .await;
-    let text = |at: usize| String::from_utf8_lossy(&outputs[at]).trim().to_owned();
     match outcome {
         Ok(()) => Ok(String::from_utf8_lossy(&outputs[0]).into_owned()),
         Err(CommandError::Failed { status, .. }) => Err(CommandError::Failed {
             status,
-            stderr: text(1),
+            stderr: String::from_utf8_lossy(&outputs[1]).trim().to_owned(),
         }),
         Err(err) => Err(err),
     }

@@ -28,6 +28,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method, StatusCode, header};
 use rmcp::model::{ClientRequest, JsonRpcMessage};
+use rmcp::transport::common::http_header::HEADER_SESSION_ID;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -216,7 +217,7 @@ async fn guard(token: Arc<str>, sessions: Arc<Sessions>, request: Request, next:
         &message,
         JsonRpcMessage::Request(request) if matches!(request.request, ClientRequest::InitializeRequest(_))
     );
-    if initialize && !parts.headers.contains_key("mcp-session-id") && !sessions.has_room() {
+    if initialize && !parts.headers.contains_key(HEADER_SESSION_ID) && !sessions.has_room() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "10")],

@@ -105,16 +105,12 @@ impl World {
         }
     }
 
-    fn live(&self) -> &Host {
-        self.host.as_ref().expect(LIVE)
-    }
-
     /// The composition's served `fs`.
     ///
     /// # Panics
     /// If it serves none.
     pub fn fs(&self) -> Arc<dyn FsProvider> {
-        self.live()
+        self.host()
             .fs()
             .unwrap_or_else(|err| panic!("dsh-testkit: {err}"))
     }
@@ -124,14 +120,14 @@ impl World {
     /// # Panics
     /// If it serves none.
     pub fn subprocess(&self) -> Arc<dyn SubprocessProvider> {
-        self.live()
+        self.host()
             .subprocess()
             .unwrap_or_else(|err| panic!("dsh-testkit: {err}"))
     }
 
     /// The host, for everything else (plugins, services by id).
     pub fn host(&self) -> &Host {
-        self.live()
+        self.host.as_ref().expect(LIVE)
     }
 
     #[cfg(feature = "e2b-local")]

@@ -463,9 +463,10 @@ fn stdio_answers_a_line_that_is_not_json_and_an_oversized_one_and_serves_on() {
     assert_eq!(parse["id"], Value::Null, "{parse}");
 
     let peak_before = memory_kib(session.pid(), "VmHWM");
-    // The TypeScript SDK writes a request's id after its params: 20 MiB of content first.
+    // The TypeScript SDK writes a request's id after its params: 40 MiB of content first, so a
+    // server that held the whole line would grow by more than the bound below.
     let mut huge = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"write_file","arguments":{"path":"huge.txt","content":""#.to_vec();
-    huge.resize(huge.len() + 20 * 1024 * 1024, b'x');
+    huge.resize(huge.len() + 40 * 1024 * 1024, b'x');
     huge.extend_from_slice(br#""}},"id":77}"#);
     session.send_line(&huge);
     let refused = session.next_message();

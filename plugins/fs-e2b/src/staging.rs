@@ -265,11 +265,7 @@ impl<T: EnvdTransport> Staged<T> {
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
     pub(crate) async fn upload(&self, op: Op<'_>, content: WriteContent) -> Result<()> {
-        let fed = self
-            .fed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let fed = self.take_fed();
         if let Some(fed) = fed {
             return feed(&self.world, op, fed, content).await;
         }
@@ -412,12 +408,16 @@ impl<T: EnvdTransport> Staged<T> {
         tasks.spawn_on(remove_again_later(world, dir), &self.handle);
     }
 
-    async fn remove_dir(&self) {
-        let fed = self
-            .fed
+    /// The staging command still waiting for content, taken: whoever takes it feeds it or ends it.
+    fn take_fed(&self) -> Option<Fed> {
+        self.fed
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
+            .take()
+    }
+
+    async fn remove_dir(&self) {
+        let fed = self.take_fed();
         remove(&self.world, &self.dir, fed.map(|fed| fed.pid)).await;
     }
 }
@@ -429,11 +429,7 @@ impl<T: EnvdTransport> Drop for Staged<T> {
         }
         let world = Arc::clone(&self.world);
         let dir = std::mem::take(&mut self.dir);
-        let fed = self
-            .fed
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let fed = self.take_fed();
         let tasks = world.tasks.clone();
         tasks.spawn_on(
             async move {
@@ -536,13 +532,16 @@ async fn remove<T: EnvdTransport>(world: &World<T>, dir: &str, feeding: Option<u
         close_input(&world.envd, pid).await;
     }
     if world.acts_as_root() {
-        let command = world.shell.exec("rm", ["-rf", "--", dir]);
-        match world.control(Op::new("remove", dir), &command).await {
-            Ok(output) if output.status.success() => {}
-            Ok(output) => {
-                tracing::warn!(dir, stderr = %output.stderr_text(), "could not remove a staging directory");
-            }
-            Err(err) => tracing::warn!(dir, %err, "could not remove a staging directory"),
+        let removed = world
+            .mutate_as_user(
+                Op::new("remove", dir),
+                "removing a staging directory",
+                "rm",
+                &["-rf", "--", dir],
+            )
+            .await;
+        if let Err(err) = removed {
+            tracing::warn!(dir, %err, "could not remove a staging directory");
         }
         return;
     }

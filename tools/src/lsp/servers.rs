@@ -152,8 +152,8 @@ impl Servers {
             Ok(metadata) => match metadata.kind {
                 FileKind::File => return self.language_for(op, path, absolute),
                 FileKind::Directory => "a directory",
-                FileKind::Symlink => "a symlink",
-                FileKind::Other => "a device, FIFO or socket",
+                // `stat` follows symlinks: the target is what is judged.
+                FileKind::Symlink | FileKind::Other => "a device, FIFO or socket",
             },
             Err(err) => {
                 self.language_for(op, path, absolute)?;

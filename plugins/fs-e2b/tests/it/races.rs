@@ -133,6 +133,7 @@ while True:
     );
     assert_eq!(escapes, 0, "reads returned root's secret");
     assert!(read > 0, "no read returned the user's own file");
+    assert!(!refused.is_empty(), "no read met the flipped symlink");
     assert_eq!(
         read + refused.len(),
         ITERATIONS,
