@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Installs the official SDKs that the peer tests drive (E2B's against e2b-local, MCP's against
 # `dsh mcp`):
-#   sdk-peers/js      npm `e2b` (the newest release, and 2.29.1 as `e2b-2.29.1`),
+#   tests/sdk-peers/js      npm `e2b` (the newest release, and 2.29.1 as `e2b-2.29.1`),
 #                     `@modelcontextprotocol/sdk`, pinned in package.json / package-lock.json
 #                     (npm ci)
-#   sdk-peers/python  PyPI `e2b`, `mcp` + pytest pinned in requirements.txt, in
-#                     sdk-peers/python/.venv; `e2b` 2.29.1 + pytest in .venv-e2b-2.29.1
+#   tests/sdk-peers/python  PyPI `e2b`, `mcp` + pytest pinned in requirements.txt, in
+#                     tests/sdk-peers/python/.venv; `e2b` 2.29.1 + pytest in .venv-e2b-2.29.1
 # Idempotent: a peer whose pinned inputs did not change since the last successful install is left
 # alone. Uses only the npm and PyPI registries.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-js="$root/sdk-peers/js"
-py="$root/sdk-peers/python"
+js="$root/tests/sdk-peers/js"
+py="$root/tests/sdk-peers/python"
 
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "install-sdk-peers: '$1' is required but not on PATH" >&2; exit 1; }

@@ -21,7 +21,7 @@ step() { printf 'lint: %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all -- --check
 # The provider template is its own workspace (outside this one's members).
-cargo fmt --manifest-path templates/provider/Cargo.toml -- --check
+cargo fmt --manifest-path examples/provider-template/Cargo.toml -- --check
 
 step "CONTRIBUTING's rules (forbid-unsafe, tests/it, workspace dependencies)"
 cargo metadata --locked --format-version 1 --no-deps | python3 "$root/scripts/house-rules.py"

@@ -8,8 +8,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-# g++: libFuzzer's C++ sources, built by libfuzzer-sys for fuzz/run.sh. clangd: the real language
-# server dsh-tools' LSP client is tested against.
+# g++: libFuzzer's C++ sources, built by libfuzzer-sys for tests/fuzz/run.sh. clangd: the real language
+# server dsh-consumers' LSP client is tested against.
 packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc iputils-ping libc6-dev g++ clangd)
 missing=()
 for pkg in "${packages[@]}"; do
@@ -29,7 +29,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Language servers dsh-tools' LSP tests drive besides clangd, pinned, from the npm registry:
+# Language servers dsh-consumers' LSP tests drive besides clangd, pinned, from the npm registry:
 # installed globally so that every world finds them on its PATH (e2b-local's sandboxes see the
 # host's /usr through their copy-on-write root, as an E2B template with them installed would).
 lsp_servers=(pyright@1.1.414 typescript-language-server@5.1.3 typescript@5.9.3)

@@ -6,7 +6,7 @@
 # house-rules.py, clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are
 # cdylibs the tests load from beside their executables, target/debug/deps), runs every test with
 # nextest (the fuzz corpus is replayed there), and fuzzes each decoder of hostile input for a
-# bounded time (fuzz/run.sh; DSH_FUZZ_SECONDS, default 15 per target, 0 skips it — its
+# bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default 15 per target, 0 skips it — its
 # instrumented build costs about 3 minutes on 2 cores).
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
@@ -53,11 +53,11 @@ phase "tests (building the test targets included)"
 # target directory: nothing of the workspace build is reused (other feature
 # sets), about 70 s on 2 cores.
 CARGO_TARGET_DIR="$root/target/template-provider" \
-  cargo test --offline --locked --manifest-path "$root/templates/provider/Cargo.toml"
+  cargo test --offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml"
 phase "the provider template (build and kit)"
 
 fuzz_seconds=${DSH_FUZZ_SECONDS:-15}
 if [ "$fuzz_seconds" -gt 0 ]; then
-  "$root/fuzz/run.sh" "$fuzz_seconds"
+  "$root/tests/fuzz/run.sh" "$fuzz_seconds"
   phase "fuzzing (instrumented build included)"
 fi

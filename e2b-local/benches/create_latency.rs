@@ -1,5 +1,5 @@
 //! What sandbox networking costs a create: the official JS SDK, warm in one process per server
-//! (`sdk-peers/bench/lifecycle.mjs`), doing create → `commands.run('true')` → kill against two
+//! (`tests/sdk-peers/bench/lifecycle.mjs`), doing create → `commands.run('true')` → kill against two
 //! e2b-local servers started by this bench — one giving every sandbox its network (the
 //! default), one with `--sandbox-network none` (loopback only, as before networking) — in
 //! interleaved rounds (the order alternates each round).

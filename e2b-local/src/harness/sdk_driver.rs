@@ -1,4 +1,4 @@
-//! The official SDKs' benchmark drivers in `sdk-peers/bench/` (`<name>.mjs` on npm `e2b`,
+//! The official SDKs' benchmark drivers in `tests/sdk-peers/bench/` (`<name>.mjs` on npm `e2b`,
 //! `<name>.py` on PyPI `e2b` in the peer's venv), run as child processes against a
 //! [`LocalServer`]. Each driver takes a mode and arguments and prints one JSON object;
 //! `scripts/install-sdk-peers.sh` installs the SDKs they need.
@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use super::LocalServer;
 
-/// `sdk-peers/`, from this crate's manifest directory.
+/// `tests/sdk-peers/`, from this crate's manifest directory.
 fn sdk_peers() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sdk-peers")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/sdk-peers")
 }
 
 /// One SDK's driver script.
@@ -27,7 +27,7 @@ pub struct SdkDriver {
 }
 
 impl SdkDriver {
-    /// `node sdk-peers/bench/<driver>.mjs` (npm `e2b` 2.51.0).
+    /// `node tests/sdk-peers/bench/<driver>.mjs` (npm `e2b` 2.51.0).
     pub fn js(driver: &str) -> SdkDriver {
         SdkDriver {
             name: "js e2b@2.51.0",
@@ -36,7 +36,7 @@ impl SdkDriver {
         }
     }
 
-    /// `sdk-peers/python/.venv/bin/python sdk-peers/bench/<driver>.py` (PyPI `e2b` 2.63.0).
+    /// `tests/sdk-peers/python/.venv/bin/python tests/sdk-peers/bench/<driver>.py` (PyPI `e2b` 2.63.0).
     pub fn python(driver: &str) -> SdkDriver {
         SdkDriver {
             name: "python e2b==2.63.0",

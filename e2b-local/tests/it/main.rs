@@ -1,7 +1,7 @@
 //! e2b-local's integration tests, one binary: the built server as a client
 //! and the host see it (command line, control plane, envd front, envd's file
 //! access, isolation of sandbox worlds, volumes), and the official SDKs' suites in
-//! `sdk-peers/` run against it.
+//! `tests/sdk-peers/` run against it.
 
 mod cli;
 mod common;

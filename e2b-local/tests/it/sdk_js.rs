@@ -1,6 +1,6 @@
 //! The official JS SDK (npm `e2b`: the newest release, 2.51.0, and 2.29.1) drives e2b-local
 //! through our suites in
-//! `sdk-peers/js/test/`, one server per suite.
+//! `tests/sdk-peers/js/test/`, one server per suite.
 
 use crate::common;
 

@@ -1,6 +1,6 @@
 //! The official Python SDK (PyPI `e2b`: the newest release, 2.63.0, and 2.29.1) drives
 //! e2b-local through our suites in
-//! `sdk-peers/python/tests/`, one server per suite.
+//! `tests/sdk-peers/python/tests/`, one server per suite.
 
 use crate::common;
 

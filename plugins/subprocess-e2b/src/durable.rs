@@ -6,17 +6,17 @@
 //! connected to the same sandbox lists and attaches to it. The sandbox
 //! user can neither read nor forge that state. A handle is a
 //! `durable-follow` helper started as root like any command of this
-//! provider ([`dsh_helper::FollowedProcess`]).
+//! provider ([`dsh_supervisor_client::FollowedProcess`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
-use dsh_helper::{follower_spec, holds, new_id, started};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, Result};
+use dsh_supervisor_client::control::{CONTROL_TIMEOUT, HelperRunner};
+use dsh_supervisor_client::{follower_spec, holds, new_id, started};
 
 use crate::errors::{self, StartContext};
 use crate::start::{RunAs, spawn_as};
@@ -127,7 +127,7 @@ pub async fn attach<T: EnvdTransport>(
     spec: AttachSpec,
 ) -> Result<Attached> {
     let id = spec.id.clone();
-    dsh_helper::attach(durable.clone(), spec, |from, modes| {
+    dsh_supervisor_client::attach(durable.clone(), spec, |from, modes| {
         start_follower(durable, &id, from, modes, None, false)
     })
     .await

@@ -1,4 +1,4 @@
-//! Decoding the helper's frame stream (see `dsh_e2b_run::wire`) as it arrives
+//! Decoding the helper's frame stream (see `dsh_supervisor::wire`) as it arrives
 //! in envd's output chunks, which do not respect frame boundaries.
 //!
 //! Output bytes are passed on as slices of the chunks they arrived in

@@ -1,10 +1,10 @@
 //! `dsh-subprocess-e2b`: the `subprocess` seam (docs/design.md §5.2) in the E2B
 //! sandbox of the injected `e2b` owner.
 //!
-//! Every command is started and supervised by `dsh-e2b-run`, a static
+//! Every command is started and supervised by `dsh-supervisor`, a static
 //! helper of ours that runs inside the sandbox as root from the owner's
-//! root-owned runtime root (docs/design.md §6, option b; the `dsh-e2b-run`
-//! crate, built static by `dsh-helper`'s `build.rs` and embedded through
+//! root-owned runtime root (docs/design.md §6, option b; the `dsh-supervisor`
+//! crate, built static by `dsh-supervisor-client`'s `build.rs` and embedded through
 //! that crate):
 //!
 //! - it forks the command as the leader of a new session and process group,
@@ -74,10 +74,10 @@ mod world;
 
 // The helper's wire, from the helper's own crate: one definition for both
 // sides.
-use dsh_e2b_run::wire;
+use dsh_supervisor::wire;
 
 pub use config::Config;
-pub use dsh_helper::{HELPER, HELPER_DIGEST};
+pub use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
 pub use liveness::OwnerLiveness;
 pub use plugin::SubprocessE2bPlugin;
 pub use provider::E2bSubprocess;

@@ -142,7 +142,7 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
     }
 
     async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
-        dsh_helper::control::list(&*self.durable).await
+        dsh_supervisor_client::control::list(&*self.durable).await
     }
 
     async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
@@ -150,6 +150,6 @@ impl<T: EnvdTransport> SubprocessProvider for E2bSubprocess<T> {
     }
 
     async fn forget(&self, id: &str) -> Result<()> {
-        dsh_helper::control::forget(&*self.durable, id).await
+        dsh_supervisor_client::control::forget(&*self.durable, id).await
     }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dsh_e2b_gateway::{ControlShell, GUARD_FAILED_EXIT};
-use dsh_helper::{HELPER, HELPER_DIGEST};
 use dsh_plugin_api::{Error, Result};
+use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
 use e2b_client::{Envd, UploadOptions};
 
 use crate::env::Ambient;
@@ -71,10 +71,10 @@ pub async fn prepare<T: EnvdTransport>(
     user: &str,
 ) -> Result<Setup> {
     let upload = format!(
-        "{install_dir}/dsh-e2b-run.{:016x}.part",
+        "{install_dir}/dsh-supervisor.{:016x}.part",
         rand::random::<u64>()
     );
-    let helper = format!("{install_dir}/dsh-e2b-run");
+    let helper = format!("{install_dir}/dsh-supervisor");
     let uploaded = async {
         envd.upload(
             &upload,
@@ -135,7 +135,7 @@ fn parse_probe(stdout: &[u8], user: &str) -> std::result::Result<(Identity, Ambi
         String::from_utf8(field.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
     };
     let version = next("the helper version")?;
-    let expected = format!("dsh-e2b-run {}", wire::VERSION);
+    let expected = format!("dsh-supervisor {}", wire::VERSION);
     if version.trim() != expected {
         return Err(format!(
             "the installed helper says {version:?}, expected {expected:?}"
@@ -205,7 +205,7 @@ mod tests {
         // Stands in for the helper's probe: removes the upload, says who
         // it was asked about and which digest it was given to check.
         let helper =
-            b"#!/bin/sh\nrm -f -- \"$3\"\nprintf 'dsh-e2b-run test\\0%s\\0%s\\0' \"$2\" \"$4\"\n";
+            b"#!/bin/sh\nrm -f -- \"$3\"\nprintf 'dsh-supervisor test\\0%s\\0%s\\0' \"$2\" \"$4\"\n";
         std::fs::write(&upload, helper).expect("write");
         let mut holder = std::process::Command::new("bash")
             .args(["-c", "exec 3>>\"$1\"; sleep 1", "holder"])
@@ -218,7 +218,7 @@ mod tests {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
         assert_eq!(
-            output.stdout, b"dsh-e2b-run test\0someone\0the-digest\0",
+            output.stdout, b"dsh-supervisor test\0someone\0the-digest\0",
             "{stderr}"
         );
         assert!(!upload.exists(), "the probe removes the upload");
@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn the_probe_parses() {
-        let version = format!("dsh-e2b-run {}", wire::VERSION);
+        let version = format!("dsh-supervisor {}", wire::VERSION);
         let (identity, ambient) = parse_probe(&probe_output(&version), "user").unwrap();
         assert_eq!(
             identity,
@@ -264,11 +264,11 @@ mod tests {
 
     #[test]
     fn a_wrong_helper_or_a_short_probe_is_an_error() {
-        let err = parse_probe(&probe_output("dsh-e2b-run 0"), "user").unwrap_err();
+        let err = parse_probe(&probe_output("dsh-supervisor 0"), "user").unwrap_err();
         assert!(err.contains("expected"), "{err}");
         let err = parse_probe(b"x", "user").unwrap_err();
         assert!(err.contains("says \"x\""), "{err}");
-        let version = format!("dsh-e2b-run {}", wire::VERSION);
+        let version = format!("dsh-supervisor {}", wire::VERSION);
         let err = parse_probe(version.as_bytes(), "user").unwrap_err();
         assert!(err.contains("ends before the uid"), "{err}");
     }

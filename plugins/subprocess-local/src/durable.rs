@@ -1,10 +1,10 @@
 //! Durable commands on the host (docs/design.md §5.2.1): each runs under a
-//! supervisor of its own — the helper `dsh-e2b-run`, installed in the state
+//! supervisor of its own — the helper `dsh-supervisor`, installed in the state
 //! directory — so it survives this process; its record and output live in
 //! the state directory (private to the user, 0700), where a later `dsh`
 //! configured with the same directory finds it. A handle is a
 //! `durable-follow` helper started like any command of this provider
-//! ([`dsh_helper::FollowedProcess`]), so disposal ends attachments, never
+//! ([`dsh_supervisor_client::FollowedProcess`]), so disposal ends attachments, never
 //! durable commands.
 
 use std::os::unix::ffi::OsStrExt;
@@ -14,12 +14,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_e2b_run::wire::{self, DurableStartRequest, Identity, Launch};
-use dsh_helper::control::{CONTROL_TIMEOUT, HelperRunner};
-use dsh_helper::{HELPER, HELPER_DIGEST, follower_spec, holds, new_id, started};
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use dsh_supervisor::wire::{self, DurableStartRequest, Identity, Launch};
+use dsh_supervisor_client::control::{CONTROL_TIMEOUT, HelperRunner};
+use dsh_supervisor_client::{HELPER, HELPER_DIGEST, follower_spec, holds, new_id, started};
 use tokio::sync::OnceCell;
 
 use crate::world::World;
@@ -273,7 +273,7 @@ pub async fn spawn(
 pub async fn attach(world: &World, durable: &Arc<Durable>, spec: AttachSpec) -> Result<Attached> {
     world.check_open("attach")?;
     let id = spec.id.clone();
-    dsh_helper::attach(durable.clone(), spec, |from, modes| {
+    dsh_supervisor_client::attach(durable.clone(), spec, |from, modes| {
         start_follower(world, durable, &id, from, modes, None, false)
     })
     .await

@@ -155,7 +155,7 @@ impl SubprocessProvider for LocalSubprocess {
     }
 
     async fn list_durable(&self) -> Result<Vec<DurableCommand>> {
-        dsh_helper::control::list(&**self.durable("list_durable")?).await
+        dsh_supervisor_client::control::list(&**self.durable("list_durable")?).await
     }
 
     async fn attach(&self, spec: AttachSpec) -> Result<Attached> {
@@ -163,6 +163,6 @@ impl SubprocessProvider for LocalSubprocess {
     }
 
     async fn forget(&self, id: &str) -> Result<()> {
-        dsh_helper::control::forget(&**self.durable("forget")?, id).await
+        dsh_supervisor_client::control::forget(&**self.durable("forget")?, id).await
     }
 }

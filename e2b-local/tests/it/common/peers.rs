@@ -1,4 +1,4 @@
-//! Runs one of the official-SDK suites in `sdk-peers/` against a fresh server and fails — never
+//! Runs one of the official-SDK suites in `tests/sdk-peers/` against a fresh server and fails — never
 //! skips — when the peers are missing, printing the runner's output when the suite fails.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::process::Command;
 use super::LocalServer;
 
 fn peers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk-peers")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/sdk-peers")
 }
 
 const INSTALL_HINT: &str = "run scripts/install-sdk-peers.sh (scripts/setup.sh does it too)";
@@ -18,7 +18,7 @@ const INSTALL_HINT: &str = "run scripts/install-sdk-peers.sh (scripts/setup.sh d
 /// `.venv-e2b-2.29.1`).
 const RELEASES: [(&str, &str); 2] = [("e2b", ".venv"), ("e2b-2.29.1", ".venv-e2b-2.29.1")];
 
-/// `node --test sdk-peers/js/test/<file>` with the server's environment, once per release.
+/// `node --test tests/sdk-peers/js/test/<file>` with the server's environment, once per release.
 pub fn run_js(file: &str) {
     let dir = peers_dir().join("js");
     for (package, _) in RELEASES {
@@ -38,7 +38,7 @@ pub fn run_js(file: &str) {
     }
 }
 
-/// `sdk-peers/python/<venv>/bin/python -m pytest tests/<file>` with the server's environment,
+/// `tests/sdk-peers/python/<venv>/bin/python -m pytest tests/<file>` with the server's environment,
 /// once per release.
 pub fn run_python(file: &str) {
     let dir = peers_dir().join("python");

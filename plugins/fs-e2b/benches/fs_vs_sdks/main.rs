@@ -4,8 +4,8 @@
 //!
 //! Ours is the shipped composition — `dsh-e2b` + `dsh-fs-e2b` loaded as
 //! plugins through `dsh-host`, every call crossing the plugin ABI and the
-//! owner's gateway. The peers are `sdk-peers/bench/fs.mjs` (npm `e2b`
-//! 2.51.0) and `sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0) on the same
+//! owner's gateway. The peers are `tests/sdk-peers/bench/fs.mjs` (npm `e2b`
+//! 2.51.0) and `tests/sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0) on the same
 //! sandbox. Each figure is printed with its ratio against each peer.
 //!
 //! Run: `scripts/install-sdk-peers.sh && cargo build -p e2b-local && cargo

@@ -1,5 +1,5 @@
-//! The SDK peers: `sdk-peers/bench/fs.mjs` (npm `e2b` 2.51.0, Node) and
-//! `sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0, the peer's venv), run
+//! The SDK peers: `tests/sdk-peers/bench/fs.mjs` (npm `e2b` 2.51.0, Node) and
+//! `tests/sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0, the peer's venv), run
 //! against the same sandbox through e2b-local's [`SdkDriver`].
 
 use anyhow::Result;

@@ -11,8 +11,8 @@
 //!
 //! Ours is the shipped composition — `dsh-e2b` + `dsh-subprocess-e2b`
 //! loaded as plugins through `dsh-host`, every call crossing the plugin ABI
-//! and the owner's gateway. The peers are `sdk-peers/bench/commands.mjs`
-//! (npm `e2b` 2.51.0) and `sdk-peers/bench/commands.py` (PyPI `e2b`
+//! and the owner's gateway. The peers are `tests/sdk-peers/bench/commands.mjs`
+//! (npm `e2b` 2.51.0) and `tests/sdk-peers/bench/commands.py` (PyPI `e2b`
 //! 2.63.0) on the same sandbox. Each figure is printed with its ratio
 //! against each peer and the target.
 //!

@@ -102,7 +102,7 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures, wrapper
         ms(median(&wrappers.shell))
     );
     println!(
-        "  (b) dsh-e2b-run (the provider's spawn + wait):      {:.2}   ({:.2}x)",
+        "  (b) dsh-supervisor (the provider's spawn + wait):      {:.2}   ({:.2}x)",
         ms(median(&wrappers.helper)),
         ms(median(&wrappers.shell)) / ms(median(&wrappers.helper))
     );

@@ -1,0 +1,558 @@
+//! The language tools ([`dsh_consumers::lsp::Lsp`]) against real language servers — clangd (Debian),
+//! pyright and typescript-language-server (npm; scripts/setup.sh installs all three) — in the
+//! local world: diagnostics of the file as the file tools or a shell command left it, at that
+//! version; definition, references, hover, symbols and rename across files; a killed server
+//! restarted and the caller told; nothing left running after shutdown.
+
+use std::time::Duration;
+
+use dsh_consumers::Tools;
+use dsh_consumers::lsp::tools::{
+    DiagnosticsRequest, PositionRequest, ReferencesRequest, RenameRequest, SymbolsRequest,
+};
+use dsh_plugin_api::ErrorKind;
+use serde_json::json;
+
+use crate::world::LocalWorld;
+
+fn tools(world: &LocalWorld) -> Tools {
+    Tools::new(world.fs.clone(), world.subprocess.clone())
+}
+
+fn at(path: &str, line: u32, column: u32) -> PositionRequest {
+    PositionRequest {
+        path: path.to_owned(),
+        line: Some(line),
+        column: Some(column),
+        symbol: None,
+    }
+}
+
+fn named(path: &str, symbol: &str) -> PositionRequest {
+    PositionRequest {
+        path: path.to_owned(),
+        line: None,
+        column: None,
+        symbol: Some(symbol.to_owned()),
+    }
+}
+
+fn diagnostics(path: &str) -> DiagnosticsRequest {
+    DiagnosticsRequest {
+        path: path.to_owned(),
+        timeout_secs: None,
+    }
+}
+
+async fn write(tools: &Tools, path: &str, content: &str) -> String {
+    let request = serde_json::from_value(json!({"path": path, "content": content})).unwrap();
+    tools.files.write_file(request).await.unwrap().version
+}
+
+async fn run(tools: &Tools, command: &str) {
+    let request = serde_json::from_value(json!({"command": command})).unwrap();
+    let result = tools.commands.run(request).await.unwrap();
+    assert_eq!(
+        result.exit.exit_code,
+        Some(0),
+        "{command}: {:?}",
+        result.output
+    );
+}
+
+/// Processes whose process group is one of `groups` (the servers' whole groups).
+fn in_groups(groups: &[u32]) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                let after = stat.rsplit(')').next().unwrap_or("");
+                let fields: Vec<&str> = after.split_whitespace().collect();
+                // state, ppid, pgrp; zombies count as gone.
+                fields.first() != Some(&"Z")
+                    && fields
+                        .get(2)
+                        .and_then(|g| g.parse::<u32>().ok())
+                        .is_some_and(|g| groups.contains(&g))
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn c_diagnostics_follow_the_file_tools_and_shell_commands_at_each_version() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "compile_flags.txt", "-std=c++17\n").await;
+    let broken = write(
+        &tools,
+        "main.cpp",
+        "int main() {\n  int x = \"text\";\n  return x;\n}\n",
+    )
+    .await;
+    let found = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("main.cpp"))
+        .await
+        .unwrap();
+    assert_eq!(
+        found.version,
+        Some(broken),
+        "the diagnostics are of the version just written"
+    );
+    assert_eq!(found.errors, 1, "{found:#?}");
+    assert_eq!(found.diagnostics[0].start.line, 2);
+    assert!(found.path.ends_with("/cwd/main.cpp"));
+
+    let request = serde_json::from_value(json!({
+        "path": "main.cpp", "old_string": "\"text\"", "new_string": "1"
+    }))
+    .unwrap();
+    let edited = tools.files.edit_file(request).await.unwrap();
+    let clean = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("main.cpp"))
+        .await
+        .unwrap();
+    assert_eq!(clean.version, edited.version);
+    assert_eq!(clean.errors, 0, "{clean:#?}");
+
+    // Changed behind the tools' back, by a shell command.
+    run(
+        &tools,
+        "sed -i 's/int x = 1;/int x = undeclared;/' main.cpp",
+    )
+    .await;
+    let again = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("main.cpp"))
+        .await
+        .unwrap();
+    assert_eq!(again.errors, 1, "{again:#?}");
+    assert!(
+        again.diagnostics[0].message.contains("undeclared"),
+        "{again:#?}"
+    );
+    assert_ne!(again.version, clean.version);
+
+    let pids = tools.lsp.server_pids().await;
+    assert_eq!(pids.len(), 1);
+    assert!(tools.shutdown().await.is_empty());
+    assert_eq!(
+        in_groups(&pids),
+        Vec::<u32>::new(),
+        "clangd's group is gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn python_definition_references_hover_symbols_and_rename_across_files() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "proj/pyrightconfig.json", "{}\n").await;
+    write(
+        &tools,
+        "proj/lib.py",
+        "def greet(name: str) -> str:\n    return 'hi ' + name\n",
+    )
+    .await;
+    write(
+        &tools,
+        "proj/app.py",
+        "from lib import greet\n\nprint(greet(42))\nprint(greet('you'))\n",
+    )
+    .await;
+    let typed = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj/app.py"))
+        .await
+        .expect("pyright-langserver runs (scripts/setup.sh installs it)");
+    assert_eq!(typed.errors, 1, "{typed:#?}");
+    assert_eq!(typed.diagnostics[0].start.line, 3);
+    // A directory: every file in it a server takes.
+    write(&tools, "proj/notes.txt", "not code\n").await;
+    let all = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (all.files, all.truncated, all.errors),
+        (2, false, 1),
+        "{all:#?}"
+    );
+    assert!(all.version.is_none());
+    assert!(
+        all.diagnostics[0].path.ends_with("/proj/app.py"),
+        "{all:#?}"
+    );
+
+    let definition = tools
+        .lsp
+        .lsp_definition(at("proj/app.py", 3, 7))
+        .await
+        .unwrap();
+    let target = &definition.locations[0];
+    assert!(target.path.ends_with("/proj/lib.py"), "{definition:#?}");
+    assert_eq!((target.start.line, target.start.column), (1, 5));
+
+    let references = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: named("proj/lib.py", "greet"),
+            include_declaration: Some(true),
+        })
+        .await
+        .unwrap();
+    let mut places: Vec<(String, u32)> = references
+        .locations
+        .iter()
+        .map(|l| (l.path.rsplit('/').next().unwrap().to_owned(), l.start.line))
+        .collect();
+    places.sort();
+    assert_eq!(
+        places,
+        [
+            ("app.py".to_owned(), 1),
+            ("app.py".to_owned(), 3),
+            ("app.py".to_owned(), 4),
+            ("lib.py".to_owned(), 1)
+        ],
+        "{references:#?}"
+    );
+
+    let hover = tools
+        .lsp
+        .lsp_hover(named("proj/lib.py", "greet"))
+        .await
+        .unwrap();
+    assert!(
+        hover
+            .text
+            .as_deref()
+            .unwrap_or("")
+            .contains("def greet(name: str) -> str"),
+        "{hover:#?}"
+    );
+
+    let symbols = tools
+        .lsp
+        .lsp_symbols(SymbolsRequest {
+            path: Some("proj".to_owned()),
+            query: Some("greet".to_owned()),
+            language: Some("python".to_owned()),
+        })
+        .await
+        .unwrap();
+    assert!(
+        symbols
+            .symbols
+            .iter()
+            .any(|s| s.name == "greet" && s.location.path.ends_with("/lib.py")),
+        "{symbols:#?}"
+    );
+
+    let renamed = tools
+        .lsp
+        .lsp_rename(RenameRequest {
+            at: named("proj/lib.py", "greet"),
+            new_name: "welcome".to_owned(),
+            apply: None,
+        })
+        .await
+        .unwrap();
+    assert!(
+        renamed.applied && renamed.conflicts.is_empty(),
+        "{renamed:#?}"
+    );
+    assert_eq!(renamed.files.len(), 2);
+    let app = std::fs::read_to_string(world.dir.path().join("cwd/proj/app.py")).unwrap();
+    assert_eq!(
+        app,
+        "from lib import welcome\n\nprint(welcome(42))\nprint(welcome('you'))\n"
+    );
+    // The renamed files are what the server now has: the type error is still found, by the
+    // new name.
+    let after = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj/app.py"))
+        .await
+        .unwrap();
+    assert_eq!(after.errors, 1, "{after:#?}");
+    assert_eq!(
+        after.version,
+        renamed
+            .files
+            .iter()
+            .find(|f| f.edits.path.ends_with("app.py"))
+            .and_then(|f| f.version.clone())
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn typescript_diagnostics_and_references_across_files() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(
+        &tools,
+        "web/tsconfig.json",
+        "{\"compilerOptions\": {\"strict\": true}}\n",
+    )
+    .await;
+    write(
+        &tools,
+        "web/util.ts",
+        "export function twice(n: number): number {\n  return n * 2;\n}\n",
+    )
+    .await;
+    write(
+        &tools,
+        "web/main.ts",
+        "import { twice } from './util';\nconst a: string = twice(2);\nconsole.log(a, twice(3));\n",
+    )
+    .await;
+    let found = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("web/main.ts"))
+        .await
+        .expect("typescript-language-server runs (scripts/setup.sh installs it)");
+    assert_eq!(found.errors, 1, "{found:#?}");
+    assert!(
+        found.diagnostics[0].message.contains("not assignable"),
+        "{found:#?}"
+    );
+    let references = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: at("web/util.ts", 1, 17),
+            include_declaration: Some(false),
+        })
+        .await
+        .unwrap();
+    let lines: Vec<u32> = references
+        .locations
+        .iter()
+        .filter(|l| l.path.ends_with("/main.ts"))
+        .map(|l| l.start.line)
+        .collect();
+    assert_eq!(lines, [1, 2, 3], "{references:#?}");
+    assert!(tools.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_server_is_restarted_and_the_caller_told() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "compile_flags.txt", "-std=c++17\n").await;
+    write(&tools, "a.cpp", "int f() { return 1; }\n").await;
+    let first = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("a.cpp"))
+        .await
+        .unwrap();
+    assert!(first.notes.notice.is_none());
+    let pids = tools.lsp.server_pids().await;
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    // The next call finds it ended, starts it again and says so.
+    let mut notice = None;
+    for _ in 0..50 {
+        let again = tools.lsp.lsp_diagnostics(diagnostics("a.cpp")).await;
+        match again {
+            Ok(result) => {
+                notice = result.notes.notice;
+                if notice.is_some() {
+                    break;
+                }
+            }
+            // A call that met the server dying (before its end was seen) fails as closed.
+            Err(err) => assert_eq!(err.kind(), ErrorKind::Closed, "{err}"),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let notice = notice.expect("a call was told of the restart");
+    assert!(
+        notice.contains("restarted") && notice.contains("ended"),
+        "{notice}"
+    );
+    let now = tools.lsp.server_pids().await;
+    assert_ne!(now, pids);
+    assert!(tools.shutdown().await.is_empty());
+    assert_eq!(in_groups(&now), Vec::<u32>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_requests_are_refused_clearly() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "notes.txt", "plain\n").await;
+    let no_server = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("notes.txt"))
+        .await
+        .unwrap_err();
+    assert_eq!(no_server.kind(), ErrorKind::InvalidInput);
+    assert!(
+        no_server.to_string().contains("no language server"),
+        "{no_server}"
+    );
+    std::fs::write(
+        world.dir.path().join("cwd/huge.py"),
+        "x = 1\n".repeat(3 << 20),
+    )
+    .unwrap();
+    let huge = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("huge.py"))
+        .await
+        .unwrap_err();
+    assert_eq!(huge.kind(), ErrorKind::InvalidInput);
+    assert!(
+        huge.to_string().contains("not given to language servers"),
+        "{huge}"
+    );
+    let missing = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("gone.py"))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    write(&tools, "x.py", "x = 1\n").await;
+    let neither = tools
+        .lsp
+        .lsp_definition(PositionRequest {
+            path: "x.py".to_owned(),
+            line: Some(1),
+            column: None,
+            symbol: None,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        neither.to_string().contains("line and column, or symbol"),
+        "{neither}"
+    );
+    let timeout = tools
+        .lsp
+        .lsp_diagnostics(DiagnosticsRequest {
+            path: "x.py".to_owned(),
+            timeout_secs: Some(0),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(timeout.kind(), ErrorKind::InvalidInput);
+    let symbols = tools
+        .lsp
+        .lsp_symbols(SymbolsRequest {
+            path: None,
+            query: None,
+            language: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(symbols.kind(), ErrorKind::InvalidInput);
+    assert!(tools.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cold_server_answers_references_completely_or_says_it_is_indexing() {
+    const FILES: usize = 150;
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(
+        &tools,
+        "big/tsconfig.json",
+        "{\"compilerOptions\": {\"strict\": true}}\n",
+    )
+    .await;
+    write(
+        &tools,
+        "big/core.ts",
+        "export function shared(n: number): number {\n  return n + 1;\n}\n",
+    )
+    .await;
+    for i in 0..FILES {
+        write(
+            &tools,
+            &format!("big/src/m{i}.ts"),
+            &format!("import {{ shared }} from '../core';\nexport const v{i} = shared({i});\n"),
+        )
+        .await;
+    }
+    // The first question of a fresh server: the declaration, and an import and a call in
+    // every module — or a result that says it may be incomplete.
+    let cold = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: at("big/core.ts", 1, 17),
+            include_declaration: Some(true),
+        })
+        .await
+        .unwrap();
+    if cold.notes.indexing.is_none() {
+        assert_eq!(cold.locations.len(), 1 + 2 * FILES, "{:?}", cold.notes);
+    }
+    let warm = tools
+        .lsp
+        .lsp_references(ReferencesRequest {
+            at: at("big/core.ts", 1, 17),
+            include_declaration: Some(true),
+        })
+        .await
+        .unwrap();
+    assert_eq!(warm.locations.len(), 1 + 2 * FILES);
+    assert!(tools.shutdown().await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_file_no_question_named_changed_by_a_command_is_seen() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "proj/pyrightconfig.json", "{}\n").await;
+    write(
+        &tools,
+        "proj/lib.py",
+        "def greet(name: str) -> str:\n    return name\n",
+    )
+    .await;
+    write(
+        &tools,
+        "proj/app.py",
+        "from lib import greet\n\nprint(greet('x'))\n",
+    )
+    .await;
+    let clean = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("proj/app.py"))
+        .await
+        .unwrap();
+    assert_eq!(clean.errors, 0, "{clean:#?}");
+    // lib.py was never asked about (never opened): a command renames its function.
+    run(&tools, "sed -i 's/def greet/def hello/' proj/lib.py").await;
+    let mut errors = 0;
+    for _ in 0..50 {
+        // app.py is unchanged, so the server is not sent it again: what changes its
+        // diagnostics is the server seeing lib.py change.
+        errors = tools
+            .lsp
+            .lsp_diagnostics(diagnostics("proj/app.py"))
+            .await
+            .unwrap()
+            .errors;
+        if errors > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        errors > 0,
+        "the import of a function that is gone is an error"
+    );
+    assert!(tools.shutdown().await.is_empty());
+}

@@ -1,0 +1,10 @@
+//! Integration tests of dsh-consumers over the real local providers.
+
+mod commands;
+mod durable;
+mod files;
+mod lsp;
+mod lsp_tools;
+mod lsp_uris;
+mod terminals;
+mod world;

@@ -1,0 +1,48 @@
+//! The helper program, built by `build.rs` (static x86_64 Linux).
+
+/// The `dsh-supervisor` executable.
+pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervisor"));
+
+/// [`HELPER`]'s SHA-256, hex, computed by the build script.
+pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.sha256"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::{Digest, Sha256};
+
+    #[test]
+    fn the_digest_is_of_the_embedded_helper() {
+        let digest: String = Sha256::digest(HELPER)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(HELPER_DIGEST, digest);
+        assert!(HELPER.len() > 100_000, "a real executable is embedded");
+        assert_eq!(&HELPER[..4], b"\x7fELF");
+    }
+
+    #[test]
+    fn the_embedded_helper_is_a_static_x86_64_executable() {
+        // ELF64 little-endian: the machine at 0x12, program headers at
+        // e_phoff (0x20), e_phnum (0x38) of e_phentsize (0x36) bytes each.
+        // A PT_INTERP header (type 3) would name a dynamic loader, and so a
+        // C library the sandbox may not have.
+        let u16_at = |at: usize| usize::from(u16::from_le_bytes([HELPER[at], HELPER[at + 1]]));
+        assert_eq!(HELPER[4], 2, "ELF64");
+        assert_eq!(u16_at(0x12), 62, "x86_64");
+        let table = u64::from_le_bytes(HELPER[0x20..0x28].try_into().expect("8 bytes")) as usize;
+        let (size, count) = (u16_at(0x36), u16_at(0x38));
+        let kinds: Vec<u32> = (0..count)
+            .map(|i| {
+                let at = table + i * size;
+                u32::from_le_bytes(HELPER[at..at + 4].try_into().expect("4 bytes"))
+            })
+            .collect();
+        assert!(kinds.contains(&1), "loadable segments: {kinds:?}");
+        assert!(
+            !kinds.contains(&3),
+            "the helper names a program interpreter (dynamically linked): {kinds:?}"
+        );
+    }
+}

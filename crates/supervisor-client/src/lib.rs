@@ -1,0 +1,22 @@
+//! The in-world helper and the host side of durable commands, shared by
+//! both subprocess providers.
+//!
+//! - [`HELPER`]: the `dsh-supervisor` program, built static by this crate's
+//!   build script and embedded. `dsh-subprocess-e2b` installs it in each
+//!   sandbox; `dsh-subprocess-local` installs it on the host to supervise
+//!   durable commands (docs/design.md §5.2.1, §6.3).
+//! - [`answers`]: the helper's `durable-*` answers in the seam's types.
+//! - [`FollowedProcess`]: a durable command's handle, built from the
+//!   provider's own handle on a `durable-follow` helper.
+
+#![forbid(unsafe_code)]
+
+pub mod answers;
+pub mod control;
+mod embedded;
+mod followed;
+
+pub use embedded::{HELPER, HELPER_DIGEST};
+pub use followed::{
+    DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
+};

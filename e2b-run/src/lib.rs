@@ -1,5 +1,0 @@
-//! The wire between `dsh-subprocess-e2b` (on the host) and `dsh-e2b-run`
-//! (its helper in the sandbox, this crate's binary): one library both sides
-//! compile, so they cannot disagree about it. See [`wire`].
-
-pub mod wire;

@@ -1,6 +1,0 @@
-//! libFuzzer target: [`dsh_fuzz::connect_request`] (see `fuzz/README.md`).
-
-#![no_main]
-#![forbid(unsafe_code)]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| dsh_fuzz::connect_request(data));
