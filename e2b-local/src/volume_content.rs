@@ -51,27 +51,7 @@ pub struct Metadata {
     pub mode: Option<u32>,
 }
 
-/// `path` made absolute and free of `.`, `..` and repeated `/` (`..` stops at the root), as the
-/// volume's clients name it. `InvalidInput` for an empty path or one holding NUL.
-pub fn normalize(path: &str) -> io::Result<String> {
-    if path.is_empty() || path.contains('\0') {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("invalid path {path:?}: expected a non-empty path without NUL"),
-        ));
-    }
-    let mut parts: Vec<&str> = Vec::new();
-    for part in path.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            part => parts.push(part),
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
-}
+pub use e2b_local_api::volume::normalize;
 
 /// Runs `op` with `root` as its thread's filesystem root (see the module docs). Resolves when
 /// `op` returns; dropping the future leaves the thread to finish on its own.
@@ -412,25 +392,5 @@ pub fn remove(path: &str, recursive: bool) -> io::Result<()> {
         }
     } else {
         std::fs::remove_file(path)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_normalized_inside_the_root() {
-        for (given, expected) in [
-            ("/", "/"),
-            ("a/b", "/a/b"),
-            ("/a//b/./c/", "/a/b/c"),
-            ("/../../etc/passwd", "/etc/passwd"),
-            ("/a/../..", "/"),
-        ] {
-            assert_eq!(normalize(given).unwrap(), expected, "{given}");
-        }
-        assert!(normalize("").is_err());
-        assert!(normalize("a\0b").is_err());
     }
 }

@@ -14,8 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::world::users;
 
-/// The longest volume name.
-pub const MAX_NAME_LEN: usize = 64;
+pub use e2b_local_api::volume::{MAX_NAME_LEN, is_valid_name};
 
 /// One volume.
 #[derive(Debug, Serialize, Deserialize)]
@@ -94,16 +93,6 @@ struct State {
 pub struct Volumes {
     dir: PathBuf,
     state: Mutex<State>,
-}
-
-/// Whether `name` can name a volume: 1 to [`MAX_NAME_LEN`] of `[A-Za-z0-9_-]` (what the SDKs
-/// accept; no `.`, `/` or space, so a name is never a path).
-pub fn is_valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= MAX_NAME_LEN
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl Volumes {
@@ -233,24 +222,6 @@ fn read_description(dir: &Path) -> io::Result<Volume> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_plain_words() {
-        for good in ["data", "my-vol_2", &"x".repeat(MAX_NAME_LEN)] {
-            assert!(is_valid_name(good), "{good}");
-        }
-        for bad in [
-            "",
-            "vol name",
-            "vol.name",
-            "vol/a",
-            "{x}",
-            "..",
-            &"x".repeat(65),
-        ] {
-            assert!(!is_valid_name(bad), "{bad}");
-        }
-    }
 
     #[test]
     fn volumes_persist_and_leases_block_destroy() {

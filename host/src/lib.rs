@@ -42,7 +42,6 @@ mod loader;
 pub mod manifest;
 pub mod resolve;
 pub mod signals;
-mod syntax;
 #[cfg(test)]
 mod test_support;
 pub mod validation;

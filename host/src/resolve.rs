@@ -33,44 +33,9 @@ pub fn package_name(name: &str) -> &str {
 }
 
 /// Checks a manifest name against the rule above; the error says what is
-/// wrong with it.
-pub fn validate_plugin_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("is empty".to_owned());
-    }
-    let package = if let Some(rest) = name.strip_prefix('@') {
-        let Some((scope, package)) = rest.split_once('/') else {
-            return Err(format!(
-                "{name:?} starts with '@' but has no '/': a scoped name is @scope/package"
-            ));
-        };
-        if scope.is_empty() || !scope.chars().all(is_scope_char) {
-            return Err(format!(
-                "{name:?} has an invalid scope {scope:?} (letters, digits, '-', '_', '.', '~')"
-            ));
-        }
-        package
-    } else {
-        name
-    };
-    if package.is_empty() {
-        return Err(format!("{name:?} has an empty package name"));
-    }
-    if let Some(bad) = package.chars().find(|c| !is_package_char(*c)) {
-        return Err(format!(
-            "{name:?} contains {bad:?}; a package name has only letters, digits, '-' and '_'"
-        ));
-    }
-    Ok(())
-}
-
-fn is_scope_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~')
-}
-
-fn is_package_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '-' | '_')
-}
+/// wrong with it. (The manifest's own rule: `dsh-manifest` checks every
+/// entry's name as it reads it.)
+pub use dsh_manifest::validate_plugin_name;
 
 /// The library file a (valid) manifest name maps to: `lib<package with - as _>.so`.
 pub fn library_file_name(name: &str) -> String {
@@ -236,24 +201,6 @@ mod tests {
         assert_eq!(library_file_name("plain_name"), "libplain_name.so");
         assert_eq!(package_name("@deepseek-ai/dsh-e2b"), "dsh-e2b");
         assert_eq!(package_name("dsh-e2b"), "dsh-e2b");
-    }
-
-    #[test]
-    fn invalid_names_say_why() {
-        assert!(validate_plugin_name("dsh-fs-local").is_ok());
-        assert!(validate_plugin_name("@deepseek-ai/dsh-e2b").is_ok());
-        for (name, needle) in [
-            ("", "empty"),
-            ("@scope", "no '/'"),
-            ("@/pkg", "invalid scope"),
-            ("@scope/", "empty package"),
-            ("dir/pkg", "contains '/'"),
-            ("pkg.so", "contains '.'"),
-            ("has space", "contains ' '"),
-        ] {
-            let err = validate_plugin_name(name).unwrap_err();
-            assert!(err.contains(needle), "{name:?}: {err}");
-        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use dsh_manifest::write_problems;
 use dsh_plugin_api::ServiceKind;
 
 use crate::manifest::EntryLabel;
@@ -210,13 +211,10 @@ fn list_services(services: &[ServiceKind]) -> String {
         .join(", ")
 }
 
-/// How many ids one message names ([`IdList`]) and how many
-/// problems one report prints ([`ValidationErrors`],
-/// [`crate::ManifestError`]): a manifest of thousands of entries must not
-/// make a message of hundreds of kilobytes. The rest is counted: every
-/// problem stays in the error's list, and an [`IdList`] keeps how many ids
-/// it does not name.
-pub const NAMED_IN_MESSAGES: usize = 10;
+/// How many ids one message names ([`IdList`]) and how many problems one
+/// report prints ([`ValidationErrors`], [`crate::ManifestError`]): the
+/// manifest's bound, so every report of many problems reads alike.
+pub use dsh_manifest::NAMED_IN_MESSAGES;
 
 /// Entry ids as one problem names them: the first [`NAMED_IN_MESSAGES`] in
 /// manifest order, and how many there are in all. `Display` quotes them:
@@ -271,27 +269,6 @@ fn write_quoted(f: &mut fmt::Formatter<'_>, ids: &[String]) -> fmt::Result {
 /// `ids` quoted as an [`IdList`] names them.
 pub(crate) fn quote_ids(ids: &[String]) -> String {
     IdList::new(ids.iter().cloned(), ids.len()).to_string()
-}
-
-/// Writes `problems` one per line, the first [`NAMED_IN_MESSAGES`] of them,
-/// then a line counting the rest.
-pub(crate) fn write_problems<T>(
-    f: &mut fmt::Formatter<'_>,
-    origin: &str,
-    problems: &[T],
-    mut write_one: impl FnMut(&mut fmt::Formatter<'_>, &T) -> fmt::Result,
-) -> fmt::Result {
-    for (index, problem) in problems.iter().take(NAMED_IN_MESSAGES).enumerate() {
-        if index > 0 {
-            f.write_str("\n")?;
-        }
-        write_one(f, problem)?;
-    }
-    match problems.len().saturating_sub(NAMED_IN_MESSAGES) {
-        0 => Ok(()),
-        1 => write!(f, "\n{origin}: 1 more problem not shown"),
-        more => write!(f, "\n{origin}: {more} more problems not shown"),
-    }
 }
 
 /// Every problem found in one composition, in manifest order (cycles

@@ -6,7 +6,7 @@
 //!
 //! Routes, not a packet filter: the world's root lacks `CAP_NET_ADMIN`, so it cannot change them,
 //! and e2b-local needs nothing beyond the kernel's rtnetlink. Allowed prefixes win over denied
-//! ones exactly: the unreachable set is denied minus allowed, computed as address ranges, so no
+//! ones exactly: the unreachable set is denied minus allowed, computed as address ranges (`e2b_local_api::egress`), so no
 //! longest-prefix match can turn an allowed address away. IPv6 is off on `eth0` (the world has
 //! only IPv6 loopback) and on the host end, and the world's `/proc/sys` is read-only, so no IPv6
 //! path bypasses the rules and root inside cannot turn it on. Nothing is changed on the host but
@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::Ipv4Addr;
 use std::sync::Mutex;
 
 use futures::TryStreamExt;
@@ -24,193 +24,15 @@ use rtnetlink::packet_route::link::{InfoData, InfoKind, InfoVeth};
 use rtnetlink::packet_route::route::RouteType;
 use rtnetlink::{Handle, LinkMessageBuilder, LinkUnspec, RouteMessageBuilder};
 
+use e2b_local_api::egress::subtract;
+pub use e2b_local_api::egress::{Cidr, Egress};
+
 /// The default address pool (`serve --sandbox-network`).
 pub const DEFAULT_POOL: &str = "10.213.0.0/16";
-/// The most `allowOut` or `denyOut` entries of one sandbox.
-pub const MAX_RULES: usize = 256;
 /// The world's end of its veth pair.
 const WORLD_IF: &str = "eth0";
 /// The default route's metric: above an `unreachable 0.0.0.0/0` (metric 0), which then wins.
 const DEFAULT_ROUTE_METRIC: u32 = 1000;
-
-/// An IPv4 prefix, its address masked to its length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Cidr {
-    addr: u32,
-    len: u8,
-}
-
-impl Cidr {
-    pub fn new(addr: Ipv4Addr, len: u8) -> Option<Cidr> {
-        (len <= 32).then(|| Cidr {
-            addr: u32::from(addr) & mask(len),
-            len,
-        })
-    }
-
-    /// `a.b.c.d` (a /32) or `a.b.c.d/n`.
-    pub fn parse(text: &str) -> Option<Cidr> {
-        let (addr, len) = match text.split_once('/') {
-            Some((addr, len)) => (addr, len.parse().ok()?),
-            None => (text, 32),
-        };
-        Cidr::new(addr.parse().ok()?, len)
-    }
-
-    pub fn addr(&self) -> Ipv4Addr {
-        Ipv4Addr::from(self.addr)
-    }
-
-    pub fn prefix_len(&self) -> u8 {
-        self.len
-    }
-
-    fn first(&self) -> u64 {
-        u64::from(self.addr)
-    }
-
-    fn last(&self) -> u64 {
-        u64::from(self.addr | !mask(self.len))
-    }
-
-    fn overlaps(&self, other: &Cidr) -> bool {
-        self.first() <= other.last() && other.first() <= self.last()
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.addr(), self.len)
-    }
-}
-
-fn mask(len: u8) -> u32 {
-    if len == 0 { 0 } else { u32::MAX << (32 - len) }
-}
-
-/// The addresses of `set` not in `holes`, as the fewest prefixes, in address order.
-fn subtract(set: &[Cidr], holes: &[Cidr]) -> Vec<Cidr> {
-    let mut ranges = merged(set);
-    for hole in merged(holes) {
-        ranges = ranges
-            .into_iter()
-            .flat_map(|(first, last)| {
-                let mut left = Vec::new();
-                if first < hole.0 {
-                    left.push((first, last.min(hole.0 - 1)));
-                }
-                if last > hole.1 {
-                    left.push((first.max(hole.1 + 1), last));
-                }
-                left
-            })
-            .collect();
-    }
-    ranges
-        .into_iter()
-        .flat_map(|(first, last)| prefixes(first, last))
-        .collect()
-}
-
-/// `cidrs` as sorted, disjoint, non-adjacent inclusive ranges.
-fn merged(cidrs: &[Cidr]) -> Vec<(u64, u64)> {
-    let mut ranges: Vec<(u64, u64)> = cidrs.iter().map(|c| (c.first(), c.last())).collect();
-    ranges.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (first, last) in ranges {
-        match out.last_mut() {
-            Some(previous) if first <= previous.1 + 1 => previous.1 = previous.1.max(last),
-            _ => out.push((first, last)),
-        }
-    }
-    out
-}
-
-/// The fewest prefixes covering `first..=last` exactly.
-fn prefixes(mut first: u64, last: u64) -> Vec<Cidr> {
-    let mut out = Vec::new();
-    while first <= last {
-        // The largest aligned block starting at `first` that fits.
-        let mut size: u64 = if first == 0 {
-            1 << 32
-        } else {
-            1 << first.trailing_zeros().min(32)
-        };
-        while first + size - 1 > last {
-            size >>= 1;
-        }
-        out.push(Cidr {
-            addr: first as u32,
-            len: 32 - size.trailing_zeros() as u8,
-        });
-        first += size;
-    }
-    out
-}
-
-/// What a sandbox may reach beyond its own network, as its create or `PUT …/network` gave it:
-/// without internet access everything is denied; `allowOut` wins over `denyOut` and over that.
-/// IPv6 entries are accepted and have nothing to do: a world has no IPv6 route.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Egress {
-    pub internet: bool,
-    pub allow_out: Vec<String>,
-    pub deny_out: Vec<String>,
-    allow: Vec<Cidr>,
-    deny: Vec<Cidr>,
-}
-
-impl Egress {
-    /// Checks the rules: each entry an IPv4 or IPv6 address or prefix, at most [`MAX_RULES`] of
-    /// each. Domain names need E2B's egress proxy, which e2b-local does not have: refused.
-    pub fn new(
-        internet: bool,
-        allow_out: Vec<String>,
-        deny_out: Vec<String>,
-    ) -> Result<Egress, String> {
-        let parse = |field: &str, entries: &[String]| -> Result<Vec<Cidr>, String> {
-            if entries.len() > MAX_RULES {
-                return Err(format!("{field}: at most {MAX_RULES} entries"));
-            }
-            let mut v4 = Vec::new();
-            for entry in entries {
-                if let Some(cidr) = Cidr::parse(entry) {
-                    v4.push(cidr);
-                } else if !is_ipv6_prefix(entry) {
-                    return Err(format!(
-                        "{field}: {entry:?} is not an IP address or CIDR prefix (domain names \
-                         need E2B's egress proxy, which e2b-local does not have)"
-                    ));
-                }
-            }
-            Ok(v4)
-        };
-        Ok(Egress {
-            allow: parse("allowOut", &allow_out)?,
-            deny: parse("denyOut", &deny_out)?,
-            internet,
-            allow_out,
-            deny_out,
-        })
-    }
-
-    /// The prefixes the world must not reach: what is denied (everything without internet
-    /// access) minus what is allowed.
-    pub fn unreachable(&self) -> Vec<Cidr> {
-        let everything = [Cidr { addr: 0, len: 0 }];
-        let denied = if self.internet {
-            &self.deny[..]
-        } else {
-            &everything[..]
-        };
-        subtract(denied, &self.allow)
-    }
-}
-
-fn is_ipv6_prefix(text: &str) -> bool {
-    let (addr, len) = text.split_once('/').unwrap_or((text, "128"));
-    addr.parse::<Ipv6Addr>().is_ok() && len.parse::<u8>().is_ok_and(|l| l <= 128)
-}
 
 /// A world's /30 of the pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,7 +56,7 @@ pub struct AddressPool {
 impl AddressPool {
     /// A pool of `pool` (at most a /29: two blocks).
     pub fn new(pool: Cidr) -> Result<AddressPool, String> {
-        if pool.len > 29 {
+        if pool.prefix_len() > 29 {
             return Err(format!(
                 "sandbox network {pool} is too small: give at least a /29"
             ));
@@ -254,12 +76,10 @@ impl AddressPool {
     fn allocate_clear_of(&self, routes: &[Cidr]) -> io::Result<Block> {
         let mut guard = self.used.lock().expect("address pool lock");
         let (used, next) = &mut *guard;
-        let blocks = 1u64 << (30 - self.pool.len);
+        let blocks = 1u64 << (30 - self.pool.prefix_len());
+        let first = u32::from(self.pool.addr());
         for index in 0..blocks as u32 {
-            let block = Cidr {
-                addr: self.pool.addr + (index << 2),
-                len: 30,
-            };
+            let block = Cidr::new(Ipv4Addr::from(first + (index << 2)), 30).expect("30 <= 32");
             if used.contains_key(&index) || routes.iter().any(|r| r.overlaps(&block)) {
                 continue;
             }
@@ -268,8 +88,8 @@ impl AddressPool {
             return Ok(Block {
                 index,
                 generation: *next,
-                host: Ipv4Addr::from(block.addr + 1),
-                world: Ipv4Addr::from(block.addr + 2),
+                host: Ipv4Addr::from(u32::from(block.addr()) + 1),
+                world: Ipv4Addr::from(u32::from(block.addr()) + 2),
             });
         }
         Err(io::Error::new(
@@ -307,10 +127,10 @@ fn host_routes() -> io::Result<Vec<Cidr>> {
                     .map(|v| u32::from_be_bytes(v.to_le_bytes()))
             };
             let (dest, mask) = (address(1)?, address(7)?);
-            (mask != 0).then(|| Cidr {
-                addr: dest & mask,
-                len: mask.count_ones() as u8,
-            })
+            // A route's mask is contiguous: its length says it all.
+            (mask != 0)
+                .then(|| Cidr::new(Ipv4Addr::from(dest), mask.count_ones() as u8))
+                .flatten()
         })
         .collect())
 }
@@ -551,98 +371,6 @@ async fn in_namespace(keeper: libc::pid_t) -> io::Result<Handle> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cidrs(list: &[&str]) -> Vec<Cidr> {
-        list.iter().map(|c| Cidr::parse(c).unwrap()).collect()
-    }
-
-    fn shown(list: &[Cidr]) -> Vec<String> {
-        list.iter().map(Cidr::to_string).collect()
-    }
-
-    #[test]
-    fn prefixes_parse_and_mask() {
-        assert_eq!(Cidr::parse("10.1.2.3/8").unwrap().to_string(), "10.0.0.0/8");
-        assert_eq!(Cidr::parse("10.1.2.3").unwrap().to_string(), "10.1.2.3/32");
-        for bad in ["10.1.2.3/33", "10.1.2", "example.com", "10.1.2.3/x", ""] {
-            assert!(Cidr::parse(bad).is_none(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn subtraction_is_exact() {
-        assert_eq!(
-            shown(&subtract(&cidrs(&["0.0.0.0/0"]), &cidrs(&["10.0.0.1"]))).len(),
-            32
-        );
-        assert_eq!(
-            shown(&subtract(&cidrs(&["10.0.0.0/30"]), &cidrs(&["10.0.0.1"]))),
-            ["10.0.0.0/32", "10.0.0.2/31"]
-        );
-        // Allowed wins over a narrower deny inside it.
-        assert!(subtract(&cidrs(&["10.1.2.3"]), &cidrs(&["10.0.0.0/8"])).is_empty());
-        // Overlapping and adjacent prefixes merge.
-        assert_eq!(
-            shown(&subtract(
-                &cidrs(&["10.0.0.0/25", "10.0.0.128/25", "10.0.0.5"]),
-                &[]
-            )),
-            ["10.0.0.0/24"]
-        );
-        assert_eq!(shown(&subtract(&cidrs(&["0.0.0.0/0"]), &[])), ["0.0.0.0/0"]);
-        assert!(subtract(&cidrs(&["0.0.0.0/0"]), &cidrs(&["0.0.0.0/0"])).is_empty());
-        // Every address outside the holes is covered, none inside.
-        let rest = subtract(
-            &cidrs(&["192.168.0.0/16"]),
-            &cidrs(&["192.168.7.9/30", "192.168.200.0/21"]),
-        );
-        for probe in [
-            "192.168.7.7",
-            "192.168.7.12",
-            "192.168.199.255",
-            "192.168.208.0",
-        ] {
-            let addr = Cidr::parse(probe).unwrap();
-            assert!(rest.iter().any(|c| c.overlaps(&addr)), "{probe} kept");
-        }
-        for probe in ["192.168.7.8", "192.168.7.11", "192.168.203.4"] {
-            let addr = Cidr::parse(probe).unwrap();
-            assert!(!rest.iter().any(|c| c.overlaps(&addr)), "{probe} removed");
-        }
-    }
-
-    #[test]
-    fn egress_rules_deny_allow_and_refuse_domains() {
-        let open = Egress::new(true, vec![], vec![]).unwrap();
-        assert!(open.unreachable().is_empty());
-        let closed = Egress::new(false, vec![], vec![]).unwrap();
-        assert_eq!(shown(&closed.unreachable()), ["0.0.0.0/0"]);
-        let pinhole = Egress::new(false, vec!["1.2.3.4".into()], vec![]).unwrap();
-        assert_eq!(pinhole.unreachable().len(), 32);
-        let denied = Egress::new(
-            true,
-            vec!["10.0.0.0/8".into()],
-            vec!["0.0.0.0/0".into(), "::/0".into()],
-        )
-        .unwrap();
-        assert_eq!(
-            shown(&denied.unreachable()),
-            [
-                "0.0.0.0/5",
-                "8.0.0.0/7",
-                "11.0.0.0/8",
-                "12.0.0.0/6",
-                "16.0.0.0/4",
-                "32.0.0.0/3",
-                "64.0.0.0/2",
-                "128.0.0.0/1"
-            ]
-        );
-        let domain = Egress::new(true, vec!["example.com".into()], vec![]).unwrap_err();
-        assert!(domain.contains("egress proxy"), "{domain}");
-        let many = Egress::new(true, vec![], vec!["1.1.1.1".into(); MAX_RULES + 1]).unwrap_err();
-        assert!(many.contains("at most"), "{many}");
-    }
 
     #[test]
     fn pools_hand_out_distinct_blocks_and_take_them_back() {

@@ -11,11 +11,11 @@
 #![forbid(unsafe_code)]
 
 use bytes::BytesMut;
-use dsh_host::{Manifest, ManifestFormat};
-use e2b_local::api::json_body;
-use e2b_local::api::model;
+use dsh_manifest::{Manifest, ManifestFormat};
+use e2b_local_api::{json_body, model};
 
-/// The manifest parser (`dsh_host::Manifest::parse`): the first byte picks
+/// The manifest parser (`dsh_manifest::Manifest::parse`, which dsh-host
+/// re-exports as `dsh_host::Manifest`): the first byte picks
 /// the syntax (even: TOML, odd: YAML), the rest is the document. Input that
 /// is not UTF-8 never reaches the parser (`Manifest::from_path` refuses it
 /// first), so it is skipped here.

@@ -49,16 +49,16 @@ fn manifest_corpus_replays_and_the_shipped_configs_parse() {
             .unwrap_or_default();
         if let Some(config) = name.strip_prefix("config-") {
             let format = if config.ends_with(".toml") {
-                dsh_host::ManifestFormat::Toml
+                dsh_manifest::ManifestFormat::Toml
             } else {
-                dsh_host::ManifestFormat::Yaml
+                dsh_manifest::ManifestFormat::Yaml
             };
             assert_eq!(
                 bytes[0] % 2,
-                u8::from(format == dsh_host::ManifestFormat::Yaml)
+                u8::from(format == dsh_manifest::ManifestFormat::Yaml)
             );
             let text = std::str::from_utf8(&bytes[1..]).expect("UTF-8 config");
-            dsh_host::Manifest::parse(text, format, config, None)
+            dsh_manifest::Manifest::parse(text, format, config, None)
                 .unwrap_or_else(|err| panic!("{config}: {err}"));
         }
     }

@@ -4,7 +4,7 @@
 //! Parsing happens in two steps so that every problem can name its entry and
 //! line. Here a document becomes a list of raw entries — each a list of
 //! `key: value` pairs with the line of each key, values as JSON — without
-//! judging keys or types. [`crate::manifest`] then checks every entry and
+//! judging keys or types. The crate's root then checks every entry and
 //! reports all problems at once. Only malformed syntax (and YAML duplicate
 //! keys, which the parsers reject) stops this step, with the parser's line.
 
