@@ -528,6 +528,9 @@ async fn pause_locked(sandbox: &Sandbox, memory: bool) -> Result<(), ApiError> {
                 .await
                 .map_err(|e| ApiError::internal(e.to_string()))?;
             sandbox.set_phase(Phase::Paused { end_at, memory });
+            // After the phase: the front, having taken a request's signal, checks the phase
+            // again, so no request routed before this pause is left waiting on the frozen world.
+            sandbox.upstream.cut();
             sandbox.fleet.stopped();
             tracing::info!(sandbox = %sandbox.id, "sandbox paused");
             Ok(())

@@ -21,7 +21,7 @@ use super::model::{
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox, VolumeMounted};
 use crate::templates::BASE_TEMPLATE;
-use crate::timefmt::rfc3339;
+use crate::timefmt::{rfc3339, unix_seconds};
 
 type ApiResult<T> = Result<T, ApiError>;
 
@@ -310,14 +310,16 @@ pub async fn info(
         .ok_or_else(|| ApiError::sandbox_not_found("get sandbox", &id))
 }
 
-/// `GET /sandboxes/{id}/metrics[?start=&end=]`: one current sample (start/end are accepted and
-/// checked; e2b-local keeps no history).
+/// `GET /sandboxes/{id}/metrics[?start=&end=]`: the sandbox's current sample, if its time (in
+/// unix seconds, the range's precision) is inside the range, both ends included; else none.
+/// e2b-local keeps no history, so a range that ended before now has no points.
 pub async fn metrics(
     State(state): State<ApiState>,
     Path(id): Path<String>,
     RawQuery(query): RawQuery,
 ) -> ApiResult<Json<Vec<MetricBody>>> {
     let op = "get sandbox metrics";
+    let (mut start, mut end) = (i64::MIN, i64::MAX);
     for pair in query
         .as_deref()
         .unwrap_or("")
@@ -325,15 +327,16 @@ pub async fn metrics(
         .filter(|p| !p.is_empty())
     {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
-            "start" | "end" if value.parse::<i64>().is_ok() => {}
-            "start" | "end" => {
-                return Err(ApiError::bad_request(format!(
-                    "{op} {id}: {key} must be unix seconds, got {value:?}"
-                )));
-            }
+        let bound = match key {
+            "start" => &mut start,
+            "end" => &mut end,
             other => return Err(unknown_parameter(&format!("{op} {id}"), other)),
-        }
+        };
+        *bound = value.parse::<i64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "{op} {id}: {key} must be unix seconds, got {value:?}"
+            ))
+        })?;
     }
     let sandbox = state
         .registry
@@ -344,7 +347,13 @@ pub async fn metrics(
         .sample(&state.registry.host)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok(Json(vec![MetricBody::of(&sample)]))
+    let inside = (start..=end).contains(&unix_seconds(sample.at));
+    Ok(Json(
+        inside
+            .then(|| MetricBody::of(&sample))
+            .into_iter()
+            .collect(),
+    ))
 }
 
 /// `GET /v2/sandboxes`: running and paused by default, paginated with `x-next-token`.

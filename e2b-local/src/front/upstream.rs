@@ -12,6 +12,7 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
 
 /// Per-stream HTTP/2 receive window on the link to envd (see [`Upstream::new`]).
 const STREAM_WINDOW: u32 = 256 * 1024;
@@ -49,11 +50,13 @@ impl tower::Service<Uri> for UnixConnector {
 }
 
 /// An HTTP/2 (h2c) client bound to one sandbox's envd socket. Request and response bodies are
-/// streamed through (`Incoming` in, `Incoming` out), never buffered. Cheap to clone.
+/// streamed through (`Incoming` in, `Incoming` out), never buffered. Cheap to clone; clones share
+/// the [`Upstream::cut`] signal.
 #[derive(Clone)]
 pub struct Upstream {
     socket: Arc<PathBuf>,
     client: Client<UnixConnector, Incoming>,
+    cut: Arc<std::sync::Mutex<CancellationToken>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -86,7 +89,26 @@ impl Upstream {
             .http2_initial_connection_window_size(CONNECTION_WINDOW)
             .pool_idle_timeout(Duration::from_secs(60))
             .build(UnixConnector::new(socket.to_path_buf()));
-        Self { socket, client }
+        Self {
+            socket,
+            client,
+            cut: Arc::default(),
+        }
+    }
+
+    /// The signal of the exchanges with this sandbox starting now: cancelled by the next
+    /// [`Upstream::cut`].
+    pub fn cut_signal(&self) -> CancellationToken {
+        self.cut.lock().expect("cut signal lock").clone()
+    }
+
+    /// Ends every exchange with this sandbox in flight — to envd or a server inside — that took
+    /// its signal before now: a sandbox frozen by a pause answers nothing, and a request left
+    /// waiting on it would wait until its resume, as no edge lets it (E2B's ends it). Later
+    /// exchanges take a fresh signal.
+    pub fn cut(&self) {
+        let old = std::mem::take(&mut *self.cut.lock().expect("cut signal lock"));
+        old.cancel();
     }
 
     /// Sends `request` (its URI must be absolute, e.g. `http://envd/path`) and resolves with the

@@ -83,7 +83,21 @@ pub fn build_and_enter(config: &InitConfig) -> io::Result<()> {
     // pivot_root would resolve against the host's root — and this process is the host's root.
     let world = Path::new("/");
     users::install(world)?;
+    offer_python(world)?;
     host_name::write_files(world, &config.sandbox_id)
+}
+
+/// E2B's base template answers to `python` as well as `python3` (the SDKs' tests run
+/// `python -c …`); a host with only `python3` (Debian's default) gets `usr/bin/python ->
+/// python3` in the world's own layer, unless the world already has a `python` there, even a
+/// dangling one (a template's or the user's choice).
+fn offer_python(world: &Path) -> io::Result<()> {
+    let bin = world.join("usr/bin");
+    let python = bin.join("python");
+    if std::fs::symlink_metadata(&python).is_ok() || !bin.join("python3").is_file() {
+        return Ok(());
+    }
+    symlink("python3", &python)
 }
 
 /// Covers each host dir the world must not see. One the world shows only through a symlink of

@@ -91,9 +91,9 @@ impl FilesRequest {
     }
 }
 
-pub(crate) fn files_prologue(
+pub(crate) fn files_prologue<B>(
     daemon: &Daemon,
-    request: &Request<Incoming>,
+    request: &Request<B>,
     operation: Operation,
 ) -> Result<FilesRequest, Box<Response<Body>>> {
     let reject = |status, message: String| Box::new(json_error(status, message));

@@ -3,7 +3,8 @@
 //! gzip-compressed, written with the acting user's permissions ([`crate::acting_user`]); parents
 //! created 0755 and chowned, files opened `O_TRUNC` with mode 0666
 //! minus the umask and chowned, `X-Metadata-*` headers stored as `user.e2b.*` xattrs. Bodies are
-//! streamed to disk; there is no size limit. ENOSPC answers 507.
+//! streamed to disk; there is no size limit. ENOSPC answers 507. A refused upload's body is read to
+//! its end before the answer goes out ([`drain`]).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -31,7 +32,11 @@ use crate::state::Daemon;
 use crate::users::{User, UserDb};
 use crate::xattr;
 
-type ChunkStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send>>;
+type ChunkStream<'a> =
+    std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, std::io::Error>> + Send + 'a>>;
+
+/// The request body as it arrives.
+type RawBody = http_body_util::BodyDataStream<Incoming>;
 
 /// One uploaded file in the response.
 #[derive(Debug, Serialize)]
@@ -60,7 +65,26 @@ fn is_no_space(err: &std::io::Error) -> bool {
 }
 
 pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>) -> Response<Body> {
-    let files = match files_prologue(daemon, &request, Operation::Write) {
+    let (parts, body) = request.into_parts();
+    let mut raw = body.into_data_stream();
+    let response = upload(daemon, &Request::from_parts(parts, ()), &mut raw).await;
+    if !response.status().is_success() {
+        drain(&mut raw).await;
+    }
+    response
+}
+
+/// Reads what is left of a refused upload's body and drops it, so that a client still sending
+/// gets the answer: an HTTP/1.1 client whose connection is closed under its body (what the front
+/// must do with a request body nobody read) sees only a broken pipe, never the 4xx. Stops at the
+/// body's end or first error (the client went away).
+async fn drain(raw: &mut RawBody) {
+    while let Some(Ok(_)) = raw.next().await {}
+}
+
+/// The upload itself; `raw` is left where the answer was decided.
+async fn upload(daemon: &Arc<Daemon>, request: &Request<()>, raw: &mut RawBody) -> Response<Body> {
+    let files = match files_prologue(daemon, request, Operation::Write) {
         Ok(files) => files,
         Err(response) => return *response,
     };
@@ -91,7 +115,7 @@ pub(crate) async fn post_files(daemon: &Arc<Daemon>, request: Request<Incoming>)
         .and_then(|value| value.parse::<u64>().ok());
     let path_param = files.query.get("path").map(str::to_owned);
     let workdir = daemon.default_workdir();
-    let body = decoded_body(request.into_body(), coding);
+    let body = decoded_body(raw, coding);
     let context = Target {
         users: &daemon.users,
         access: daemon.options.file_access,
@@ -149,10 +173,8 @@ fn metadata_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
 }
 
 /// The request body as a stream of decoded chunks (gunzipped when `Content-Encoding: gzip`).
-fn decoded_body(body: Incoming, coding: Coding) -> ChunkStream {
-    let raw = body
-        .into_data_stream()
-        .map_err(|err| std::io::Error::other(format!("reading request body: {err}")));
+fn decoded_body(body: &mut RawBody, coding: Coding) -> ChunkStream<'_> {
+    let raw = body.map_err(|err| std::io::Error::other(format!("reading request body: {err}")));
     match coding {
         Coding::Identity => Box::pin(raw),
         Coding::Gzip => {
@@ -195,7 +217,7 @@ async fn upload_multipart(
     target: &Target<'_>,
     content_type: &str,
     path_param: Option<&str>,
-    body: ChunkStream,
+    body: ChunkStream<'_>,
 ) -> Result<Vec<Uploaded>, Failure> {
     let boundary = multer::parse_boundary(content_type)
         .map_err(|err| Failure::bad_request(format!("error parsing multipart form: {err}")))?;
@@ -242,7 +264,7 @@ async fn upload_multipart(
             }
             return Err(Failure::bad_request(message));
         }
-        let chunks: ChunkStream = Box::pin(field.map_err(|err| {
+        let chunks: ChunkStream<'_> = Box::pin(field.map_err(|err| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("error reading multipart form: {err}"),
@@ -263,7 +285,7 @@ async fn upload_multipart(
 /// handler and the connection task receiving a small upload, seen under load. A first chunk that
 /// already holds the delimiter never takes that path. A body that fails or ends first is passed on
 /// as it is, so multer reports it as before.
-async fn from_first_delimiter(mut body: ChunkStream, boundary: &str) -> ChunkStream {
+async fn from_first_delimiter<'a>(mut body: ChunkStream<'a>, boundary: &str) -> ChunkStream<'a> {
     let delimiter = format!("--{boundary}");
     let finder = memchr::memmem::Finder::new(delimiter.as_bytes());
     // The end of what was read so far that could still begin the delimiter (empty in the usual
@@ -313,7 +335,7 @@ impl Target<'_> {
     /// Writes one file from `chunks` as envd's `processFile` does.
     /// Parents are made and the file opened with the user's permissions
     /// ([`crate::acting_user`]); the open file is then written by the ordinary blocking pool.
-    async fn write(&self, path: &Path, mut chunks: ChunkStream) -> Result<Uploaded, Failure> {
+    async fn write(&self, path: &Path, mut chunks: ChunkStream<'_>) -> Result<Uploaded, Failure> {
         let (uid, gid) = (self.user.uid, self.user.gid);
         let prepared = {
             let path = path.to_path_buf();
@@ -506,14 +528,14 @@ mod tests {
         }
     }
 
-    fn late_whole(chunks: &[&[u8]]) -> ChunkStream {
+    fn late_whole(chunks: &[&[u8]]) -> ChunkStream<'static> {
         Box::pin(LateWhole {
             polled: false,
             chunks: chunks.iter().map(|c| Bytes::copy_from_slice(c)).collect(),
         })
     }
 
-    async fn fields(body: ChunkStream) -> Result<Vec<Vec<u8>>, multer::Error> {
+    async fn fields(body: ChunkStream<'_>) -> Result<Vec<Vec<u8>>, multer::Error> {
         let mut multipart =
             multer::Multipart::new(from_first_delimiter(body, BOUNDARY).await, BOUNDARY);
         let mut fields = Vec::new();
@@ -566,7 +588,7 @@ mod tests {
                 "{body:?}: {err}"
             );
         }
-        let failing: ChunkStream = Box::pin(futures::stream::iter([
+        let failing: ChunkStream<'static> = Box::pin(futures::stream::iter([
             Ok(Bytes::from_static(b"--a1b2")),
             Err(std::io::Error::other("connection reset")),
         ]));

@@ -49,6 +49,26 @@ test('multi-file write, list depth, exists, info', async (t) => {
   assert.equal(info.size, 1)
 })
 
+// E2B's own suite writes `/0/…` this way, as `user`; e2b-local's envd acts as the user, so the
+// first part is refused (as-root mode would write it). Whatever is refused, the client must read
+// the answer: refusing a part early must not close the connection under the rest of the upload
+// (an HTTP/1.1 client then sees only EPIPE).
+test('a multi-file write whose first part is refused is answered with the refusal', async (t) => {
+  const sbx = await sandbox(t)
+  const files = []
+  for (let i = 0; i < 10; i++) {
+    files.push({ path: i % 2 === 0 ? `/${i}/multi${i}.txt` : `/home/user/multi${i}.txt`, data: `file ${i}` })
+  }
+  await assert.rejects(sbx.files.write(files), (err) => {
+    assert.match(err.message, /403: .*failed to create directory \/0: Permission denied/)
+    return true
+  })
+  // The connection stays usable, and the same write as root succeeds part by part.
+  const written = await sbx.files.write(files, { user: 'root' })
+  assert.deepEqual(written.map((w) => w.path), files.map((f) => f.path))
+  assert.equal(await sbx.files.read('/0/multi0.txt', { user: 'root' }), 'file 0')
+})
+
 test('makeDir twice, rename, remove', async (t) => {
   const sbx = await sandbox(t)
   assert.equal(await sbx.files.makeDir('/home/user/d/e'), true)

@@ -73,6 +73,13 @@ def test_large_output(sbx):
     assert result.stdout.strip("a") == "\n"
 
 
+def test_python_is_offered_as_python_and_python3(sbx):
+    """As in E2B's base template, whose users (and the SDKs' own tests) run `python`."""
+    for name in ("python", "python3"):
+        ran = sbx.commands.run(f"{name} -c 'import sys; print(sys.version_info[0])'")
+        assert ran.stdout == "3\n", name
+
+
 def test_ps_shows_only_the_sandbox(sbx):
     count = int(sbx.commands.run("ps -e -o pid= | wc -l").stdout.strip())
     assert count < 15, count

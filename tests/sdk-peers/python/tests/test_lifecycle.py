@@ -3,8 +3,16 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+import httpcore
 import pytest
 from e2b import Sandbox, SandboxNotFoundException, SandboxQuery, SandboxState
+
+from conftest import eventually
+
+try:  # pyqwest-based releases (2.29.1 speaks httpx and has no such classifier)
+    from e2b.envd.rpc import is_transport_failure
+except ImportError:
+    is_transport_failure = None
 
 
 def test_create_info_kill(make_sandbox):
@@ -45,6 +53,29 @@ def test_pause_and_connect(sbx):
     assert resumed.is_running()
     assert resumed.files.read("/home/user/state.txt") == "kept"
     assert resumed.commands.run(f"kill -0 {bg.pid} && echo alive").stdout == "alive\n"
+
+
+def test_a_request_racing_the_timeout_pause_is_answered(make_sandbox):
+    """E2B's `keep_memory=None` test: the timeout's pause (full, the default) is forced with
+    `set_timeout(0)` and `is_running` polled at once. A probe that reached the sandbox just before
+    it froze must still be answered (502: not running), never left waiting on the frozen world."""
+    sbx = make_sandbox(timeout=60, lifecycle={"on_timeout": "pause"})
+    boot = sbx.files.read("/proc/sys/kernel/random/boot_id")
+    for _ in range(5):
+        sbx.set_timeout(0)
+        assert eventually(lambda: not sbx.is_running(request_timeout=5), what="the pause")
+        resumed = Sandbox.connect(sbx.sandbox_id, timeout=60)
+        assert resumed.files.read("/proc/sys/kernel/random/boot_id") == boot, "resumed, not rebooted"
+
+
+def test_a_pause_ends_the_calls_in_flight(sbx):
+    """A command's stream open when the sandbox is paused ends (as a transport failure) rather
+    than waiting on the frozen world until its resume."""
+    threading.Timer(0.5, sbx.pause).start()
+    started = time.monotonic()
+    with pytest.raises(Exception):
+        sbx.commands.run("sleep 30", timeout=60, request_timeout=60)
+    assert time.monotonic() - started < 10
 
 
 def test_list_by_metadata(make_sandbox):
@@ -106,17 +137,39 @@ def test_metrics(sbx):
     assert m.cpu_count >= 1 and m.disk_total > 0
 
 
+def test_metrics_honour_the_time_range(sbx):
+    """Only points inside [start, end] (second precision, as sent); none for a range that ended
+    before the sandbox existed."""
+    start = datetime.now(timezone.utc)
+    end = start + timedelta(minutes=1)
+    inside = sbx.get_metrics(start=start, end=end)
+    assert inside, "a range around now has the current point"
+    for m in inside:
+        assert int(start.timestamp()) <= m.timestamp.timestamp() <= end.timestamp(), m
+    before = sbx.get_metrics(start=start - timedelta(hours=1), end=start - timedelta(minutes=30))
+    assert before == []
+
+
 @pytest.mark.parametrize("how", ["killed", "timed out"])
 def test_a_sandbox_that_ends_while_a_command_runs_ends_the_call_as_its_end(make_sandbox, how):
-    """The call in flight fails as a transport failure the SDK reports as the sandbox's end;
-    later calls as not found."""
+    """The call in flight fails as a transport failure — on HTTP/1.1, as here, a connection reset
+    (HTTP/2 resets the stream) — which the SDK answers by probing the sandbox's health and then
+    reports as the sandbox's end; later calls fail as not found."""
     sbx = make_sandbox(timeout=2) if how == "timed out" else make_sandbox()
     if how == "killed":
         killer = threading.Timer(0.5, Sandbox.kill, args=(sbx.sandbox_id,))
         killer.start()
     with pytest.raises(Exception) as raised:
         sbx.commands.run("sleep 30")
-    assert "killed or reached its end of life while the request was in flight" in str(raised.value)
+    if is_transport_failure is None:
+        # 2.29.1 (httpx) probes only after httpcore's RemoteProtocolError (a stream reset, or an
+        # HTTP/1.1 body cut short); a connection reset reaches it as the read error it is.
+        assert isinstance(raised.value, httpcore.ReadError), repr(raised.value)
+    else:
+        assert "killed or reached its end of life while the request was in flight" in str(raised.value)
+        # The SDK's own test of a transport failure (pyqwest's ReadError or StreamError), which
+        # is what E2B's 2.45-2.62 SDKs probe on — not a body that merely ended early.
+        assert is_transport_failure(raised.value.__cause__), repr(raised.value.__cause__.__cause__)
     with pytest.raises(Exception, match="sandbox was not found"):
         sbx.files.read("/etc/hostname")
 
