@@ -14,7 +14,7 @@ use crate::host::Host;
 use crate::lifecycle::{self, Created, Factory, Step};
 use crate::loader::{CachingLoader, LibraryLoader, LoadedLibrary, PluginDescriptor};
 use crate::manifest::{Manifest, ManifestFormat};
-use crate::resolve::{SearchPath, package_name, resolve_library};
+use crate::resolve::{SearchPath, package_name, renamed, resolve_library};
 use crate::validation::{ValidationError, ValidationErrors};
 
 /// One injected service and the entry providing it.
@@ -69,6 +69,7 @@ struct Planned {
 pub struct Composition {
     origin: String,
     planned: Vec<Planned>,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Composition {
@@ -125,10 +126,20 @@ impl Composition {
         let mut loader = CachingLoader::new(loader);
         let mut errors = Vec::new();
         let mut libraries: Vec<Option<(PathBuf, LoadedLibrary)>> = Vec::new();
+        let mut warnings = Vec::new();
         for entry in manifest.entries() {
             if entry.disabled {
                 libraries.push(None);
                 continue;
+            }
+            if let Some(current) = renamed(&entry.name) {
+                let warning = format!(
+                    "{}: plugin name {:?} is deprecated, the plugin is now {current:?}; \
+                     rename the entry's `name` (the old name still loads it)",
+                    entry.label, entry.name
+                );
+                tracing::warn!(target: "dsh_host", "{warning}");
+                warnings.push(warning);
             }
             let path = match resolve_library(
                 &entry.name,
@@ -270,7 +281,15 @@ impl Composition {
         Ok(Composition {
             origin: manifest.source().to_owned(),
             planned,
+            warnings,
         })
+    }
+
+    /// What loading found acceptable but deprecated (an entry naming a
+    /// renamed plugin by its old name), one message each, in manifest
+    /// order; each was also logged as a `tracing` warning.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// What messages call the manifest.
@@ -385,8 +404,11 @@ mod tests {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
+    use dsh_plugin_api::OwnerKind;
     use dsh_plugin_api::Service;
-    use dsh_plugin_api::ServiceKind::{self, E2b, Fs, Subprocess};
+    use dsh_plugin_api::ServiceKind::{self, Fs, Subprocess};
+
+    const E2B: ServiceKind = ServiceKind::Owner(OwnerKind::E2B);
 
     use super::*;
     use crate::lifecycle::fake::{FakeFactory, Journal};
@@ -467,15 +489,15 @@ mod tests {
 
     fn e2b_world() -> World {
         let mut world = World::new();
-        world.plugin("dsh-e2b", &[E2b], &[]);
-        world.plugin("dsh-fs-e2b", &[Fs], &[E2b]);
-        world.plugin("dsh-subprocess-e2b", &[Subprocess], &[E2b, Fs]);
+        world.plugin("dsh-e2b-owner", &[E2B], &[]);
+        world.plugin("dsh-fs-e2b", &[Fs], &[E2B]);
+        world.plugin("dsh-subprocess-e2b", &[Subprocess], &[E2B, Fs]);
         world
     }
 
     const SEED: &str = "\
 - id: e2b
-  name: '@deepseek-ai/dsh-e2b'
+  name: '@deepseek-ai/dsh-e2b-owner'
   config: { cwd: /home/user/workspace }
 - id: subprocess-e2b
   name: '@deepseek-ai/dsh-subprocess-e2b'
@@ -495,7 +517,7 @@ mod tests {
             plugins[2].inject,
             [
                 InjectedFrom {
-                    service: E2b,
+                    service: E2B,
                     provider: "e2b".into()
                 },
                 InjectedFrom {
@@ -504,13 +526,17 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(plugins[0].library, world.dir.path().join("libdsh_e2b.so"));
+        assert_eq!(
+            plugins[0].library,
+            world.dir.path().join("libdsh_e2b_owner.so")
+        );
         assert!(world.journal().is_empty(), "validation creates nothing");
+        assert_eq!(composition.warnings(), [] as [String; 0]);
 
         let host = composition.start().await.expect("start");
         assert!(host.fs().is_ok());
         assert!(host.subprocess().is_ok());
-        assert!(host.e2b().is_ok());
+        assert!(host.owner(OwnerKind::E2B).is_ok());
         assert!(host.service_of("fs-e2b", Fs).is_ok());
         let err = host.service_of("e2b", Fs).unwrap_err();
         assert_eq!(
@@ -532,6 +558,28 @@ mod tests {
         );
         let err = host.fs().err().expect("disposed");
         assert_eq!(err.to_string(), "fs: the host has been disposed");
+    }
+
+    #[tokio::test]
+    async fn the_owners_old_name_loads_it_with_a_deprecation_warning() {
+        let world = e2b_world();
+        let old = SEED.replace("dsh-e2b-owner", "dsh-e2b");
+        assert!(old.contains("name: '@deepseek-ai/dsh-e2b'\n"), "{old}");
+        let composition = world.compose(&old).expect("the old name still loads");
+        let owner = composition.plugins().next().expect("the owner first");
+        assert_eq!(owner.name, "@deepseek-ai/dsh-e2b", "the name as written");
+        assert_eq!(owner.library, world.dir.path().join("libdsh_e2b_owner.so"));
+        assert_eq!(
+            composition.warnings(),
+            [
+                "entry \"e2b\" (line 1): plugin name \"@deepseek-ai/dsh-e2b\" is deprecated, the \
+              plugin is now \"dsh-e2b-owner\"; rename the entry's `name` (the old name still \
+              loads it)"
+            ]
+        );
+        let host = composition.start().await.expect("start");
+        assert!(host.owner(OwnerKind::E2B).is_ok());
+        host.dispose().await.expect("dispose");
     }
 
     #[tokio::test]
@@ -741,7 +789,7 @@ mod tests {
 - {id: junk, name: dsh-not-plugin}
 - {id: old, name: dsh-old}
 - {id: renamed, name: dsh-renamed, path: libdsh_other.so}
-- {id: fs, name: dsh-e2b}
+- {id: fs, name: dsh-e2b-owner}
 ";
         // Relative `path` resolves against the current directory for text
         // manifests; use an absolute one here.

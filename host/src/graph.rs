@@ -298,7 +298,7 @@ fn served(
     // What some entry injects, as (service, provider): one pass over the
     // wiring, not one per provider.
     let consumed: HashSet<(ServiceKind, usize)> = wiring.iter().flatten().copied().collect();
-    for service in ServiceKind::ALL {
+    for service in ServiceKind::known() {
         if served.contains_key(&service) {
             continue;
         }
@@ -435,7 +435,9 @@ mod tests {
     use super::*;
     use crate::manifest::{Binding, EntryLabel};
 
-    use ServiceKind::{E2b, Fs, Subprocess};
+    use ServiceKind::{Fs, Subprocess};
+
+    const E2B: ServiceKind = ServiceKind::Owner(dsh_plugin_api::OwnerKind::E2B);
 
     struct Spec {
         id: &'static str,
@@ -544,15 +546,15 @@ mod tests {
     fn providers_come_first_and_manifest_order_breaks_ties() {
         // Written dependents-first, as the seeds do.
         let plan = run(&[
-            spec("subprocess", &[Subprocess], &[E2b, Fs]),
-            spec("fs", &[Fs], &[E2b]),
+            spec("subprocess", &[Subprocess], &[E2B, Fs]),
+            spec("fs", &[Fs], &[E2B]),
             spec("other", &[], &[]),
-            spec("e2b", &[E2b], &[]),
+            spec("e2b", &[E2B], &[]),
         ])
         .expect("valid");
         assert_eq!(plan.order, [2, 3, 1, 0]);
-        assert_eq!(plan.wiring[0], [(E2b, 3), (Fs, 1)]);
-        assert_eq!(plan.wiring[1], [(E2b, 3)]);
+        assert_eq!(plan.wiring[0], [(E2B, 3), (Fs, 1)]);
+        assert_eq!(plan.wiring[1], [(E2B, 3)]);
         assert!(plan.wiring[2].is_empty());
     }
 
@@ -598,7 +600,7 @@ mod tests {
         let errors = messages(&[
             spec("a", &[Fs], &[]),
             spec("b", &[Fs], &[]),
-            spec("c", &[], &[Fs, E2b]),
+            spec("c", &[], &[Fs, E2B]),
         ]);
         assert_eq!(
             errors,
@@ -650,12 +652,12 @@ mod tests {
     #[test]
     fn the_served_entry_is_the_only_or_the_outermost_provider() {
         let plan = run(&[
-            spec("e2b", &[E2b], &[]),
-            spec("fs", &[Fs], &[E2b]),
+            spec("e2b", &[E2B], &[]),
+            spec("fs", &[Fs], &[E2B]),
             spec("ro", &[Fs], &[Fs]),
         ])
         .expect("valid");
-        assert_eq!(plan.served, BTreeMap::from([(E2b, 0), (Fs, 2)]));
+        assert_eq!(plan.served, BTreeMap::from([(E2B, 0), (Fs, 2)]));
         // Every provider consumed: nothing is served outside.
         let mut a = spec("a", &[], &[Fs]);
         a.bindings = &[("fs", "x")];
@@ -715,7 +717,7 @@ mod tests {
         a.bindings = &[("subprocess", "b")];
         let b = spec("b", &[Subprocess], &[Fs]);
         let blocked = spec("blocked", &[], &[Fs]);
-        let mut selfish = spec("selfish", &[E2b], &[E2b]);
+        let mut selfish = spec("selfish", &[E2B], &[E2B]);
         selfish.bindings = &[("e2b", "selfish")];
         let errors = messages(&[blocked, a, b, selfish]);
         assert_eq!(
@@ -729,11 +731,11 @@ mod tests {
 
     #[test]
     fn unreadable_libraries_do_not_cause_follow_on_errors() {
-        let mut unknown = spec("owner", &[E2b], &[]);
+        let mut unknown = spec("owner", &[E2B], &[]);
         unknown.readable = false;
         // The library error is reported by the loader (which fails the
         // composition); the graph adds no "missing provider" on top.
-        let plan = run(&[unknown, spec("fs", &[Fs], &[E2b])]).expect("no graph errors");
+        let plan = run(&[unknown, spec("fs", &[Fs], &[E2B])]).expect("no graph errors");
         assert!(plan.wiring[1].is_empty());
     }
 
@@ -773,7 +775,7 @@ mod tests {
             push(
                 format!("link{link}"),
                 &[("e2b", format!("link{next}"))],
-                declared(&[E2b], &[E2b]),
+                declared(&[E2B], &[E2B]),
             );
         }
         nodes

@@ -4,10 +4,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dsh_plugin_api::e2b::E2bOwner;
 use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::owner::Owner;
 use dsh_plugin_api::subprocess::SubprocessProvider;
-use dsh_plugin_api::{Service, ServiceKind};
+use dsh_plugin_api::{OwnerKind, Service, ServiceKind};
 
 use crate::composition::{Composition, PluginInfo};
 use crate::error::HostError;
@@ -138,10 +138,11 @@ impl Host {
         )
     }
 
-    /// The composition's `e2b` owner, chosen as [`Host::fs`] is.
-    pub fn e2b(&self) -> Result<Arc<dyn E2bOwner>, HostError> {
-        self.only("e2b", ServiceKind::E2b, |service| match service {
-            Service::E2b(owner) => Some(owner),
+    /// The composition's owner of `kind` (`OwnerKind::E2B`), chosen as
+    /// [`Host::fs`] is.
+    pub fn owner(&self, kind: OwnerKind) -> Result<Arc<dyn Owner>, HostError> {
+        self.only("owner", ServiceKind::Owner(kind), |service| match service {
+            Service::Owner(_, owner) => Some(owner),
             _ => None,
         })
     }

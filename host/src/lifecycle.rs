@@ -462,7 +462,9 @@ pub(crate) mod fake {
             ServiceKind::Subprocess => {
                 Service::Subprocess(Arc::new(crate::test_support::NullSubprocess))
             }
-            ServiceKind::E2b => Service::E2b(Arc::new(crate::test_support::NullE2b)),
+            ServiceKind::Owner(kind) => {
+                Service::Owner(kind, Arc::new(crate::test_support::NullOwner))
+            }
         }
     }
 }
@@ -472,7 +474,9 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use dsh_plugin_api::ServiceKind::{E2b, Fs, Subprocess};
+    use dsh_plugin_api::ServiceKind::{self, Fs, Subprocess};
+
+    const E2B: ServiceKind = ServiceKind::Owner(dsh_plugin_api::OwnerKind::E2B);
 
     use super::fake::{FakeFactory, Journal};
     use super::*;
@@ -503,13 +507,13 @@ mod tests {
     #[tokio::test]
     async fn creates_in_order_injects_declared_services_and_disposes_in_reverse() {
         let log = journal();
-        let owner = FakeFactory::new(&log, &[E2b]);
+        let owner = FakeFactory::new(&log, &[E2B]);
         let fs = FakeFactory::new(&log, &[Fs]);
         let sub = FakeFactory::new(&log, &[Subprocess]);
         let running = create_all(vec![
             step("e2b", &owner, &[]),
-            step("fs", &fs, &[(E2b, 0)]),
-            step("subprocess", &sub, &[(Fs, 1), (E2b, 0)]),
+            step("fs", &fs, &[(E2B, 0)]),
+            step("subprocess", &sub, &[(Fs, 1), (E2B, 0)]),
         ])
         .await
         .expect("create");
@@ -557,7 +561,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_create_rolls_back_in_reverse() {
         let log = journal();
-        let a = FakeFactory::new(&log, &[E2b]);
+        let a = FakeFactory::new(&log, &[E2B]);
         let mut b = FakeFactory::new(&log, &[Fs]);
         b.fail_dispose = true;
         let mut c = FakeFactory::new(&log, &[]);
@@ -565,7 +569,7 @@ mod tests {
         let d = FakeFactory::new(&log, &[]);
         let err = create_all(vec![
             step("a", &a, &[]),
-            step("b", &b, &[(E2b, 0)]),
+            step("b", &b, &[(E2B, 0)]),
             step("c", &c, &[(Fs, 1)]),
             step("d", &d, &[]),
         ])

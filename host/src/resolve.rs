@@ -2,12 +2,17 @@
 //! path.
 //!
 //! **Name rule.** A manifest `name` is a package name, optionally with an
-//! npm-style scope: `dsh-fs-local`, `@deepseek-ai/dsh-e2b`. The scope is
-//! dropped, `-` becomes `_`, and the file is `lib<name>.so` — so both of
-//! those map to `libdsh_fs_local.so` and `libdsh_e2b.so`, the files cargo
-//! builds for crates with `[lib] name = "dsh_fs_local"` / `"dsh_e2b"`. The
-//! package name (scope dropped) is also what must equal the library's
-//! descriptor name.
+//! npm-style scope: `dsh-fs-local`, `@deepseek-ai/dsh-e2b-owner`. The scope
+//! is dropped, `-` becomes `_`, and the file is `lib<name>.so` — so both of
+//! those map to `libdsh_fs_local.so` and `libdsh_e2b_owner.so`, the files
+//! cargo builds for crates with `[lib] name = "dsh_fs_local"` /
+//! `"dsh_e2b_owner"`. The package name (scope dropped) is also what must
+//! equal the library's descriptor name.
+//!
+//! **Renamed plugins.** A plugin's old name keeps loading it: [`RENAMED`]
+//! maps it to the current one before both steps (the old `dsh-e2b` is
+//! `libdsh_e2b_owner.so`, whose descriptor says `dsh-e2b-owner`), and
+//! loading a composition warns that the old name is deprecated.
 //!
 //! **Search.** An entry's explicit `path` is used as is (relative to the
 //! manifest's directory). Otherwise the file is looked up in each directory
@@ -23,9 +28,29 @@ use std::path::{Path, PathBuf};
 /// The environment variable listing plugin directories.
 pub const PLUGIN_PATH_ENV: &str = "DSH_PLUGIN_PATH";
 
-/// The package part of a manifest name: `@scope/pkg` → `pkg`; other names
-/// unchanged.
+/// Plugins renamed since they first shipped, `(old package name, current)`:
+/// the one table of aliases.
+pub const RENAMED: &[(&str, &str)] = &[("dsh-e2b", "dsh-e2b-owner")];
+
+/// The package a manifest name stands for: the scope dropped (`@scope/pkg`
+/// → `pkg`) and a renamed plugin's old name replaced by its current one
+/// ([`RENAMED`]); other names unchanged.
 pub fn package_name(name: &str) -> &str {
+    let package = written_package(name);
+    renamed(name).unwrap_or(package)
+}
+
+/// The current name of the plugin `name` (scope dropped) names, if that is
+/// an old name ([`RENAMED`]).
+pub fn renamed(name: &str) -> Option<&'static str> {
+    let package = written_package(name);
+    RENAMED
+        .iter()
+        .find(|(old, _)| *old == package)
+        .map(|(_, current)| *current)
+}
+
+fn written_package(name: &str) -> &str {
     match name.strip_prefix('@').and_then(|rest| rest.split_once('/')) {
         Some((_, package)) => package,
         None => name,
@@ -197,10 +222,33 @@ mod tests {
     #[test]
     fn names_map_to_library_files() {
         assert_eq!(library_file_name("dsh-fs-local"), "libdsh_fs_local.so");
-        assert_eq!(library_file_name("@deepseek-ai/dsh-e2b"), "libdsh_e2b.so");
+        assert_eq!(
+            library_file_name("@deepseek-ai/dsh-e2b-owner"),
+            "libdsh_e2b_owner.so"
+        );
         assert_eq!(library_file_name("plain_name"), "libplain_name.so");
-        assert_eq!(package_name("@deepseek-ai/dsh-e2b"), "dsh-e2b");
-        assert_eq!(package_name("dsh-e2b"), "dsh-e2b");
+        assert_eq!(package_name("@deepseek-ai/dsh-fs-e2b"), "dsh-fs-e2b");
+        assert_eq!(package_name("dsh-e2b-owner"), "dsh-e2b-owner");
+    }
+
+    #[test]
+    fn a_renamed_plugins_old_name_resolves_to_the_current_library() {
+        for old in ["dsh-e2b", "@deepseek-ai/dsh-e2b"] {
+            assert_eq!(renamed(old), Some("dsh-e2b-owner"), "{old}");
+            assert_eq!(package_name(old), "dsh-e2b-owner", "{old}");
+            assert_eq!(library_file_name(old), "libdsh_e2b_owner.so", "{old}");
+        }
+        // Only the exact old package name is an alias.
+        for name in ["dsh-e2b-owner", "dsh-e2b-gateway", "dsh-fs-e2b", "dsh_e2b"] {
+            assert_eq!(renamed(name), None, "{name}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("libdsh_e2b_owner.so"), b"").expect("write");
+        let search = SearchPath::new([dir.path()]);
+        assert_eq!(
+            resolve_library("dsh-e2b", None, None, &search).expect("found"),
+            dir.path().join("libdsh_e2b_owner.so")
+        );
     }
 
     #[test]

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
 use dsh_plugin_api::fs::{
     DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
     WriteGuard,
 };
+use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse, Owner, SandboxInfo};
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Bytes, Error, ErrorKind, Result, async_trait};
@@ -82,21 +82,21 @@ impl SubprocessProvider for NullSubprocess {
     }
 }
 
-pub(crate) struct NullE2b;
+pub(crate) struct NullOwner;
 
 #[async_trait]
-impl E2bOwner for NullE2b {
+impl Owner for NullOwner {
     fn info(&self) -> SandboxInfo {
         SandboxInfo {
             sandbox_id: "stand-in".to_owned(),
             template_id: "base".to_owned(),
-            envd_version: "0.0.0".to_owned(),
+            daemon_version: "0.0.0".to_owned(),
             cwd: "/".to_owned(),
             runtime_root: "/.dsh-e2b".to_owned(),
         }
     }
-    async fn envd(&self, _: EnvdRequest) -> Result<EnvdResponse> {
-        unsupported("envd")
+    async fn daemon(&self, _: DaemonRequest) -> Result<DaemonResponse> {
+        unsupported("daemon")
     }
     async fn alive(&self) -> Result<bool> {
         unsupported("alive")

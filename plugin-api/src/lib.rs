@@ -6,7 +6,8 @@
 //! between them:
 //!
 //! - the seam traits and their types, as plain async Rust ([`fs`],
-//!   [`subprocess`], [`e2b`] for the E2B owner service);
+//!   [`subprocess`], and [`owner`] for the owner services that hold a
+//!   vendor's sandbox — one trait, kinds by name, E2B's among them);
 //! - one error type with an open kind set ([`Error`], [`ErrorKind`]);
 //! - pull-based byte and text streams ([`stream`]) whose payloads —
 //!   [`Bytes`] and [`Text`] — cross the plugin boundary without copies;
@@ -21,11 +22,11 @@
 pub mod config;
 pub mod decorate;
 pub mod durable;
-pub mod e2b;
 pub mod error;
 mod ffi;
 pub mod fs;
 pub mod host;
+pub mod owner;
 pub mod plugin;
 pub mod stream;
 pub mod subprocess;
@@ -39,6 +40,7 @@ pub use async_trait::async_trait;
 pub use bytes::Bytes;
 pub use config::{FieldError, NoConfig};
 pub use error::{Error, ErrorKind, Result};
+pub use owner::OwnerKind;
 pub use plugin::{CreateContext, Descriptor, Injected, Plugin, Service, ServiceKind};
 /// The derive every config type needs (`#[derive(Deserialize, JsonSchema)]`):
 /// [`Plugin::Config`] is validated against the schema derived from it.
@@ -50,38 +52,40 @@ pub use text::Text;
 /// host or plugin cannot handle (a changed type layout, a new required
 /// method, a changed meaning); abi_stable's layout check backs it up for
 /// layout changes that were missed.
-pub const API_VERSION: u32 = 5;
+pub const API_VERSION: u32 = 6;
 
 /// Exports a [`Plugin`] from a `cdylib` so a dsh host can load it.
 ///
 /// ```no_run
 /// use std::sync::Arc;
 ///
-/// use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
-/// use dsh_plugin_api::{CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait};
+/// use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse, Owner, SandboxInfo};
+/// use dsh_plugin_api::{
+///     CreateContext, Descriptor, Error, OwnerKind, Plugin, Result, Service, ServiceKind, async_trait,
+/// };
 ///
-/// struct Owner;
+/// struct NoSandbox;
 ///
 /// #[async_trait]
-/// impl E2bOwner for Owner {
+/// impl Owner for NoSandbox {
 ///     fn info(&self) -> SandboxInfo {
 ///         SandboxInfo {
 ///             sandbox_id: "none".into(),
 ///             template_id: "none".into(),
-///             envd_version: "0".into(),
+///             daemon_version: "0".into(),
 ///             cwd: "/".into(),
 ///             runtime_root: "/.dsh-e2b".into(),
 ///         }
 ///     }
-///     async fn envd(&self, _: EnvdRequest) -> Result<EnvdResponse> {
-///         Err(Error::unavailable("envd: this owner has no sandbox"))
+///     async fn daemon(&self, _: DaemonRequest) -> Result<DaemonResponse> {
+///         Err(Error::unavailable("daemon: this owner has no sandbox"))
 ///     }
 ///     async fn alive(&self) -> Result<bool> {
 ///         Ok(false)
 ///     }
 /// }
 ///
-/// struct MyPlugin(Arc<Owner>);
+/// struct MyPlugin(Arc<NoSandbox>);
 ///
 /// #[async_trait]
 /// impl Plugin for MyPlugin {
@@ -89,14 +93,14 @@ pub const API_VERSION: u32 = 5;
 ///     const DESCRIPTOR: Descriptor = Descriptor {
 ///         name: "my-owner",
 ///         version: "0.1.0",
-///         provides: &[ServiceKind::E2b],
+///         provides: &[ServiceKind::Owner(OwnerKind::E2B)],
 ///         inject: &[],
 ///     };
 ///     async fn create(_ctx: CreateContext) -> Result<Self> {
-///         Ok(MyPlugin(Arc::new(Owner)))
+///         Ok(MyPlugin(Arc::new(NoSandbox)))
 ///     }
 ///     fn services(&self) -> Vec<Service> {
-///         vec![Service::E2b(self.0.clone())]
+///         vec![Service::Owner(OwnerKind::E2B, self.0.clone())]
 ///     }
 ///     async fn dispose(&self) -> Result<()> {
 ///         Ok(())

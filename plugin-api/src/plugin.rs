@@ -15,9 +15,9 @@ use serde::de::DeserializeOwned;
 use schemars::JsonSchema;
 
 use crate::config::FieldError;
-use crate::e2b::E2bOwner;
 use crate::error::{Error, Result};
 use crate::fs::FsProvider;
+use crate::owner::{Owner, OwnerKind};
 use crate::subprocess::SubprocessProvider;
 
 /// A service a plugin can provide or inject.
@@ -27,28 +27,33 @@ pub enum ServiceKind {
     Fs,
     /// [`SubprocessProvider`].
     Subprocess,
-    /// [`E2bOwner`].
-    E2b,
+    /// An [`Owner`] of the given kind (`ServiceKind::Owner(OwnerKind::E2B)`,
+    /// named `e2b` in manifests).
+    Owner(OwnerKind),
 }
 
 impl ServiceKind {
-    /// Every kind, in a stable order.
-    pub const ALL: [ServiceKind; 3] = [ServiceKind::Fs, ServiceKind::Subprocess, ServiceKind::E2b];
+    /// Every kind this release knows, in a stable order: `fs`,
+    /// `subprocess`, then the owner kinds of [`OwnerKind::KNOWN`].
+    pub fn known() -> impl Iterator<Item = ServiceKind> {
+        [ServiceKind::Fs, ServiceKind::Subprocess]
+            .into_iter()
+            .chain(OwnerKind::KNOWN.iter().copied().map(ServiceKind::Owner))
+    }
 
-    /// The name used in manifests and messages: `fs`, `subprocess`, `e2b`.
+    /// The name used in manifests and messages: `fs`, `subprocess`, or the
+    /// owner kind's name (`e2b`).
     pub fn name(self) -> &'static str {
         match self {
             ServiceKind::Fs => "fs",
             ServiceKind::Subprocess => "subprocess",
-            ServiceKind::E2b => "e2b",
+            ServiceKind::Owner(kind) => kind.name(),
         }
     }
 
-    /// The kind for a manifest name.
+    /// The known kind for a manifest name.
     pub fn from_name(name: &str) -> Option<ServiceKind> {
-        ServiceKind::ALL
-            .into_iter()
-            .find(|kind| kind.name() == name)
+        ServiceKind::known().find(|kind| kind.name() == name)
     }
 }
 
@@ -63,7 +68,8 @@ impl std::fmt::Display for ServiceKind {
 pub enum Service {
     Fs(Arc<dyn FsProvider>),
     Subprocess(Arc<dyn SubprocessProvider>),
-    E2b(Arc<dyn E2bOwner>),
+    /// An owner, with the kind of world it holds.
+    Owner(OwnerKind, Arc<dyn Owner>),
 }
 
 impl Service {
@@ -72,7 +78,7 @@ impl Service {
         match self {
             Service::Fs(_) => ServiceKind::Fs,
             Service::Subprocess(_) => ServiceKind::Subprocess,
-            Service::E2b(_) => ServiceKind::E2b,
+            Service::Owner(kind, _) => ServiceKind::Owner(*kind),
         }
     }
 }
@@ -137,15 +143,16 @@ impl Injected {
             .ok_or_else(|| missing(ServiceKind::Subprocess))
     }
 
-    /// The injected `e2b` owner, or a `Config` error.
-    pub fn e2b(&self) -> Result<Arc<dyn E2bOwner>> {
+    /// The injected owner of `kind` (`OwnerKind::E2B`), or a `Config`
+    /// error.
+    pub fn owner(&self, kind: OwnerKind) -> Result<Arc<dyn Owner>> {
         self.services
             .iter()
             .find_map(|service| match service {
-                Service::E2b(owner) => Some(owner.clone()),
+                Service::Owner(of, owner) if *of == kind => Some(owner.clone()),
                 _ => None,
             })
-            .ok_or_else(|| missing(ServiceKind::E2b))
+            .ok_or_else(|| missing(ServiceKind::Owner(kind)))
     }
 }
 
@@ -302,9 +309,14 @@ mod tests {
 
     #[test]
     fn service_kinds_round_trip_by_name() {
-        for kind in ServiceKind::ALL {
+        for kind in ServiceKind::known() {
             assert_eq!(ServiceKind::from_name(kind.name()), Some(kind));
         }
+        // Existing manifests name the E2B owner service `e2b`.
+        assert_eq!(
+            ServiceKind::from_name("e2b"),
+            Some(ServiceKind::Owner(OwnerKind::E2B))
+        );
         assert_eq!(ServiceKind::from_name("db"), None);
     }
 }

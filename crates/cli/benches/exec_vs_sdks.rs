@@ -9,7 +9,7 @@
 //! `scripts/install-sdk-peers.sh`):
 //!
 //! ```sh
-//! cargo build --release -p e2b-local -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b
+//! cargo build --release -p e2b-local -p dsh-e2b-owner -p dsh-fs-e2b -p dsh-subprocess-e2b
 //! cargo bench -p dsh-cli --bench exec_vs_sdks
 //! ```
 //!
@@ -33,7 +33,7 @@ use anyhow::{Context, Result, ensure};
 use e2b_local::harness::{LocalServer, SdkDriver, Steps, millis, quantile};
 
 /// The plugin libraries the manifest loads, next to `dsh`.
-const PLUGINS: [&str; 3] = ["dsh_e2b", "dsh_fs_e2b", "dsh_subprocess_e2b"];
+const PLUGINS: [&str; 3] = ["dsh_e2b_owner", "dsh_fs_e2b", "dsh_subprocess_e2b"];
 
 fn main() -> Result<()> {
     let rounds: usize = match std::env::var("DSH_BENCH_ROUNDS") {
@@ -46,7 +46,7 @@ fn main() -> Result<()> {
         let library = dir.join(format!("lib{plugin}.so"));
         ensure!(
             library.is_file(),
-            "{} is missing: cargo build --release -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b",
+            "{} is missing: cargo build --release -p dsh-e2b-owner -p dsh-fs-e2b -p dsh-subprocess-e2b",
             library.display()
         );
     }

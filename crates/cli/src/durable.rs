@@ -7,6 +7,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use dsh_host::Host;
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableState};
 use dsh_plugin_api::subprocess::{ExitStatus, OutputMode};
 use serde_json::json;
@@ -21,7 +22,10 @@ use crate::stdout::outln;
 /// the sandbox that holds it (in the JSON, or on stderr), which a later
 /// `dsh` reconnects to with `sandboxId`.
 pub fn print_started(host: &Host, attached: &Attached, json: bool) -> Result<i32, Failure> {
-    let sandbox = host.e2b().ok().map(|owner| owner.info().sandbox_id.clone());
+    let sandbox = host
+        .owner(OwnerKind::E2B)
+        .ok()
+        .map(|owner| owner.info().sandbox_id.clone());
     if json {
         print_json(&json!({
             "id": attached.id,
@@ -36,7 +40,7 @@ pub fn print_started(host: &Host, attached: &Attached, json: bool) -> Result<i32
         let _ = writeln!(
             std::io::stderr(),
             "dsh: durable command {} runs in sandbox {sandbox}; it outlives this dsh if the \
-             manifest's dsh-e2b entry has `onDispose: leave` (or `pause`), and a later dsh \
+             manifest's dsh-e2b-owner entry has `onDispose: leave` (or `pause`), and a later dsh \
              reaches it with `sandboxId: {sandbox}` in place of the entry's `template`",
             attached.id
         );

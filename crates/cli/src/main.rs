@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use dsh_host::{Composition, Host, ShutdownSignal, ShutdownSignals, Started};
+use dsh_plugin_api::OwnerKind;
 use tokio::time::Instant;
 
 use crate::args::{Cli, Command};
@@ -464,7 +465,7 @@ async fn sleep_until_some(at: Option<Instant>) {
 /// world's processes. Taken before disposal begins (the accessors refuse
 /// afterwards).
 fn leftover(host: &Host) -> String {
-    match host.e2b() {
+    match host.owner(OwnerKind::E2B) {
         Ok(owner) => format!("sandbox {}", owner.info().sandbox_id),
         Err(_) => "the world's processes".to_owned(),
     }

@@ -74,9 +74,7 @@ pub fn check(composition: &Composition, json: bool) -> Result<i32, Failure> {
 
 /// `(service, entry id)` for every service an entry serves.
 fn served(composition: &Composition) -> impl Iterator<Item = (&'static str, &str)> {
-    ServiceKind::ALL
-        .into_iter()
-        .filter_map(|kind| composition.served(kind).map(|id| (kind.name(), id)))
+    ServiceKind::known().filter_map(|kind| composition.served(kind).map(|id| (kind.name(), id)))
 }
 
 fn join_or_dash(items: impl Iterator<Item = String>) -> String {

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use connectrpc::client::ClientTransport;
-use dsh_plugin_api::e2b::SandboxInfo;
+use dsh_plugin_api::owner::SandboxInfo;
 use e2b_client::{CallOptions, Command, Envd, ExitStatus, ProcessEvent, StreamOptions};
 use futures::StreamExt;
 use http_body::Body;

@@ -1,7 +1,7 @@
 //! How "the sandbox is gone" crosses the owner boundary, both ways.
 //!
 //! The owner reports a gone sandbox as an [`ErrorKind::Unavailable`] error
-//! (the `E2bOwner::envd` contract); every other failure of a gateway call
+//! (the `Owner::envd` contract); every other failure of a gateway call
 //! has another kind. The adapter side turns that error back into exactly
 //! what the edge proxy answers for a missing sandbox — HTTP 502 with
 //! `{"sandboxId","message","code":502}` — so `e2b_client::Envd` classifies

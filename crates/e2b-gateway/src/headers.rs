@@ -7,7 +7,7 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use e2b_client::{ACCESS_TOKEN_HEADER, SANDBOX_ID_HEADER, SANDBOX_PORT_HEADER};
 
 /// Headers only the owner may set: routing and credentials (the contract of
-/// `EnvdRequest::headers`).
+/// `DaemonRequest::headers`).
 fn owner_only(name: &HeaderName) -> bool {
     [
         HOST,

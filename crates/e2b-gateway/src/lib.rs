@@ -1,15 +1,15 @@
-//! The envd gateway between the `dsh-e2b` owner and its adapters.
+//! The envd gateway between the `dsh-e2b-owner` plugin and its adapters.
 //!
-//! The `e2b` owner service (`dsh_plugin_api::e2b::E2bOwner`) is a small,
+//! The `e2b` owner service (`dsh_plugin_api::owner::Owner`) is a small,
 //! generic FFI surface: adapters hand the owner plain HTTP requests for the
-//! sandbox's envd ([`EnvdRequest`](dsh_plugin_api::e2b::EnvdRequest)), the
+//! sandbox's envd ([`DaemonRequest`](dsh_plugin_api::owner::DaemonRequest)), the
 //! owner adds routing and credentials and sends them through its one
 //! connection pool. This crate types that surface on both sides with
 //! `e2b-client`, so an adapter uses the same typed client
 //! ([`e2b_client::Envd`]) whether it talks to envd directly (tests) or
 //! through the owner (dsh):
 //!
-//! - **owner side** — [`EnvdGateway`] serves an `EnvdRequest` through the
+//! - **owner side** — [`EnvdGateway`] serves a `DaemonRequest` through the
 //!   sandbox's [`e2b_client::SandboxTransport`], streaming both bodies, and
 //!   reports a gone sandbox as `ErrorKind::Unavailable`;
 //! - **adapter side** — [`OwnerTransport`] is a `connectrpc`
@@ -25,7 +25,7 @@
 //! the control plane whether the sandbox still exists).
 //!
 //! ```no_run
-//! # async fn demo(owner: std::sync::Arc<dyn dsh_plugin_api::e2b::E2bOwner>) {
+//! # async fn demo(owner: std::sync::Arc<dyn dsh_plugin_api::owner::Owner>) {
 //! use e2b_client::CallOptions;
 //!
 //! let envd = dsh_e2b_gateway::envd_client(owner.clone());

@@ -1,9 +1,9 @@
 //! [`GatewayOwner`]: an in-process `e2b` owner of one sandbox — identity, envd through the
-//! [`EnvdGateway`], liveness from the control plane. `dsh-e2b` serves its dependents with one
+//! [`EnvdGateway`], liveness from the control plane. `dsh-e2b-owner` serves its dependents with one
 //! (adding disposal on top); tests and embedders hand one to `fs-e2b`/`subprocess-e2b` without
 //! loading the owner plugin.
 
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse, Owner, SandboxInfo};
 use dsh_plugin_api::{Error, ErrorKind, Result, async_trait};
 use e2b_client::Sandbox;
 
@@ -47,13 +47,13 @@ impl GatewayOwner {
 }
 
 #[async_trait]
-impl E2bOwner for GatewayOwner {
+impl Owner for GatewayOwner {
     fn info(&self) -> SandboxInfo {
         self.info.clone()
     }
 
     /// Serves `request` through the gateway (see [`EnvdGateway`] for its failures).
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
+    async fn daemon(&self, request: DaemonRequest) -> Result<DaemonResponse> {
         self.gateway.serve(request).await
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use connectrpc::ConnectError;
 use connectrpc::client::{BoxFuture, ClientBody, ClientTransport};
 use dsh_plugin_api::ErrorKind;
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, SandboxInfo};
+use dsh_plugin_api::owner::{DaemonRequest, Owner, SandboxInfo};
 use e2b_client::{Envd, EnvdOptions};
 use http::uri::PathAndQuery;
 use http::{Request, Response, StatusCode};
@@ -18,7 +18,7 @@ use crate::gone::{edge_answer, is_gone};
 use crate::headers;
 
 /// A [`ClientTransport`] over an injected `e2b` owner: every request goes
-/// to `E2bOwner::envd`, which adds routing and credentials and sends it
+/// to `Owner::envd`, which adds routing and credentials and sends it
 /// through the owner's one connection pool. Cheap to clone.
 ///
 /// Requests must carry path-only URIs (what `e2b_client::Envd` builds).
@@ -39,7 +39,7 @@ use crate::headers;
 /// request in the owner.
 #[derive(Clone)]
 pub struct OwnerTransport {
-    owner: Arc<dyn E2bOwner>,
+    owner: Arc<dyn Owner>,
     sandbox_id: Arc<str>,
 }
 
@@ -53,13 +53,13 @@ impl std::fmt::Debug for OwnerTransport {
 
 impl OwnerTransport {
     /// A transport through `owner`.
-    pub fn new(owner: Arc<dyn E2bOwner>) -> Self {
+    pub fn new(owner: Arc<dyn Owner>) -> Self {
         let sandbox_id = Arc::from(owner.info().sandbox_id);
         OwnerTransport { owner, sandbox_id }
     }
 
     /// The owner requests go through.
-    pub fn owner(&self) -> &Arc<dyn E2bOwner> {
+    pub fn owner(&self) -> &Arc<dyn Owner> {
         &self.owner
     }
 
@@ -71,7 +71,7 @@ impl OwnerTransport {
 
 /// The typed envd client of the owner's sandbox: [`envd_options`] for its
 /// identity, sending through [`OwnerTransport`].
-pub fn envd_client(owner: Arc<dyn E2bOwner>) -> Envd<OwnerTransport> {
+pub fn envd_client(owner: Arc<dyn Owner>) -> Envd<OwnerTransport> {
     let options = envd_options(&owner.info());
     Envd::new(OwnerTransport::new(owner), options)
 }
@@ -82,7 +82,7 @@ pub fn envd_client(owner: Arc<dyn E2bOwner>) -> Envd<OwnerTransport> {
 /// default user, since such envd has none of its own.
 pub fn envd_options(info: &SandboxInfo) -> EnvdOptions {
     let mut options = EnvdOptions::new(info.sandbox_id.clone());
-    let version = semver::Version::parse(&info.envd_version).ok();
+    let version = semver::Version::parse(&info.daemon_version).ok();
     options.default_user = EnvdOptions::default_user_for(version.as_ref());
     options
 }
@@ -99,7 +99,7 @@ impl ClientTransport for OwnerTransport {
         let sandbox_id = Arc::clone(&self.sandbox_id);
         Box::pin(async move {
             let request = to_envd_request(request)?;
-            match owner.envd(request).await {
+            match owner.daemon(request).await {
                 Ok(response) => {
                     let status = StatusCode::from_u16(response.status).map_err(|_| {
                         ConnectError::internal(format!(
@@ -130,7 +130,7 @@ impl ClientTransport for OwnerTransport {
 /// The owner's request for an outgoing HTTP request: method, path and
 /// query, headers (with `Content-Length` when the body's length is known),
 /// and the body as a stream.
-fn to_envd_request(request: Request<ClientBody>) -> Result<EnvdRequest, ConnectError> {
+fn to_envd_request(request: Request<ClientBody>) -> Result<DaemonRequest, ConnectError> {
     let (parts, body) = request.into_parts();
     if parts.uri.scheme().is_some() || parts.uri.authority().is_some() {
         return Err(ConnectError::invalid_argument(format!(
@@ -153,7 +153,7 @@ fn to_envd_request(request: Request<ClientBody>) -> Result<EnvdRequest, ConnectE
             length.to_string().into_bytes(),
         ));
     }
-    Ok(EnvdRequest {
+    Ok(DaemonRequest {
         method: parts.method.as_str().to_owned(),
         path_and_query,
         headers: header_list,
@@ -169,7 +169,7 @@ mod tests {
         SandboxInfo {
             sandbox_id: "sbx".into(),
             template_id: "base".into(),
-            envd_version: version.into(),
+            daemon_version: version.into(),
             cwd: "/home/user/workspace".into(),
             runtime_root: "/home/user/workspace/.dsh-e2b".into(),
         }

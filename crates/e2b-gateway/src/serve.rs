@@ -1,4 +1,4 @@
-//! The owner side: [`EnvdGateway`] serves the generic [`EnvdRequest`]s of
+//! The owner side: [`EnvdGateway`] serves the generic [`DaemonRequest`]s of
 //! the `e2b` owner service through the sandbox's transport.
 
 use std::fmt::Display;
@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use connectrpc::client::ClientTransport;
 use connectrpc::{ConnectError, ErrorCode};
-use dsh_plugin_api::e2b::{EnvdRequest, EnvdResponse};
+use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse};
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::{Error, Result};
 use e2b_client::{Sandbox, SandboxTransport};
@@ -28,7 +28,7 @@ const EDGE_BODY_LIMIT: usize = 4096;
 /// adds routing and credentials) and buffers nothing (request and response
 /// bodies stream through, one chunk in flight).
 ///
-/// Failures, as the `E2bOwner::envd` contract has them:
+/// Failures, as the `Owner::envd` contract has them:
 /// - the edge proxy's 502 (the sandbox is not running) is an
 ///   [`ErrorKind::Unavailable`](dsh_plugin_api::ErrorKind::Unavailable)
 ///   error about the sandbox;
@@ -109,7 +109,7 @@ where
     /// body then streams as it is pulled. See the type docs for failures.
     ///
     /// Dropping the future, or the response body, aborts the request.
-    pub async fn serve(&self, request: EnvdRequest) -> Result<EnvdResponse> {
+    pub async fn serve(&self, request: DaemonRequest) -> Result<DaemonResponse> {
         let call = format!("envd {} {}", request.method, request.path_and_query);
         let invalid = |why: String| Error::invalid_input(format!("{call}: {why}"));
         let method = Method::from_bytes(request.method.as_bytes())
@@ -150,7 +150,7 @@ where
             ));
         }
         let (parts, body) = response.into_parts();
-        Ok(EnvdResponse {
+        Ok(DaemonResponse {
             status: parts.status.as_u16(),
             headers: headers::to_list(&parts.headers),
             body: self.relay(call, body),

@@ -21,7 +21,9 @@ use crate::ffi::module::{
 };
 use crate::ffi::panic::{Side, catch, install_hook};
 use crate::ffi::runtime::{PluginRuntime, Stopped};
-use crate::ffi::service::{FfiService, export_service, import_service, kind_code};
+use crate::ffi::service::{
+    FfiService, FfiServiceKind, export_kind, export_service, import_service,
+};
 use crate::plugin::{CreateContext, Injected, Plugin, ServiceKind};
 
 /// The prefix of the `u32` static holding the plugin API version a library
@@ -59,8 +61,8 @@ fn root_module<P: Plugin>() -> PluginModuleRef {
     .leak_into_prefix()
 }
 
-fn codes(kinds: &[ServiceKind]) -> RVec<u32> {
-    kinds.iter().copied().map(kind_code).collect()
+fn codes(kinds: &[ServiceKind]) -> RVec<FfiServiceKind> {
+    kinds.iter().copied().map(export_kind).collect()
 }
 
 fn failed<T: Send + 'static>(err: Error) -> FfiFuture<FfiResult<T>> {

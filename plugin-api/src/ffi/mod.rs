@@ -8,8 +8,8 @@
 //! One file per seam or concern: [`module`] (the root module, a prefix
 //! type) and [`export`] (its plugin side, generic over the plugin type);
 //! [`instance`] (create/dispose of an instance); [`fs`], [`subprocess`],
-//! [`e2b`] (per seam: `#[sabi_trait]` objects, `repr(C)` mirrors with `From`
-//! both ways, the exporting side, the importing proxy); [`stream`] (pull
+//! [`owner`] (per seam: `#[sabi_trait]` objects, `repr(C)` mirrors with
+//! `From` both ways, the exporting side, the importing proxy); [`stream`] (pull
 //! streams and writers); [`bytes`] (byte and text payloads); [`service`];
 //! [`error`]; [`future`]; [`context`] and [`runtime`]; [`mod@panic`];
 //! [`registry`] (proxy unwrapping); [`log`], [`log_forward`], [`log_sink`]
@@ -115,7 +115,6 @@
 )]
 pub mod bytes;
 pub mod context;
-pub mod e2b;
 pub mod error;
 pub mod export;
 pub mod fs;
@@ -125,6 +124,7 @@ pub mod log;
 pub mod log_forward;
 pub mod log_sink;
 pub mod module;
+pub mod owner;
 pub mod panic;
 pub mod registry;
 pub mod runtime;

@@ -11,18 +11,18 @@ use async_ffi::FfiFuture;
 use crate::ffi::error::FfiResult;
 use crate::ffi::instance::FfiInstanceObject;
 use crate::ffi::log::FfiSink;
-use crate::ffi::service::FfiService;
+use crate::ffi::service::{FfiService, FfiServiceKind};
 
-/// A plugin's descriptor as it crosses: service kinds as stable codes
-/// (`ffi::service::kind_code`), so an unknown kind is reported, not
-/// misread.
+/// A plugin's descriptor as it crosses: service kinds as stable codes with
+/// an owner kind's name ([`FfiServiceKind`]), so an unknown kind is
+/// reported, not misread.
 #[repr(C)]
 #[derive(StableAbi, Debug)]
 pub struct FfiDescriptor {
     pub name: RString,
     pub version: RString,
-    pub provides: RVec<u32>,
-    pub inject: RVec<u32>,
+    pub provides: RVec<FfiServiceKind>,
+    pub inject: RVec<FfiServiceKind>,
 }
 
 /// What the host sends to create an instance.

@@ -17,7 +17,7 @@ use crate::ffi::future::import;
 use crate::ffi::instance::FfiInstanceObject;
 use crate::ffi::log_sink::host_sink;
 use crate::ffi::module::{FfiCreateRequest, FfiDescriptor, FfiFieldError, PluginModuleRef};
-use crate::ffi::service::{export_service, import_service, kind_of_code};
+use crate::ffi::service::{FfiServiceKind, export_service, import_kind, import_service};
 use crate::host::elf::exported_symbols_with_prefix;
 use crate::plugin::ServiceKind;
 
@@ -352,22 +352,32 @@ fn decode(
     descriptor: FfiDescriptor,
     api_version: u32,
 ) -> std::result::Result<LoadedDescriptor, String> {
-    let kinds = |codes: &[u32], list: &str| {
-        codes
+    let name = descriptor.name.into_string();
+    let kinds = |kinds: &[FfiServiceKind], list: &str| {
+        kinds
             .iter()
-            .map(|code| {
-                kind_of_code(*code).ok_or_else(|| {
-                    format!("its descriptor's {list} list names service kind {code}, unknown to this host")
+            .map(|kind| {
+                import_kind(kind).map_err(|unknown| {
+                    let known: Vec<&str> = ServiceKind::known().map(ServiceKind::name).collect();
+                    format!(
+                        "plugin `{name}`'s descriptor {list} list names {unknown}, unknown to this \
+                         host (its dsh-plugin-api {} knows {}): the plugin was built against a newer \
+                         dsh-plugin-api; use a dsh that knows the kind",
+                        env!("CARGO_PKG_VERSION"),
+                        known.join(", ")
+                    )
                 })
             })
             .collect::<std::result::Result<Vec<_>, _>>()
     };
+    let provides = kinds(&descriptor.provides, "provides")?;
+    let inject = kinds(&descriptor.inject, "inject")?;
     Ok(LoadedDescriptor {
-        name: descriptor.name.into(),
+        name,
         version: descriptor.version.into(),
         api_version,
-        provides: kinds(&descriptor.provides, "provides")?,
-        inject: kinds(&descriptor.inject, "inject")?,
+        provides,
+        inject,
     })
 }
 
@@ -479,5 +489,30 @@ mod tests {
             "mismatched package in PluginModule (expected dsh-plugin-api, found other-crate)"
         );
         assert_eq!(layout_findings("odd\nreport"), "odd report");
+    }
+
+    fn descriptor(provides: Vec<FfiServiceKind>) -> FfiDescriptor {
+        FfiDescriptor {
+            name: "dsh-vendor-owner".into(),
+            version: "1.0.0".into(),
+            provides: provides.into_iter().collect(),
+            inject: abi_stable::std_types::RVec::new(),
+        }
+    }
+
+    #[test]
+    fn an_owner_kind_from_a_newer_plugin_is_a_load_error_naming_plugin_and_kind() {
+        let newer = FfiServiceKind {
+            code: crate::ffi::service::OWNER_CODE,
+            owner: "vendor-from-the-future".into(),
+        };
+        let err = decode(descriptor(vec![newer]), API_VERSION).unwrap_err();
+        assert!(err.contains("plugin `dsh-vendor-owner`"), "{err}");
+        assert!(err.contains("owner kind `vendor-from-the-future`"), "{err}");
+        assert!(err.contains("knows fs, subprocess, e2b"), "{err}");
+
+        let e2b = crate::ffi::service::export_kind(ServiceKind::Owner(crate::OwnerKind::E2B));
+        let known = decode(descriptor(vec![e2b]), API_VERSION).expect("the e2b owner kind");
+        assert_eq!(known.provides, [ServiceKind::Owner(crate::OwnerKind::E2B)]);
     }
 }

@@ -1,4 +1,4 @@
-//! Every `e2b` owner method, host → plugin, through the real loader, with
+//! Every owner method (the `e2b` kind), host → plugin, through the real loader, with
 //! streams in both directions: the request body is produced by the host and
 //! pulled by the plugin, the response body the other way round.
 
@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use dsh_plugin_api::e2b::EnvdRequest;
+use dsh_plugin_api::owner::DaemonRequest;
 use dsh_plugin_api::stream::{ByteStream, byte_stream_once, collect_bytes};
 use dsh_plugin_api::{Bytes, ErrorKind};
 use futures::StreamExt;
 
 use crate::support::World;
 
-fn request(path: &str, body: ByteStream) -> EnvdRequest {
-    EnvdRequest {
+fn request(path: &str, body: ByteStream) -> DaemonRequest {
+    DaemonRequest {
         method: "POST".into(),
         path_and_query: path.into(),
         headers: vec![
@@ -64,7 +64,7 @@ async fn info_and_alive_round_trip() {
     let info = owner.info();
     assert_eq!(info.sandbox_id, "probe-e2b");
     assert_eq!(info.template_id, "probe");
-    assert_eq!(info.envd_version, "0.0.0-probe");
+    assert_eq!(info.daemon_version, "0.0.0-probe");
     assert_eq!(info.cwd, "/probe/e2b");
     assert_eq!(info.runtime_root, "/probe/e2b/.dsh-e2b");
     assert!(owner.alive().await.expect("alive"));
@@ -76,16 +76,16 @@ async fn info_and_alive_round_trip() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envd_echoes_head_and_streams_the_body_both_ways() {
+async fn daemon_echoes_head_and_streams_the_body_both_ways() {
     let world = World::new(serde_json::Value::Null).await;
     let owner = world.owner();
     let response = owner
-        .envd(request(
+        .daemon(request(
             "/process.Process/Start?x=1",
             byte_stream_once(b"{\"hello\":1}".to_vec()),
         ))
         .await
-        .expect("envd");
+        .expect("daemon");
     assert_eq!(response.status, 200);
     let headers: Vec<(String, Vec<u8>)> = response.headers.clone();
     assert_eq!(
@@ -116,9 +116,9 @@ async fn bodies_are_pulled_end_to_end_and_dropping_the_response_drops_the_reques
     let owner = world.owner();
     let body = counted();
     let response = owner
-        .envd(request("/stream", body.body(100)))
+        .daemon(request("/stream", body.body(100)))
         .await
-        .expect("envd");
+        .expect("daemon");
     tokio::time::sleep(Duration::from_millis(30)).await;
     assert_eq!(
         body.pulled.load(Ordering::SeqCst),
@@ -147,17 +147,17 @@ async fn bodies_are_pulled_end_to_end_and_dropping_the_response_drops_the_reques
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn envd_errors_panics_and_cancellation_cross() {
+async fn daemon_errors_panics_and_cancellation_cross() {
     let world = World::new(serde_json::Value::Null).await;
     let owner = world.owner();
     let err = owner
-        .envd(request("/.probe/error/11", byte_stream_once(Vec::new())))
+        .daemon(request("/.probe/error/11", byte_stream_once(Vec::new())))
         .await
         .expect_err("unavailable");
     assert_eq!(err.kind(), ErrorKind::Unavailable);
     assert_eq!(err.subject(), Some("/.probe/error/11"));
     let err = owner
-        .envd(request("/.probe/panic", byte_stream_once(Vec::new())))
+        .daemon(request("/.probe/panic", byte_stream_once(Vec::new())))
         .await
         .expect_err("panic");
     assert_eq!(err.kind(), ErrorKind::Panicked);
@@ -167,7 +167,7 @@ async fn envd_errors_panics_and_cancellation_cross() {
     let body = counted();
     let hung = tokio::time::timeout(
         Duration::from_millis(50),
-        owner.envd(request("/.probe/hang", body.body(3))),
+        owner.daemon(request("/.probe/hang", body.body(3))),
     )
     .await;
     assert!(hung.is_err());
@@ -176,7 +176,7 @@ async fn envd_errors_panics_and_cancellation_cross() {
         "the request body was dropped"
     );
     let state = owner
-        .envd(request("/.probe/state", byte_stream_once(Vec::new())))
+        .daemon(request("/.probe/state", byte_stream_once(Vec::new())))
         .await
         .expect("state");
     let counters: serde_json::Value =
@@ -202,9 +202,9 @@ async fn concurrent_requests_stream_independently() {
                 chunks.into_iter().map(|chunk| Ok(Bytes::from(chunk))),
             ));
             let response = owner
-                .envd(request(&format!("/t/{task}"), body))
+                .daemon(request(&format!("/t/{task}"), body))
                 .await
-                .expect("envd");
+                .expect("daemon");
             assert_eq!(collect_bytes(response.body).await.expect("body"), expected);
         }));
     }
@@ -221,9 +221,9 @@ async fn a_pull_pending_at_dispose_resolves_closed() {
     // The request body never yields, so pulling the echoed response body
     // stays pending inside the owner plugin.
     let response = owner
-        .envd(request("/stalled", Box::pin(futures::stream::pending())))
+        .daemon(request("/stalled", Box::pin(futures::stream::pending())))
         .await
-        .expect("envd");
+        .expect("daemon");
     let mut body = response.body;
     let pull = tokio::spawn(async move {
         let first = body.next().await;
@@ -238,6 +238,6 @@ async fn a_pull_pending_at_dispose_resolves_closed() {
         .expect("task");
     let err = first.expect("an answer").expect_err("closed");
     assert_eq!(err.kind(), ErrorKind::Closed);
-    assert_eq!(err.message(), "envd: plugin instance `e2b` was disposed");
+    assert_eq!(err.message(), "daemon: plugin instance `e2b` was disposed");
     assert!(second.is_none(), "a closed stream is over");
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::host::PluginInstance;
 use dsh_plugin_api::stream::collect_bytes;
@@ -224,7 +225,10 @@ async fn host_services() -> HostServices {
         "dsh-probe-subprocess",
         "subprocess",
         Value::Null,
-        vec![Service::E2b(owner), Service::Fs(fs.clone())],
+        vec![
+            Service::Owner(OwnerKind::E2B, owner),
+            Service::Fs(fs.clone()),
+        ],
     )
     .await;
     HostServices {

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::host::CreateRequest;
 use dsh_plugin_api::{Error, ErrorKind, Service, ServiceKind};
 use serde_json::{Value, json};
@@ -276,7 +277,7 @@ async fn injected_services_must_match_the_descriptor() {
     );
     assert_eq!(err.subject(), Some("fs-none"));
     let owner = support::create("dsh-probe-e2b", "owner", Value::Null, vec![]).await;
-    let e2b = support::service(&owner, ServiceKind::E2b);
+    let e2b = support::service(&owner, ServiceKind::Owner(OwnerKind::E2B));
     let err = create_err(
         "dsh-probe-fs",
         "fs-twice",

@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::ServiceKind;
 use dsh_plugin_api::host::{API_VERSION, LoadError, PluginLibrary, library_file_name};
 
@@ -31,18 +32,23 @@ fn descriptors_are_read_at_load_and_nothing_is_created() {
     let fs = support::load("dsh-probe-fs");
     let subprocess = support::load("dsh-probe-subprocess");
     let expect = [
-        (&e2b, "dsh-probe-e2b", vec![ServiceKind::E2b], vec![]),
+        (
+            &e2b,
+            "dsh-probe-e2b",
+            vec![ServiceKind::Owner(OwnerKind::E2B)],
+            vec![],
+        ),
         (
             &fs,
             "dsh-probe-fs",
             vec![ServiceKind::Fs],
-            vec![ServiceKind::E2b],
+            vec![ServiceKind::Owner(OwnerKind::E2B)],
         ),
         (
             &subprocess,
             "dsh-probe-subprocess",
             vec![ServiceKind::Subprocess],
-            vec![ServiceKind::E2b, ServiceKind::Fs],
+            vec![ServiceKind::Owner(OwnerKind::E2B), ServiceKind::Fs],
         ),
     ];
     for (library, name, provides, inject) in expect {
@@ -87,7 +93,7 @@ fn a_renamed_library_still_loads() {
 #[test]
 fn library_file_names_follow_the_documented_rule() {
     assert_eq!(library_file_name("dsh-fs-local"), "libdsh_fs_local.so");
-    assert_eq!(library_file_name("dsh-e2b"), "libdsh_e2b.so");
+    assert_eq!(library_file_name("dsh-e2b-owner"), "libdsh_e2b_owner.so");
     assert_eq!(
         library_file_name("@acme/dsh-fs-local"),
         "libdsh_fs_local.so"

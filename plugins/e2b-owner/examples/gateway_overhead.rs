@@ -4,14 +4,14 @@
 //! - `direct`: `Envd<SandboxTransport>` (the peer: no owner at all);
 //! - `owner`: `Envd<OwnerTransport>` over the owner in-process;
 //! - `abi`: `Envd<OwnerTransport>` over the owner loaded by the host from
-//!   `libdsh_e2b.so` (what adapters get in dsh).
+//!   `libdsh_e2b_owner.so` (what adapters get in dsh).
 //!
 //! Prints medians and ratios against `direct`, plus the owner's create
 //! time (sandbox + setup) against a bare sandbox create.
 //!
 //! ```sh
-//! cargo build --release -p e2b-local -p dsh-e2b
-//! cargo run --release -p dsh-e2b --example gateway_overhead [ROUNDS]
+//! cargo build --release -p e2b-local -p dsh-e2b-owner
+//! cargo run --release -p dsh-e2b-owner --example gateway_overhead [ROUNDS]
 //! ```
 //!
 //! Needs root (e2b-local).
@@ -33,9 +33,10 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use dsh_e2b::E2bPlugin;
 use dsh_e2b_gateway::{OwnerEnvd, envd_client};
+use dsh_e2b_owner::E2bPlugin;
 use dsh_host::{Host, ManifestFormat};
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{CreateContext, Injected, Plugin};
 use e2b_client::{
     Api, CallOptions, ClientTransport, Command, ConnectionOptions, DownloadOptions, Envd,
@@ -99,9 +100,9 @@ async fn main() {
         .parent()
         .and_then(|examples| examples.parent())
         .unwrap()
-        .join("libdsh_e2b.so");
+        .join("libdsh_e2b_owner.so");
     let manifest = format!(
-        "plugins:\n  - id: e2b\n    name: dsh-e2b\n    path: {}\n    config:\n      sandboxId: {id}\n      onDispose: kill\n      apiKey: {}\n      apiUrl: {}\n      sandboxUrl: {}\n",
+        "plugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    path: {}\n    config:\n      sandboxId: {id}\n      onDispose: kill\n      apiKey: {}\n      apiUrl: {}\n      sandboxUrl: {}\n",
         library.display(),
         server.api_key(),
         server.api_url(),
@@ -109,10 +110,10 @@ async fn main() {
     );
     let host = Host::from_str(&manifest, ManifestFormat::Yaml)
         .await
-        .expect("load libdsh_e2b.so (cargo build --release -p dsh-e2b)");
+        .expect("load libdsh_e2b_owner.so (cargo build --release -p dsh-e2b-owner)");
     let direct = plugin.sandbox().envd().clone();
     let owner: OwnerEnvd = envd_client(plugin.owner().clone());
-    let abi: OwnerEnvd = envd_client(host.e2b().unwrap());
+    let abi: OwnerEnvd = envd_client(host.owner(OwnerKind::E2B).unwrap());
 
     let make = direct
         .start(

@@ -34,7 +34,9 @@ pub const DEFAULT_CWD: &str = "/home/user/workspace";
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(300_000);
 /// The metadata key marking a sandbox as created by dsh.
 pub const OWNER_METADATA_KEY: &str = "dsh-owner";
-/// Its value.
+/// Its value: the plugin's first name, kept when the crate became
+/// `dsh-e2b-owner` because sandboxes already tagged with it (kept by
+/// `onDispose: leave`, found by the soak's sweeps) must still be recognised.
 pub const OWNER_METADATA_VALUE: &str = "dsh-e2b";
 /// The metadata key naming the manifest entry that created the sandbox.
 pub const ENTRY_METADATA_KEY: &str = "dsh-entry";
@@ -147,12 +149,12 @@ impl OwnerConfig {
 
         if env("E2B_DEBUG").is_some_and(|value| value.eq_ignore_ascii_case("true")) {
             return Err(Error::config(
-                "E2B_DEBUG=true is not supported by dsh-e2b (debug mode fakes sandbox creation); unset it",
+                "E2B_DEBUG=true is not supported by dsh-e2b-owner (debug mode fakes sandbox creation); unset it",
             )
             .with_subject(ctx.id.clone()));
         }
         let mut options = ConnectionOptions::default()
-            .with_user_agent(concat!("dsh-e2b/", env!("CARGO_PKG_VERSION")));
+            .with_user_agent(concat!("dsh-e2b-owner/", env!("CARGO_PKG_VERSION")));
         if let Some(key) = &raw.api_key {
             options = options.with_api_key(key.expose());
         }

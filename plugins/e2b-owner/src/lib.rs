@@ -1,6 +1,8 @@
-//! `dsh-e2b`: the owner of one E2B sandbox (docs/design.md §5.3).
+//! `dsh-e2b-owner`: the owner of one E2B sandbox (docs/design.md §5.3).
 //!
-//! Provides the `e2b` service and injects nothing. Creating the plugin
+//! Provides the owner service of kind `e2b` (`OwnerKind::E2B`) and injects
+//! nothing. Manifests naming it by its first name, `dsh-e2b`, still load it
+//! (dsh-host's alias table, with a deprecation warning). Creating the plugin
 //! creates a sandbox (tagged `dsh-owner: dsh-e2b`, `dsh-entry: <entry id>`
 //! in its metadata) or connects to `sandboxId`, then prepares the world
 //! before the owner is handed out: the cwd exists, and the runtime root
@@ -40,6 +42,7 @@ pub mod setup;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -50,7 +53,7 @@ use crate::config::{OnDispose, OwnerConfig};
 use crate::lease::Lease;
 pub use crate::owner::SandboxOwner;
 
-/// The `dsh-e2b` plugin: one sandbox and its owner service.
+/// The `dsh-e2b-owner` plugin: one sandbox and its owner service.
 #[derive(Debug)]
 pub struct E2bPlugin {
     owner: Arc<SandboxOwner>,
@@ -151,9 +154,9 @@ impl Plugin for E2bPlugin {
     }
 
     const DESCRIPTOR: Descriptor = Descriptor {
-        name: "dsh-e2b",
+        name: "dsh-e2b-owner",
         version: env!("CARGO_PKG_VERSION"),
-        provides: &[ServiceKind::E2b],
+        provides: &[ServiceKind::Owner(OwnerKind::E2B)],
         inject: &[],
     };
 
@@ -163,7 +166,7 @@ impl Plugin for E2bPlugin {
     }
 
     fn services(&self) -> Vec<Service> {
-        vec![Service::E2b(self.owner.clone())]
+        vec![Service::Owner(OwnerKind::E2B, self.owner.clone())]
     }
 
     /// Ends the lease, refuses new gateway calls, then applies `onDispose`

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use dsh_e2b_gateway::GatewayOwner;
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse, Owner, SandboxInfo};
 use dsh_plugin_api::{Error, Result, async_trait};
 use e2b_client::Sandbox;
 
@@ -30,7 +30,7 @@ impl SandboxOwner {
                 SandboxInfo {
                     sandbox_id: sandbox.id().to_owned(),
                     template_id: sandbox.info().template_id.clone(),
-                    envd_version: sandbox.info().envd_version.to_string(),
+                    daemon_version: sandbox.info().envd_version.to_string(),
                     cwd: workspace.cwd,
                     runtime_root: workspace.runtime_root,
                 },
@@ -47,14 +47,14 @@ impl SandboxOwner {
 }
 
 #[async_trait]
-impl E2bOwner for SandboxOwner {
+impl Owner for SandboxOwner {
     fn info(&self) -> SandboxInfo {
         self.inner.info()
     }
 
     /// Serves `request` through the gateway (see [`GatewayOwner`]);
     /// `Closed` once the owner is being disposed.
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
+    async fn daemon(&self, request: DaemonRequest) -> Result<DaemonResponse> {
         if self.closed.load(Ordering::SeqCst) {
             let sandbox_id = self.inner.info().sandbox_id;
             return Err(Error::closed(format!(
@@ -63,7 +63,7 @@ impl E2bOwner for SandboxOwner {
             ))
             .with_subject(sandbox_id));
         }
-        self.inner.envd(request).await
+        self.inner.daemon(request).await
     }
 
     /// As [`GatewayOwner::alive`]: `true` while the control plane reports

@@ -22,7 +22,7 @@ use dsh_e2b_gateway::{CONTROL_USER, ControlShell, EnvdReadable, plugin_error};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
 
-use dsh_plugin_api::e2b::DURABLE_STATE;
+use dsh_plugin_api::owner::DURABLE_STATE;
 
 use crate::config::RUNTIME_ROOT;
 

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_e2b_gateway::{OwnerTransport, envd_client};
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::OwnerKind;
+use dsh_plugin_api::owner::Owner;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Error, ErrorKind, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -35,7 +36,7 @@ pub struct FsE2bPlugin {
 impl FsE2bPlugin {
     /// Builds the provider over `owner`'s sandbox. `id` names the manifest
     /// entry in errors.
-    pub fn from_owner(id: &str, owner: Arc<dyn E2bOwner>) -> Result<FsE2bPlugin> {
+    pub fn from_owner(id: &str, owner: Arc<dyn Owner>) -> Result<FsE2bPlugin> {
         let info = owner.info();
         let fs = FsE2b::new(envd_client(owner), &info)
             .map_err(|err| Error::config(err.message().to_owned()).with_subject(id))?;
@@ -56,12 +57,12 @@ impl Plugin for FsE2bPlugin {
         name: "dsh-fs-e2b",
         version: env!("CARGO_PKG_VERSION"),
         provides: &[ServiceKind::Fs],
-        inject: &[ServiceKind::E2b],
+        inject: &[ServiceKind::Owner(OwnerKind::E2B)],
     };
 
     async fn create(ctx: CreateContext) -> Result<Self> {
         let FsE2bConfig {} = ctx.config()?;
-        let owner = ctx.services.e2b()?;
+        let owner = ctx.services.owner(OwnerKind::E2B)?;
         FsE2bPlugin::from_owner(&ctx.id, owner)
     }
 

@@ -4,11 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, envd_options};
-use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::{
     DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
     WriteGuard,
 };
+use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Bytes, Error, Result, async_trait};
 use dsh_provider_kit::content::WriteContent;
@@ -100,7 +100,7 @@ impl<T: EnvdTransport> FsE2b<T> {
     /// `InvalidInput`), and internal commands get a `HOME` under
     /// `info.runtime_root` that never exists (the `e2b` owner keeps it a
     /// root-owned directory). Every call and command acts as envd's default
-    /// user, or as `user` for an `info.envd_version` below 0.4.0 (which has
+    /// user, or as `user` for an `info.daemon_version` below 0.4.0 (which has
     /// none), whatever default `envd` itself was built with.
     pub fn new(envd: Envd<T>, info: &SandboxInfo) -> Result<FsE2b<T>> {
         if let Some(problem) = paths::cwd_problem(&info.cwd) {

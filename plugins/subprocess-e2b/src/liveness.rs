@@ -6,15 +6,15 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use dsh_e2b_gateway::{Liveness, Presence};
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 
-/// [`Liveness`] from `E2bOwner::alive`.
+/// [`Liveness`] from `Owner::alive`.
 pub struct OwnerLiveness {
-    owner: Arc<dyn E2bOwner>,
+    owner: Arc<dyn Owner>,
 }
 
 impl OwnerLiveness {
-    pub fn new(owner: Arc<dyn E2bOwner>) -> OwnerLiveness {
+    pub fn new(owner: Arc<dyn Owner>) -> OwnerLiveness {
         OwnerLiveness { owner }
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use dsh_e2b_gateway::{OwnerTransport, envd_client};
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{CreateContext, Descriptor, Plugin, Result, Service, ServiceKind};
 
 use crate::config::Config;
@@ -34,14 +35,14 @@ impl Plugin for SubprocessE2bPlugin {
         name: "dsh-subprocess-e2b",
         version: env!("CARGO_PKG_VERSION"),
         provides: &[ServiceKind::Subprocess],
-        inject: &[ServiceKind::E2b],
+        inject: &[ServiceKind::Owner(OwnerKind::E2B)],
     };
 
     /// Binds to the owner's sandbox; nothing is sent to it until the first
     /// command.
     async fn create(ctx: CreateContext) -> Result<Self> {
         let config: Config = ctx.config()?;
-        let owner = ctx.services.e2b()?;
+        let owner = ctx.services.owner(OwnerKind::E2B)?;
         let info = owner.info();
         let provider = E2bSubprocess::new(
             envd_client(Arc::clone(&owner)),

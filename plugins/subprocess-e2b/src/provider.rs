@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_e2b_gateway::Liveness;
 use dsh_plugin_api::durable::{AttachSpec, Attached, DurableCommand, DurableSpec};
-use dsh_plugin_api::e2b::SandboxInfo;
+use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::subprocess::{Process, SpawnSpec, SubprocessProvider, Terminal, TerminalSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::failures::aggregate;

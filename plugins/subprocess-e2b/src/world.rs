@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, Liveness};
-use dsh_plugin_api::e2b::SandboxInfo;
+use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::{Error, Result};
 use e2b_client::{CallOptions, Envd};
 use tokio_util::sync::CancellationToken;
@@ -69,7 +69,7 @@ impl<T: EnvdTransport> World<T> {
             durable_dir: format!(
                 "{}/{}",
                 info.runtime_root,
-                dsh_plugin_api::e2b::DURABLE_STATE
+                dsh_plugin_api::owner::DURABLE_STATE
             ),
             spill_dir: format!("{}/dsh-subprocess-e2b-{instance}", settings.spill_parent),
             envd,

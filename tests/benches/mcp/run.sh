@@ -25,7 +25,7 @@ done
 
 echo "bench: building dsh and e2b-local (release)" >&2
 cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local \
-  -p dsh-e2b -p dsh-fs-e2b -p dsh-subprocess-e2b -p e2b-local
+  -p dsh-e2b-owner -p dsh-fs-e2b -p dsh-subprocess-e2b -p e2b-local
 
 # The peers, pinned; reinstalled only when package.json / package-lock.json change.
 stamp=$(sha256sum "$bench/package.json" "$bench/package-lock.json" | sha256sum | cut -d' ' -f1)

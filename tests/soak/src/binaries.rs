@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 /// The plugins of the E2B composition (`config/e2b-local.yaml`).
-pub const PLUGINS: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+pub const PLUGINS: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
 /// The programs of one soak.
 #[derive(Debug, Clone)]
@@ -30,7 +30,7 @@ pub fn locate(dsh: Option<PathBuf>, e2b_local: Option<PathBuf>) -> Result<Binari
     let build_hint = || {
         let release = own_dir.file_name().is_some_and(|name| name == "release");
         format!(
-            "build them first: cargo build{} -p dsh-cli -p e2b-local -p dsh-e2b -p dsh-fs-e2b \
+            "build them first: cargo build{} -p dsh-cli -p e2b-local -p dsh-e2b-owner -p dsh-fs-e2b \
              -p dsh-subprocess-e2b",
             if release { " --release" } else { "" }
         )
@@ -115,7 +115,7 @@ fn profile_dir(exe: &Path) -> PathBuf {
     }
 }
 
-/// `dsh-e2b` → `libdsh_e2b.so`, as dsh maps a plugin name to its library.
+/// `dsh-e2b-owner` → `libdsh_e2b_owner.so`, as dsh maps a plugin name to its library.
 fn library_file_name(plugin: &str) -> String {
     format!("lib{}.so", plugin.replace('-', "_"))
 }

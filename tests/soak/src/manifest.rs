@@ -1,5 +1,5 @@
 //! The manifests the soak runs `dsh` with: the E2B composition of `config/e2b-local.yaml`, with
-//! the owner (`dsh-e2b`) told to create a tagged sandbox or connect to a worker's, and what to do
+//! the owner (`dsh-e2b-owner`) told to create a tagged sandbox or connect to a worker's, and what to do
 //! with it on disposal. Connection settings come from the `E2B_*` environment of each `dsh`.
 
 use std::path::PathBuf;
@@ -84,7 +84,7 @@ fn text(run: &str, timeout: Duration, acquire: &Acquire, on_dispose: OnDispose) 
         Acquire::Connect(id) => format!("      sandboxId: \"{id}\"\n"),
     };
     format!(
-        "# Written by dsh-soak.\nplugins:\n  - id: e2b\n    name: dsh-e2b\n    config:\n{acquire}      \
+        "# Written by dsh-soak.\nplugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    config:\n{acquire}      \
          cwd: /home/user/workspace\n      timeoutMs: {}\n      onDispose: {on_dispose}\n  \
          - id: fs\n    name: dsh-fs-e2b\n  - id: subprocess\n    name: dsh-subprocess-e2b\n",
         timeout.as_millis()
@@ -108,7 +108,7 @@ mod tests {
         );
         assert_eq!(
             text,
-            "# Written by dsh-soak.\nplugins:\n  - id: e2b\n    name: dsh-e2b\n    config:\n      \
+            "# Written by dsh-soak.\nplugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    config:\n      \
              template: base\n      metadata:\n        soak-run: \"r1\"\n        soak-kind: worker\n        \
              soak-worker: \"3\"\n        soak-generation: \"7\"\n      cwd: /home/user/workspace\n      \
              timeoutMs: 60000\n      onDispose: leave\n  - id: fs\n    name: dsh-fs-e2b\n  - id: \

@@ -70,7 +70,7 @@ impl World {
         // JSON is YAML: the server's settings go in the manifest, so no
         // environment variable is read or set.
         let manifest = serde_json::json!({"plugins": [
-            {"id": "e2b", "name": "dsh-e2b", "config": {
+            {"id": "e2b", "name": "dsh-e2b-owner", "config": {
                 "apiKey": server.api_key(), "apiUrl": server.api_url(),
                 "sandboxUrl": server.sandbox_url(), "cwd": E2B_CWD, "onDispose": "kill"}},
             {"id": "fs", "name": "dsh-fs-e2b"},

@@ -501,12 +501,12 @@ fn a_bad_plugin_config_fails_check_with_every_field_error() {
 /// exists (check creates nothing; no E2B variables are needed).
 #[test]
 fn the_e2b_owners_config_rules_fail_check_all_at_once() {
-    require(&["dsh-e2b"]);
+    require(&["dsh-e2b-owner"]);
     let err = rejected(
         "owner.yaml",
         "\
 - id: e2b
-  name: dsh-e2b
+  name: dsh-e2b-owner
   config: {timeoutMs: 0, cwd: work, sandboxId: '', template: base}
 ",
     );
@@ -514,7 +514,7 @@ fn the_e2b_owners_config_rules_fail_check_all_at_once() {
     assert_eq!(lines.len(), 4, "{err}");
     assert_mentions(
         lines[0],
-        &["entry \"e2b\" (line 1): plugin dsh-e2b: config.cwd: "],
+        &["entry \"e2b\" (line 1): plugin dsh-e2b-owner: config.cwd: "],
     );
     assert_mentions(lines[1], &["config.timeoutMs: must be positive"]);
     assert_mentions(

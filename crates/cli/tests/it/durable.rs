@@ -283,7 +283,7 @@ impl World for E2b {
 
 #[test]
 fn durable_commands_outlive_their_host_on_e2b_local() {
-    require(&["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
+    require(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
     let server = LocalServer::start();
     let scratch = Scratch::new();
     let shipped = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("manifest");

@@ -18,7 +18,7 @@ use crate::e2b_shutdown::{dsh_e2b, sandboxes};
 use crate::fs::assert_streamed_write;
 use crate::support::{Scratch, config_dir, dsh, require};
 
-const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
 /// The world's cwd in the shipped manifest.
 const CWD: &str = "/home/user/workspace";

@@ -9,7 +9,7 @@ use e2b_local::harness::LocalServer;
 
 use crate::support::{config_dir, dsh_binary, require};
 
-const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
 /// `dsh`, its E2B plugins checked built from their current sources.
 fn dsh() -> PathBuf {

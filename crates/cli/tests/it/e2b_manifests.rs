@@ -1,6 +1,7 @@
 //! The shipped E2B manifests and the seeds' entry list, through `dsh`:
-//! they name the three E2B plugins, load as written, and the local one
-//! works against an e2b-local server configured by the variables it prints.
+//! they name the three E2B plugins, load as written (the seeds' old owner
+//! name with a deprecation warning), and the local one works against an
+//! e2b-local server configured by the variables it prints.
 //!
 //! Needs root (e2b-local).
 
@@ -10,9 +11,10 @@ use e2b_local::harness::LocalServer;
 
 use crate::support::{config_dir, dsh as dsh_command, require};
 
-const E2B_PLUGINS: [&str; 3] = ["dsh-e2b", "dsh-subprocess-e2b", "dsh-fs-e2b"];
+const E2B_PLUGINS: [&str; 3] = ["dsh-e2b-owner", "dsh-subprocess-e2b", "dsh-fs-e2b"];
 
-/// The entry list of the reference design's notes (seed 003), verbatim.
+/// The entry list of the reference design's notes (seed 003), verbatim: it
+/// names the owner by its old name, `dsh-e2b`.
 const SEED_ENTRIES: &str = "\
 - id: e2b
   name: '@deepseek-ai/dsh-e2b'
@@ -44,13 +46,18 @@ fn dsh(env: &[(String, String)]) -> Process {
 }
 
 fn run(env: &[(String, String)], args: &[&str]) -> String {
+    run_with_stderr(env, args).0
+}
+
+/// A successful run's stdout and stderr.
+fn run_with_stderr(env: &[(String, String)], args: &[&str]) -> (String, String) {
     let output: Output = dsh(env).args(args).output().expect("run dsh");
-    assert!(
-        output.status.success(),
-        "dsh {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).expect("UTF-8 output")
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "dsh {args:?}: {stderr}");
+    (
+        String::from_utf8(output.stdout).expect("UTF-8 output"),
+        stderr,
+    )
 }
 
 /// The ids of `server`'s sandboxes, running or paused (its API, as a
@@ -103,14 +110,21 @@ fn the_shipped_manifests_name_the_three_e2b_plugins() {
         .iter()
         .map(|entry| entry["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names[0], "dsh-e2b", "the owner loads first: {names:?}");
+    assert_eq!(
+        names[0], "dsh-e2b-owner",
+        "the owner loads first: {names:?}"
+    );
     let mut sorted = names.clone();
     sorted.sort_unstable();
     let mut expected = E2B_PLUGINS.to_vec();
     expected.sort_unstable();
     assert_eq!(sorted, expected);
     for manifest in ["e2b-local.yaml", "e2b-local.toml", "e2b.yaml"] {
-        run(&[], &["--config", &shipped(manifest), "check"]);
+        let (_, stderr) = run_with_stderr(&[], &["--config", &shipped(manifest), "check"]);
+        assert!(
+            !stderr.contains("deprecated"),
+            "{manifest} uses current names: {stderr}"
+        );
     }
 }
 
@@ -121,9 +135,23 @@ fn the_seed_entry_list_loads_as_written() {
     let path = dir.path().join("seed.yaml");
     std::fs::write(&path, SEED_ENTRIES).unwrap();
     let path = path.display().to_string();
-    run(&[], &["--config", &path, "check"]);
+    let (_, stderr) = run_with_stderr(&[], &["--config", &path, "check"]);
+    assert!(
+        stderr.contains(
+            "entry \"e2b\" (line 1): plugin name \"@deepseek-ai/dsh-e2b\" is deprecated, the \
+             plugin is now \"dsh-e2b-owner\""
+        ),
+        "the old owner name warns, naming the new one: {stderr}"
+    );
     let listed: serde_json::Value =
         serde_json::from_str(&run(&[], &["--config", &path, "plugins", "--json"])).unwrap();
+    assert!(
+        listed[0]["library"]
+            .as_str()
+            .unwrap()
+            .ends_with("/libdsh_e2b_owner.so"),
+        "the old name loads the owner: {listed}"
+    );
     let ids: Vec<&str> = listed
         .as_array()
         .unwrap()

@@ -32,11 +32,11 @@ fn run(server: &LocalServer, args: &[&str]) -> std::process::Output {
 /// A manifest with the owner (configured by the environment, as the
 /// shipped ones are) and the local fs and subprocess.
 fn local_world_manifest(scratch: &Scratch, on_dispose: &str) -> String {
-    require(&["dsh-e2b", "dsh-fs-local", "dsh-subprocess-local"]);
+    require(&["dsh-e2b-owner", "dsh-fs-local", "dsh-subprocess-local"]);
     scratch.write(
         &format!("owner-{on_dispose}.yaml"),
         &format!(
-            "plugins:\n  - id: e2b\n    name: dsh-e2b\n    config: {{ onDispose: {on_dispose} }}\n  - id: fs\n    name: dsh-fs-local\n  - id: subprocess\n    name: dsh-subprocess-local\n"
+            "plugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    config: {{ onDispose: {on_dispose} }}\n  - id: fs\n    name: dsh-fs-local\n  - id: subprocess\n    name: dsh-subprocess-local\n"
         ),
     )
 }
@@ -49,7 +49,7 @@ fn the_sandbox_lives_exactly_as_long_as_dsh() {
     let leave = local_world_manifest(&scratch, "leave");
 
     let listing = String::from_utf8(run(&server, &["--config", &kill, "plugins"]).stdout).unwrap();
-    assert!(listing.contains("dsh-e2b"), "{listing}");
+    assert!(listing.contains("dsh-e2b-owner"), "{listing}");
     assert_eq!(sandboxes(&server), 0, "`plugins` creates nothing");
 
     run(&server, &["--config", &kill, "exec", "--", "true"]);
@@ -79,14 +79,14 @@ fn the_sandbox_lives_exactly_as_long_as_dsh() {
 /// The E2B composition, the owner left running, reconnecting to `sandbox`
 /// when given.
 fn e2b_world_manifest(scratch: &Scratch, sandbox: Option<&str>) -> String {
-    require(&["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
+    require(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
     let reconnect = sandbox
         .map(|id| format!(", sandboxId: {id}"))
         .unwrap_or_default();
     scratch.write(
         &format!("e2b-{}.yaml", sandbox.unwrap_or("new")),
         &format!(
-            "plugins:\n  - id: e2b\n    name: dsh-e2b\n    config: {{ onDispose: leave{reconnect} }}\n  - id: fs\n    name: dsh-fs-e2b\n  - id: subprocess\n    name: dsh-subprocess-e2b\n"
+            "plugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    config: {{ onDispose: leave{reconnect} }}\n  - id: fs\n    name: dsh-fs-e2b\n  - id: subprocess\n    name: dsh-subprocess-e2b\n"
         ),
     )
 }

@@ -15,7 +15,7 @@ use crate::shutdown::{
 use crate::support::pty::PtySession;
 use crate::support::{config_dir, dsh, require, wait_until};
 
-const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 const SIGNALS: [i32; 4] = [libc::SIGHUP, libc::SIGQUIT, libc::SIGINT, libc::SIGTERM];
 const LIMIT: Duration = Duration::from_secs(60);
 

@@ -17,7 +17,7 @@ use crate::shutdown::{processes_with, send};
 use crate::support::{config_dir, dsh, dsh_binary, plugin_dir, require, wait_until};
 
 const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
-const E2B: [&str; 3] = ["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
 pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk-peers")

@@ -140,7 +140,7 @@ fn the_plugins_the_tests_load_are_built_from_their_current_sources() {
         .collect();
     for expected in LOCAL
         .iter()
-        .chain(&["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"])
+        .chain(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"])
         .chain(&["dsh-probe-e2b", "dsh-probe-fs", "dsh-probe-subprocess"])
         .chain(&["dsh-example-fs-readonly"])
     {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::support::{Scratch, dsh, plugin_dir, read_record, require, wait_until};
 use dsh_host::{Composition, HostError, Manifest, ManifestFormat, SearchPath};
+use dsh_plugin_api::OwnerKind;
 
 const PROBES: [&str; 3] = ["dsh-probe-e2b", "dsh-probe-fs", "dsh-probe-subprocess"];
 
@@ -109,7 +110,7 @@ async fn create_is_topological_injection_typed_and_dispose_exactly_reversed() {
         }
     }
     // Typed handles from the host.
-    assert!(host.e2b().is_ok());
+    assert!(host.owner(OwnerKind::E2B).is_ok());
     assert!(host.fs().is_ok());
     assert!(host.subprocess().is_ok());
 

@@ -199,7 +199,7 @@ fn the_fs_readonly_guide_runs_as_shown() {
 /// throughout, the command still running in it.
 #[test]
 fn the_readme_reconnects_a_left_sandbox_by_its_id() {
-    require(&["dsh-e2b", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
+    require(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
     let text = readme("../../README.md");
     let recipe = blocks(&text, "sh")
         .into_iter()

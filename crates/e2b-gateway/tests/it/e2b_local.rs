@@ -1,6 +1,6 @@
 //! Both sides of the gateway against a real e2b-local sandbox: an
 //! in-process owner serving through [`EnvdGateway`], and adapters' typed
-//! `Envd<OwnerTransport>` over it. The owner here is a plain `E2bOwner`
+//! `Envd<OwnerTransport>` over it. The owner here is a plain `Owner`
 //! (the FFI boundary is `dsh-plugin-api`'s business and tested there).
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
@@ -14,7 +14,7 @@ use dsh_e2b_gateway::{
     envd_client,
 };
 use dsh_plugin_api::ErrorKind;
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, SandboxInfo};
+use dsh_plugin_api::owner::{DaemonRequest, Owner, SandboxInfo};
 use dsh_plugin_api::stream::byte_stream_once;
 use e2b_client::{
     Api, CallOptions, Command, ConnectionOptions, DownloadOptions, NewSandbox, ProcessEvent,
@@ -59,7 +59,7 @@ fn info_of(sandbox: &Sandbox) -> SandboxInfo {
     SandboxInfo {
         sandbox_id: sandbox.id().to_owned(),
         template_id: sandbox.info().template_id.clone(),
-        envd_version: sandbox.info().envd_version.to_string(),
+        daemon_version: sandbox.info().envd_version.to_string(),
         cwd: "/home/user".into(),
         runtime_root: "/root/dsh-test".into(),
     }
@@ -220,7 +220,7 @@ async fn a_gone_sandbox_is_sandbox_not_found_for_the_adapter_and_unavailable_for
         .unwrap();
     assert!(made.success(), "{made:?}");
     let mut raw = owner
-        .envd(EnvdRequest {
+        .daemon(DaemonRequest {
             method: "GET".into(),
             path_and_query: "/files?path=%2Fhome%2Fuser%2Fbig".into(),
             headers: Vec::new(),
@@ -270,7 +270,7 @@ async fn a_gone_sandbox_is_sandbox_not_found_for_the_adapter_and_unavailable_for
 
     // New calls: the owner says Unavailable, the adapter sees the sandbox gone.
     let err = owner
-        .envd(EnvdRequest {
+        .daemon(DaemonRequest {
             method: "GET".into(),
             path_and_query: "/health".into(),
             headers: Vec::new(),
@@ -334,7 +334,7 @@ async fn an_unreachable_envd_of_a_running_sandbox_is_a_transport_failure_not_a_g
         ControlPlaneLiveness::new(api.clone(), sandbox.id()),
     ));
     let err = owner
-        .envd(EnvdRequest {
+        .daemon(DaemonRequest {
             method: "GET".into(),
             path_and_query: "/health".into(),
             headers: Vec::new(),
@@ -357,7 +357,7 @@ async fn malformed_requests_are_refused_before_anything_is_sent() {
     let api = world.api();
     let sandbox = world.sandbox(&api).await;
     let owner = owner_of(&sandbox);
-    let request = |method: &str, path: &str, headers: Vec<(String, Vec<u8>)>| EnvdRequest {
+    let request = |method: &str, path: &str, headers: Vec<(String, Vec<u8>)>| DaemonRequest {
         method: method.into(),
         path_and_query: path.into(),
         headers,
@@ -393,7 +393,7 @@ async fn malformed_requests_are_refused_before_anything_is_sent() {
     ];
     for (request, expected) in cases {
         let target = format!("{} {}", request.method, request.path_and_query);
-        let err = owner.envd(request).await.unwrap_err();
+        let err = owner.daemon(request).await.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{target}: {err}");
         assert!(err.message().contains(expected), "{target}: {err}");
         assert!(err.message().starts_with("envd "), "{target}: {err}");
@@ -415,7 +415,7 @@ async fn a_failing_request_body_keeps_its_kind() {
     ])
     .boxed();
     let err = owner
-        .envd(EnvdRequest {
+        .daemon(DaemonRequest {
             method: "POST".into(),
             path_and_query: "/files?path=%2Fhome%2Fuser%2Fpartial".into(),
             headers: vec![("content-type".into(), b"application/octet-stream".to_vec())],

@@ -1,51 +1,51 @@
-//! The exporting side of `e2b`: a plain [`E2bOwner`] behind [`FfiE2bOwner`].
+//! The exporting side of an owner: a plain [`Owner`] behind [`FfiOwner`].
 
 use std::sync::Arc;
 
 use abi_stable::sabi_trait::TD_Opaque;
 use abi_stable::std_types::RArc;
 
-use super::proxy::E2bProxy;
+use super::proxy::OwnerProxy;
 use super::{
-    FfiE2bObject, FfiE2bOwner, FfiE2bOwner_TO, FfiEnvdRequest, FfiEnvdResponse, FfiSandboxInfo,
+    FfiDaemonRequest, FfiDaemonResponse, FfiOwner, FfiOwner_TO, FfiOwnerObject, FfiSandboxInfo,
     headers_from_ffi, headers_to_ffi,
 };
-use crate::e2b::{E2bOwner, EnvdRequest, EnvdResponse};
 use crate::ffi::context::{Bound, CallContext};
 use crate::ffi::error::{FfiResult, lower};
 use crate::ffi::future::{FfiFut, export_call};
 use crate::ffi::registry;
 use crate::ffi::stream::{export_stream, import_stream};
+use crate::owner::{DaemonRequest, DaemonResponse, Owner};
 
-type E2bExport = Bound<Arc<dyn E2bOwner>>;
+type OwnerExport = Bound<Arc<dyn Owner>>;
 
 /// Exports an owner (a proxy is unwrapped).
-pub fn export_e2b(owner: Arc<dyn E2bOwner>, context: &Arc<CallContext>) -> FfiE2bObject {
-    if let Some(proxy) = registry::proxy_of::<E2bProxy, _>(&owner) {
+pub fn export_owner(owner: Arc<dyn Owner>, context: &Arc<CallContext>) -> FfiOwnerObject {
+    if let Some(proxy) = registry::proxy_of::<OwnerProxy, _>(&owner) {
         return proxy.object();
     }
-    FfiE2bOwner_TO::from_ptr(RArc::new(Bound::new(owner, context.clone())), TD_Opaque)
+    FfiOwner_TO::from_ptr(RArc::new(Bound::new(owner, context.clone())), TD_Opaque)
 }
 
-impl FfiE2bOwner for E2bExport {
+impl FfiOwner for OwnerExport {
     fn info(&self) -> FfiResult<FfiSandboxInfo> {
         lower(self.call("info", |owner| owner.info()))
     }
 
-    fn envd<'a>(&'a self, request: FfiEnvdRequest) -> FfiFut<'a, FfiEnvdResponse> {
+    fn daemon<'a>(&'a self, request: FfiDaemonRequest) -> FfiFut<'a, FfiDaemonResponse> {
         let context = self.context().clone();
-        let request = EnvdRequest {
+        let request = DaemonRequest {
             method: request.method.into(),
             path_and_query: request.path_and_query.into(),
             headers: headers_from_ffi(request.headers),
             body: import_stream(request.body),
         };
-        let map = move |response: EnvdResponse| FfiEnvdResponse {
+        let map = move |response: DaemonResponse| FfiDaemonResponse {
             status: response.status,
             headers: headers_to_ffi(response.headers),
-            body: export_stream(response.body, &context, "envd"),
+            body: export_stream(response.body, &context, "daemon"),
         };
-        export_call(self, "envd", |owner| owner.envd(request), map)
+        export_call(self, "daemon", |owner| owner.daemon(request), map)
     }
 
     fn alive<'a>(&'a self) -> FfiFut<'a, bool> {

@@ -1,4 +1,6 @@
-//! The `e2b` owner service across the boundary.
+//! The owner services across the boundary: one FFI object for every
+//! [`crate::OwnerKind`], the kind travelling beside it by name
+//! ([`super::service::FfiService::Owner`]).
 
 mod export;
 mod proxy;
@@ -7,21 +9,21 @@ mod types;
 use abi_stable::sabi_trait;
 use abi_stable::std_types::RArc;
 
-pub use export::export_e2b;
-pub use proxy::import_e2b;
+pub use export::export_owner;
+pub use proxy::import_owner;
 pub use types::*;
 
 use crate::ffi::error::FfiResult;
 use crate::ffi::future::FfiFut;
 
-/// [`crate::e2b::E2bOwner`] as an FFI object.
+/// [`crate::owner::Owner`] as an FFI object.
 #[sabi_trait]
-pub trait FfiE2bOwner: Send + Sync {
+pub trait FfiOwner: Send + Sync {
     fn info(&self) -> FfiResult<FfiSandboxInfo>;
-    fn envd<'a>(&'a self, request: FfiEnvdRequest) -> FfiFut<'a, FfiEnvdResponse>;
+    fn daemon<'a>(&'a self, request: FfiDaemonRequest) -> FfiFut<'a, FfiDaemonResponse>;
     #[sabi(last_prefix_field)]
     fn alive<'a>(&'a self) -> FfiFut<'a, bool>;
 }
 
-/// An `e2b` owner as it crosses the ABI.
-pub type FfiE2bObject = FfiE2bOwner_TO<'static, RArc<()>>;
+/// An owner as it crosses the ABI.
+pub type FfiOwnerObject = FfiOwner_TO<'static, RArc<()>>;

@@ -1,17 +1,17 @@
-//! `repr(C)` mirrors of the `e2b` owner service's types.
+//! `repr(C)` mirrors of the owner services' types.
 
 use abi_stable::StableAbi;
 use abi_stable::std_types::{RString, RVec, Tuple2};
 
-use crate::e2b::SandboxInfo;
 use crate::ffi::stream::FfiByteStream;
+use crate::owner::SandboxInfo;
 
 #[repr(C)]
 #[derive(StableAbi)]
 pub struct FfiSandboxInfo {
     pub sandbox_id: RString,
     pub template_id: RString,
-    pub envd_version: RString,
+    pub daemon_version: RString,
     pub cwd: RString,
     pub runtime_root: RString,
 }
@@ -21,7 +21,7 @@ impl From<SandboxInfo> for FfiSandboxInfo {
         FfiSandboxInfo {
             sandbox_id: value.sandbox_id.into(),
             template_id: value.template_id.into(),
-            envd_version: value.envd_version.into(),
+            daemon_version: value.daemon_version.into(),
             cwd: value.cwd.into(),
             runtime_root: value.runtime_root.into(),
         }
@@ -33,7 +33,7 @@ impl From<FfiSandboxInfo> for SandboxInfo {
         SandboxInfo {
             sandbox_id: value.sandbox_id.into(),
             template_id: value.template_id.into(),
-            envd_version: value.envd_version.into(),
+            daemon_version: value.daemon_version.into(),
             cwd: value.cwd.into(),
             runtime_root: value.runtime_root.into(),
         }
@@ -59,7 +59,7 @@ pub fn headers_from_ffi(headers: FfiHeaders) -> Vec<(String, Vec<u8>)> {
 
 #[repr(C)]
 #[derive(StableAbi)]
-pub struct FfiEnvdRequest {
+pub struct FfiDaemonRequest {
     pub method: RString,
     pub path_and_query: RString,
     pub headers: FfiHeaders,
@@ -69,7 +69,7 @@ pub struct FfiEnvdRequest {
 
 #[repr(C)]
 #[derive(StableAbi)]
-pub struct FfiEnvdResponse {
+pub struct FfiDaemonResponse {
     pub status: u16,
     pub headers: FfiHeaders,
     /// Produced by the owner, pulled by the caller.
@@ -85,7 +85,7 @@ mod tests {
         let info = SandboxInfo {
             sandbox_id: "sbx".into(),
             template_id: "base".into(),
-            envd_version: "0.6.13".into(),
+            daemon_version: "0.6.13".into(),
             cwd: "/home/user/workspace".into(),
             runtime_root: "/home/user/workspace/.dsh-e2b".into(),
         };

@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::host::{CreateRequest, PluginInstance, PluginLibrary, library_file_name};
 use dsh_plugin_api::{Service, ServiceKind};
 
@@ -75,7 +76,7 @@ pub struct World {
 impl World {
     pub async fn new(config: serde_json::Value) -> World {
         let e2b = create("dsh-probe-e2b", "e2b", config.clone(), Vec::new()).await;
-        let owner = service(&e2b, ServiceKind::E2b);
+        let owner = service(&e2b, ServiceKind::Owner(OwnerKind::E2B));
         let fs = create("dsh-probe-fs", "fs", config.clone(), vec![owner.clone()]).await;
         let files = service(&fs, ServiceKind::Fs);
         let subprocess = create(
@@ -92,9 +93,9 @@ impl World {
         }
     }
 
-    pub fn owner(&self) -> std::sync::Arc<dyn dsh_plugin_api::e2b::E2bOwner> {
-        match service(&self.e2b, ServiceKind::E2b) {
-            Service::E2b(owner) => owner,
+    pub fn owner(&self) -> std::sync::Arc<dyn dsh_plugin_api::owner::Owner> {
+        match service(&self.e2b, ServiceKind::Owner(OwnerKind::E2B)) {
+            Service::Owner(OwnerKind::E2B, owner) => owner,
             _ => unreachable!("service() matched the kind"),
         }
     }

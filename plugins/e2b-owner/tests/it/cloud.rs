@@ -2,7 +2,7 @@
 //! reports it skipped); run it with credentials:
 //!
 //! ```sh
-//! E2B_API_KEY=e2b_... cargo nextest run -p dsh-e2b --test it --run-ignored only cloud::
+//! E2B_API_KEY=e2b_... cargo nextest run -p dsh-e2b-owner --test it --run-ignored only cloud::
 //! ```
 //!
 //! It creates one `base` sandbox (60 s lifetime, tagged `dsh-owner`),
@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use dsh_e2b::E2bPlugin;
 use dsh_e2b_gateway::envd_client;
+use dsh_e2b_owner::E2bPlugin;
 use dsh_plugin_api::Plugin;
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 use e2b_client::{Api, CallOptions, Command, ConnectionOptions, FileType, StreamOptions};
 use serde_json::json;
 

@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use dsh_e2b::E2bPlugin;
 use dsh_e2b_gateway::envd_client;
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest};
+use dsh_e2b_owner::E2bPlugin;
+use dsh_plugin_api::owner::{DaemonRequest, Owner};
 use dsh_plugin_api::stream::byte_stream_once;
 use dsh_plugin_api::{ErrorKind, Plugin};
 use e2b_client::{CallOptions, Command, ProcessEvent, StreamOptions};
@@ -258,7 +258,7 @@ async fn killing_the_sandbox_ends_gateway_calls_promptly_and_disposal_stays_quie
 
     // New calls: Unavailable at the owner, a gone sandbox for adapters.
     let err = owner
-        .envd(EnvdRequest {
+        .daemon(DaemonRequest {
             method: "POST".into(),
             path_and_query: "/filesystem.Filesystem/Stat".into(),
             headers: vec![("content-type".into(), b"application/json".to_vec())],

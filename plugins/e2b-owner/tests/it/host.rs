@@ -11,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use dsh_e2b_gateway::envd_client;
 use dsh_host::{Host, ManifestFormat};
+use dsh_plugin_api::OwnerKind;
 use e2b_client::{
     CallOptions, Command, DownloadOptions, ProcessEvent, StreamOptions, UploadOptions,
 };
@@ -23,7 +24,7 @@ use crate::support::{World, owner_library};
 /// alone), plus `extra` entries.
 fn manifest(world: &World, on_dispose: &str, extra: &str) -> String {
     format!(
-        "plugins:\n  - id: e2b\n    name: dsh-e2b\n    path: {lib}\n    config:\n      apiKey: {key}\n      apiUrl: {api}\n      sandboxUrl: {sandbox}\n      onDispose: {on_dispose}\n{extra}",
+        "plugins:\n  - id: e2b\n    name: dsh-e2b-owner\n    path: {lib}\n    config:\n      apiKey: {key}\n      apiUrl: {api}\n      sandboxUrl: {sandbox}\n      onDispose: {on_dispose}\n{extra}",
         lib = owner_library().display(),
         key = world.server.api_key(),
         api = world.server.api_url(),
@@ -37,7 +38,7 @@ async fn the_owner_serves_adapters_across_the_plugin_abi() {
     let host = Host::from_str(&manifest(&world, "kill", ""), ManifestFormat::Yaml)
         .await
         .expect("load the owner");
-    let owner = host.e2b().expect("the e2b service");
+    let owner = host.owner(OwnerKind::E2B).expect("the e2b service");
     let info = owner.info();
     assert_eq!(info.cwd, "/home/user/workspace");
     assert_eq!(world.sandboxes().await.len(), 1);

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use dsh_plugin_api::Plugin;
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 use e2b_client::{NewSandbox, Sandbox, SandboxState};
 use serde_json::json;
 

@@ -4,7 +4,7 @@
 
 use dsh_e2b_gateway::envd_client;
 use dsh_plugin_api::Plugin;
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 use e2b_client::{CallOptions, FileType, SandboxState};
 use serde_json::json;
 
@@ -22,7 +22,7 @@ async fn create_prepares_the_world_and_kill_on_dispose_deletes_it() {
     assert_eq!(info.template_id, "base");
     assert_eq!(info.cwd, "/home/user/workspace");
     assert_eq!(info.runtime_root, "/var/lib/dsh-e2b");
-    assert!(semver_like(&info.envd_version), "{}", info.envd_version);
+    assert!(semver_like(&info.daemon_version), "{}", info.daemon_version);
 
     // Tagged as dsh's, with the user's metadata.
     let listed = world.sandboxes().await;
@@ -197,7 +197,7 @@ fn semver_like(version: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_abandoned_create_does_not_leak_its_sandbox() {
-    use dsh_e2b::acquire::{Acquired, KillOnDrop, Origin};
+    use dsh_e2b_owner::acquire::{Acquired, KillOnDrop, Origin};
 
     let world = World::start();
     let api = world.api();

@@ -6,7 +6,7 @@
 
 use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::Plugin;
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 use e2b_client::SandboxState;
 use serde_json::json;
 

@@ -2,7 +2,7 @@
 //! same run: stat latency, read and write of 1 KiB and 64 MiB, and the
 //! peak RSS of a process that streams a file of 64 MiB and of 512 MiB.
 //!
-//! Ours is the shipped composition — `dsh-e2b` + `dsh-fs-e2b` loaded as
+//! Ours is the shipped composition — `dsh-e2b-owner` + `dsh-fs-e2b` loaded as
 //! plugins through `dsh-host`, every call crossing the plugin ABI and the
 //! owner's gateway. The peers are `tests/sdk-peers/bench/fs.mjs` (npm `e2b`
 //! 2.51.0) and `tests/sdk-peers/bench/fs.py` (PyPI `e2b` 2.63.0) on the same

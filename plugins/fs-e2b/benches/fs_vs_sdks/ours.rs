@@ -1,4 +1,4 @@
-//! Our side: the shipped composition (`dsh-e2b` + `dsh-fs-e2b` through
+//! Our side: the shipped composition (`dsh-e2b-owner` + `dsh-fs-e2b` through
 //! `dsh-host`) against the bench's e2b-local.
 
 use std::sync::Arc;
@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use dsh_host::{Host, ManifestFormat};
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
 use e2b_local::harness::LocalServer;
@@ -52,7 +53,7 @@ pub fn manifest(endpoints: &Endpoints, sandbox_id: Option<&str>) -> String {
     format!(
         "plugins:
   - id: e2b
-    name: dsh-e2b
+    name: dsh-e2b-owner
     config:
       apiKey: {key}
       apiUrl: {api}
@@ -86,9 +87,9 @@ impl World {
             ManifestFormat::Yaml,
         )
         .await
-        .context("start dsh-e2b + dsh-fs-e2b (are both plugins built?)")?;
+        .context("start dsh-e2b-owner + dsh-fs-e2b (are both plugins built?)")?;
         let fs = host.fs()?;
-        let info = host.e2b()?.info();
+        let info = host.owner(OwnerKind::E2B)?.info();
         Ok(World {
             host,
             fs,

@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use dsh_fs_e2b::{FsE2b, STAGING_PREFIX, WRITE_TOKEN_KEY};
-use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
+use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::{Bytes, ErrorKind};
 

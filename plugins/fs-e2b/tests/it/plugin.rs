@@ -1,9 +1,9 @@
 //! The plugin: its configuration (none), its injected owner, the built
 //! `libdsh_fs_e2b.so` serving `fs` across the ABI, and the shipped
-//! composition (`dsh-e2b` + `dsh-fs-e2b` through `dsh-host`) on e2b-local.
+//! composition (`dsh-e2b-owner` + `dsh-fs-e2b` through `dsh-host`) on e2b-local.
 //!
 //! Needs root, the built server (`cargo build -p e2b-local`) and the
-//! plugin libraries (built with this crate's tests: `dsh-e2b` is a
+//! plugin libraries (built with this crate's tests: `dsh-e2b-owner` is a
 //! dev-dependency, and cdylibs land beside the test executable).
 
 use std::path::PathBuf;
@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use dsh_fs_e2b::FsE2bPlugin;
 use dsh_host::{Host, ManifestFormat};
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
 use dsh_plugin_api::stream::collect_bytes;
@@ -71,7 +72,7 @@ async fn exercise(fs: &dyn FsProvider, dir: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plugin_takes_no_config_and_needs_the_owner() {
     let env = Env::start().await;
-    let owner = Service::E2b(env.owner());
+    let owner = Service::Owner(OwnerKind::E2B, env.owner());
     for config in [json!(null), json!({})] {
         let plugin = FsE2bPlugin::create(context(config, vec![owner.clone()]))
             .await
@@ -114,12 +115,12 @@ async fn the_built_library_serves_fs_across_the_abi() {
     assert_eq!(descriptor.name, "dsh-fs-e2b");
     assert_eq!(descriptor.version, env!("CARGO_PKG_VERSION"));
     assert_eq!(descriptor.provides, vec![ServiceKind::Fs]);
-    assert_eq!(descriptor.inject, vec![ServiceKind::E2b]);
+    assert_eq!(descriptor.inject, vec![ServiceKind::Owner(OwnerKind::E2B)]);
     let instance = library
         .create(CreateRequest {
             id: "fs".into(),
             config: json!(null),
-            services: vec![Service::E2b(env.owner())],
+            services: vec![Service::Owner(OwnerKind::E2B, env.owner())],
         })
         .await
         .expect("create");
@@ -139,7 +140,7 @@ async fn the_shipped_composition_works_and_leaves_no_sandbox() {
     let manifest = format!(
         "plugins:
   - id: e2b
-    name: dsh-e2b
+    name: dsh-e2b-owner
     config:
       apiKey: {}
       apiUrl: {}
@@ -156,7 +157,7 @@ async fn the_shipped_composition_works_and_leaves_no_sandbox() {
         .await
         .expect("start the composition");
     let fs = host.fs().unwrap();
-    let sandbox_id = host.e2b().unwrap().info().sandbox_id;
+    let sandbox_id = host.owner(OwnerKind::E2B).unwrap().info().sandbox_id;
     assert_eq!(
         fs.resolve(".", None).await.unwrap().path,
         "/home/user/project"

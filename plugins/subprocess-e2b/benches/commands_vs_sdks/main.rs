@@ -9,7 +9,7 @@
 //! - and, for the wrapper choice (docs/design.md §6), the same `true` started
 //!   by a minimal shell wrapper (option a) next to the helper (option b).
 //!
-//! Ours is the shipped composition — `dsh-e2b` + `dsh-subprocess-e2b`
+//! Ours is the shipped composition — `dsh-e2b-owner` + `dsh-subprocess-e2b`
 //! loaded as plugins through `dsh-host`, every call crossing the plugin ABI
 //! and the owner's gateway. The peers are `tests/sdk-peers/bench/commands.mjs`
 //! (npm `e2b` 2.51.0) and `tests/sdk-peers/bench/commands.py` (PyPI `e2b`
@@ -17,7 +17,7 @@
 //! against each peer and the target.
 //!
 //! Run (as root: e2b-local needs it): `scripts/install-sdk-peers.sh &&
-//! cargo build --release -p e2b-local -p dsh-e2b -p dsh-subprocess-e2b &&
+//! cargo build --release -p e2b-local -p dsh-e2b-owner -p dsh-subprocess-e2b &&
 //! cargo bench -p dsh-subprocess-e2b --bench commands_vs_sdks`. Knobs:
 //! `DSH_BENCH_ITERATIONS` (round trips, default 200), `DSH_BENCH_RUNS`
 //! (throughput runs, default 3), `DSH_BENCH_THROUGHPUT_MIB` (default 256),

@@ -1,4 +1,4 @@
-//! Our side: the shipped composition (`dsh-e2b` + `dsh-subprocess-e2b`
+//! Our side: the shipped composition (`dsh-e2b-owner` + `dsh-subprocess-e2b`
 //! through `dsh-host`) against the bench's e2b-local, and the wrapper
 //! comparison measured in-process.
 
@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use dsh_e2b_gateway::{ControlPlaneLiveness, ControlShell};
 use dsh_host::{Host, ManifestFormat};
-use dsh_plugin_api::e2b::SandboxInfo;
+use dsh_plugin_api::OwnerKind;
+use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::stream::ByteStream;
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, SpawnSpec, SubprocessProvider};
 use dsh_subprocess_e2b::{Config, E2bSubprocess};
@@ -44,7 +45,7 @@ fn library(name: &str) -> Result<PathBuf> {
         .find(|path| path.is_file())
         .with_context(|| {
             format!(
-                "{file} is not built; run `cargo build --release -p dsh-e2b -p dsh-subprocess-e2b`"
+                "{file} is not built; run `cargo build --release -p dsh-e2b-owner -p dsh-subprocess-e2b`"
             )
         })
 }
@@ -66,7 +67,7 @@ fn manifest(server: &[(String, String)], sandbox_id: Option<&str>) -> Result<Str
     Ok(format!(
         "plugins:
   - id: e2b
-    name: dsh-e2b
+    name: dsh-e2b-owner
     path: {owner}
     config:
       apiKey: {key}
@@ -80,7 +81,7 @@ fn manifest(server: &[(String, String)], sandbox_id: Option<&str>) -> Result<Str
     name: dsh-subprocess-e2b
     path: {provider}
 ",
-        owner = library("dsh-e2b")?.display(),
+        owner = library("dsh-e2b-owner")?.display(),
         provider = library("dsh-subprocess-e2b")?.display(),
         key = var("E2B_API_KEY")?,
         api = var("E2B_API_URL")?,
@@ -124,9 +125,9 @@ impl World {
     pub async fn start(server: &LocalServer) -> Result<World> {
         let host = Host::from_str(&manifest(&server.env(), None)?, ManifestFormat::Yaml)
             .await
-            .context("start dsh-e2b + dsh-subprocess-e2b")?;
+            .context("start dsh-e2b-owner + dsh-subprocess-e2b")?;
         let subprocess = host.subprocess()?;
-        let info = host.e2b()?.info();
+        let info = host.owner(OwnerKind::E2B)?.info();
         Ok(World {
             host,
             subprocess,

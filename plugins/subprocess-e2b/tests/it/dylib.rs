@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::host::{CreateRequest, PluginLibrary, library_file_name};
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, SpawnSpec, StdinMode, TerminalSpec};
@@ -35,13 +36,13 @@ async fn the_built_library_serves_subprocess_in_the_injected_owners_sandbox() {
     let descriptor = library.descriptor();
     assert_eq!(descriptor.name, "dsh-subprocess-e2b");
     assert_eq!(descriptor.provides, vec![ServiceKind::Subprocess]);
-    assert_eq!(descriptor.inject, vec![ServiceKind::E2b]);
+    assert_eq!(descriptor.inject, vec![ServiceKind::Owner(OwnerKind::E2B)]);
 
     let err = library
         .create(CreateRequest {
             id: "subprocess".into(),
             config: json!({ "killGrace": 5 }),
-            services: vec![Service::E2b(world.owner.clone())],
+            services: vec![Service::Owner(OwnerKind::E2B, world.owner.clone())],
         })
         .await
         .expect_err("unknown config field");
@@ -51,7 +52,10 @@ async fn the_built_library_serves_subprocess_in_the_injected_owners_sandbox() {
         .create(CreateRequest {
             id: "subprocess".into(),
             config: json!({ "killGraceMs": 200 }),
-            services: vec![Service::E2b(world.owner.clone() as Arc<_>)],
+            services: vec![Service::Owner(
+                OwnerKind::E2B,
+                world.owner.clone() as Arc<_>,
+            )],
         })
         .await
         .expect("create");

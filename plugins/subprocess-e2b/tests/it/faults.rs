@@ -14,7 +14,7 @@ use crate::support::{World, give_up_after, sh, survivors, within};
 use bytes::Bytes;
 use dsh_e2b_gateway::{OwnerTransport, RelayedBody, envd_options};
 use dsh_plugin_api::ErrorKind;
-use dsh_plugin_api::e2b::E2bOwner;
+use dsh_plugin_api::owner::Owner;
 use dsh_plugin_api::subprocess::{OutputMode, SpawnSpec, SubprocessProvider, TerminalSpec};
 use dsh_subprocess_e2b::{Config, E2bSubprocess, OwnerLiveness};
 use e2b_client::{ClientTransport, Envd};

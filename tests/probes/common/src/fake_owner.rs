@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest, EnvdResponse, SandboxInfo};
+use dsh_plugin_api::owner::{DaemonRequest, DaemonResponse, Owner, SandboxInfo};
 use dsh_plugin_api::{Result, async_trait};
 use futures::StreamExt;
 
@@ -43,18 +43,18 @@ impl FakeOwner {
 }
 
 #[async_trait]
-impl E2bOwner for FakeOwner {
+impl Owner for FakeOwner {
     fn info(&self) -> SandboxInfo {
         SandboxInfo {
             sandbox_id: format!("probe-{}", self.id),
             template_id: "probe".into(),
-            envd_version: "0.0.0-probe".into(),
+            daemon_version: "0.0.0-probe".into(),
             cwd: format!("/probe/{}", self.id),
             runtime_root: format!("/probe/{}/.dsh-e2b", self.id),
         }
     }
 
-    async fn envd(&self, request: EnvdRequest) -> Result<EnvdResponse> {
+    async fn daemon(&self, request: DaemonRequest) -> Result<DaemonResponse> {
         self.counters.calls.fetch_add(1, Ordering::SeqCst);
         match magic::parse(&request.path_and_query) {
             Some(Magic::Error(code)) => {
@@ -63,7 +63,7 @@ impl E2bOwner for FakeOwner {
             Some(Magic::Panic) => panic!("envd: probe panic on {}", request.path_and_query),
             Some(Magic::Hang) => magic::hang(&self.counters).await,
             Some(Magic::State) => {
-                return Ok(EnvdResponse {
+                return Ok(DaemonResponse {
                     status: 200,
                     headers: vec![("content-type".to_owned(), b"application/json".to_vec())],
                     body: dsh_plugin_api::stream::byte_stream_once(
@@ -87,7 +87,7 @@ impl E2bOwner for FakeOwner {
                 counters.chunks_produced.fetch_add(1, Ordering::SeqCst);
             }
         });
-        Ok(EnvdResponse {
+        Ok(DaemonResponse {
             status: 200,
             headers,
             body: Box::pin(body),

@@ -24,8 +24,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use dsh_plugin_api::e2b::E2bOwner;
 use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::owner::Owner;
 use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     ExitStatus, OutputMode, OutputSnapshot, OutputStream, Process, Signal, SpawnSpec, StdinMode,
@@ -174,7 +174,7 @@ pub struct Io {
 pub struct World {
     pub counters: Arc<Counters>,
     pub fs: Option<Arc<dyn FsProvider>>,
-    pub e2b: Option<Arc<dyn E2bOwner>>,
+    pub e2b: Option<Arc<dyn Owner>>,
 }
 
 /// The stdin writer of a fake process.

@@ -35,7 +35,7 @@ fn failure_value(failure: Failure) -> Value {
 async fn proof(service: &Service) -> Value {
     let outcome: Result<Value> = async {
         Ok(match service {
-            Service::E2b(owner) => {
+            Service::Owner(_, owner) => {
                 json!({"sandboxId": owner.info().sandbox_id, "alive": owner.alive().await?})
             }
             Service::Fs(fs) => {

@@ -28,8 +28,8 @@
 
 use std::sync::Arc;
 
-use dsh_plugin_api::e2b::{E2bOwner, EnvdRequest};
 use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, Metadata, ReadStream, Version, WriteGuard};
+use dsh_plugin_api::owner::{DaemonRequest, Owner};
 use dsh_plugin_api::stream::{byte_stream_once, collect_bytes};
 use dsh_plugin_api::{Bytes, Error, Result};
 use futures::StreamExt;
@@ -197,7 +197,7 @@ where
 }
 
 /// `e2b <op> <args…>` against the injected owner.
-pub async fn run_e2b(owner: Option<&Arc<dyn E2bOwner>>, args: &[String], io: &mut Io) -> i32 {
+pub async fn run_e2b(owner: Option<&Arc<dyn Owner>>, args: &[String], io: &mut Io) -> i32 {
     let outcome = match owner {
         None => Err(Error::config("e2b: no e2b service was injected")),
         Some(owner) => e2b_value(owner.as_ref(), args).await,
@@ -205,14 +205,14 @@ pub async fn run_e2b(owner: Option<&Arc<dyn E2bOwner>>, args: &[String], io: &mu
     finish(io, outcome).await
 }
 
-async fn e2b_value(owner: &dyn E2bOwner, args: &[String]) -> Result<Value> {
+async fn e2b_value(owner: &dyn Owner, args: &[String]) -> Result<Value> {
     Ok(match arg(args, 0, "operation")? {
         "info" => {
             let info = owner.info();
             json!({
                 "sandboxId": info.sandbox_id,
                 "templateId": info.template_id,
-                "envdVersion": info.envd_version,
+                "daemonVersion": info.daemon_version,
                 "cwd": info.cwd,
                 "runtimeRoot": info.runtime_root,
             })
@@ -224,7 +224,7 @@ async fn e2b_value(owner: &dyn E2bOwner, args: &[String]) -> Result<Value> {
                 .map(|body| body.as_bytes().to_vec())
                 .unwrap_or_default();
             let response = owner
-                .envd(EnvdRequest {
+                .daemon(DaemonRequest {
                     method: arg(args, 1, "method")?.to_owned(),
                     path_and_query: arg(args, 2, "path")?.to_owned(),
                     headers: vec![("x-probe".to_owned(), b"subprocess".to_vec())],

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -24,7 +25,7 @@ impl Plugin for ProbeE2b {
     const DESCRIPTOR: Descriptor = Descriptor {
         name: "dsh-probe-e2b",
         version: env!("CARGO_PKG_VERSION"),
-        provides: &[ServiceKind::E2b],
+        provides: &[ServiceKind::Owner(OwnerKind::E2B)],
         inject: &[],
     };
 
@@ -35,7 +36,7 @@ impl Plugin for ProbeE2b {
     }
 
     fn services(&self) -> Vec<Service> {
-        vec![Service::E2b(self.owner.clone())]
+        vec![Service::Owner(OwnerKind::E2B, self.owner.clone())]
     }
 
     async fn dispose(&self) -> Result<()> {

@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -26,11 +27,11 @@ impl Plugin for ProbeFs {
         name: "dsh-probe-fs",
         version: env!("CARGO_PKG_VERSION"),
         provides: &[ServiceKind::Fs],
-        inject: &[ServiceKind::E2b],
+        inject: &[ServiceKind::Owner(OwnerKind::E2B)],
     };
 
     async fn create(ctx: CreateContext) -> Result<Self> {
-        let cwd = ctx.services.e2b()?.info().cwd;
+        let cwd = ctx.services.owner(OwnerKind::E2B)?.info().cwd;
         let lifecycle = Lifecycle::start(&ctx, Self::DESCRIPTOR.name).await?;
         let fs = Arc::new(MemoryFs::new(&cwd, Arc::new(Counters::default())));
         Ok(ProbeFs { lifecycle, fs })

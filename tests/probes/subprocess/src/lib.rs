@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use dsh_plugin_api::OwnerKind;
 use dsh_plugin_api::{
     CreateContext, Descriptor, Plugin, Result, Service, ServiceKind, async_trait,
 };
@@ -27,14 +28,14 @@ impl Plugin for ProbeSubprocess {
         name: "dsh-probe-subprocess",
         version: env!("CARGO_PKG_VERSION"),
         provides: &[ServiceKind::Subprocess],
-        inject: &[ServiceKind::E2b, ServiceKind::Fs],
+        inject: &[ServiceKind::Owner(OwnerKind::E2B), ServiceKind::Fs],
     };
 
     async fn create(ctx: CreateContext) -> Result<Self> {
         let world = World {
             counters: Arc::new(Counters::default()),
             fs: Some(ctx.services.fs()?),
-            e2b: Some(ctx.services.e2b()?),
+            e2b: Some(ctx.services.owner(OwnerKind::E2B)?),
         };
         let lifecycle = Lifecycle::start(&ctx, Self::DESCRIPTOR.name).await?;
         Ok(ProbeSubprocess {

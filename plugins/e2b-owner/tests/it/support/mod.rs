@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use dsh_e2b::E2bPlugin;
+use dsh_e2b_owner::E2bPlugin;
 use dsh_plugin_api::{CreateContext, Injected, Result};
 use e2b_client::{
     Api, Command, ConnectionOptions, ListQuery, ProcessEvent, Sandbox, SandboxDetail, SandboxState,
@@ -138,7 +138,7 @@ pub async fn root(sandbox: &Sandbox, script: &str) -> String {
 /// sources).
 pub fn owner_library() -> PathBuf {
     let exe = std::env::current_exe().expect("the test executable");
-    let path = exe.with_file_name("libdsh_e2b.so");
+    let path = exe.with_file_name("libdsh_e2b_owner.so");
     assert!(
         path.is_file(),
         "{} was not built beside the test executable",

@@ -12,8 +12,8 @@ use std::time::Duration;
 use dsh_conformance::{KitOptions, Outcome, Seam, World, cases, run};
 use dsh_e2b_gateway::{GatewayOwner, OwnerTransport};
 use dsh_fs_e2b::{FsE2b, FsE2bPlugin};
-use dsh_plugin_api::e2b::SandboxInfo;
 use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::owner::SandboxInfo;
 use e2b_client::{
     Api, Command, ConnectionOptions, NewSandbox, ProcessEvent, Sandbox, SandboxTransport,
     StreamOptions,
@@ -75,7 +75,7 @@ impl Env {
         let info = SandboxInfo {
             sandbox_id: sandbox.id().to_owned(),
             template_id: sandbox.info().template_id.clone(),
-            envd_version: sandbox.info().envd_version.to_string(),
+            daemon_version: sandbox.info().envd_version.to_string(),
             cwd: CWD.to_owned(),
             runtime_root: RUNTIME_ROOT.to_owned(),
         };
@@ -113,7 +113,7 @@ impl Env {
     }
 
     /// An in-process `e2b` owner of the sandbox, serving through the
-    /// gateway as `dsh-e2b` does.
+    /// gateway as `dsh-e2b-owner` does.
     pub fn owner(&self) -> Arc<GatewayOwner> {
         Arc::new(GatewayOwner::new(&self.sandbox, self.info.clone()))
     }

@@ -1,5 +1,5 @@
 //! What the integration tests share: a real e2b-local server with one
-//! sandbox, prepared as the `dsh-e2b` owner prepares it (the world's cwd,
+//! sandbox, prepared as the `dsh-e2b-owner` owner prepares it (the world's cwd,
 //! a root-owned 0700 runtime root), an in-process owner serving envd
 //! through the gateway, and the provider over `OwnerTransport` — the same
 //! client path the plugin takes in a host.
@@ -12,7 +12,7 @@ use std::time::Duration;
 use dsh_e2b_gateway::{
     ControlOutput, ControlShell, GatewayOwner, OwnerEnvd, OwnerTransport, envd_client,
 };
-use dsh_plugin_api::e2b::{E2bOwner, SandboxInfo};
+use dsh_plugin_api::owner::{Owner, SandboxInfo};
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::subprocess::{OutputMode, OutputStream, Process, SpawnSpec};
 use dsh_subprocess_e2b::{Config, E2bSubprocess, OwnerLiveness};
@@ -57,7 +57,7 @@ impl World {
         let info = SandboxInfo {
             sandbox_id: sandbox.id().to_owned(),
             template_id: sandbox.info().template_id.clone(),
-            envd_version: sandbox.info().envd_version.to_string(),
+            daemon_version: sandbox.info().envd_version.to_string(),
             cwd: CWD.into(),
             runtime_root: RUNTIME_ROOT.into(),
         };
