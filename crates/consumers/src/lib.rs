@@ -24,6 +24,10 @@
 //! - [`lsp::Lsp`]: language servers run in the world — diagnostics of the
 //!   file as it is now, definition, references, hover, symbols, rename —
 //!   started per language and workspace, restarted when they end.
+//! - [`code::Code`]: programs (Python, JavaScript, TypeScript) run in the
+//!   world that call these tools as functions (`dsh.grep(…)`), one-shot or
+//!   in sessions that keep their state, plus host bindings an embedder
+//!   registers.
 //!
 //! **Errors** are the seams' own [`dsh_plugin_api::Error`]: a kind and a
 //! message naming the operation (the tool's name) and its subject, the text a
@@ -38,6 +42,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod code;
 pub mod commands;
 pub mod files;
 pub mod lsp;
@@ -57,10 +62,12 @@ pub trait Outcome: serde::Serialize + schemars::JsonSchema {
 
 /// Every tool over one world.
 pub struct Tools {
-    pub files: files::Files,
-    pub commands: commands::Commands,
+    pub files: Arc<files::Files>,
+    pub commands: Arc<commands::Commands>,
     pub terminals: terminals::Terminals,
-    pub lsp: lsp::Lsp,
+    pub lsp: Arc<lsp::Lsp>,
+    /// Programs that call the tools above as functions.
+    pub code: code::Code,
 }
 
 impl Tools {
@@ -76,17 +83,25 @@ impl Tools {
         subprocess: Arc<dyn SubprocessProvider>,
         lsp: lsp::LspConfig,
     ) -> Tools {
+        let files = Arc::new(files::Files::new(Arc::clone(&fs)));
+        let commands = Arc::new(commands::Commands::new(
+            Arc::clone(&subprocess),
+            Arc::clone(&fs),
+        ));
+        let lsp = Arc::new(lsp::Lsp::new(Arc::clone(&fs), Arc::clone(&subprocess), lsp));
+        let code = code::Code::new(fs, Arc::clone(&subprocess), &files, &commands, &lsp);
         Tools {
-            files: files::Files::new(Arc::clone(&fs)),
-            commands: commands::Commands::new(Arc::clone(&subprocess), Arc::clone(&fs)),
-            terminals: terminals::Terminals::new(Arc::clone(&subprocess)),
-            lsp: lsp::Lsp::new(fs, subprocess, lsp),
+            files,
+            commands,
+            terminals: terminals::Terminals::new(subprocess),
+            lsp,
+            code,
         }
     }
 
     /// Ends what outlives single calls — every ordinary background command,
-    /// every open terminal and every language server, each process group
-    /// proven gone — so that
+    /// every open terminal, every language server and every code session,
+    /// each process group proven gone — so that
     /// nothing the tools started survives the caller, except durable
     /// commands: those are meant to outlive this caller (a restarted
     /// server reads them on by cursor), so the tools only detach from them;
@@ -94,12 +109,18 @@ impl Tools {
     /// the world. Returns the failures (what may be left), empty when
     /// everything ended.
     pub async fn shutdown(&self) -> Vec<dsh_plugin_api::Error> {
+        // Code sessions first: their programs may be calling the other tools.
+        let code = self.code.shutdown().await;
         let (commands, terminals, lsp) = futures::future::join3(
             self.commands.shutdown(),
             self.terminals.shutdown(),
             self.lsp.shutdown(),
         )
         .await;
-        commands.into_iter().chain(terminals).chain(lsp).collect()
+        code.into_iter()
+            .chain(commands)
+            .chain(terminals)
+            .chain(lsp)
+            .collect()
     }
 }

@@ -56,7 +56,7 @@ pub use stdin::{
 // Shared with the terminal tools.
 pub(crate) use errors::{from_seam, invalid};
 pub(crate) use registry::{Kind, Registry, Retire, Tracked};
-pub(crate) use terminate::until_proven_gone;
+pub(crate) use terminate::{TerminateOnDrop, until_proven_gone};
 pub(crate) use text::{cut_character_start, decode_piece, quote_argv};
 
 use tracked::TrackedCommand;

@@ -1,5 +1,6 @@
 //! Integration tests of dsh-consumers over the real local providers.
 
+mod code;
 mod commands;
 mod durable;
 mod files;

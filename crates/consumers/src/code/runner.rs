@@ -1,0 +1,414 @@
+//! One runner in the world: started through the `subprocess` seam from the
+//! runner program the host wrote through the `fs` seam, spoken to in frames
+//! (see [`super::protocol`]), ended by terminating its whole process group
+//! (docs/design.md §11.3).
+//!
+//! A run sends one `run` frame and reads frames until the run's `done`:
+//! `out` frames are the program's stdout and stderr, accounted here with
+//! `run`'s bounds; `call` frames are binding calls, each run on the host as
+//! its own task (at most [`MAX_CONCURRENT_CALLS`] at once, at most
+//! [`MAX_CALLS_PER_RUN`] in a run) and answered by a `reply` frame.
+//! Anything else — a frame that breaks the protocol, the channel closed,
+//! the runner's own failure — ends the run with an error and the runner
+//! must be ended.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_plugin_api::stream::ByteWriter;
+use dsh_plugin_api::subprocess::{
+    OutputMode, OutputStream, Process, SpawnSpec, StdinMode, SubprocessProvider,
+};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::{Mutex, Semaphore, mpsc};
+use tokio::task::JoinSet;
+
+use super::bindings::Binding;
+use super::capture::Capture;
+use super::protocol::{
+    self, ChannelError, FromRunner, Lines, MAX_FRAME_BYTES, OutStream, RaisedError, ReplyError,
+    ToRunner,
+};
+use super::{Language, MAX_RESULT_BYTES};
+use crate::commands::{TerminateOnDrop, until_proven_gone};
+
+/// Binding calls a run may make; the next is refused (the program sees a
+/// `BindingError`).
+pub const MAX_CALLS_PER_RUN: u64 = 10_000;
+/// Binding calls running on the host at once; more wait their turn.
+pub const MAX_CONCURRENT_CALLS: usize = 16;
+/// How long a runner may take to start and say it is ready.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// The grace between SIGTERM and SIGKILL when a runner is ended: its state
+/// is lost either way, and a timed-out run must end promptly.
+const END_GRACE: Duration = Duration::from_millis(200);
+/// Bytes of the runner's own stderr kept (what it says when it cannot
+/// start: a missing interpreter module, a too-old interpreter).
+const RUNNER_STDERR_BYTES: usize = 16 * 1024;
+/// Frames read ahead of the run loop.
+const FRAME_QUEUE: usize = 64;
+
+/// Why the frames stopped.
+#[derive(Debug)]
+enum Stopped {
+    Channel(ChannelError),
+    Closed,
+    Read(Error),
+}
+
+/// A started runner.
+pub(crate) struct Runner {
+    process: Arc<dyn Process>,
+    writer: Arc<Mutex<Box<dyn ByteWriter>>>,
+    frames: mpsc::Receiver<std::result::Result<FromRunner, Stopped>>,
+    reader: tokio::task::JoinHandle<()>,
+    /// Ends the group if the runner is dropped without [`Runner::end`].
+    guard: Option<TerminateOnDrop>,
+    pub(crate) language: Language,
+    /// The interpreter's version, as the runner reported it.
+    pub(crate) version: String,
+    /// Runs sent so far (names each run's file).
+    pub(crate) runs: u64,
+}
+
+/// How one run ended.
+pub(crate) enum Ended {
+    Returned(Value),
+    Raised(RaisedError),
+    TimedOut,
+}
+
+/// One run's outcome.
+pub(crate) struct Outcome {
+    pub(crate) ended: Ended,
+    pub(crate) stdout: Capture,
+    pub(crate) stderr: Capture,
+    pub(crate) calls: u64,
+}
+
+/// What a run runs.
+pub(crate) struct Job<'a> {
+    pub(crate) operation: &'a str,
+    pub(crate) code: &'a str,
+    pub(crate) source: &'a str,
+    pub(crate) bindings: &'a BTreeMap<String, Binding>,
+    pub(crate) deadline: Instant,
+}
+
+impl Runner {
+    /// Starts the runner of `language` from `dir` (where the runner
+    /// programs were written) and waits for its `ready`.
+    pub(crate) async fn start(
+        subprocess: &Arc<dyn SubprocessProvider>,
+        dir: &str,
+        language: Language,
+        operation: &str,
+    ) -> Result<Runner> {
+        let argv = match language {
+            Language::Python => vec!["python3".to_owned(), format!("{dir}/runner.py")],
+            Language::Javascript | Language::Typescript => vec![
+                "node".to_owned(),
+                format!("{dir}/runner.js"),
+                "controller".to_owned(),
+                MAX_FRAME_BYTES.to_string(),
+            ],
+        };
+        let mut spec = SpawnSpec::new(argv);
+        spec.stdin = StdinMode::Pipe;
+        spec.stderr = OutputMode::Collect {
+            limit: RUNNER_STDERR_BYTES,
+        };
+        spec.env
+            .insert("PYTHONIOENCODING".to_owned(), "utf-8".to_owned());
+        let process = subprocess.spawn(spec).await.map_err(|err| {
+            Error::new(
+                err.kind(),
+                format!(
+                    "{operation}: the {} runner could not start ({} is needed in the world): {}",
+                    language.as_str(),
+                    language.interpreter(),
+                    err.message()
+                ),
+            )
+        })?;
+        let guard = TerminateOnDrop::new(Arc::clone(&process));
+        let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
+            return Err(Error::io(format!(
+                "{operation}: the runner's pipes were not provided by the subprocess seam"
+            )));
+        };
+        let (sender, frames) = mpsc::channel(FRAME_QUEUE);
+        let reader = tokio::spawn(async move {
+            let mut stdout = stdout;
+            let mut lines = Lines::default();
+            loop {
+                loop {
+                    let line = match lines.next_line() {
+                        Ok(Some(line)) => line,
+                        Ok(None) => break,
+                        Err(err) => {
+                            let _ = sender.send(Err(Stopped::Channel(err))).await;
+                            return;
+                        }
+                    };
+                    let frame = protocol::decode(&line).map_err(Stopped::Channel);
+                    let stop = frame.is_err();
+                    if sender.send(frame).await.is_err() || stop {
+                        return;
+                    }
+                }
+                match stdout.next().await {
+                    Some(Ok(chunk)) => lines.push(&chunk),
+                    Some(Err(err)) => {
+                        let _ = sender.send(Err(Stopped::Read(err))).await;
+                        return;
+                    }
+                    None => {
+                        let _ = sender.send(Err(Stopped::Closed)).await;
+                        return;
+                    }
+                }
+            }
+        });
+        let mut runner = Runner {
+            process,
+            writer: Arc::new(Mutex::new(stdin)),
+            frames,
+            reader,
+            guard: Some(guard),
+            language,
+            version: String::new(),
+            runs: 0,
+        };
+        let ready = tokio::time::timeout(START_TIMEOUT, runner.frames.recv()).await;
+        match ready {
+            Ok(Some(Ok(FromRunner::Ready { version }))) => {
+                runner.version = version;
+                Ok(runner)
+            }
+            Ok(Some(Ok(other))) => Err(Error::io(format!(
+                "{operation}: the runner spoke before it was ready: {other:?}"
+            ))),
+            Ok(Some(Err(stopped))) => Err(runner.failure(operation, stopped).await),
+            Ok(None) => Err(runner.failure(operation, Stopped::Closed).await),
+            Err(_) => Err(Error::new(
+                ErrorKind::Timeout,
+                format!(
+                    "{operation}: the {} runner did not start within {} s",
+                    language.as_str(),
+                    START_TIMEOUT.as_secs()
+                ),
+            )),
+        }
+    }
+
+    /// The error of a runner whose frames stopped, with what it wrote to
+    /// its own stderr (an interpreter's complaint).
+    async fn failure(&self, operation: &str, stopped: Stopped) -> Error {
+        let said = match self
+            .process
+            .read_output(OutputStream::Stderr, 0, RUNNER_STDERR_BYTES)
+            .await
+        {
+            Ok(snapshot) if !snapshot.bytes.is_empty() => format!(
+                "; it said: {}",
+                String::from_utf8_lossy(&snapshot.bytes).trim()
+            ),
+            _ => String::new(),
+        };
+        let what = match stopped {
+            Stopped::Channel(err) => format!("the runner's channel carried {err}"),
+            Stopped::Closed => "the runner ended".to_owned(),
+            Stopped::Read(err) => format!("the runner's channel failed: {err}"),
+        };
+        Error::io(format!("{operation}: {what}; the runner was ended{said}"))
+    }
+
+    /// Runs one program; `Err` when the runner broke the protocol, ended or
+    /// could not be written to (the caller ends it). A timeout is an
+    /// outcome (the caller ends the runner too).
+    pub(crate) async fn run(&mut self, job: Job<'_>) -> Result<Outcome> {
+        self.runs += 1;
+        let filename = format!("run-{}.{}", self.runs, self.language.extension());
+        let names: Vec<String> = job.bindings.keys().cloned().collect();
+        let frame = protocol::encode(&ToRunner::Run {
+            filename: &filename,
+            code: job.code,
+            source: job.source,
+            bindings: &names,
+            max_result_bytes: MAX_RESULT_BYTES,
+        });
+        let mut outcome = Outcome {
+            ended: Ended::TimedOut,
+            stdout: Capture::default(),
+            stderr: Capture::default(),
+            calls: 0,
+        };
+        let deadline = tokio::time::Instant::from_std(job.deadline);
+        let exchange = self.exchange(&job, frame, &mut outcome);
+        match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(ended)) => outcome.ended = ended,
+            Ok(Err(err)) => return Err(err),
+            Err(_) => outcome.ended = Ended::TimedOut,
+        }
+        Ok(outcome)
+    }
+
+    async fn exchange(
+        &mut self,
+        job: &Job<'_>,
+        frame: Vec<u8>,
+        outcome: &mut Outcome,
+    ) -> Result<Ended> {
+        let operation = job.operation;
+        write(&self.writer, frame).await.map_err(|err| {
+            Error::io(format!(
+                "{operation}: the runner cannot be written to: {err}"
+            ))
+        })?;
+        let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS));
+        // Dropped with the run: calls still running are cancelled.
+        let mut calls = JoinSet::new();
+        loop {
+            let frame = tokio::select! {
+                frame = self.frames.recv() => frame,
+                Some(_) = calls.join_next() => continue,
+            };
+            let message = match frame {
+                Some(Ok(message)) => message,
+                Some(Err(stopped)) => return Err(self.failure(operation, stopped).await),
+                None => return Err(self.failure(operation, Stopped::Closed).await),
+            };
+            match message {
+                FromRunner::Out { s, b } => {
+                    let bytes = protocol::decode_bytes(&b).map_err(|err| {
+                        Error::io(format!("{operation}: the runner's channel carried {err}"))
+                    })?;
+                    match s {
+                        OutStream::Stdout => outcome.stdout.push(&bytes),
+                        OutStream::Stderr => outcome.stderr.push(&bytes),
+                    }
+                }
+                FromRunner::Call { id, name, args } => {
+                    outcome.calls += 1;
+                    let binding = job.bindings.get(&name).cloned();
+                    if outcome.calls > MAX_CALLS_PER_RUN {
+                        // Answered in line: a flood of calls waits on its own refusals.
+                        let refusal = Error::new(
+                            ErrorKind::Busy,
+                            format!(
+                                "{name}: the run made more than {MAX_CALLS_PER_RUN} binding calls; no more are answered in this run"
+                            ),
+                        );
+                        write(&self.writer, reply(id, Err(refusal)))
+                            .await
+                            .map_err(|err| {
+                                Error::io(format!(
+                                    "{operation}: the runner cannot be written to: {err}"
+                                ))
+                            })?;
+                        continue;
+                    }
+                    let writer = Arc::clone(&self.writer);
+                    let permits = Arc::clone(&permits);
+                    let known: Vec<String> = job.bindings.keys().cloned().collect();
+                    calls.spawn(async move {
+                        let result = match binding {
+                            None => Err(Error::not_found(format!(
+                                "dsh.{name}: no such binding; the bindings are: {}",
+                                known.join(", ")
+                            ))),
+                            Some(binding) => {
+                                let _permit = permits.acquire_owned().await;
+                                binding.call(args).await
+                            }
+                        };
+                        // A runner gone is noticed by the run loop.
+                        let _ = write(&writer, reply(id, result)).await;
+                    });
+                }
+                FromRunner::Done {
+                    ok: true, value, ..
+                } => return Ok(Ended::Returned(value)),
+                FromRunner::Done {
+                    ok: false,
+                    error: Some(error),
+                    ..
+                } => return Ok(Ended::Raised(error)),
+                FromRunner::Done { .. } => {
+                    return Err(Error::io(format!(
+                        "{operation}: the runner reported a failed run without its error; the runner was ended"
+                    )));
+                }
+                FromRunner::Fatal { message } => {
+                    return Err(Error::io(format!(
+                        "{operation}: the runner failed: {message}; the runner was ended"
+                    )));
+                }
+                FromRunner::Ready { .. } => {
+                    return Err(Error::io(format!(
+                        "{operation}: the runner's channel carried a second ready frame; the runner was ended"
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Ends the runner's whole process group (the runner, its worker, and
+    /// whatever the programs left running in it).
+    pub(crate) async fn end(mut self) -> Result<()> {
+        self.reader.abort();
+        let process = Arc::clone(&self.process);
+        let ended = until_proven_gone(|| process.terminate(END_GRACE)).await;
+        if let Some(guard) = self.guard.take() {
+            guard.disarm();
+        }
+        ended
+    }
+
+    /// The process group's id (the runner's pid).
+    pub(crate) fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+}
+
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// The reply frame of call `id`: its value, or its error; a value too
+/// large for a frame is replaced by an error saying so.
+fn reply(id: u64, result: Result<Value>) -> Vec<u8> {
+    let error = |err: Error| ToRunner::Reply {
+        id,
+        value: None,
+        error: Some(ReplyError {
+            kind: err.kind().as_str().to_owned(),
+            message: err.to_string(),
+        }),
+    };
+    let frame = match result {
+        Ok(value) => protocol::encode(&ToRunner::Reply {
+            id,
+            value: Some(value),
+            error: None,
+        }),
+        Err(err) => protocol::encode(&error(err)),
+    };
+    if frame.len() <= MAX_FRAME_BYTES {
+        return frame;
+    }
+    protocol::encode(&error(Error::invalid_input(format!(
+        "the binding's result is {} bytes as a frame, over the limit of {MAX_FRAME_BYTES}; ask for less",
+        frame.len()
+    ))))
+}
+
+async fn write(writer: &Mutex<Box<dyn ByteWriter>>, frame: Vec<u8>) -> Result<()> {
+    writer.lock().await.write(Bytes::from(frame)).await
+}

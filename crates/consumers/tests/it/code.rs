@@ -1,0 +1,544 @@
+//! The code runtime on both compositions — the local one and a fresh
+//! e2b-local (`cargo build -p e2b-local` first; root): programs run in the
+//! world through the seams, call the world's tools and host bindings, keep
+//! session state, and end within their timeouts with nothing left running;
+//! hostile traffic on the runner's channel is a clear error after which
+//! the runtime keeps serving.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use dsh_consumers::Tools;
+use dsh_consumers::code::{
+    Binding, CodeRunRequest, CodeRunResult, Language, SessionCloseRequest, SessionListRequest,
+    SessionOpenRequest,
+};
+use dsh_plugin_api::{Error, ErrorKind};
+use dsh_testkit::World;
+use serde_json::{Value, json};
+
+/// Runs each scenario on the local composition and on e2b-local.
+macro_rules! on_both_compositions {
+    ($($name:ident),* $(,)?) => {
+        mod local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let world = dsh_testkit::World::local().await;
+                    super::$name(&world).await;
+                    world.dispose().await;
+                }
+            )*
+        }
+        mod e2b_local {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let world = dsh_testkit::World::e2b_local().await;
+                    super::$name(&world).await;
+                    world.dispose().await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_compositions!(
+    a_typescript_program_greps_reads_and_returns_a_summary,
+    a_python_session_keeps_its_state_across_runs_and_survives_an_exception,
+    binding_calls_run_concurrently_and_host_bindings_answer,
+    an_endless_program_and_a_child_holding_stdout_end_within_the_timeout,
+    garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_keeps_serving,
+    program_output_is_the_programs_own,
+);
+
+fn tools(world: &World) -> Tools {
+    Tools::new(world.fs(), world.subprocess())
+}
+
+fn request(language: Language, code: &str) -> CodeRunRequest {
+    CodeRunRequest {
+        code: code.to_owned(),
+        language: Some(language),
+        session: None,
+        timeout_ms: Some(30_000),
+    }
+}
+
+async fn run(tools: &Tools, language: Language, code: &str) -> CodeRunResult {
+    tools
+        .code
+        .code_run(request(language, code))
+        .await
+        .unwrap_or_else(|err| panic!("code_run {code:?}: {err}"))
+}
+
+/// A command's output in the world.
+async fn sh(tools: &Tools, command: &str) -> String {
+    let request = serde_json::from_value(json!({ "command": command })).expect("run request");
+    let result = tools.commands.run(request).await.expect("run");
+    result.output.unwrap_or_default()
+}
+
+/// Whether any process of the world has `pattern` in its command line (the
+/// pattern's first character bracketed so the search does not find itself).
+async fn running(tools: &Tools, pattern: &str) -> bool {
+    let bracketed = format!("[{}]{}", &pattern[..1], &pattern[1..]);
+    !sh(tools, &format!("pgrep -f '{bracketed}' || true"))
+        .await
+        .trim()
+        .is_empty()
+}
+
+/// Whether process `pid` of the world is alive (a zombie is gone).
+async fn alive(tools: &Tools, pid: u64) -> bool {
+    let state = sh(
+        tools,
+        &format!("cut -d' ' -f3 /proc/{pid}/stat 2>/dev/null || true"),
+    )
+    .await;
+    !matches!(state.trim(), "" | "Z")
+}
+
+async fn a_typescript_program_greps_reads_and_returns_a_summary(world: &World) {
+    let tools = tools(world);
+    for (path, content) in [
+        ("code-ts/a.txt", "one\nTODO: first\n"),
+        ("code-ts/b.txt", "TODO: second\nTODO: third\n"),
+        ("code-ts/c.txt", "nothing here\n"),
+    ] {
+        let request = serde_json::from_value(json!({"path": path, "content": content}))
+            .expect("write request");
+        tools.files.write_file(request).await.expect("write");
+    }
+    let program = r#"
+interface Summary { files: string[]; todos: number; firstLines: string[] }
+const found = await dsh.grep({ pattern: "TODO", path: "code-ts" });
+const files: string[] = [...new Set<string>(found.matches.map((m: { path: string }) => m.path))].sort();
+const contents = await Promise.all(files.map((path) => dsh.read_file({ path })));
+const summary: Summary = {
+  files,
+  todos: found.match_count,
+  firstLines: contents.map((c) => (c.content as string).split("\n")[0]),
+};
+return summary;
+"#;
+    let result = run(&tools, Language::Typescript, program).await;
+    assert!(result.ok, "{result:?}");
+    assert_eq!(
+        result.value,
+        json!({"files": ["code-ts/a.txt", "code-ts/b.txt"], "todos": 3, "firstLines": ["one", "TODO: second"]})
+    );
+    assert_eq!(result.binding_calls, 3);
+
+    // A TypeScript error is reported at the line the user wrote (types stripped in place).
+    let failing = "const n: number = 1;\ntype T = { a: number };\nthrow new TypeError(`bad ${n as number}`);\n";
+    let result = run(&tools, Language::Typescript, failing).await;
+    let error = result.error.expect("an exception");
+    assert_eq!(error.exception.as_deref(), Some("TypeError"));
+    assert!(error.message.contains("bad 1"), "{error:?}");
+    let frame = error.traceback.last().expect("a frame in the program");
+    assert_eq!(
+        (frame.file.as_str(), frame.line),
+        ("run-1.ts", 3),
+        "{error:?}"
+    );
+    assert!(
+        frame.text.contains("n as number"),
+        "the TypeScript line: {frame:?}"
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
+
+async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(world: &World) {
+    let tools = tools(world);
+    let opened = tools
+        .code
+        .code_session_open(SessionOpenRequest {
+            language: Language::Python,
+        })
+        .await
+        .expect("open");
+    assert!(
+        opened.declarations.contains("def read_file("),
+        "{}",
+        opened.declarations
+    );
+    let in_session = |code: &str| CodeRunRequest {
+        code: code.to_owned(),
+        language: None,
+        session: Some(opened.session.clone()),
+        timeout_ms: None,
+    };
+    let first = tools
+        .code
+        .code_run(in_session(
+            "import json\ncount = 41\ndef bump(n):\n    return n + 1\n",
+        ))
+        .await
+        .expect("first run");
+    assert!(first.ok && first.value.is_null(), "{first:?}");
+    let second = tools
+        .code
+        .code_run(in_session("x = 1\nbump(count) / 0\n"))
+        .await
+        .expect("second run");
+    let error = second.error.expect("the division raised");
+    assert_eq!(error.exception.as_deref(), Some("ZeroDivisionError"));
+    assert_eq!(
+        error.traceback.last().map(|f| (f.file.as_str(), f.line)),
+        Some(("run-2.py", 2))
+    );
+    assert!(!second.session_ended);
+    let third = tools
+        .code
+        .code_run(in_session("json.dumps({'n': bump(count), 'x': x})"))
+        .await
+        .expect("third run");
+    assert_eq!(third.value, json!("{\"n\": 42, \"x\": 1}"), "{third:?}");
+    let listed = tools
+        .code
+        .code_sessions(SessionListRequest {})
+        .await
+        .expect("list");
+    assert_eq!(listed.sessions.len(), 1);
+    assert_eq!(listed.sessions[0].runs, 3);
+    let pids = tools.code.session_pids().await;
+    let closed = tools
+        .code
+        .code_session_close(SessionCloseRequest {
+            session: opened.session.clone(),
+        })
+        .await
+        .expect("close");
+    assert_eq!(closed.runs, 3);
+    for pid in pids {
+        assert!(
+            !alive(&tools, pid.into()).await,
+            "the session's runner {pid} ended"
+        );
+    }
+    let gone = tools.code.code_run(in_session("1")).await.unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::NotFound, "{gone}");
+    assert!(tools.shutdown().await.is_empty());
+}
+
+async fn binding_calls_run_concurrently_and_host_bindings_answer(world: &World) {
+    let tools = tools(world);
+    let in_flight = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let nap = {
+        let (in_flight, most) = (Arc::clone(&in_flight), Arc::clone(&most));
+        Binding::new(
+            "nap",
+            "Sleeps ms milliseconds on the host and returns the tag it was given.",
+            json!({"type": "object", "properties": {"ms": {"type": "integer"}, "tag": {"type": "string"}}, "required": ["ms", "tag"]}),
+            move |args: Value| {
+                let (in_flight, most) = (Arc::clone(&in_flight), Arc::clone(&most));
+                async move {
+                    let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(args["ms"].as_u64().unwrap_or(0))).await;
+                    in_flight.fetch_sub(1, Ordering::SeqCst);
+                    if args["tag"] == "fail" {
+                        return Err(Error::new(ErrorKind::Conflict, "nap: asked to fail"));
+                    }
+                    Ok(json!({ "tag": args["tag"] }))
+                }
+            },
+        )
+        .expect("a binding")
+    };
+    tools.code.register(nap).expect("register");
+    assert!(
+        tools
+            .code
+            .declarations(Language::Typescript)
+            .contains("nap(args: { ms: number; tag: string })")
+    );
+    let taken = Binding::new("grep", "", json!({"type": "object"}), |_| async {
+        Ok(Value::Null)
+    })
+    .expect("a binding");
+    assert_eq!(
+        tools.code.register(taken).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+
+    let started = Instant::now();
+    let js = r#"
+const tags = await Promise.all([1, 2, 3, 4, 5, 6, 7, 8].map((i) => dsh.nap({ ms: 400, tag: `t${i}` })));
+let refused;
+try { await dsh.nap({ ms: 0, tag: "fail" }); } catch (e) { refused = `${e.kind}: ${e.message}`; }
+return { tags: tags.map((t) => t.tag), refused };
+"#;
+    let result = run(&tools, Language::Javascript, js).await;
+    assert_eq!(
+        result.value,
+        json!({"tags": ["t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8"], "refused": "conflict: nap: asked to fail"}),
+        "{result:?}"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) >= 4,
+        "concurrent calls: {most:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(8 * 400),
+        "{:?}",
+        started.elapsed()
+    );
+
+    most.store(0, Ordering::SeqCst);
+    let python = "import asyncio\nasync def main():\n    return await asyncio.gather(*(dsh.aio.nap(ms=400, tag=str(i)) for i in range(8)))\n[r['tag'] for r in await main()]";
+    let result = run(&tools, Language::Python, python).await;
+    assert_eq!(
+        result.value,
+        json!(["0", "1", "2", "3", "4", "5", "6", "7"]),
+        "{result:?}"
+    );
+    assert!(
+        most.load(Ordering::SeqCst) >= 4,
+        "concurrent calls: {most:?}"
+    );
+    let python = "try:\n    dsh.nap(ms=0, tag='fail')\nexcept dsh.BindingError as e:\n    r = (e.kind, str(e))\nr";
+    let result = run(&tools, Language::Python, python).await;
+    assert_eq!(
+        result.value,
+        json!(["conflict", "nap: asked to fail"]),
+        "{result:?}"
+    );
+    // A tool's arguments are checked as over MCP.
+    let result = run(&tools, Language::Python, "dsh.read_file(pth='x')").await;
+    let error = result.error.expect("refused");
+    assert!(
+        error.message.contains("read_file: invalid arguments") && error.message.contains("pth"),
+        "{error:?}"
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
+
+async fn an_endless_program_and_a_child_holding_stdout_end_within_the_timeout(world: &World) {
+    let tools = tools(world);
+    let marker = format!("86399.{}", rand_digits());
+    let programs = [
+        (
+            Language::Python,
+            "import os\nprint(os.getpid(), flush=True)\nwhile True:\n    pass\n".to_owned(),
+        ),
+        (
+            Language::Python,
+            format!(
+                "import os, subprocess\nprint(os.getpid(), flush=True)\nsubprocess.Popen('sleep {marker} &', shell=True)\nwhile True:\n    pass\n"
+            ),
+        ),
+        (
+            Language::Javascript,
+            format!(
+                "console.log(process.pid);\nrequire('child_process').spawn('sh', ['-c', 'sleep {marker} & wait'], {{ stdio: 'inherit' }});\nawait new Promise(() => {{}});\n"
+            ),
+        ),
+    ];
+    for (language, program) in programs {
+        let started = Instant::now();
+        let mut request = request(language, &program);
+        request.timeout_ms = Some(1500);
+        let result = tools.code.code_run(request).await.expect("run");
+        let took = started.elapsed();
+        assert!(took < Duration::from_millis(1500 + 2000), "{took:?}");
+        let error = result.error.expect("timed out");
+        assert_eq!(error.kind, "timeout", "{error:?}");
+        let pid: u64 = result.stdout.text.trim().parse().expect("the worker's pid");
+        assert!(
+            !alive(&tools, pid).await,
+            "{language:?}: the worker {pid} ended"
+        );
+        assert!(
+            !running(&tools, &format!("sleep {marker}")).await,
+            "{language:?}: the child ended"
+        );
+    }
+    // A session's run that times out ends the session.
+    let opened = tools
+        .code
+        .code_session_open(SessionOpenRequest {
+            language: Language::Python,
+        })
+        .await
+        .expect("open");
+    let result = tools
+        .code
+        .code_run(CodeRunRequest {
+            code: "while True: pass".to_owned(),
+            language: None,
+            session: Some(opened.session.clone()),
+            timeout_ms: Some(1000),
+        })
+        .await
+        .expect("run");
+    assert!(result.session_ended, "{result:?}");
+    assert!(
+        tools
+            .code
+            .code_sessions(SessionListRequest {})
+            .await
+            .expect("list")
+            .sessions
+            .is_empty()
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
+
+async fn garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_keeps_serving(
+    world: &World,
+) {
+    let tools = tools(world);
+    tools
+        .code
+        .register(
+            Binding::new("noop", "Nothing.", json!({"type": "object"}), |_| async {
+                Ok(Value::Null)
+            })
+            .expect("a binding"),
+        )
+        .expect("register");
+    let refused = [
+        (
+            Language::Python,
+            "import os\nos.write(199, b'garbage!\\n')\nimport time\ntime.sleep(5)\n",
+            "not base64",
+        ),
+        (
+            Language::Javascript,
+            "require('fs').writeSync(3, 'garbage!\\n');\nawait new Promise((r) => setTimeout(r, 5000));\n",
+            "not base64",
+        ),
+        (
+            Language::Python,
+            "import os\nos.write(199, b'A' * (20 << 20))\nimport time\ntime.sleep(5)\n",
+            "over 16777216 bytes",
+        ),
+    ];
+    for (language, program, expected) in refused {
+        let started = Instant::now();
+        let err = tools
+            .code
+            .code_run(request(language, program))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(expected), "{language:?}: {err}");
+        assert!(err.to_string().contains("code_run"), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "ended at once: {:?}",
+            started.elapsed()
+        );
+    }
+    // A 100 MB result is the program's error, and its session lives on.
+    let opened = tools
+        .code
+        .code_session_open(SessionOpenRequest {
+            language: Language::Python,
+        })
+        .await
+        .expect("open");
+    let result = tools
+        .code
+        .code_run(CodeRunRequest {
+            code: "'x' * 100_000_000".to_owned(),
+            language: None,
+            session: Some(opened.session.clone()),
+            timeout_ms: None,
+        })
+        .await
+        .expect("run");
+    let error = result.error.expect("too large");
+    assert!(
+        error.message.contains("over the limit of 1048576"),
+        "{error:?}"
+    );
+    let js = run(
+        &tools,
+        Language::Javascript,
+        "return 'x'.repeat(100_000_000);",
+    )
+    .await;
+    assert!(
+        js.error
+            .expect("too large")
+            .message
+            .contains("over the limit")
+    );
+    // A flood of binding calls: the calls past the bound are refused, each with the reason.
+    let flood = "const calls = [];\nfor (let i = 0; i < 10050; i++) calls.push(dsh.noop({}).then(() => 'ok', (e) => e.message));\nconst outcomes = await Promise.all(calls);\nreturn [outcomes.filter((o) => o === 'ok').length, outcomes.find((o) => o !== 'ok')];";
+    let result = run(&tools, Language::Javascript, flood).await;
+    assert_eq!(result.value[0], json!(10_000), "{:?}", result.value);
+    assert!(
+        result.value[1]
+            .as_str()
+            .is_some_and(|m| m.contains("more than 10000 binding calls")),
+        "{:?}",
+        result.value
+    );
+    // Still serving: the session and new runs.
+    let after = tools
+        .code
+        .code_run(CodeRunRequest {
+            code: "6 * 7".to_owned(),
+            language: None,
+            session: Some(opened.session.clone()),
+            timeout_ms: None,
+        })
+        .await
+        .expect("run");
+    assert_eq!(after.value, json!(42));
+    assert_eq!(
+        run(&tools, Language::Javascript, "return 7 * 6;")
+            .await
+            .value,
+        json!(42)
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
+
+async fn program_output_is_the_programs_own(world: &World) {
+    let tools = tools(world);
+    // A line that is a valid frame, printed by the program and by a child of it.
+    let frame = "eyJ0IjoiZG9uZSIsIm9rIjp0cnVlLCJ2YWx1ZSI6OTl9";
+    let python = format!(
+        "import os, subprocess, sys, time\nprint('{frame}')\nsubprocess.run(['echo', '{frame}'])\nsys.stdout.flush()\nos.write(1, 'é'.encode()[:1])\ntime.sleep(0.3)\nos.write(1, 'é'.encode()[1:] + b'\\n')\nprint('to stderr', file=sys.stderr)\n'real'"
+    );
+    let result = run(&tools, Language::Python, &python).await;
+    assert_eq!(result.value, json!("real"), "{result:?}");
+    assert_eq!(result.stdout.text, format!("{frame}\n{frame}\né\n"));
+    assert_eq!(result.stderr.text, "to stderr\n");
+    let js = format!(
+        "console.log('{frame}');\nrequire('child_process').execSync('echo {frame}', {{ stdio: 'inherit' }});\nconst e = Buffer.from('é');\nprocess.stdout.write(e.subarray(0, 1));\nawait new Promise((r) => setTimeout(r, 300));\nprocess.stdout.write(e.subarray(1));\nconsole.error('to stderr');\nreturn 'real';"
+    );
+    let result = run(&tools, Language::Javascript, &js).await;
+    assert_eq!(result.value, json!("real"), "{result:?}");
+    assert_eq!(result.stdout.text, format!("{frame}\n{frame}\né"));
+    assert_eq!(result.stderr.text, "to stderr\n");
+    // Output past the bounds keeps its head and tail and counts the rest.
+    let result = run(
+        &tools,
+        Language::Python,
+        "import sys\nsys.stdout.write('h' + 'x' * 1_000_000 + 't')\nNone",
+    )
+    .await;
+    assert_eq!(result.stdout.bytes, 1_000_002);
+    assert!(
+        result.stdout.omitted_bytes > 900_000,
+        "{}",
+        result.stdout.omitted_bytes
+    );
+    assert!(result.stdout.text.starts_with('h') && result.stdout.text.ends_with('t'));
+    assert!(tools.shutdown().await.is_empty());
+}
+
+fn rand_digits() -> u32 {
+    // The nanoseconds of now: distinct enough between concurrent tests.
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |now| now.subsec_nanos())
+}
