@@ -9,8 +9,11 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 # g++: libFuzzer's C++ sources, built by libfuzzer-sys for tests/fuzz/run.sh. clangd: the real language
-# server dsh-consumers' LSP client is tested against.
-packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc iputils-ping libc6-dev g++ clangd)
+# server dsh-consumers' LSP client is tested against. libnss-myhostname: glibc's module that
+# resolves every *.localhost name to loopback, so e2b-local's domain mode (`--tls --domain
+# e2b.localhost`, the production path's test) is reached by name, as E2B is.
+packages=(sudo procps util-linux ncurses-bin coreutils attr psmisc iputils-ping libc6-dev g++ clangd
+  libnss-myhostname)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
@@ -27,6 +30,21 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The package adds the module to /etc/nsswitch.conf when installed; a hosts line without it
+# (edited since, or the package installed before) gets it after `files`, before any DNS.
+if ! grep -Eq '^hosts:.*[[:space:]]myhostname([[:space:]]|$)' /etc/nsswitch.conf; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: /etc/nsswitch.conf's hosts line lacks myhostname (run as root to add it)" >&2
+    exit 1
+  fi
+  if grep -Eq '^hosts:.*[[:space:]]files([[:space:]]|$)' /etc/nsswitch.conf; then
+    sed -i -E '/^hosts:/ s/([[:space:]])files([[:space:]]|$)/\1files myhostname\2/' /etc/nsswitch.conf
+  else
+    sed -i -E 's/^hosts:[[:space:]]*/&myhostname /' /etc/nsswitch.conf
+  fi
+  echo "setup: myhostname added to the hosts line of /etc/nsswitch.conf"
 fi
 
 # Language servers dsh-consumers' LSP tests drive besides clangd, pinned, from the npm registry:

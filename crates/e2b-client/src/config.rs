@@ -153,8 +153,10 @@ impl ConnectionOptions {
     }
 
     /// A custom TLS configuration (e.g. extra roots) for `https://` URLs;
-    /// its ALPN list is replaced with `h2, http/1.1`. Default: the webpki
-    /// roots with the ring provider.
+    /// its ALPN list is replaced with `h2, http/1.1`. Default:
+    /// [`crate::default_tls_config`] (the system's roots, `SSL_CERT_FILE` /
+    /// `SSL_CERT_DIR`, Mozilla's); [`crate::tls_config_with_ca_file`] adds a
+    /// CA file to them.
     #[must_use]
     pub fn with_tls_config(mut self, tls: Arc<rustls::ClientConfig>) -> Self {
         self.tls = Some(tls);

@@ -118,7 +118,7 @@ impl std::fmt::Debug for HttpStack {
 
 impl HttpStack {
     /// Builds the stack. `tls` replaces the default TLS configuration
-    /// (webpki roots, ring provider); its ALPN list is replaced by
+    /// ([`crate::default_tls_config`]); its ALPN list is replaced by
     /// `h2, http/1.1` (its certificate resolvers and verifier are kept).
     /// Opens no connection.
     pub fn new(plain: PlainHttp, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
@@ -131,7 +131,7 @@ impl HttpStack {
         tls: Option<Arc<rustls::ClientConfig>>,
         establishment: Duration,
     ) -> Self {
-        let tls = tls.unwrap_or_else(default_tls_config);
+        let tls = tls.unwrap_or_else(crate::tls::default_tls_config);
         HttpStack {
             plain: plain_client(plain, establishment),
             tls: tls_client(&tls, establishment),
@@ -197,19 +197,6 @@ fn tls_client(config: &rustls::ClientConfig, establishment: Duration) -> TlsClie
         inner: https,
         limit: establishment,
     })
-}
-
-/// webpki roots with the ring provider, chosen explicitly rather than
-/// rustls's process-wide default, which is ambiguous (a panic) in any build
-/// where some other crate also enables rustls's aws-lc-rs.
-fn default_tls_config() -> Arc<rustls::ClientConfig> {
-    use hyper_rustls::ConfigBuilderExt;
-    let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("ring supports the default TLS versions");
-    Arc::new(builder.with_webpki_roots().with_no_client_auth())
 }
 
 /// A connector whose connections must be established (DNS, TCP, TLS)

@@ -6,7 +6,10 @@
 //!
 //! - [`HttpStack`]: the one HTTP client (hyper_util's pooled client with
 //!   fixed HTTP/2 windows): rustls with ALPN (HTTP/2 over TLS), HTTP/1.1 or
-//!   h2c for plain `http://`.
+//!   h2c for plain `http://`. TLS trusts what the SDKs trust
+//!   ([`default_tls_config`]: the system's store, `SSL_CERT_FILE` /
+//!   `SSL_CERT_DIR`), plus a CA file a caller names
+//!   ([`tls_config_with_ca_file`]).
 //! - [`Api`]: create, connect, kill, pause, timeout, info, list, metrics.
 //! - [`SandboxTransport`]: a `connectrpc` transport for one sandbox's envd.
 //!   It takes path-only requests, puts them on the sandbox's envd URL and
@@ -58,6 +61,7 @@ mod routing;
 mod sandbox;
 mod secret;
 mod signing;
+mod tls;
 mod transport;
 mod urlenc;
 
@@ -83,6 +87,7 @@ pub use routing::{ENVD_PORT, SHARED_HOST_DOMAINS, envd_base_url, envd_direct_url
 pub use sandbox::{DEBUG_SANDBOX_ID, Sandbox};
 pub use secret::Secret;
 pub use signing::FileOperation;
+pub use tls::{default_tls_config, tls_config_with_ca_file};
 pub use transport::{
     ACCESS_TOKEN_HEADER, SANDBOX_ID_HEADER, SANDBOX_PORT_HEADER, SandboxRoute, SandboxTransport,
 };

@@ -9,6 +9,7 @@ mod e2b_fs;
 mod e2b_host;
 mod e2b_manifests;
 mod e2b_owner;
+mod e2b_production;
 mod e2b_shutdown;
 mod exec;
 mod fs;
