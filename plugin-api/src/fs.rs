@@ -13,15 +13,50 @@
 //! publishing rename is the commit point, so a future dropped before the
 //! commit leaves the old file intact (never a partial one), and a provider
 //! never abandons a rename it has started.
+//!
+//! # World-side operations
+//!
+//! [`FsProvider::walk`], [`FsProvider::search`] and
+//! [`FsProvider::read_many`] do in one call what a caller would otherwise
+//! do file by file; their types and the `beneath` confinement are
+//! described in [`WalkSpec`], [`SearchSpec`] and [`ReadManyLimits`]. With
+//! `beneath` set nothing outside the root is read or listed, whatever the
+//! tree does meanwhile: no symlink is followed below the root and no `..`
+//! leaves it, decided by the kernel on every open
+//! (`openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` or a no-follow
+//! descriptor walk). A provider without native versions keeps the
+//! defaults (`Unsupported`), and `dsh_provider_kit::world` composes them
+//! from the primitives with identical results — except confinement, which
+//! a composition of path-based calls cannot make race-free, so it stays
+//! `Unsupported` there.
 
+use std::pin::Pin;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use futures::Stream;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorKind, Result};
 use crate::stream::{ByteStream, TextStream};
 use crate::text::Text;
 use bytes::Bytes;
+
+mod world;
+
+pub use world::{
+    ReadManyItem, ReadManyLimits, SearchEvent, SearchLimit, SearchLimits, SearchLine, SearchMode,
+    SearchSpec, SearchSummary, WalkEntry, WalkEvent, WalkSpec, WalkSummary,
+};
+
+/// A walk's entries in order, then its summary (see [`FsProvider::walk`]).
+/// The stream ends after `End` or after the first error; dropping it stops
+/// the walk.
+pub type WalkStream = Pin<Box<dyn Stream<Item = Result<WalkEvent>> + Send + 'static>>;
+
+/// A search's results in order, then its summary (see
+/// [`FsProvider::search`]). The stream ends after `End` or after the first
+/// error; dropping it stops the search.
+pub type SearchStream = Pin<Box<dyn Stream<Item = Result<SearchEvent>> + Send + 'static>>;
 
 /// How many leading bytes are sampled for NUL to classify content as binary.
 pub const BINARY_SAMPLE_LEN: usize = 8192;
@@ -237,4 +272,63 @@ pub trait FsProvider: Send + Sync + 'static {
     /// Renames `from` to `to`, creating `to`'s missing parents; replaces an
     /// existing file at `to` as POSIX `rename` does.
     async fn rename(&self, from: &str, to: &str) -> Result<()>;
+
+    /// The tree below the directory `root`, breadth-first (the root's
+    /// entries by name in byte order, then each subdirectory's in the order
+    /// the subdirectories were met), each entry with its own (`lstat`)
+    /// metadata; symlinks are yielded, never followed. Bounded by `spec`
+    /// (depth, entries, globs, `.gitignore`); confined beneath `root` when
+    /// `spec.beneath` (see the [module docs](self#world-side-operations)).
+    /// Errors opening the root are the call's; a subdirectory that cannot
+    /// be listed is skipped and counted. Dropping the stream stops the
+    /// walk.
+    ///
+    /// The default answers `Unsupported`: a provider without a native walk
+    /// is walked by `dsh_provider_kit::world::walk`, composed from `list`.
+    async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
+        let _ = spec;
+        Err(not_native("walk", root))
+    }
+
+    /// A regex search of the file or tree at `root`: the files a walk with
+    /// the same globs, `.gitignore` and depth bounds yields, filtered by
+    /// type, in the walk's order; binary files (a NUL in the first
+    /// [`BINARY_SAMPLE_LEN`] bytes) are skipped and counted, symlinks are
+    /// not searched. Results stream in order and the search stops at the
+    /// first bound of `spec.limits` it meets, saying which. An invalid
+    /// pattern, glob or type is `InvalidInput`. Dropping the stream stops
+    /// the search.
+    ///
+    /// The default answers `Unsupported` (see [`FsProvider::walk`]):
+    /// `dsh_provider_kit::world::search` composes it from `list` and
+    /// `read_bytes`.
+    async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
+        let _ = spec;
+        Err(not_native("search", root))
+    }
+
+    /// Several small text files in one call, in request order: each item
+    /// is what [`FsProvider::read_text`] answers for it, or the error of a
+    /// bound of `limits`; only a failure of the call itself (the world
+    /// gone) is the call's error.
+    ///
+    /// The default answers `Unsupported`: `dsh_provider_kit::world::read_many`
+    /// composes it from `read_text`.
+    async fn read_many(
+        &self,
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    ) -> Result<Vec<ReadManyItem>> {
+        let _ = (paths, limits);
+        Err(not_native("read_many", ""))
+    }
+}
+
+/// The default world-side operation's answer: `Unsupported`, naming it.
+fn not_native(operation: &str, subject: &str) -> Error {
+    Error::new(
+        ErrorKind::Unsupported,
+        format!("{operation}: this provider has no native {operation}"),
+    )
+    .with_subject(subject)
 }

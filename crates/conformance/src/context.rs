@@ -78,6 +78,12 @@ impl Cx {
 
     /// The `subprocess` provider (cases declaring `Subprocess`, `Terminal`
     /// or `Shell`).
+    /// The `fs` provider as shared, for `dsh_provider_kit::world`'s
+    /// compositions (which own their provider).
+    pub(crate) fn fs_shared(&self) -> Arc<dyn FsProvider> {
+        self.fs.clone().expect("a case using fs declares Need::Fs")
+    }
+
     pub(crate) fn sp(&self) -> &dyn SubprocessProvider {
         self.subprocess
             .as_deref()

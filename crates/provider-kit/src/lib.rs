@@ -37,6 +37,7 @@ pub mod tail;
 pub mod terminal;
 pub mod uri;
 pub mod utf8;
+pub mod world;
 
 /// The operation and subject an error is about: a provider's context for
 /// one seam call. The kit's fallible helpers take one and build their errors

@@ -15,6 +15,7 @@
 //! nothing, config `{ cwd?: absolute path }`), exported for the host as
 //! `libdsh_fs_local.so`.
 
+mod beneath;
 mod blocking;
 #[cfg(test)]
 mod cancellation_tests;
@@ -32,6 +33,7 @@ mod read;
 mod staging;
 mod tree;
 mod version;
+mod world;
 mod write;
 
 pub use chunks::CHUNK_LEN;

@@ -4,8 +4,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use dsh_plugin_api::fs::{
-    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
-    WriteGuard,
+    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadManyItem, ReadManyLimits, ReadStream,
+    Resolved, SearchSpec, SearchStream, TextFile, Version, WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, TextStream};
 use dsh_plugin_api::{Bytes, Error, Result, async_trait};
@@ -14,7 +14,8 @@ use dsh_provider_kit::paths::{check_cwd, cwd_problem};
 use dsh_provider_kit::uri::file_uri;
 
 use crate::errors::Op;
-use crate::{edit, list, meta, paths, read, tree, write};
+use crate::world::LocalTree;
+use crate::{edit, list, meta, paths, read, tree, world, write};
 
 /// The files of the host, as one execution world rooted at a cwd.
 ///
@@ -177,5 +178,23 @@ impl FsProvider for FsLocal {
         let from = self.absolute("rename", from)?;
         let to = self.absolute("rename", to)?;
         tree::rename(Op::new("rename", &from), &from, &to).await
+    }
+
+    async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
+        let tree = LocalTree::open("walk", self.absolute("walk", root)?)?;
+        dsh_provider_kit::world::walk_tree(tree, root, spec).await
+    }
+
+    async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
+        let tree = LocalTree::open("search", self.absolute("search", root)?)?;
+        dsh_provider_kit::world::search_tree(tree, root, spec).await
+    }
+
+    async fn read_many(
+        &self,
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    ) -> Result<Vec<ReadManyItem>> {
+        world::read_many(&self.cwd, paths, limits).await
     }
 }

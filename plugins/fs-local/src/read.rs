@@ -28,6 +28,12 @@ pub(crate) fn open_regular(op: Op<'_>, path: &Path) -> Result<(File, Metadata)> 
         .custom_flags(OFlags::NONBLOCK.bits() as i32)
         .open(path)
         .map_err(|err| op.io(&err))?;
+    check_regular(op, file)
+}
+
+/// `file` (opened non-blocking) and its metadata if it is a regular file;
+/// the refusals of [`open_regular`] otherwise.
+pub(crate) fn check_regular(op: Op<'_>, file: File) -> Result<(File, Metadata)> {
     let meta = file.metadata().map_err(|err| op.io(&err))?;
     if meta.is_dir() {
         return Err(op.error(ErrorKind::IsADirectory, "is a directory"));

@@ -10,6 +10,7 @@ mod fs_meta;
 mod fs_paths;
 mod fs_read;
 mod fs_tree;
+mod fs_world;
 mod fs_write;
 mod fs_write_stream;
 mod permissions;
@@ -30,6 +31,7 @@ pub(crate) const ALL: &[&[CaseInfo]] = &[
     fs_write_stream::CASES,
     fs_edit::CASES,
     fs_tree::CASES,
+    fs_world::CASES,
     sp_spawn::CASES,
     sp_output::CASES,
     sp_exit::CASES,

@@ -281,3 +281,44 @@ async fn terminal_bootstrap_noise_is_caught() {
     assert_failure_mentions(&report, "terminal.exit_status", "user@sandbox");
     assert_passed(&report, "terminal.bad_input");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_walk_that_forgets_gitignore_is_caught() {
+    let report = with_broken_fs(
+        FsFlaw::WalkIgnoresGitignore,
+        "fs.walk.same_as_composed,fs.read_many.same_as_read_text",
+    )
+    .await;
+    assert_failure_mentions(
+        &report,
+        "fs.walk.same_as_composed",
+        "against the composition",
+    );
+    assert_passed(&report, "fs.read_many.same_as_read_text");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_that_drops_context_is_caught() {
+    let report = with_broken_fs(
+        FsFlaw::SearchDropsContext,
+        "fs.search.same_as_composed,fs.walk.bounds",
+    )
+    .await;
+    assert_failure_mentions(
+        &report,
+        "fs.search.same_as_composed",
+        "against the composition",
+    );
+    assert_passed(&report, "fs.walk.bounds");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unconfined_read_many_is_caught() {
+    let report = with_broken_fs(
+        FsFlaw::ReadManyUnconfined,
+        "fs.beneath.symlink_races,fs.search.bounds",
+    )
+    .await;
+    assert_failure_mentions(&report, "fs.beneath.symlink_races", "out of the root");
+    assert_passed(&report, "fs.search.bounds");
+}

@@ -3,10 +3,9 @@
 
 use dsh_plugin_api::Result;
 
-use super::Files;
-use super::glob::PathGlob;
 use super::kind::EntryKind;
 use super::walk::{WALK_MAX_DEPTH, WALK_MAX_VISITED, Walk};
+use super::{Files, count};
 use crate::Outcome;
 
 const TOOL: &str = "find_files";
@@ -99,41 +98,40 @@ impl Files {
     /// walk.
     pub async fn find_files(&self, request: FindFilesRequest) -> Result<FindFilesResult> {
         let path = request.path.unwrap_or_else(|| ".".to_owned());
-        let glob = PathGlob::new(TOOL, &path, &request.pattern)?;
         let max_results = request
             .max_results
             .unwrap_or(FIND_DEFAULT_MAX_RESULTS)
             .min(FIND_MAX_RESULTS);
         let max_results = usize::try_from(max_results).unwrap_or(0);
+        let globs = vec![request.pattern];
         let mut walk = Walk::open(
-            self.fs.as_ref(),
+            &self.fs,
             TOOL,
             &path,
             WALK_MAX_DEPTH,
             WALK_MAX_VISITED,
+            globs,
         )
         .await?;
         let mut matches = Vec::new();
         let mut more = 0;
         while let Some(found) = walk.next().await? {
-            if !glob.matches(&found.relative) {
-                continue;
-            }
             if matches.len() == max_results {
                 more += 1;
                 continue;
             }
             matches.push(FoundPath {
                 path: found.path,
-                kind: EntryKind::from(found.entry.metadata.kind),
+                kind: EntryKind::from(found.metadata.kind),
             });
         }
+        let summary = walk.summary();
         Ok(FindFilesResult {
             matches,
             more,
-            complete: walk.complete(),
-            ignored: walk.ignored(),
-            unreadable: walk.unreadable(),
+            complete: summary.complete,
+            ignored: count(summary.ignored),
+            unreadable: count(summary.unreadable),
         })
     }
 }

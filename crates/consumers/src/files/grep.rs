@@ -1,19 +1,17 @@
-//! `grep`: lines matching a regex in a file or a tree, read through the
-//! seam's text stream, `.gitignore`-aware and bounded in matches, output,
-//! bytes scanned and files.
+//! `grep`: lines matching a regex in a file or a tree, through the seam's
+//! `search`, `.gitignore`-aware and bounded in matches, output, bytes
+//! scanned and files.
 
-use std::collections::VecDeque;
-use std::ops::Range;
+use dsh_plugin_api::Result;
+use dsh_plugin_api::fs::{
+    SearchEvent, SearchLimit, SearchLimits, SearchLine, SearchMode, SearchSpec,
+};
+use dsh_provider_kit::world;
+use futures::StreamExt;
 
-use dsh_plugin_api::fs::{FileKind, FsProvider};
-use dsh_plugin_api::{ErrorKind, Result};
-use regex::{Regex, RegexBuilder};
-
-use super::Files;
 use super::errors::{from_seam, invalid};
-use super::glob::PathGlob;
-use super::text_cursor::TextCursor;
-use super::walk::{WALK_MAX_DEPTH, WALK_MAX_VISITED, Walk};
+use super::walk::{WALK_MAX_DEPTH, WALK_MAX_VISITED};
+use super::{Files, count};
 use crate::Outcome;
 
 const TOOL: &str = "grep";
@@ -33,17 +31,9 @@ pub const GREP_MAX_OUTPUT_BYTES: usize = 64 * 1024;
 pub const GREP_MAX_BYTES_SCANNED: u64 = 256 * 1024 * 1024;
 /// The most files read in one search (10,000).
 pub const GREP_MAX_FILES: usize = 10_000;
-/// Bytes of one line that are searched (1 MiB); the rest of a longer line
-/// is skipped.
-pub const GREP_MAX_LINE_BYTES: usize = 1024 * 1024;
 /// Characters of a line returned (500); a longer line is shown around its
 /// match, with markers for what was left out on either side.
 pub const GREP_MAX_LINE_CHARS: usize = 500;
-
-/// How big a compiled regex may grow (bounds the memory a pattern takes).
-const REGEX_SIZE_LIMIT: usize = 8 * 1024 * 1024;
-/// Bytes shown before a match that lies beyond a long line's shown prefix.
-const MATCH_LEAD_BYTES: usize = 80;
 
 /// Arguments of `grep`.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
@@ -122,7 +112,7 @@ pub struct GrepResult {
     pub stopped_by: Option<GrepLimit>,
     /// Files read.
     pub files_searched: usize,
-    /// Files skipped: binary, not UTF-8, or unreadable.
+    /// Files skipped: binary or unreadable.
     pub files_skipped: usize,
     /// Entries skipped because `.gitignore` ignores them.
     pub ignored: usize,
@@ -172,7 +162,7 @@ impl Outcome for GrepResult {
         }
         if self.files_skipped > 0 {
             text.push_str(&format!(
-                "; {} files skipped (binary, not UTF-8 or unreadable)",
+                "; {} files skipped (binary or unreadable)",
                 self.files_skipped
             ));
         }
@@ -186,22 +176,13 @@ impl Outcome for GrepResult {
 
 impl Files {
     /// `grep`: the lines matching `request.pattern` in the file or tree at
-    /// `request.path`. Files are read through the seam's text stream one
-    /// at a time, line by line; binary and non-UTF-8 files are skipped
-    /// (and counted), as are symlinks and what `.gitignore` ignores. The
-    /// search stops at the first bound it meets (see [`GrepLimit`]).
-    /// Dropping the future stops it.
+    /// `request.path`, through the seam's `search` (native where the
+    /// provider has one, else `dsh_provider_kit::world`'s composition);
+    /// binary files are skipped (and counted), as are symlinks and what
+    /// `.gitignore` ignores. The search stops at the first bound it meets
+    /// (see [`GrepLimit`]). Dropping the future stops it.
     pub async fn grep(&self, request: GrepRequest) -> Result<GrepResult> {
         let path = request.path.unwrap_or_else(|| ".".to_owned());
-        let regex = RegexBuilder::new(&request.pattern)
-            .case_insensitive(request.case_insensitive.unwrap_or(false))
-            .size_limit(REGEX_SIZE_LIMIT)
-            .build()
-            .map_err(|err| invalid(TOOL, &path, format!("invalid regex: {err}")))?;
-        let glob = match &request.glob {
-            Some(pattern) => Some(PathGlob::new(TOOL, &path, pattern)?),
-            None => None,
-        };
         let max_matches = request
             .max_matches
             .unwrap_or(GREP_DEFAULT_MAX_MATCHES)
@@ -210,207 +191,97 @@ impl Files {
             return Err(invalid(TOOL, &path, "max_matches must be at least 1"));
         }
         let context = request.context.unwrap_or(0).min(GREP_MAX_CONTEXT);
-        let mut search = Search {
-            fs: self.fs.as_ref(),
-            regex,
-            max_matches: usize::try_from(max_matches).unwrap_or(usize::MAX),
-            context: usize::try_from(context).unwrap_or(0),
-            lines: Vec::new(),
-            match_count: 0,
-            output_bytes: 0,
-            scanned: 0,
-            files_searched: 0,
-            files_skipped: 0,
-            stopped_by: None,
+        let spec = SearchSpec {
+            pattern: request.pattern,
+            case_insensitive: request.case_insensitive.unwrap_or(false),
+            mode: SearchMode::Lines {
+                context: u32::try_from(context).unwrap_or(0),
+            },
+            globs: request.glob.into_iter().collect(),
+            types: Vec::new(),
+            gitignore: true,
+            max_depth: WALK_MAX_DEPTH,
+            beneath: false,
+            limits: SearchLimits {
+                max_matches,
+                max_bytes_scanned: GREP_MAX_BYTES_SCANNED,
+                max_files: GREP_MAX_FILES as u64,
+                max_output_bytes: GREP_MAX_OUTPUT_BYTES as u64,
+                max_entries: WALK_MAX_VISITED,
+                max_line_chars: GREP_MAX_LINE_CHARS as u32,
+            },
         };
-        let metadata = self
-            .fs
-            .stat(&path)
+        let mut events = world::search(&self.fs, &path, spec)
             .await
             .map_err(|err| from_seam(TOOL, &path, err))?;
-        let mut ignored = 0;
-        if metadata.kind == FileKind::Directory {
-            let mut walk = Walk::open(
-                self.fs.as_ref(),
-                TOOL,
-                &path,
-                WALK_MAX_DEPTH,
-                WALK_MAX_VISITED,
-            )
-            .await?;
-            while search.stopped_by.is_none() {
-                let Some(found) = walk.next().await? else {
-                    if !walk.complete() {
-                        search.stopped_by = Some(GrepLimit::EntriesVisited);
+        let mut matches = Vec::new();
+        let mut match_count = 0;
+        // The seam bounds its own output; the markers added here count too.
+        // Past the bound lines are dropped (the seam stops soon after: its
+        // bound is the same without the markers).
+        let mut shown_bytes = 0;
+        let mut over = false;
+        let mut summary = loop {
+            match events.next().await {
+                Some(Ok(SearchEvent::Line(line))) => {
+                    let text = shown_text(&line);
+                    shown_bytes += line.path.len() + text.len();
+                    over |= shown_bytes > GREP_MAX_OUTPUT_BYTES;
+                    if over {
+                        continue;
                     }
-                    break;
-                };
-                if found.entry.metadata.kind != FileKind::File
-                    || glob
-                        .as_ref()
-                        .is_some_and(|glob| !glob.matches(&found.relative))
-                {
-                    continue;
+                    match_count += usize::from(!line.context);
+                    matches.push(GrepLine {
+                        text,
+                        path: line.path,
+                        line: line.line,
+                        context: line.context,
+                    });
                 }
-                if search.files_searched + search.files_skipped == GREP_MAX_FILES {
-                    search.stopped_by = Some(GrepLimit::Files);
-                    break;
+                Some(Ok(SearchEvent::End(summary))) => break summary,
+                Some(Ok(SearchEvent::File { .. })) => {}
+                Some(Err(err)) => return Err(from_seam(TOOL, &path, err)),
+                None => {
+                    return Err(invalid(TOOL, &path, "the search ended without its summary"));
                 }
-                search.file(&found.path).await?;
             }
-            ignored = walk.ignored();
-        } else {
-            search.file(&path).await?;
+        };
+        if over {
+            summary.stopped_by = Some(SearchLimit::OutputBytes);
         }
         Ok(GrepResult {
-            more: search.stopped_by.is_some(),
-            matches: search.lines,
-            match_count: search.match_count,
-            stopped_by: search.stopped_by,
-            files_searched: search.files_searched,
-            files_skipped: search.files_skipped,
-            ignored,
+            more: summary.stopped_by.is_some(),
+            matches,
+            match_count,
+            stopped_by: summary.stopped_by.map(GrepLimit::from),
+            files_searched: count(summary.files_searched),
+            files_skipped: count(summary.files_skipped),
+            ignored: count(summary.ignored),
         })
     }
 }
 
-/// One search in progress.
-struct Search<'a> {
-    fs: &'a dyn FsProvider,
-    regex: Regex,
-    max_matches: usize,
-    context: usize,
-    lines: Vec<GrepLine>,
-    match_count: usize,
-    output_bytes: usize,
-    scanned: u64,
-    files_searched: usize,
-    files_skipped: usize,
-    stopped_by: Option<GrepLimit>,
-}
-
-impl Search<'_> {
-    /// Searches the file at `path` (as the seam names it), line by line,
-    /// until its end or a bound.
-    async fn file(&mut self, path: &str) -> Result<()> {
-        let stream = match self.fs.stream_text(path).await {
-            Ok(stream) => stream,
-            Err(err) if skippable(err.kind()) => {
-                self.files_skipped += 1;
-                return Ok(());
-            }
-            Err(err) => return Err(from_seam(TOOL, path, err)),
-        };
-        self.files_searched += 1;
-        let size = stream.size;
-        let mut cursor = TextCursor::new(stream.chunks);
-        cursor.limit_to(GREP_MAX_BYTES_SCANNED.saturating_sub(self.scanned));
-        let mut before: VecDeque<GrepLine> = VecDeque::new();
-        let mut after = 0;
-        let read = loop {
-            let line = match cursor.next_line(GREP_MAX_LINE_BYTES).await {
-                Ok(Some(line)) => line,
-                Ok(None) => break Ok(()),
-                // Not text after all: what matched before stays.
-                Err(err) if err.kind() == ErrorKind::InvalidUtf8 => break Ok(()),
-                Err(err) => break Err(from_seam(TOOL, path, err)),
-            };
-            let found = self.regex.find(&line.kept).map(|found| found.range());
-            let is_match = found.is_some();
-            if is_match && self.match_count == self.max_matches {
-                self.stopped_by = Some(GrepLimit::MaxMatches);
-                break Ok(());
-            }
-            if is_match || after > 0 || self.context > 0 {
-                let shown = GrepLine {
-                    path: path.to_owned(),
-                    line: line.number,
-                    text: shown_text(&line.kept, line.len, found),
-                    context: !is_match,
-                };
-                if is_match {
-                    let context = std::mem::take(&mut before);
-                    if !context.into_iter().all(|line| self.emit(line)) || !self.emit(shown) {
-                        break Ok(());
-                    }
-                    self.match_count += 1;
-                    after = self.context;
-                } else if after > 0 {
-                    if !self.emit(shown) {
-                        break Ok(());
-                    }
-                    after -= 1;
-                } else {
-                    before.push_back(shown);
-                    if before.len() > self.context {
-                        before.pop_front();
-                    }
-                }
-            }
-        };
-        self.scanned += cursor.offset();
-        if self.stopped_by.is_none()
-            && self.scanned >= GREP_MAX_BYTES_SCANNED
-            && cursor.offset() < size
-        {
-            self.stopped_by = Some(GrepLimit::BytesScanned);
+impl From<SearchLimit> for GrepLimit {
+    fn from(value: SearchLimit) -> Self {
+        match value {
+            SearchLimit::Matches => GrepLimit::MaxMatches,
+            SearchLimit::OutputBytes => GrepLimit::OutputBytes,
+            SearchLimit::BytesScanned => GrepLimit::BytesScanned,
+            SearchLimit::Files => GrepLimit::Files,
+            SearchLimit::Entries => GrepLimit::EntriesVisited,
         }
-        read
-    }
-
-    /// Adds `line` to the result unless that would pass
-    /// [`GREP_MAX_OUTPUT_BYTES`] (then the search stops); whether it was
-    /// added.
-    fn emit(&mut self, line: GrepLine) -> bool {
-        let bytes = line.path.len() + line.text.len();
-        if self.output_bytes + bytes > GREP_MAX_OUTPUT_BYTES {
-            self.stopped_by = Some(GrepLimit::OutputBytes);
-            return false;
-        }
-        self.output_bytes += bytes;
-        self.lines.push(line);
-        true
     }
 }
 
-/// Errors opening a file that skip it rather than end the search.
-fn skippable(kind: ErrorKind) -> bool {
-    matches!(
-        kind,
-        ErrorKind::Binary
-            | ErrorKind::InvalidUtf8
-            | ErrorKind::NotFound
-            | ErrorKind::PermissionDenied
-            | ErrorKind::IsADirectory
-            | ErrorKind::InvalidInput
-    )
-}
-
-/// The text shown for a line whose first bytes are `kept` out of `len`: at
-/// most [`GREP_MAX_LINE_CHARS`] characters, from the start or, when the
-/// match (`found`, a byte range in `kept`) lies beyond that, from a little
-/// before the match; markers say how many bytes were left out on each side.
-fn shown_text(kept: &str, len: u64, found: Option<Range<usize>>) -> String {
-    let window_end = |from: usize| {
-        kept[from..]
-            .char_indices()
-            .nth(GREP_MAX_LINE_CHARS)
-            .map_or(kept.len(), |(at, _)| from + at)
-    };
-    let mut start = 0;
-    let mut end = window_end(0);
-    if let Some(found) = found
-        && found.end > end
-    {
-        start = kept.floor_char_boundary(found.start.saturating_sub(MATCH_LEAD_BYTES));
-        end = window_end(start);
-    }
+/// The text shown for `line`: the window the seam returned, with markers
+/// saying how many bytes were left out on either side.
+fn shown_text(line: &SearchLine) -> String {
     let mut text = String::new();
-    if start > 0 {
-        text.push_str(&format!("[... {start} bytes] "));
+    if line.offset > 0 {
+        text.push_str(&format!("[... {} bytes] ", line.offset));
     }
-    text.push_str(&kept[start..end]);
-    let rest = len - end as u64;
+    text.push_str(&line.text);
+    let rest = line.len - line.offset - line.text.len() as u64;
     if rest > 0 {
         text.push_str(&format!(" [... {rest} more bytes]"));
     }
@@ -421,33 +292,23 @@ fn shown_text(kept: &str, len: u64, found: Option<Range<usize>>) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn short_lines_are_shown_whole() {
-        assert_eq!(shown_text("fn main() {}", 12, Some(0..2)), "fn main() {}");
+    fn line(text: &str, offset: u64, len: u64) -> SearchLine {
+        SearchLine {
+            path: "a".into(),
+            line: 1,
+            text: text.into(),
+            offset,
+            len,
+            context: false,
+        }
     }
 
     #[test]
-    fn long_lines_are_cut_around_their_match() {
-        let line = format!("{}NEEDLE{}", "a".repeat(10_000), "b".repeat(10_000));
-        let at = line.find("NEEDLE").expect("needle");
-        let shown = shown_text(&line, line.len() as u64, Some(at..at + 6));
-        assert!(
-            shown.starts_with(&format!("[... {} bytes] ", at - MATCH_LEAD_BYTES)),
-            "{shown}"
-        );
-        assert!(shown.contains("NEEDLE"), "{shown}");
-        assert!(shown.ends_with(" more bytes]"), "{shown}");
-        assert!(
-            shown.chars().count() < GREP_MAX_LINE_CHARS + 60,
-            "{}",
-            shown.len()
-        );
-        let head = shown_text(&line, line.len() as u64 + 5, None);
-        assert!(head.starts_with("aaa"), "{head}");
-        let rest = line.len() + 5 - GREP_MAX_LINE_CHARS;
-        assert!(
-            head.ends_with(&format!(" [... {rest} more bytes]")),
-            "{head}"
+    fn cut_lines_say_what_was_left_out() {
+        assert_eq!(shown_text(&line("fn main() {}", 0, 12)), "fn main() {}");
+        assert_eq!(
+            shown_text(&line("NEEDLE", 9920, 20_006)),
+            "[... 9920 bytes] NEEDLE [... 10080 more bytes]"
         );
     }
 }

@@ -3,10 +3,10 @@
 
 use dsh_plugin_api::Result;
 
-use super::Files;
 use super::errors::invalid;
 use super::kind::EntryKind;
 use super::walk::Walk;
+use super::{Files, count};
 use crate::Outcome;
 
 const TOOL: &str = "list_dir";
@@ -21,7 +21,7 @@ pub const LIST_DEFAULT_MAX_ENTRIES: u64 = 500;
 pub const LIST_MAX_ENTRIES: u64 = 5000;
 /// The most entries a listing visits, counting those not shown (20,000);
 /// beyond it `more` is a lower bound and `complete` is false.
-pub const LIST_MAX_VISITED: usize = 20_000;
+pub const LIST_MAX_VISITED: u64 = 20_000;
 
 /// Arguments of `list_dir`.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
@@ -122,13 +122,14 @@ impl Files {
         if depth == 0 {
             return Err(invalid(TOOL, &path, "depth must be at least 1"));
         }
-        let depth = usize::try_from(depth.min(LIST_MAX_DEPTH)).unwrap_or(1);
+        let depth = u32::try_from(depth.min(LIST_MAX_DEPTH)).unwrap_or(1);
         let max_entries = request
             .max_entries
             .unwrap_or(LIST_DEFAULT_MAX_ENTRIES)
             .min(LIST_MAX_ENTRIES);
         let max_entries = usize::try_from(max_entries).unwrap_or(0);
-        let mut walk = Walk::open(self.fs.as_ref(), TOOL, &path, depth, LIST_MAX_VISITED).await?;
+        let mut walk =
+            Walk::open(&self.fs, TOOL, &path, depth, LIST_MAX_VISITED, Vec::new()).await?;
         let mut entries = Vec::new();
         let mut more = 0;
         while let Some(found) = walk.next().await? {
@@ -136,7 +137,7 @@ impl Files {
                 more += 1;
                 continue;
             }
-            let metadata = found.entry.metadata;
+            let metadata = found.metadata;
             let kind = EntryKind::from(metadata.kind);
             entries.push(ListedEntry {
                 path: found.relative,
@@ -145,13 +146,14 @@ impl Files {
                 symlink_target: metadata.symlink_target,
             });
         }
+        let summary = walk.summary();
         Ok(ListDirResult {
             path,
             entries,
             more,
-            complete: walk.complete(),
-            ignored: walk.ignored(),
-            unreadable: walk.unreadable(),
+            complete: summary.complete,
+            ignored: count(summary.ignored),
+            unreadable: count(summary.unreadable),
         })
     }
 }

@@ -35,9 +35,7 @@ mod diff;
 mod edit;
 mod errors;
 mod find;
-mod glob;
 mod grep;
-mod ignore_rules;
 mod kind;
 mod list;
 mod make_dir;
@@ -60,8 +58,8 @@ pub use find::{
 };
 pub use grep::{
     GREP_DEFAULT_MAX_MATCHES, GREP_MAX_BYTES_SCANNED, GREP_MAX_CONTEXT, GREP_MAX_FILES,
-    GREP_MAX_LINE_BYTES, GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, GREP_MAX_OUTPUT_BYTES, GrepLimit,
-    GrepLine, GrepRequest, GrepResult,
+    GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, GREP_MAX_OUTPUT_BYTES, GrepLimit, GrepLine, GrepRequest,
+    GrepResult,
 };
 pub use kind::EntryKind;
 pub use list::{
@@ -90,4 +88,9 @@ impl Files {
     pub fn new(fs: Arc<dyn FsProvider>) -> Files {
         Files { fs }
     }
+}
+
+/// A count from the seam (`u64`) as the tools report it.
+fn count(value: u64) -> usize {
+    usize::try_from(value).unwrap_or(usize::MAX)
 }

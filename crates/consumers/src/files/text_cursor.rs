@@ -62,9 +62,6 @@ pub(super) struct TextCursor {
     /// Whether the last byte consumed ended a line (true before any).
     at_line_start: bool,
     ended: bool,
-    /// The offset at which the cursor treats the file as ended (a chunk's
-    /// worth may be consumed past it).
-    limit: u64,
 }
 
 impl TextCursor {
@@ -78,14 +75,7 @@ impl TextCursor {
             newlines: 0,
             at_line_start: true,
             ended: false,
-            limit: u64::MAX,
         }
-    }
-
-    /// Treats the file as ending once `limit` bytes are consumed: reading
-    /// stops within a chunk of it, even in the middle of a line.
-    pub(super) fn limit_to(&mut self, limit: u64) {
-        self.limit = limit;
     }
 
     /// The byte offset of the position.
@@ -217,12 +207,8 @@ impl TextCursor {
         }
     }
 
-    /// Makes unread text available in `chunk`; false at the end (or the
-    /// limit).
+    /// Makes unread text available in `chunk`; false at the end.
     async fn fill(&mut self) -> Result<bool> {
-        if self.offset >= self.limit {
-            return Ok(false);
-        }
         while self.at == self.chunk.len() {
             if self.ended {
                 return Ok(false);
@@ -304,16 +290,6 @@ mod tests {
             assert_eq!(c.line_number(), 2);
             assert_eq!(c.count_lines_to_end(100).await, Some(2));
         });
-    }
-
-    #[test]
-    fn a_limit_ends_the_file_early_even_mid_line() {
-        let mut c = cursor(&["ab", "cd", "ef\n"]);
-        c.limit_to(3);
-        let got = lines(c, 100);
-        assert_eq!(got.len(), 1);
-        assert_eq!(got[0].kept, "abcd", "the chunk in progress is finished");
-        assert_eq!(got[0].ending, Ending::Eof);
     }
 
     #[test]

@@ -17,9 +17,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::{FileKind, FsProvider, Version};
+use dsh_plugin_api::fs::{FileKind, FsProvider, Version, WalkEvent, WalkSpec};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Error, ErrorKind, Result};
+use futures::StreamExt;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
@@ -34,8 +35,10 @@ const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// The most files of a workspace followed for changes ([`Servers::rescan`]); beyond it, the
 /// rest are not reported (the scan says so once in the log).
 const MAX_WATCHED_FILES: usize = 5000;
-/// The most directories one rescan lists.
-const MAX_WATCHED_DIRS: usize = 1000;
+/// The most entries one rescan visits (files of other languages and directories included).
+const MAX_WATCHED_ENTRIES: u64 = 50_000;
+/// The deepest one rescan descends.
+const MAX_WATCHED_DEPTH: u32 = 64;
 /// Directories never descended into: dependencies, caches, version control.
 const SKIPPED_DIRS: [&str; 3] = ["node_modules", "__pycache__", "target"];
 
@@ -276,7 +279,7 @@ impl Servers {
             .iter()
             .flat_map(|l| l.extensions.iter().map(|e| e.extension.clone()))
             .collect();
-        let found = walk(self.fs.as_ref(), dir, &extensions, limit + 1).await;
+        let found = walk(&self.fs, dir, &extensions, limit + 1).await;
         let mut files: Vec<String> = found.into_keys().collect();
         files.sort();
         let truncated = files.len() > limit;
@@ -291,7 +294,7 @@ impl Servers {
         use lsp_types::FileChangeType;
         let mut known = running.files.lock().await;
         let now = walk(
-            self.fs.as_ref(),
+            &self.fs,
             &running.root,
             &running.extensions,
             MAX_WATCHED_FILES,
@@ -599,7 +602,7 @@ async fn acquire_in(
                 .map(|e| e.extension.clone())
                 .collect();
             // The baseline the next rescans compare with.
-            let files = walk(fs.as_ref(), root, &extensions, MAX_WATCHED_FILES).await;
+            let files = walk(&fs, root, &extensions, MAX_WATCHED_FILES).await;
             let running = Arc::new(Running {
                 server,
                 language: language.name.clone(),
@@ -621,52 +624,54 @@ async fn acquire_in(
     }
 }
 
-/// The files of `extensions` under `root` and their versions: a breadth-first walk through
-/// `fs`, bounded (`limit` files, [`MAX_WATCHED_DIRS`] directories), not into dot directories,
-/// [`SKIPPED_DIRS`] or symlinks. Unreadable directories are skipped.
+/// The files of `extensions` under `root` and their versions: one `walk` through the seam
+/// (native where the provider has one), breadth-first, bounded (`limit` files,
+/// [`MAX_WATCHED_ENTRIES`] entries visited), not into dot directories, [`SKIPPED_DIRS`] or
+/// symlinks. Unreadable directories are skipped; a walk that cannot start finds nothing.
 async fn walk(
-    fs: &dyn FsProvider,
+    fs: &Arc<dyn FsProvider>,
     root: &str,
     extensions: &[String],
     limit: usize,
 ) -> HashMap<String, Scanned> {
     let mut files = HashMap::new();
-    let mut queue = std::collections::VecDeque::from([root.to_owned()]);
-    let mut listed = 0;
-    while let Some(dir) = queue.pop_front() {
-        if listed == MAX_WATCHED_DIRS || files.len() >= limit {
-            tracing::debug!("workspace {root}: only part of it is walked");
-            break;
-        }
-        listed += 1;
-        let Ok(entries) = fs.list(&dir).await else {
-            continue;
-        };
-        for entry in entries {
-            match entry.metadata.kind {
-                dsh_plugin_api::fs::FileKind::Directory
-                    if !entry.name.starts_with('.')
-                        && !SKIPPED_DIRS.contains(&entry.name.as_str()) =>
-                {
-                    queue.push_back(entry.path);
+    let globs = std::iter::once("!.*".to_owned())
+        .chain(SKIPPED_DIRS.iter().map(|skipped| format!("!{skipped}")))
+        .collect();
+    let spec = WalkSpec {
+        max_depth: MAX_WATCHED_DEPTH,
+        max_entries: MAX_WATCHED_ENTRIES,
+        globs,
+        gitignore: false,
+        beneath: false,
+    };
+    let Ok(mut events) = dsh_provider_kit::world::walk(fs, root, spec).await else {
+        return files;
+    };
+    while let Some(Ok(event)) = events.next().await {
+        let entry = match event {
+            WalkEvent::Entry(entry) => entry,
+            WalkEvent::End(summary) => {
+                if !summary.complete || files.len() >= limit {
+                    tracing::debug!("workspace {root}: only part of it is walked");
                 }
-                dsh_plugin_api::fs::FileKind::File
-                    if entry
-                        .name
-                        .rsplit_once('.')
-                        .is_some_and(|(_, e)| extensions.iter().any(|x| x == e))
-                        && files.len() < limit =>
-                {
-                    files.insert(
-                        entry.path,
-                        Scanned {
-                            version: entry.metadata.version,
-                            size: entry.metadata.size,
-                        },
-                    );
-                }
-                _ => {}
+                break;
             }
+        };
+        if entry.metadata.kind == FileKind::File
+            && files.len() < limit
+            && entry
+                .relative
+                .rsplit_once('.')
+                .is_some_and(|(_, e)| !e.contains('/') && extensions.iter().any(|x| x == e))
+        {
+            files.insert(
+                entry.path,
+                Scanned {
+                    version: entry.metadata.version,
+                    size: entry.metadata.size,
+                },
+            );
         }
     }
     files

@@ -1022,22 +1022,25 @@ async fn grep_finds_lines_with_paths_and_numbers() {
     assert_eq!(
         found,
         [
+            ("latin1.txt", 1, "needle caf\u{fffd}"),
             ("src/b.rs", 1, "needle"),
             ("src/b.rs", 3, "needle again"),
             ("src/c.md", 1, "needle in docs")
         ]
     );
-    assert_eq!(result.match_count, 3);
+    assert_eq!(result.match_count, 4);
     assert!(!result.more);
     assert_eq!(result.stopped_by, None);
     assert_eq!(
         result.files_searched, 4,
-        "a.rs, latin1.txt (until invalid), src/b.rs, src/c.md"
+        "a.rs, latin1.txt (invalid UTF-8 shown as U+FFFD, as ripgrep does), src/b.rs, src/c.md"
     );
     assert_eq!(result.files_skipped, 1, "the binary file, silently");
     let text = result.text();
     assert!(
-        text.starts_with("src/b.rs:1:needle\nsrc/b.rs:3:needle again\n"),
+        text.starts_with(
+            "latin1.txt:1:needle caf\u{fffd}\nsrc/b.rs:1:needle\nsrc/b.rs:3:needle again\n"
+        ),
         "{text}"
     );
 

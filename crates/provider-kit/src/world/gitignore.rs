@@ -1,5 +1,6 @@
-//! `.gitignore` rules as a walk meets them, read through the `fs` seam
-//! (never the host's filesystem: the world may be a remote sandbox).
+//! `.gitignore` rules as a walk meets them (read through the walk's
+//! [`super::Tree`], never the host's filesystem: the world may be a remote
+//! sandbox).
 //!
 //! Rules form a chain from a directory up to the repository root: a path is
 //! decided by the deepest `.gitignore` with a matching rule (within one
@@ -7,33 +8,31 @@
 //! uses absolute paths in the world, so each file's anchored rules
 //! (`/build`) apply relative to its own directory.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use dsh_plugin_api::fs::{FileKind, FsProvider};
-use futures::StreamExt;
 use ignore::Match;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 /// The largest `.gitignore` read (1 MiB); a bigger one is not applied.
-const GITIGNORE_MAX_BYTES: u64 = 1024 * 1024;
+pub(crate) const GITIGNORE_MAX_BYTES: u64 = 1024 * 1024;
 
 /// How many ancestors of a walk's root are searched for the repository
 /// root and its `.gitignore` files.
-const MAX_ANCESTORS: usize = 32;
+pub(crate) const MAX_ANCESTORS: usize = 32;
 
 /// The rules in force in one directory; `None` where none are.
-pub(super) type Rules = Option<Arc<IgnoreRules>>;
+pub(crate) type Rules = Option<Arc<IgnoreRules>>;
 
 /// One directory's `.gitignore` and the rules in force above it.
-pub(super) struct IgnoreRules {
+pub(crate) struct IgnoreRules {
     matcher: Gitignore,
     parent: Rules,
 }
 
 impl IgnoreRules {
     /// Whether `path` (absolute, in the world) is ignored.
-    pub(super) fn ignores(&self, path: &Path, is_dir: bool) -> bool {
+    pub(crate) fn ignores(&self, path: &Path, is_dir: bool) -> bool {
         let mut rules = Some(self);
         while let Some(current) = rules {
             match current.matcher.matched(path, is_dir) {
@@ -47,7 +46,7 @@ impl IgnoreRules {
 }
 
 /// Whether `rules` ignore `path`.
-pub(super) fn ignored(rules: &Rules, path: &Path, is_dir: bool) -> bool {
+pub(crate) fn ignored(rules: &Rules, path: &Path, is_dir: bool) -> bool {
     rules
         .as_ref()
         .is_some_and(|rules| rules.ignores(path, is_dir))
@@ -56,7 +55,7 @@ pub(super) fn ignored(rules: &Rules, path: &Path, is_dir: bool) -> bool {
 /// The rules of `dir` (absolute) given its `.gitignore` text, on top of
 /// `parent`. Lines that are not valid patterns are skipped, as git skips
 /// them.
-pub(super) fn with_gitignore(parent: Rules, dir: &Path, text: &str) -> Rules {
+pub(crate) fn with_gitignore(parent: Rules, dir: &Path, text: &str) -> Rules {
     let mut builder = GitignoreBuilder::new(dir);
     for line in text.lines() {
         if let Err(err) = builder.add_line(None, line) {
@@ -71,63 +70,6 @@ pub(super) fn with_gitignore(parent: Rules, dir: &Path, text: &str) -> Rules {
             parent
         }
     }
-}
-
-/// The text of the `.gitignore` at `path` (as the seam names it), or
-/// `None` when it is missing, unreadable, not text or over
-/// [`GITIGNORE_MAX_BYTES`] — a walk goes on without it.
-pub(super) async fn read_gitignore(fs: &dyn FsProvider, path: &str) -> Option<String> {
-    let stream = fs.stream_text(path).await.ok()?;
-    if stream.size > GITIGNORE_MAX_BYTES {
-        tracing::debug!(
-            path,
-            size = stream.size,
-            "not applying an oversized .gitignore"
-        );
-        return None;
-    }
-    let mut text = String::new();
-    let mut chunks = stream.chunks;
-    while let Some(chunk) = chunks.next().await {
-        text.push_str(&chunk.ok()?);
-        if text.len() as u64 > GITIGNORE_MAX_BYTES {
-            return None;
-        }
-    }
-    Some(text)
-}
-
-/// The rules that apply at `root` (absolute, canonical) from above it: the
-/// `.gitignore` files of its ancestors up to the nearest one holding `.git`
-/// (the repository root); none when no ancestor within [`MAX_ANCESTORS`]
-/// does. The ancestors are probed concurrently.
-pub(super) async fn inherited(fs: &dyn FsProvider, root: &Path) -> Rules {
-    let ancestors: Vec<PathBuf> = root
-        .ancestors()
-        .skip(1)
-        .take(MAX_ANCESTORS)
-        .map(Path::to_path_buf)
-        .collect();
-    let probes = ancestors.iter().map(|dir| async move {
-        let git = dir.join(".git").to_string_lossy().into_owned();
-        let gitignore = dir.join(".gitignore").to_string_lossy().into_owned();
-        let (git, gitignore) =
-            futures::future::join(fs.lstat(&git), read_gitignore(fs, &gitignore)).await;
-        // `.git` is a directory, or a file in a worktree or submodule.
-        let is_repo_root =
-            git.is_ok_and(|meta| matches!(meta.kind, FileKind::Directory | FileKind::File));
-        (is_repo_root, gitignore)
-    });
-    let probed = futures::future::join_all(probes).await;
-    let repo_root = probed.iter().position(|(is_repo_root, _)| *is_repo_root)?;
-    // From the repository root down to the walk's parent directory.
-    let mut rules = None;
-    for (dir, (_, gitignore)) in ancestors.iter().zip(&probed).take(repo_root + 1).rev() {
-        if let Some(text) = gitignore {
-            rules = with_gitignore(rules, dir, text);
-        }
-    }
-    rules
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use abi_stable::sabi_trait::TD_Opaque;
-use abi_stable::std_types::{RArc, RBox, ROption, RStr, RVec};
+use abi_stable::std_types::{RArc, RBox, ROption, RStr, RString, RVec};
 
 use super::proxy::FsProxy;
 use super::{
-    FfiEdit, FfiEditOutcome, FfiFs, FfiFs_TO, FfiFsObject, FfiListing, FfiMetadata, FfiReadStream,
-    FfiResolved, FfiTextFile, FfiVersion, FfiWriteGuard,
+    FfiEdit, FfiEditOutcome, FfiFs, FfiFs_TO, FfiFsObject, FfiListing, FfiMetadata, FfiReadMany,
+    FfiReadManyLimits, FfiReadStream, FfiResolved, FfiSearchSpec, FfiSearchStream, FfiTextFile,
+    FfiVersion, FfiWalkSpec, FfiWalkStream, FfiWriteGuard,
 };
 use crate::ffi::bytes::FfiBytes;
 use crate::ffi::context::{Bound, CallContext};
@@ -138,6 +139,32 @@ impl FfiFs for FsExport {
     fn rename<'a>(&'a self, from: RStr<'a>, to: RStr<'a>) -> FfiFut<'a, ()> {
         let call = |fs: &'a dyn FsProvider| fs.rename(from.as_str(), to.as_str());
         export_call(self, "rename", call, |()| ())
+    }
+
+    fn walk<'a>(&'a self, root: RStr<'a>, spec: FfiWalkSpec) -> FfiFut<'a, FfiWalkStream> {
+        let context = self.context().clone();
+        let map = move |events| export_stream(events, &context, "walk");
+        let call = move |fs: &'a dyn FsProvider| fs.walk(root.as_str(), spec.into());
+        export_call(self, "walk", call, map)
+    }
+
+    fn search<'a>(&'a self, root: RStr<'a>, spec: FfiSearchSpec) -> FfiFut<'a, FfiSearchStream> {
+        let context = self.context().clone();
+        let map = move |events| export_stream(events, &context, "search");
+        let call = move |fs: &'a dyn FsProvider| fs.search(root.as_str(), spec.into());
+        export_call(self, "search", call, map)
+    }
+
+    fn read_many<'a>(
+        &'a self,
+        paths: RVec<RString>,
+        limits: FfiReadManyLimits,
+    ) -> FfiFut<'a, FfiReadMany> {
+        let call = move |fs: &'a dyn FsProvider| {
+            let paths = paths.into_iter().map(String::from).collect();
+            fs.read_many(paths, limits.into())
+        };
+        export_call(self, "read_many", call, FfiReadMany::from)
     }
 }
 

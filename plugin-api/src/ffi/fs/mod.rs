@@ -3,6 +3,7 @@
 mod export;
 mod proxy;
 mod types;
+mod world;
 
 use abi_stable::StableAbi;
 use abi_stable::sabi_trait;
@@ -11,6 +12,7 @@ use abi_stable::std_types::{RArc, ROption, RStr, RString, RVec};
 pub use export::export_fs;
 pub use proxy::import_fs;
 pub use types::*;
+pub use world::*;
 
 use crate::ffi::bytes::FfiBytes;
 use crate::ffi::future::FfiFut;
@@ -57,8 +59,15 @@ pub trait FfiFs: Send + Sync {
     ) -> FfiFut<'a, FfiEditOutcome>;
     fn mkdir<'a>(&'a self, path: RStr<'a>) -> FfiFut<'a, ()>;
     fn remove<'a>(&'a self, path: RStr<'a>) -> FfiFut<'a, bool>;
-    #[sabi(last_prefix_field)]
     fn rename<'a>(&'a self, from: RStr<'a>, to: RStr<'a>) -> FfiFut<'a, ()>;
+    fn walk<'a>(&'a self, root: RStr<'a>, spec: FfiWalkSpec) -> FfiFut<'a, FfiWalkStream>;
+    fn search<'a>(&'a self, root: RStr<'a>, spec: FfiSearchSpec) -> FfiFut<'a, FfiSearchStream>;
+    #[sabi(last_prefix_field)]
+    fn read_many<'a>(
+        &'a self,
+        paths: RVec<RString>,
+        limits: FfiReadManyLimits,
+    ) -> FfiFut<'a, FfiReadMany>;
 }
 
 /// An `fs` service as it crosses the ABI (shared, reference-counted).

@@ -6,7 +6,7 @@ use abi_stable::std_types::{ROption, RStr};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{FfiFs_TO, FfiFsObject, FfiReadStream};
+use super::{FfiFs_TO, FfiFsObject, FfiReadStream, FfiSearchStream, FfiWalkStream};
 use crate::error::Result;
 use crate::ffi::bytes::FfiBytes;
 use crate::ffi::context::CallContext;
@@ -14,8 +14,8 @@ use crate::ffi::future::import;
 use crate::ffi::registry;
 use crate::ffi::stream::{FfiByteStream, FfiTextStream, export_stream, import_stream};
 use crate::fs::{
-    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
-    WriteGuard,
+    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadManyItem, ReadManyLimits, ReadStream,
+    Resolved, SearchSpec, SearchStream, TextFile, Version, WalkSpec, WalkStream, WriteGuard,
 };
 use crate::stream::{ByteStream, TextStream};
 
@@ -126,5 +126,24 @@ impl FsProvider for FsProxy {
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
         import(self.object.rename(from.into(), to.into())).await
+    }
+
+    async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
+        let events: FfiWalkStream = import(self.object.walk(root.into(), spec.into())).await?;
+        Ok(import_stream(events))
+    }
+
+    async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
+        let events: FfiSearchStream = import(self.object.search(root.into(), spec.into())).await?;
+        Ok(import_stream(events))
+    }
+
+    async fn read_many(
+        &self,
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    ) -> Result<Vec<ReadManyItem>> {
+        let paths = paths.into_iter().map(Into::into).collect();
+        import(self.object.read_many(paths, limits.into())).await
     }
 }

@@ -10,4 +10,5 @@ mod plugin;
 mod read;
 mod resolve;
 mod tree;
+mod world;
 mod write;

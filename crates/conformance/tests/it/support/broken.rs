@@ -9,8 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use dsh_fs_local::FsLocal;
 use dsh_plugin_api::fs::{
-    BINARY_SAMPLE_LEN, DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved,
-    TextFile, Version, WriteGuard,
+    BINARY_SAMPLE_LEN, DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadManyItem,
+    ReadManyLimits, ReadStream, Resolved, SearchMode, SearchSpec, SearchStream, TextFile, Version,
+    WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::stream::{ByteStream, ByteWriter, TextStream};
 use dsh_plugin_api::subprocess::{
@@ -35,6 +36,13 @@ pub enum FsFlaw {
     UnserialisedEdit,
     /// `contains` is a string-prefix test on lexically normalised paths.
     NaiveContains,
+    /// `walk` forgets `.gitignore`.
+    WalkIgnoresGitignore,
+    /// `search` returns no context lines.
+    SearchDropsContext,
+    /// `read_many` with `beneath` checks nothing and reads by path, as a
+    /// naive provider would (following symlinks out of the root).
+    ReadManyUnconfined,
 }
 
 /// `fs-local` with one flaw.
@@ -274,6 +282,39 @@ impl FsProvider for BrokenFs {
 
     async fn rename(&self, from: &str, to: &str) -> Result<()> {
         self.inner.rename(from, to).await
+    }
+
+    async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
+        let gitignore = spec.gitignore && self.flaw != FsFlaw::WalkIgnoresGitignore;
+        self.inner.walk(root, WalkSpec { gitignore, ..spec }).await
+    }
+
+    async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
+        let mode = match spec.mode {
+            SearchMode::Lines { .. } if self.flaw == FsFlaw::SearchDropsContext => {
+                SearchMode::Lines { context: 0 }
+            }
+            mode => mode,
+        };
+        self.inner.search(root, SearchSpec { mode, ..spec }).await
+    }
+
+    async fn read_many(
+        &self,
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    ) -> Result<Vec<ReadManyItem>> {
+        match &limits.beneath {
+            Some(root) if self.flaw == FsFlaw::ReadManyUnconfined => {
+                let paths = paths.iter().map(|path| format!("{root}/{path}")).collect();
+                let limits = ReadManyLimits {
+                    beneath: None,
+                    ..limits
+                };
+                self.inner.read_many(paths, limits).await
+            }
+            _ => self.inner.read_many(paths, limits).await,
+        }
     }
 }
 

@@ -1,0 +1,246 @@
+//! The world-side operations natively: `walk` and `search` run
+//! `dsh_provider_kit::world`'s engines over [`LocalTree`] — directory
+//! descriptors and `openat2` instead of one seam call per directory and
+//! file — and `read_many` reads in-process. Every open below the root is
+//! confined ([`crate::beneath`]): a walk or search never follows a symlink
+//! below its root, whether or not `beneath` was asked; `beneath`
+//! additionally leaves the `.gitignore` files above the root unread, and
+//! confines `read_many`.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use dsh_plugin_api::fs::{DirEntry, ReadManyItem, ReadManyLimits, TextFile};
+use dsh_plugin_api::{Bytes, ErrorKind, Result};
+use dsh_provider_kit::utf8::into_text;
+use dsh_provider_kit::world::{Tree, file_too_big, read_many_bounds};
+use rustix::fs::{Mode, OFlags};
+use rustix::io::Errno;
+
+use crate::errors::Op;
+use crate::meta::project;
+use crate::paths::name_string;
+use crate::read::{check_regular, read_all, read_text};
+use crate::version::version_of;
+use crate::{beneath, paths};
+
+/// The tree below one root on this machine.
+pub(crate) struct LocalTree {
+    operation: &'static str,
+    /// The root, absolute, as the caller named it (symlinks in it followed).
+    root: PathBuf,
+    canonical: PathBuf,
+    /// The root itself (`O_PATH`): every open below it is relative to it.
+    fd: OwnedFd,
+    is_dir: bool,
+}
+
+impl LocalTree {
+    /// Opens the root `root` (absolute) for `operation`.
+    pub(crate) fn open(operation: &'static str, root: PathBuf) -> Result<LocalTree> {
+        let op = Op::new(operation, &root);
+        let fd = rustix::fs::open(&root, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            .map_err(|errno| op.io(&errno.into()))?;
+        let meta = File::from(fd.try_clone().map_err(|err| op.io(&err))?)
+            .metadata()
+            .map_err(|err| op.io(&err))?;
+        let canonical = paths::canonicalize(op, &root)?;
+        Ok(LocalTree {
+            operation,
+            root,
+            canonical,
+            fd,
+            is_dir: meta.is_dir(),
+        })
+    }
+
+    fn op(&self) -> Op<'_> {
+        Op::new(self.operation, &self.root)
+    }
+
+    /// Opens `relative` beneath the root (`""`: the root itself), mapping a
+    /// symlink or escape met on the way to `PermissionDenied`.
+    fn open_below(&self, relative: &str, flags: OFlags) -> Result<File> {
+        let opened = if relative.is_empty() {
+            rustix::fs::openat(&self.fd, ".", flags | OFlags::CLOEXEC, Mode::empty()).or_else(
+                |errno| match errno {
+                    // The root is a file: `.` below it is `ENOTDIR`.
+                    Errno::NOTDIR => rustix::fs::open(
+                        &self.root,
+                        flags | OFlags::CLOEXEC | OFlags::NOCTTY,
+                        Mode::empty(),
+                    ),
+                    errno => Err(errno),
+                },
+            )
+        } else {
+            beneath::open(&self.fd, relative, flags)
+        };
+        opened.map(File::from).map_err(|errno| match errno {
+            Errno::LOOP | Errno::XDEV => self.op().error(
+                ErrorKind::PermissionDenied,
+                format_args!("{relative}: a symlink or `..` on the way would leave the root"),
+            ),
+            errno => self
+                .op()
+                .io_at(format_args!("open {relative}"), &errno.into()),
+        })
+    }
+
+    fn list_blocking(&self, relative: &str) -> Result<Vec<DirEntry>> {
+        let dir = self.open_below(relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let op = self.op();
+        let mut names = Vec::new();
+        for entry in
+            rustix::fs::Dir::read_from(dir.as_fd()).map_err(|errno| op.io(&errno.into()))?
+        {
+            let entry = entry.map_err(|errno| op.io(&errno.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                names.push(name.to_vec());
+            }
+        }
+        names.sort_unstable();
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            let entry = match rustix::fs::openat(&dir, name.as_slice(), flags, Mode::empty()) {
+                Ok(entry) => File::from(entry),
+                // Removed while listing.
+                Err(Errno::NOENT) => continue,
+                Err(errno) => return Err(op.io(&errno.into())),
+            };
+            let meta = entry.metadata().map_err(|err| op.io(&err))?;
+            let target = if meta.file_type().is_symlink() {
+                // Through the entry's own descriptor: the name may be
+                // something else by now.
+                let target = rustix::fs::readlinkat(&entry, "", Vec::new())
+                    .map_err(|errno| op.io(&errno.into()))?;
+                Some(name_string(OsStr::from_bytes(target.as_bytes())))
+            } else {
+                None
+            };
+            let name = name_string(OsStr::from_bytes(&name));
+            entries.push(DirEntry {
+                path: dsh_provider_kit::world::below(relative, &name),
+                name,
+                metadata: project(&meta, target),
+                resolved: None,
+            });
+        }
+        Ok(entries)
+    }
+
+    fn read_blocking(&self, relative: &str, max: u64) -> Result<(Bytes, u64)> {
+        let file = self.open_below(relative, OFlags::RDONLY | OFlags::NONBLOCK)?;
+        let (file, meta) = check_regular(self.op(), file)?;
+        let size = meta.len();
+        let mut content = Vec::with_capacity(usize::try_from(size.min(max)).unwrap_or(0));
+        (&file)
+            .take(max)
+            .read_to_end(&mut content)
+            .map_err(|err| self.op().io_at(format_args!("read {relative}"), &err))?;
+        Ok((Bytes::from(content), size))
+    }
+}
+
+#[async_trait]
+impl Tree for LocalTree {
+    async fn root(&mut self) -> Result<(PathBuf, bool)> {
+        Ok((self.canonical.clone(), self.is_dir))
+    }
+
+    async fn list(&mut self, relative: &str) -> Result<Vec<DirEntry>> {
+        self.list_blocking(relative)
+    }
+
+    async fn read(&mut self, relative: &str, max: u64) -> Result<(Bytes, u64)> {
+        self.read_blocking(relative, max)
+    }
+
+    async fn ancestors(&mut self, dirs: &[PathBuf]) -> Vec<(bool, Option<String>)> {
+        dirs.iter().map(|dir| ancestor(dir)).collect()
+    }
+}
+
+/// Whether `dir` holds `.git` and its `.gitignore`'s text (see
+/// [`Tree::ancestors`]).
+fn ancestor(dir: &Path) -> (bool, Option<String>) {
+    let is_repo_root = std::fs::symlink_metadata(dir.join(".git"))
+        .is_ok_and(|meta| meta.is_dir() || meta.is_file());
+    let limit = 1024 * 1024;
+    let text = File::open(dir.join(".gitignore")).ok().and_then(|file| {
+        let mut text = Vec::new();
+        file.take(limit + 1).read_to_end(&mut text).ok()?;
+        (text.len() as u64 <= limit)
+            .then(|| String::from_utf8(text).ok())
+            .flatten()
+    });
+    (is_repo_root, text)
+}
+
+/// `read_many` on this machine: each file as `read_text` reads it, or —
+/// confined — opened beneath the root ([`crate::beneath`]) and decoded by
+/// the same rules; the bounds as `dsh_provider_kit::world` applies them.
+pub(crate) async fn read_many(
+    cwd: &Path,
+    paths: Vec<String>,
+    limits: ReadManyLimits,
+) -> Result<Vec<ReadManyItem>> {
+    let root = match &limits.beneath {
+        Some(root) => {
+            let root = crate::paths::absolute("read_many", cwd, root)?;
+            Some(LocalTree::open("read_many", root)?)
+        }
+        None => None,
+    };
+    let mut reads = Vec::with_capacity(paths.len());
+    for path in paths {
+        let result = match &root {
+            Some(tree) => read_beneath(tree, &path, limits.max_file_bytes),
+            None => read_one(cwd, &path, limits.max_file_bytes).await,
+        };
+        reads.push(ReadManyItem { path, result });
+    }
+    Ok(read_many_bounds(reads, &limits))
+}
+
+async fn read_one(cwd: &Path, path: &str, max: u64) -> Result<TextFile> {
+    let absolute = crate::paths::absolute("read_many", cwd, path)?;
+    let op = Op::new("read_many", &absolute);
+    let meta = std::fs::metadata(&absolute).map_err(|err| op.io(&err))?;
+    if meta.is_file() && meta.len() > max {
+        return Err(file_too_big(path, meta.len(), max));
+    }
+    read_text(op, &absolute).await
+}
+
+/// Reads `path` — relative to the tree's root, or absolute and lexically
+/// inside it — confined beneath the root.
+fn read_beneath(tree: &LocalTree, path: &str, max: u64) -> Result<TextFile> {
+    let op = Op::new("read_many", Path::new(path));
+    let relative = match Path::new(path).strip_prefix(&tree.root) {
+        Ok(relative) => relative.to_str().unwrap_or(path),
+        Err(_) if path.starts_with('/') => {
+            return Err(op.error(ErrorKind::PermissionDenied, "outside the confining root"));
+        }
+        Err(_) => path,
+    };
+    let relative = relative.trim_end_matches('/');
+    let file = tree.open_below(relative, OFlags::RDONLY | OFlags::NONBLOCK)?;
+    let (file, meta) = check_regular(op, file)?;
+    if meta.len() > max {
+        return Err(file_too_big(path, meta.len(), max));
+    }
+    let version = version_of(&meta);
+    let content = read_all(op, &file, meta.len())?;
+    Ok(TextFile {
+        text: into_text(&op, content)?,
+        version,
+    })
+}
