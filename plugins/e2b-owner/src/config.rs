@@ -12,6 +12,7 @@
 //! | `sandboxId` | — | connect to this sandbox instead of creating one |
 //! | `onDispose` | `kill` | `kill`, `pause` or `leave` the sandbox when the owner is disposed |
 //! | `apiUrl`, `sandboxUrl`, `domain` | `E2B_API_URL`, `E2B_SANDBOX_URL`, `E2B_DOMAIN` | where the control plane and envd are |
+//! | `caFile` | — | a PEM file of CA certificates trusted for `https://` besides the system's store (or `SSL_CERT_FILE` / `SSL_CERT_DIR`) and Mozilla's roots: a self-hosted E2B's or a proxy's CA; relative to dsh's working directory |
 //! | `metadata` | — | string metadata of a created sandbox (the `dsh-*` keys are reserved) |
 //!
 //! Every error is a `Config` error naming the field path
@@ -19,6 +20,7 @@
 //! variable.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::time::Duration;
 
 use dsh_plugin_api::{CreateContext, Error, FieldError, Result};
@@ -74,6 +76,7 @@ pub struct RawConfig {
     api_url: Option<String>,
     sandbox_url: Option<String>,
     domain: Option<String>,
+    ca_file: Option<String>,
     metadata: Option<BTreeMap<String, String>>,
 }
 
@@ -167,6 +170,16 @@ impl OwnerConfig {
         if let Some(domain) = raw.domain {
             options = options.with_domain(domain);
         }
+        if let Some(path) = raw.ca_file {
+            let tls = e2b_client::tls_config_with_ca_file(Path::new(&path)).map_err(|err| {
+                let why = match &err {
+                    e2b_client::Error::Config { message, .. } => message.clone(),
+                    other => other.to_string(),
+                };
+                bad("caFile", why)
+            })?;
+            options = options.with_tls_config(tls);
+        }
         let connection = options
             .resolve_with(&env)
             .map_err(|err| connection_error(&ctx.id, &err))?;
@@ -209,6 +222,9 @@ pub fn field_problems(raw: &RawConfig) -> Vec<FieldError> {
     let mut problems = Vec::new();
     if let Err(why) = normalize_cwd(raw.cwd.as_deref().unwrap_or(DEFAULT_CWD)) {
         problems.push(FieldError::new("cwd", why));
+    }
+    if raw.ca_file.as_deref() == Some("") {
+        problems.push(FieldError::new("caFile", "is empty"));
     }
     match raw.timeout_ms {
         Some(0) => problems.push(FieldError::new("timeoutMs", "must be positive")),
@@ -423,6 +439,19 @@ mod tests {
             }
         );
         assert_eq!(connect.on_dispose, OnDispose::Leave);
+    }
+
+    #[test]
+    fn a_ca_file_that_cannot_be_read_is_named() {
+        let err = config_error(
+            json!({"caFile": "/nonexistent/dsh-ca.pem"}),
+            &[("E2B_API_KEY", KEY)],
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("config.caFile") && text.contains("/nonexistent/dsh-ca.pem"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -2,12 +2,14 @@
 //! HTTPS on port 443 for `*.e2b.localhost` (names glibc's myhostname module resolves to
 //! loopback; scripts/setup.sh configures it), `E2B_DOMAIN` and `E2B_API_URL` as a self-hosted
 //! E2B is addressed, no `E2B_SANDBOX_URL`, the server's CA trusted through `SSL_CERT_FILE` as
-//! the SDKs trust it — through `dsh exec`, `dsh fs` and one `dsh mcp` round trip.
+//! the SDKs trust it — through `dsh exec`, `dsh fs` and one `dsh mcp` round trip; and the same
+//! manifest naming the CA itself (`caFile`) instead.
 //!
 //! Needs root (e2b-local, port 443), and port 443 free.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::ToSocketAddrs;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -18,9 +20,9 @@ use crate::support::{config_dir, dsh as dsh_command, require};
 
 const DOMAIN: &str = "e2b.localhost";
 
-/// `dsh --config config/e2b.yaml` with the server's domain-mode environment and no other
-/// `E2B_*` or certificate setting of this process.
-fn dsh(server: &LocalServer) -> Command {
+/// `dsh --config MANIFEST` with the server's domain-mode environment and no other `E2B_*` or
+/// certificate setting of this process.
+fn dsh(server: &LocalServer, manifest: &Path) -> Command {
     let mut command = dsh_command();
     for (name, _) in std::env::vars() {
         if name.starts_with("E2B_") || name.starts_with("SSL_CERT_") {
@@ -33,12 +35,16 @@ fn dsh(server: &LocalServer) -> Command {
         .env("E2B_API_KEY", server.api_key())
         .env("SSL_CERT_FILE", server.state_dir().join("tls/ca.pem"))
         .arg("--config")
-        .arg(config_dir().join("e2b.yaml"));
+        .arg(manifest);
     command
 }
 
+/// `dsh --config config/e2b.yaml ARGS…`, which must succeed; its stdout.
 fn run(server: &LocalServer, args: &[&str]) -> String {
-    let output = dsh(server).args(args).output().expect("run dsh");
+    let output = dsh(server, &config_dir().join("e2b.yaml"))
+        .args(args)
+        .output()
+        .expect("run dsh");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "dsh {args:?}: {stderr}");
     String::from_utf8(output.stdout).expect("UTF-8 output")
@@ -75,8 +81,33 @@ fn the_cloud_manifest_runs_unchanged_against_a_domain_mode_server() {
     let hostname = run(&server, &["fs", "cat", "/etc/hostname"]);
     assert!(!hostname.trim().is_empty(), "the sandbox's /etc/hostname");
 
+    // The CA named by the manifest (`caFile`) instead of SSL_CERT_FILE.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("e2b-ca.yaml");
+    let shipped = std::fs::read_to_string(config_dir().join("e2b.yaml")).unwrap();
+    let ca = server.state_dir().join("tls/ca.pem");
+    std::fs::write(
+        &manifest,
+        shipped.replace(
+            "      template: base\n",
+            &format!("      template: base\n      caFile: {}\n", ca.display()),
+        ),
+    )
+    .unwrap();
+    let output = dsh(&server, &manifest)
+        .env_remove("SSL_CERT_FILE")
+        .args(["exec", "--", "echo", "named CA"])
+        .output()
+        .expect("run dsh");
+    assert!(
+        output.status.success(),
+        "caFile: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.stdout, b"named CA\n");
+
     // MCP over stdio, in one sandbox: a file written, then read back by a command.
-    let mut mcp = dsh(&server)
+    let mut mcp = dsh(&server, &config_dir().join("e2b.yaml"))
         .arg("mcp")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
