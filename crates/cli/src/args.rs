@@ -70,6 +70,10 @@ pub enum Command {
     /// HTTP with `--http`. The composition lives exactly as long as the
     /// server: until stdin closes, SIGINT or SIGTERM.
     Mcp(McpArgs),
+    /// Programs (Python, JavaScript, TypeScript) run in the world that call
+    /// its tools as functions: `dsh.grep(…)`, `dsh.read_file(…)`, `dsh.run(…)`.
+    #[command(subcommand)]
+    Code(CodeCommand),
     /// List the world's durable commands (`exec --detach`): id, pid, state,
     /// bytes of output, argv.
     Ps,
@@ -104,6 +108,51 @@ pub struct KillArgs {
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
     pub id: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CodeCommand {
+    /// Run programs (FILE, or - for stdin): their output, then the value
+    /// they return as JSON; exit 1 if one raised (traceback on stderr) or
+    /// timed out. Several files run in one session, in order.
+    Run {
+        #[arg(required = true, value_name = "FILE|-")]
+        files: Vec<String>,
+        /// The language (default: from the file's extension).
+        #[arg(long, value_enum)]
+        lang: Option<CodeLang>,
+        /// Run in one session (state kept from program to program) even for
+        /// one file.
+        #[arg(long)]
+        session: bool,
+        /// Each program's wall-clock limit in milliseconds.
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+    },
+    /// Print the declaration of the `dsh` functions for a language (a
+    /// TypeScript declaration, or a Python stub).
+    Types {
+        #[arg(long, value_enum)]
+        lang: CodeLang,
+    },
+}
+
+/// A program's language.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CodeLang {
+    Python,
+    Javascript,
+    Typescript,
+}
+
+impl From<CodeLang> for dsh_consumers::code::Language {
+    fn from(lang: CodeLang) -> Self {
+        match lang {
+            CodeLang::Python => dsh_consumers::code::Language::Python,
+            CodeLang::Javascript => dsh_consumers::code::Language::Javascript,
+            CodeLang::Typescript => dsh_consumers::code::Language::Typescript,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod code;
 mod conformance;
 mod durable;
 mod exec;
@@ -129,6 +130,15 @@ async fn run(cli: Cli) -> i32 {
                 .await
             }
             (Err(failure), _) | (_, Err(failure)) => Err(failure),
+        },
+        Command::Code(command) => match lsp::config(cli.lsp_config.as_deref()) {
+            Ok(lsp_config) => {
+                with_host(&composition, |host, _| {
+                    Box::pin(code::run(host, command, lsp_config, json))
+                })
+                .await
+            }
+            Err(failure) => Err(failure),
         },
         Command::Lsp(command) => match lsp::config(cli.lsp_config.as_deref()) {
             Ok(lsp_config) => {

@@ -29,9 +29,11 @@ macro_rules! tool {
     };
 }
 
+mod code;
+
 /// Every tool of the catalog.
 pub(crate) fn entries() -> Vec<Entry> {
-    vec![
+    let mut entries = vec![
         tool!(
             files.read_file,
             ReadOnly,
@@ -210,5 +212,7 @@ pub(crate) fn entries() -> Vec<Entry> {
              edits, written only if no file changed since the server read it (else the \
              conflicts are named and nothing is written); apply: false only shows the edits."
         ),
-    ]
+    ];
+    entries.extend(code::entries());
+    entries
 }

@@ -3,6 +3,7 @@
 //! terminals, signals).
 
 mod check;
+mod code;
 mod conformance;
 mod durable;
 mod e2b_fs;

@@ -1,6 +1,6 @@
 //! Programs run in the world that call the world's tools as functions
 //! ("code mode"): `code_run` (one-shot, or in a session), and sessions that
-//! keep an interpreter's state from run to run (docs/design.md §11.3).
+//! keep an interpreter's state from run to run (docs/design.md §11, the code runtime).
 //!
 //! The runtime needs nothing but the two seams: it writes its runner
 //! programs (Python and JavaScript, in this crate) into the world through

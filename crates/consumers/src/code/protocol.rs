@@ -1,6 +1,6 @@
 //! The channel between the host and a runner: frames, one a line, each the
 //! standard base64 (padded) of one UTF-8 JSON object whose `t` names the
-//! message (docs/design.md §11.3).
+//! message (docs/design.md §11, the code runtime).
 //!
 //! Frames are plain ASCII, so a byte split anywhere between chunks of the
 //! pipe is reassembled by the line splitter, and nothing a frame carries —

@@ -1,4 +1,4 @@
-// The dsh code runner for JavaScript (docs/design.md §11.3): started by the host through the
+// The dsh code runner for JavaScript (docs/design.md §11, the code runtime): started by the host through the
 // `subprocess` seam as `node runner.js controller MAX_FRAME_BYTES`.
 //
 // Two processes. The controller keeps the host's channel — frames in on its stdin, out on its

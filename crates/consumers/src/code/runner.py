@@ -1,4 +1,4 @@
-# The dsh code runner for Python (docs/design.md §11.3): started by the host through the
+# The dsh code runner for Python (docs/design.md §11, the code runtime): started by the host through the
 # `subprocess` seam as `python3 runner.py`, it runs the host's programs in one interpreter whose
 # globals persist from run to run.
 #

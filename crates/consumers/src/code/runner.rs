@@ -1,7 +1,7 @@
 //! One runner in the world: started through the `subprocess` seam from the
 //! runner program the host wrote through the `fs` seam, spoken to in frames
 //! (see [`super::protocol`]), ended by terminating its whole process group
-//! (docs/design.md §11.3).
+//! (docs/design.md §11, the code runtime).
 //!
 //! A run sends one `run` frame and reads frames until the run's `done`:
 //! `out` frames are the program's stdout and stderr, accounted here with
