@@ -449,14 +449,32 @@ async fn detail_and_metrics_report_real_figures() {
         "head -c 5000000 /dev/urandom > /tmp/blob",
     )
     .await;
+    // The current sample, inside a range around now; none in a range long past.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let metrics = api
+        .call(
+            Method::GET,
+            &format!(
+                "/sandboxes/{id}/metrics?start={}&end={}",
+                now - 60,
+                now + 60
+            ),
+            "",
+        )
+        .await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    let past = api
         .call(
             Method::GET,
             &format!("/sandboxes/{id}/metrics?start=1&end=2"),
             "",
         )
         .await;
-    assert_eq!(metrics.status, StatusCode::OK);
+    assert_eq!(past.status, StatusCode::OK);
+    assert_eq!(past.json(), json!([]));
     let sample = &metrics.json()[0];
     assert!(sample["memUsed"].as_u64().unwrap() > 0, "{sample}");
     assert!(
