@@ -89,6 +89,16 @@ pub enum OutputMode {
     Collect { limit: usize },
     /// Discarded.
     Null,
+    /// stderr only: written to stdout's own descriptor — one pipe for
+    /// both, as `2>&1` in a shell — so the two are one byte sequence in
+    /// the order the command wrote them, handled by stdout's mode (and
+    /// spilled with stdout). The stderr stream itself then produces
+    /// nothing: no pipe, `total` 0. As stdout's mode it is
+    /// `InvalidInput`. Nothing about the command changes but where its
+    /// fd 2 points, so `argv` reaches the world (and every decorator) as
+    /// given; a provider that cannot share one pipe between two
+    /// descriptors starts [`SpawnSpec::merged_by_shell`] instead.
+    IntoStdout,
 }
 
 /// Which output stream.
@@ -169,7 +179,32 @@ impl SpawnSpec {
     /// env names that are empty or contain `=` or NUL. Providers call this
     /// before anything starts.
     pub fn validate(&self) -> Result<()> {
+        if self.stdout == OutputMode::IntoStdout {
+            return Err(Error::invalid_input(
+                "spawn: stdout cannot be IntoStdout (that is stderr's mode: 2>&1)",
+            ));
+        }
         validate_command("spawn", &self.argv, self.cwd.as_deref(), &self.env)
+    }
+
+    /// The default for a provider without a native [`OutputMode::IntoStdout`]:
+    /// the same command under `sh -c 'exec "$@" 2>&1' sh <argv…>` with
+    /// stderr [`OutputMode::Null`] — the shell replaces itself with the
+    /// program (same pid and group), whose fd 2 is then its fd 1. Only the
+    /// provider sees the wrapper: decorators in front of it saw `argv`
+    /// as given. Any other spec is returned unchanged. The world needs a
+    /// POSIX `sh`.
+    pub fn merged_by_shell(mut self) -> SpawnSpec {
+        if self.stderr == OutputMode::IntoStdout {
+            let wrapper = ["sh", "-c", "exec \"$@\" 2>&1", "sh"];
+            self.argv = wrapper
+                .into_iter()
+                .map(str::to_owned)
+                .chain(self.argv)
+                .collect();
+            self.stderr = OutputMode::Null;
+        }
+        self
     }
 }
 
@@ -493,6 +528,29 @@ mod tests {
         let mut spec = SpawnSpec::new(["/bin/echo", "hi"]);
         spec.env.insert("MY_VAR".to_owned(), "x=y".to_owned());
         assert!(spec.validate().is_ok());
+    }
+
+    #[test]
+    fn merged_stderr_is_stderr_s_mode_only() {
+        let mut spec = SpawnSpec::new(["ls"]);
+        spec.stderr = OutputMode::IntoStdout;
+        assert!(spec.validate().is_ok());
+        spec.stdout = OutputMode::IntoStdout;
+        assert_eq!(kind_of(&spec), Some(ErrorKind::InvalidInput));
+    }
+
+    #[test]
+    fn merging_by_shell_wraps_only_a_merged_spec() {
+        let mut spec = SpawnSpec::new(["printf", "a b"]);
+        assert_eq!(spec.clone().merged_by_shell(), spec);
+        spec.stderr = OutputMode::IntoStdout;
+        let wrapped = spec.merged_by_shell();
+        assert_eq!(
+            wrapped.argv,
+            ["sh", "-c", "exec \"$@\" 2>&1", "sh", "printf", "a b"]
+        );
+        assert_eq!(wrapped.stderr, OutputMode::Null);
+        assert!(wrapped.validate().is_ok());
     }
 
     #[test]

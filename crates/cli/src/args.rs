@@ -233,6 +233,11 @@ pub struct McpArgs {
     /// account in `ps`.
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
     pub token_file: Option<std::path::PathBuf>,
+    /// How long a foreground `run` waits for its command before handing
+    /// it over to the background (still running, with its output so far),
+    /// when the call gives no `wait_ms`: 1 to 600000 ms, default 10000.
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    pub run_wait_ms: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -66,6 +66,17 @@ impl Failure {
             format!("{operation} {subject}: {}", detail(subject, err)),
         )
     }
+
+    /// A seam error of an operation the world refused on what it found —
+    /// an edit whose text does not match, or matches more than once —
+    /// like [`Failure::seam`] but always a failed operation (1), never a
+    /// usage error: the command line was right.
+    pub fn refused(operation: &str, subject: &str, err: &PluginError) -> Failure {
+        Failure {
+            code: EXIT_FAILURE,
+            ..Failure::seam(operation, subject, err)
+        }
+    }
 }
 
 impl fmt::Display for Failure {

@@ -118,7 +118,7 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             let outcome = Files::new(fs)
                 .edit_file(request)
                 .await
-                .map_err(|err| Failure::seam("edit", &path, &err))?;
+                .map_err(|err| Failure::refused("edit", &path, &err))?;
             report_outcome(json, &outcome)?;
         }
         FsCommand::Edit {
@@ -137,7 +137,7 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             let outcome = fs
                 .edit(&path, vec![edit], write_guard(&guard))
                 .await
-                .map_err(|err| Failure::seam("edit", &path, &err))?;
+                .map_err(|err| Failure::refused("edit", &path, &err))?;
             report_version(
                 json,
                 &path,

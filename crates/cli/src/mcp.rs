@@ -8,6 +8,7 @@ use dsh_consumers::Tools;
 use dsh_consumers::lsp::LspConfig;
 use dsh_host::Host;
 use dsh_mcp::{DshMcp, HttpOptions, SessionLimits};
+use dsh_plugin_api::OwnerKind;
 
 use crate::Stop;
 use crate::args::McpArgs;
@@ -30,6 +31,14 @@ pub async fn run(
     let fs = host.fs()?;
     let subprocess = host.subprocess()?;
     let tools = Arc::new(Tools::with_lsp_config(fs, subprocess, lsp));
+    if let Some(ms) = args.run_wait_ms {
+        tools
+            .commands
+            .set_run_wait(std::time::Duration::from_millis(ms));
+    }
+    if let Some(why) = world_ends(host) {
+        tools.commands.set_world_ends_with_server(why);
+    }
     let server = DshMcp::new(Arc::clone(&tools));
     let served = match (args.http, token) {
         (Some(addr), Some(token)) => {
@@ -60,6 +69,34 @@ pub async fn run(
         tracing::warn!("dsh mcp: {problem}");
     }
     served.map(|()| 0)
+}
+
+/// Why the world ends when this server does, if it does: an E2B sandbox
+/// whose owner kills it at disposal (`onDispose: kill`, the owner's
+/// default, read from the composition's manifest), which takes durable
+/// commands with it. The local world and a sandbox left or paused outlive
+/// the server.
+fn world_ends(host: &Host) -> Option<String> {
+    let owner = host.owner(OwnerKind::E2B).ok()?;
+    let manifest = dsh_host::Manifest::from_path(std::path::Path::new(host.origin())).ok();
+    let on_dispose = manifest
+        .as_ref()
+        .and_then(|manifest| {
+            manifest
+                .entries()
+                .iter()
+                .find(|entry| entry.name == "dsh-e2b-owner" && !entry.disabled)
+        })
+        .and_then(|entry| entry.config.get("onDispose"))
+        .and_then(|value| value.as_str())
+        .unwrap_or("kill")
+        .to_owned();
+    (on_dispose == "kill").then(|| {
+        format!(
+            "this world, sandbox {}, is killed when this server ends (onDispose: kill)",
+            owner.info().sandbox_id
+        )
+    })
 }
 
 /// The bearer token of `dsh mcp --http`.

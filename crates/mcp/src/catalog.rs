@@ -171,11 +171,11 @@ pub(crate) fn entries() -> Vec<Entry> {
             ReadOnly,
             "The open terminals: id, command, size, whether the program exited."
         ),
-        // The lsp_ tools change no file, but may start a language server, which keeps caches
-        // in the workspace (clangd's index): not read-only, harmless to repeat.
+        // The lsp_ queries change nothing the agent works with: a server they start keeps
+        // only its own caches (clangd's index), as any reader's would.
         tool!(
             lsp.lsp_diagnostics,
-            Idempotent,
+            ReadOnly,
             "Compiler and type-checker problems of a file as it is now (after any write, edit \
              or command), or of every file of a directory: the language server's analysis of \
              exactly that version, waited for. \
@@ -184,25 +184,25 @@ pub(crate) fn entries() -> Vec<Entry> {
         ),
         tool!(
             lsp.lsp_definition,
-            Idempotent,
+            ReadOnly,
             "Where the symbol at a file position (line and column, 1-based) or named by symbol \
              is defined."
         ),
         tool!(
             lsp.lsp_references,
-            Idempotent,
+            ReadOnly,
             "Every reference to the symbol at a position (or named), across the workspace; \
              waits for the server's indexing, and says when it could not."
         ),
         tool!(
             lsp.lsp_hover,
-            Idempotent,
+            ReadOnly,
             "The language server's description (type, signature, docs) of the symbol at a \
              position (or named)."
         ),
         tool!(
             lsp.lsp_symbols,
-            Idempotent,
+            ReadOnly,
             "The symbols declared in a file (path), or the workspace's symbols matching a query."
         ),
         tool!(

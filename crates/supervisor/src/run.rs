@@ -92,8 +92,15 @@ fn start(
     out: &mut Frames,
 ) -> Result<Child, (Failure, String)> {
     let pipe = || rustix::pipe::pipe_with(PipeFlags::CLOEXEC);
+    let merged = request.stderr == wire::Relay::Merged;
     let (out_r, out_w) = pipe().map_err(|e| resources(e, "stdout pipe"))?;
-    let (err_r, err_w) = pipe().map_err(|e| resources(e, "stderr pipe"))?;
+    // A merged stderr has no pipe: the command's fd 2 is stdout's.
+    let err_pipe = if merged {
+        None
+    } else {
+        Some(pipe().map_err(|e| resources(e, "stderr pipe"))?)
+    };
+    let (err_r, err_w) = err_pipe.unzip();
     let (report_r, report_w) = pipe().map_err(|e| resources(e, "report pipe"))?;
     let spills = match &request.spill {
         Some(spill) => Some(open_spills(request, spill)?),
@@ -106,7 +113,8 @@ fn start(
     let helper = rustix::process::getpid();
     // SAFETY: the helper is single-threaded.
     let Some(pid) = unsafe { sys::fork() }.map_err(|e| resources(e, "fork"))? else {
-        crate::launch::child(prepared, helper, &out_w, &err_w, &report_w, None);
+        let err_w = err_w.as_ref().unwrap_or(&out_w);
+        crate::launch::child(prepared, helper, &out_w, err_w, &report_w, None);
     };
     // The child has its ends; the helper's must close so EOF can happen.
     drop((out_w, err_w, report_w));
@@ -142,6 +150,9 @@ fn start(
     payload[..4].copy_from_slice(&pid.as_raw_nonzero().get().to_le_bytes());
     payload[4..].copy_from_slice(&starttime.to_le_bytes());
     out.frame(tag::STARTED, &payload);
+    if merged {
+        out.frame(tag::CLOSED, &[wire::STDERR, wire::CLOSED_EOF]);
+    }
     // `spawn` resolves on this frame: it goes out at once.
     out.flush();
 
@@ -160,7 +171,7 @@ fn start(
         Stream {
             id: wire::STDERR,
             data_tag: tag::STDERR,
-            fd: Some(err_r),
+            fd: err_r,
             count_only: request.stderr == wire::Relay::Count,
             spill: err_spill,
         },

@@ -20,7 +20,7 @@ pub const REQUEST_ENV: &str = "DSH_E2B_REQUEST";
 
 /// The version of this wire; the helper prints it for `version`, and the
 /// host checks it after installing the helper.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 
 /// Longest base64 request the host sends in one environment variable:
 /// Linux refuses single strings over 128 KiB (`MAX_ARG_STRLEN`) at exec.
@@ -127,6 +127,10 @@ pub enum Relay {
     /// Only their number is (null mode: the bytes need not cross the
     /// network).
     Count,
+    /// stderr only: the command's fd 2 is its stdout pipe (`2>&1`), so
+    /// its stderr arrives as stdout; the stderr stream is closed at the
+    /// start.
+    Merged,
 }
 
 /// Spill files of one command, created as the sandbox user.
@@ -345,6 +349,7 @@ fn relay_byte(relay: Relay) -> u8 {
     match relay {
         Relay::Data => 0,
         Relay::Count => 1,
+        Relay::Merged => 2,
     }
 }
 
@@ -352,6 +357,7 @@ fn relay_of(byte: u8) -> Result<Relay, DecodeError> {
     match byte {
         0 => Ok(Relay::Data),
         1 => Ok(Relay::Count),
+        2 => Ok(Relay::Merged),
         other => Err(DecodeError(format!("unknown relay mode {other}"))),
     }
 }
@@ -405,7 +411,14 @@ impl RunRequest {
         check_version(&mut r)?;
         let request = RunRequest {
             launch: Launch::read(&mut r)?,
-            stdout: relay_of(r.u8("stdout relay")?)?,
+            stdout: match relay_of(r.u8("stdout relay")?)? {
+                Relay::Merged => {
+                    return Err(DecodeError(
+                        "stdout cannot be merged into itself".to_owned(),
+                    ));
+                }
+                relay => relay,
+            },
             stderr: relay_of(r.u8("stderr relay")?)?,
             spill: match r.u8("spill flag")? {
                 0 => None,
@@ -510,6 +523,9 @@ pub struct DurableStartRequest {
     /// A holding follower comes next: the supervisor holds every byte
     /// from offset 0 until it arrives (or a minute passes).
     pub hold: bool,
+    /// The command's fd 2 is its stdout pipe (`2>&1`): one retained
+    /// stream in the order written; stderr's stays empty.
+    pub merge_stderr: bool,
 }
 
 impl DurableStartRequest {
@@ -523,6 +539,7 @@ impl DurableStartRequest {
         w.u64(self.timeout_ms);
         w.u64(self.drain_grace_ms);
         w.u8(u8::from(self.hold));
+        w.u8(u8::from(self.merge_stderr));
         w.into_bytes()
     }
 
@@ -537,6 +554,7 @@ impl DurableStartRequest {
             timeout_ms: r.u64("timeout")?,
             drain_grace_ms: r.u64("drain grace")?,
             hold: r.u8("hold")? != 0,
+            merge_stderr: r.u8("merge stderr")? != 0,
         };
         r.finish("the durable start request")?;
         Ok(request)
@@ -780,6 +798,16 @@ mod tests {
             }),
         };
         assert_eq!(RunRequest::decode(&run.encode()).unwrap(), run);
+        let merged = RunRequest {
+            stderr: Relay::Merged,
+            ..run.clone()
+        };
+        assert_eq!(RunRequest::decode(&merged.encode()).unwrap(), merged);
+        let stdout_merged = RunRequest {
+            stdout: Relay::Merged,
+            ..run.clone()
+        };
+        assert!(RunRequest::decode(&stdout_merged.encode()).is_err());
         let exec = ExecRequest {
             launch: Launch {
                 identity: identity(),
@@ -855,6 +883,7 @@ mod tests {
             timeout_ms: 0,
             drain_grace_ms: 250,
             hold: false,
+            merge_stderr: true,
         }
     }
 

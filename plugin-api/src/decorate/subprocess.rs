@@ -9,6 +9,19 @@
 //!
 //! The handles returned are the wrapped provider's own — a decorator adds
 //! no layer to calls on a process or terminal (docs/design.md §4.9).
+//!
+//! **What `on_spawn` sees of dsh's own callers** (a deny list matches
+//! `argv[0]`): `dsh exec -- ARGV…` and the agent tools' `run {"argv":
+//! […]}` spawn exactly that argv — merging stderr into stdout is the
+//! spec's [`OutputMode::IntoStdout`](crate::subprocess::OutputMode), not
+//! a wrapper —, a relative program (`./build.sh`) made absolute against
+//! the cwd; `run {"command": "…"}` is the shell invocation it is,
+//! `["bash", "-c", "…"]`, so a policy on programs sees `bash` there
+//! (refuse `bash` to refuse shell strings). Background runs pass
+//! `on_spawn` too (`spawn_durable`). `terminal_open` reaches
+//! `on_spawn_terminal` the same way (`argv` as given, `command` as `bash
+//! -c …`, no argument as `bash -l`), and a language server is spawned
+//! with its configured argv.
 
 use std::sync::Arc;
 

@@ -36,7 +36,7 @@ impl<'a> Op<'a> {
     /// A failure of an envd call made for this operation, in the fs
     /// vocabulary (see [`classify`]).
     pub(crate) fn remote(&self, err: &e2b_client::Error) -> Error {
-        self.error(classify(err), describe(self.name, self.subject, err))
+        self.error(classify(err), describe(self.subject, err))
     }
 
     /// An owned copy, for work that outlives the caller's borrow (streams,
@@ -108,24 +108,42 @@ fn refine(text: &str) -> Option<ErrorKind> {
         .map(|&(_, kind)| kind)
 }
 
-/// The error's text without a repetition of the subject: `e2b_client`
-/// errors start with `"<call> <subject>: "`; when the call was about the
-/// operation's own subject, only the call's name is kept (and not even
-/// that when the operation has the same name).
-fn describe(operation: &str, subject: &str, err: &e2b_client::Error) -> String {
+/// The error's text saying each thing once, as the local provider does
+/// (`stream_text: No such file or directory (os error 2)`, not
+/// `stream_text: stat: not found: file not found: /w/a: No such file or
+/// directory (os error 2)`): `e2b_client` errors read `"<call> <subject>:
+/// <class>: <message>"`; the call is kept only when it was about another
+/// path (a link's target) — about the operation's own subject it is how
+/// the operation is done, not what went wrong —; where envd's message
+/// names the path again, what follows its last mention is the reason; and
+/// the class is kept only when the message does not already say it.
+fn describe(subject: &str, err: &e2b_client::Error) -> String {
     let text = err.to_string();
-    if let Some(context) = err.context()
-        && context.subject == subject
-        && let Some(rest) = text.strip_prefix(&format!("{context}: "))
-    {
-        // The envd call of the same name as the operation (`stat` for
-        // `stat`) is not named twice.
-        if context.op == operation {
-            return rest.to_owned();
+    let Some(context) = err.context() else {
+        return text;
+    };
+    let Some(rest) = text.strip_prefix(&format!("{context}: ")) else {
+        return text;
+    };
+    let rest = match rest.rsplit_once(&format!("{}: ", context.subject)) {
+        Some((_, reason)) if !reason.is_empty() => reason,
+        _ => rest,
+    };
+    let rest = match rest.split_once(": ") {
+        Some((class, message))
+            if message
+                .to_ascii_lowercase()
+                .contains(&class.to_ascii_lowercase()) =>
+        {
+            message
         }
-        return format!("{}: {rest}", context.op);
+        _ => rest,
+    };
+    if context.subject == subject {
+        rest.to_owned()
+    } else {
+        format!("{context}: {rest}")
     }
-    text
 }
 
 #[cfg(test)]
@@ -198,13 +216,29 @@ mod tests {
         });
         assert_eq!(err.kind(), ErrorKind::NotFound);
         assert_eq!(err.subject(), Some("/w/a"));
-        assert_eq!(err.message(), "read_text: stat: not found: file not found");
-        // The envd call the operation is named after is not named twice.
+        // Said once: not the envd call made for it, nor the class envd's
+        // message restates.
+        assert_eq!(err.message(), "read_text: file not found");
         let err = Op::new("stat", "/w/a").remote(&e2b_client::Error::NotFound {
             context: Context::new("stat", "/w/a"),
             message: "file not found".into(),
         });
-        assert_eq!(err.message(), "stat: not found: file not found");
+        assert_eq!(err.message(), "stat: file not found");
+        // envd naming the path again before the OS's reason (e2b-local's).
+        let err = Op::new("stream_text", "/w/a").remote(&e2b_client::Error::NotFound {
+            context: Context::new("stat", "/w/a"),
+            message: "file not found: /w/a: No such file or directory (os error 2)".into(),
+        });
+        assert_eq!(
+            err.message(),
+            "stream_text: No such file or directory (os error 2)"
+        );
+        // A class the message does not say is kept.
+        let err = Op::new("write", "/w/a").remote(&e2b_client::Error::NotFound {
+            context: Context::new("upload", "/w/a"),
+            message: "no such sandbox path".into(),
+        });
+        assert_eq!(err.message(), "write: not found: no such sandbox path");
         // About another path (a link's target): that path is kept.
         let err = Op::new("stat", "/w/link").remote(&e2b_client::Error::NotFound {
             context: Context::new("stat", "/w/target"),
@@ -212,7 +246,7 @@ mod tests {
         });
         assert_eq!(
             err.to_string(),
-            "/w/link: stat: stat /w/target: not found: file not found"
+            "/w/link: stat: stat /w/target: file not found"
         );
     }
 }

@@ -88,6 +88,7 @@ pub async fn spawn<T: EnvdTransport>(
             .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
         drain_grace_ms: spec.drain_grace.as_millis() as u64,
         hold: holds([spec.stdout, spec.stderr]),
+        merge_stderr: spec.stderr == OutputMode::IntoStdout,
     }
     .encode();
     if wire::base64_encode(&request).len() > wire::MAX_REQUEST_ENV {

@@ -68,9 +68,11 @@ pub async fn spawn_as<T: EnvdTransport>(
         stderr: format!("{seq}.stderr"),
         limit: spill.limit,
     });
+    // The helper gives a merged stderr stdout's pipe (docs/design.md §5.2).
     let relay = |mode: OutputMode| match mode {
         OutputMode::Null => Relay::Count,
-        _ => Relay::Data,
+        OutputMode::IntoStdout => Relay::Merged,
+        OutputMode::Pipe | OutputMode::Inherit | OutputMode::Collect { .. } => Relay::Data,
     };
     let request = RunRequest {
         launch: Launch {
@@ -254,7 +256,7 @@ async fn start<T: EnvdTransport>(
                     .tracker()
                     .spawn(crate::inherit::forward_to_host(rx, stream, pid));
             }
-            OutputMode::Collect { .. } | OutputMode::Null => {}
+            OutputMode::Collect { .. } | OutputMode::Null | OutputMode::IntoStdout => {}
         }
     }
     let stdin = (plan.stdin == StdinMode::Pipe)

@@ -44,11 +44,19 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
     let checked = prepare::check(world, "spawn", &spec.argv, spec.cwd.as_deref(), &spec.env)?;
 
     let seq = world.next_seq();
+    // A merged stderr has no pipe of its own: fd 2 is a second copy of
+    // stdout's write end (docs/design.md §5.2).
+    let merged = spec.stderr == OutputMode::IntoStdout;
+    let streams: &[(OutputStream, OutputMode)] = if merged {
+        &[(OutputStream::Stdout, spec.stdout)]
+    } else {
+        &[
+            (OutputStream::Stdout, spec.stdout),
+            (OutputStream::Stderr, spec.stderr),
+        ]
+    };
     let mut outputs = Vec::with_capacity(2);
-    for (stream, mode) in [
-        (OutputStream::Stdout, spec.stdout),
-        (OutputStream::Stderr, spec.stderr),
-    ] {
+    for &(stream, mode) in streams {
         let spill = match spec.spill {
             Some(spill) => Some(
                 world
@@ -90,6 +98,12 @@ pub fn start(world: &World, spec: &SpawnSpec) -> Result<LocalProcess> {
         fds.push(FdAction::Dup {
             src: plan.write.as_raw_fd(),
             target,
+        });
+    }
+    if merged {
+        fds.push(FdAction::Dup {
+            src: outputs[0].write.as_raw_fd(),
+            target: 2,
         });
     }
     let pid = checked.launch(&fds)?;
@@ -152,7 +166,7 @@ fn assemble(
                 raw_pid,
                 stop_pumps.clone(),
             ))),
-            OutputMode::Collect { .. } | OutputMode::Null => {
+            OutputMode::Collect { .. } | OutputMode::Null | OutputMode::IntoStdout => {
                 pumps.push(Box::pin(pump::pump(
                     pipe,
                     state.clone(),
@@ -164,8 +178,13 @@ fn assemble(
         }
         states.push(state);
     }
-    let stderr = states.pop().expect("two outputs");
-    let stdout = states.pop().expect("two outputs");
+    let stderr = if states.len() == 2 {
+        states.pop().expect("two outputs")
+    } else {
+        // Merged into stdout: a stream that never produces a byte.
+        Arc::new(OutputState::new(OutputMode::IntoStdout, None))
+    };
+    let stdout = states.pop().expect("a stdout");
     let [stdout_pipe, stderr_pipe] = pipes;
 
     world

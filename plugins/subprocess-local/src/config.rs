@@ -15,7 +15,7 @@ pub const DEFAULT_KILL_GRACE: Duration = Duration::from_millis(1000);
 /// Configuration of one provider instance, as written in a manifest:
 ///
 /// ```yaml
-/// config: { cwd: /srv/work, spillDir: /var/tmp, killGraceMs: 500, durableDir: /srv/dsh-durable }
+/// config: { cwd: /srv/work, spillDir: /var/tmp, killGraceMs: 500, durableDir: /srv/dsh-durable, durableScope: build }
 /// ```
 ///
 /// Every field is optional; unknown fields are rejected.
@@ -38,6 +38,12 @@ pub struct Config {
     /// directory lists and attaches to them). Absolute. Default:
     /// `$XDG_STATE_HOME/dsh/durable`, else `$HOME/.local/state/dsh/durable`.
     pub durable_dir: Option<String>,
+    /// Whose durable commands this provider's are (docs/design.md
+    /// §5.2.1): listing and forgetting see this scope's only; `attach`
+    /// reaches another scope's command by its id alone. Any non-empty
+    /// text. Default: the world's cwd, so worlds of different folders
+    /// do not see each other's commands, and one folder's servers do.
+    pub durable_scope: Option<String>,
 }
 
 /// A validated [`Config`] with its defaults applied.
@@ -48,6 +54,8 @@ pub struct Settings {
     pub kill_grace: Duration,
     /// `None` when it is not configured and no default exists (no `HOME`).
     pub durable_dir: Option<PathBuf>,
+    /// Whose durable commands these are (see [`Config::durable_scope`]).
+    pub durable_scope: String,
 }
 
 impl Config {
@@ -75,10 +83,18 @@ impl Config {
             }
             None => default_durable_dir(),
         };
+        let durable_scope = match &self.durable_scope {
+            Some(scope) if scope.is_empty() => {
+                return Err(Error::config("config.durableScope: empty"));
+            }
+            Some(scope) => scope.clone(),
+            None => cwd.to_string_lossy().into_owned(),
+        };
         Ok(Settings {
             cwd,
             spill_parent,
             durable_dir,
+            durable_scope,
             kill_grace: self
                 .kill_grace_ms
                 .map_or(DEFAULT_KILL_GRACE, Duration::from_millis),
@@ -129,6 +145,11 @@ mod tests {
                 .durable_dir
                 .is_some_and(|dir| dir.ends_with("dsh/durable") && dir.is_absolute())
         );
+        assert_eq!(
+            Path::new(&settings.durable_scope),
+            settings.cwd,
+            "durable commands are the world's cwd's"
+        );
     }
 
     #[test]
@@ -154,6 +175,13 @@ mod tests {
                     ..Config::default()
                 },
                 "config.durableDir",
+            ),
+            (
+                Config {
+                    durable_scope: Some(String::new()),
+                    ..Config::default()
+                },
+                "config.durableScope",
             ),
         ] {
             let err = config.settle().expect_err("must fail");

@@ -1,8 +1,9 @@
 //! Durable commands on the host (docs/design.md §5.2.1): each runs under a
 //! supervisor of its own — the helper `dsh-supervisor`, installed in the state
 //! directory — so it survives this process; its record and output live in
-//! the state directory (private to the user, 0700), where a later `dsh`
-//! configured with the same directory finds it. A handle is a
+//! its scope's directory inside the state directory (private to the user,
+//! 0700), where a later `dsh` of the same scope (by default: of the same
+//! cwd) lists it, and any `dsh` attaches to it by its id. A handle is a
 //! `durable-follow` helper started like any command of this provider
 //! ([`dsh_supervisor_client::FollowedProcess`]), so disposal ends attachments, never
 //! durable commands.
@@ -14,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_spawn};
+use dsh_plugin_api::durable::{AttachSpec, Attached, DurableSpec, validate_id, validate_spawn};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, SpillSpec};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, DurableStartRequest, Identity, Launch};
@@ -24,25 +25,60 @@ use tokio::sync::OnceCell;
 
 use crate::world::World;
 
-/// The durable commands of one state directory.
+/// The durable commands of one scope of a state directory.
 pub struct Durable {
+    /// The state directory: the helper, and a directory per scope.
+    root: PathBuf,
+    /// This scope's records and output: `<root>/scope-<16 hex digits>`.
     dir: PathBuf,
-    /// The installed helper, once a durable operation needed it.
-    helper: OnceCell<PathBuf>,
+    /// The installed helper, once a durable operation needed it (shared
+    /// by every scope of `root`).
+    helper: Arc<OnceCell<PathBuf>>,
 }
 
 impl Durable {
-    /// Durable commands kept in `dir` (created on first use).
-    pub fn new(dir: PathBuf) -> Durable {
+    /// Durable commands of `scope` kept in state directory `root`
+    /// (created on first use).
+    pub fn new(root: PathBuf, scope: &str) -> Durable {
         Durable {
-            dir,
-            helper: OnceCell::new(),
+            dir: root.join(scope_name(scope)),
+            root,
+            helper: Arc::new(OnceCell::new()),
         }
     }
 
-    /// The state directory.
+    /// This scope's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The scope that holds command `id`: this one, or another scope of
+    /// the same state directory (an explicit attach crosses scopes); this
+    /// one when no scope has it (the caller's lookup says `NotFound`).
+    fn holding(self: &Arc<Durable>, id: &str) -> Arc<Durable> {
+        if self.dir.join(id).exists() {
+            return Arc::clone(self);
+        }
+        let other = std::fs::read_dir(&self.root)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .find(|scope| {
+                scope
+                    .file_name()
+                    .and_then(|name| name.to_str())
+                    .is_some_and(|name| name.starts_with(SCOPE_PREFIX))
+                    && scope.join(id).exists()
+            });
+        match other {
+            Some(dir) => Arc::new(Durable {
+                root: self.root.clone(),
+                dir,
+                helper: Arc::clone(&self.helper),
+            }),
+            None => Arc::clone(self),
+        }
     }
 
     /// The state directory (0700, created with its missing parents) and
@@ -53,7 +89,7 @@ impl Durable {
         let installed = self
             .helper
             .get_or_try_init(|| {
-                let dir = self.dir.clone();
+                let dir = self.root.clone();
                 async move {
                     tokio::task::spawn_blocking(move || install(&dir))
                         .await
@@ -115,6 +151,19 @@ impl HelperRunner for Durable {
             .trim_end_matches('\n')
             .to_owned())
     }
+}
+
+/// Names of scope directories start with it (never a command id).
+const SCOPE_PREFIX: &str = "scope-";
+
+/// `scope-<FNV-1a 64 of scope, 16 hex digits>`: a name of fixed length for
+/// any scope text, the same in every build (std's hasher promises no
+/// stability).
+fn scope_name(scope: &str) -> String {
+    let hash = scope.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{SCOPE_PREFIX}{hash:016x}")
 }
 
 fn install(dir: &Path) -> Result<PathBuf> {
@@ -229,6 +278,7 @@ pub async fn spawn(
                 .map_or(0, |timeout| timeout.as_millis().max(1) as u64),
             drain_grace_ms: spec.drain_grace.as_millis() as u64,
             hold: holds([spec.stdout, spec.stderr]),
+            merge_stderr: spec.stderr == OutputMode::IntoStdout,
         }
     };
     // The follower starts first and waits for the command whose id we
@@ -269,12 +319,14 @@ pub async fn spawn(
     .await
 }
 
-/// `attach` on `world`.
+/// `attach` on `world`: to command `spec.id` of any scope.
 pub async fn attach(world: &World, durable: &Arc<Durable>, spec: AttachSpec) -> Result<Attached> {
     world.check_open("attach")?;
+    validate_id("attach", &spec.id)?;
+    let durable = durable.holding(&spec.id);
     let id = spec.id.clone();
     dsh_supervisor_client::attach(durable.clone(), spec, |from, modes| {
-        start_follower(world, durable, &id, from, modes, None, false)
+        start_follower(world, &durable, &id, from, modes, None, false)
     })
     .await
 }

@@ -43,6 +43,7 @@ impl LocalSubprocess {
             spill_parent,
             kill_grace,
             durable_dir,
+            durable_scope,
         } = config.settle()?;
         Ok(LocalSubprocess {
             world: Arc::new(World::new(
@@ -51,11 +52,12 @@ impl LocalSubprocess {
                 SpillDir::new(spill_parent),
                 kill_grace,
             )),
-            durable: durable_dir.map(|dir| Arc::new(Durable::new(dir))),
+            durable: durable_dir.map(|dir| Arc::new(Durable::new(dir, &durable_scope))),
         })
     }
 
-    /// Where durable commands are kept, if anywhere.
+    /// Where this provider's scope of durable commands is kept, if
+    /// anywhere.
     pub fn durable_dir(&self) -> Option<&Path> {
         self.durable.as_deref().map(Durable::dir)
     }

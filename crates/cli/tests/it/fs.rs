@@ -77,10 +77,11 @@ fn write_cat_stat_edit_ls_mv_rm_mkdir() {
         1,
         &format!("write {file}: "),
     );
-    // An edit that does not match is refused and changes nothing.
+    // An edit that does not match is refused and changes nothing: a failed
+    // operation (1), not a usage error (2).
     fails(
         &["fs", "edit", &file, "absent", "x"],
-        2,
+        1,
         &format!("edit {file}: "),
     );
     assert_eq!(ok(&["fs", "cat", &file]), "hello there\n");
@@ -366,8 +367,8 @@ fn grep_find_and_a_dry_run_edit_come_from_the_tools_library() {
     let (code, _, stderr) = at(&["fs", "edit", "src/a.txt", "a", "A", "--dry-run"]);
     assert_eq!(
         code,
-        Some(2),
-        "an ambiguous edit is invalid input: {stderr}"
+        Some(1),
+        "an ambiguous edit is a refused operation, not a usage error: {stderr}"
     );
     assert!(stderr.contains("matches"), "{stderr}");
 }

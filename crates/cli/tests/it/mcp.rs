@@ -604,7 +604,7 @@ fn background_output_is_read_by_cursor_across_a_server_restart() {
     let mut first = RawSession::start(&cwd, &envs);
     let started = first.call(
         "run",
-        serde_json::json!({"command": command, "background": true}),
+        serde_json::json!({"command": command, "background": true, "durable": true}),
     );
     assert_eq!(started["durable"], Value::Bool(true), "{started}");
     let id = started["id"].as_str().expect("an id").to_owned();
@@ -858,5 +858,278 @@ console.log(JSON.stringify(out));
     assert!(
         wait_until(Duration::from_secs(10), || sandboxes(&server) == 0),
         "the sandbox was killed by the second dsh"
+    );
+}
+
+/// A policy decorator sees what `run` runs (issue 26): with `dsh-example-subprocess-audit`
+/// (`deny: [touch]`) in front of each composition's provider, `run {"argv": ["touch", …]}`
+/// through the official SDK is refused and creates nothing, a shell string reaches the
+/// decorator as the `bash -c` it is, and the audit log holds exactly the argv given — no
+/// wrapper.
+#[test]
+fn a_deny_list_decorator_sees_run_s_argv_on_both_compositions() {
+    require(&LOCAL);
+    require(&E2B);
+    require(&["dsh-example-subprocess-audit"]);
+    let body = r#"
+const denied = await client.callTool({ name: "run", arguments: { argv: ["touch", "denied.txt"] } });
+const bg = await client.callTool({ name: "run", arguments: { argv: ["touch", "bg.txt"], background: true } });
+const shell = await client.callTool({ name: "run", arguments: { command: "echo shell" } });
+const allowed = await client.callTool({ name: "run", arguments: { argv: ["echo", "allowed"] } });
+const left = await client.callTool({ name: "run", arguments: { command: "ls denied.txt bg.txt 2>/dev/null | wc -l" } });
+console.log(JSON.stringify({
+  denied: [denied.isError ?? false, denied.content[0].text],
+  bg: [bg.isError ?? false, bg.content[0].text],
+  shell: shell.structuredContent.output,
+  allowed: allowed.structuredContent.output,
+  left: left.structuredContent.output.trim(),
+}));
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = LocalServer::start();
+    let e2b = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("manifest");
+    let local = "plugins:\n  - { id: fs, name: dsh-fs-local }\n  - { id: local, name: dsh-subprocess-local }\n";
+    for (what, manifest, envs) in [
+        ("local", local.to_owned(), vec![]),
+        ("e2b-local", e2b, server.env()),
+    ] {
+        let cwd = dir.path().join(what);
+        std::fs::create_dir(&cwd).expect("cwd");
+        let log = dir.path().join(format!("{what}.jsonl"));
+        let path = dir.path().join(format!("{what}.yaml"));
+        std::fs::write(
+            &path,
+            format!(
+                "{manifest}  - {{ id: audit, name: dsh-example-subprocess-audit, config: {{ deny: [touch], auditLog: {} }} }}\n",
+                log.display()
+            ),
+        )
+        .expect("write the manifest");
+        let result = js_session(
+            &Transport::Stdio {
+                args: &["--config".to_owned(), path.display().to_string()],
+                cwd: &cwd,
+            },
+            &envs,
+            body,
+        );
+        for refused in ["denied", "bg"] {
+            assert_eq!(result[refused][0], true, "{what}: {result}");
+            assert!(
+                result[refused][1]
+                    .as_str()
+                    .is_some_and(|text| text.contains("touch") && text.contains("denied")),
+                "{what}: the refusal names the program: {result}"
+            );
+        }
+        assert_eq!(result["left"], "0", "{what}: nothing was touched: {result}");
+        assert_eq!(result["shell"], "shell\n", "{what}: {result}");
+        assert_eq!(result["allowed"], "allowed\n", "{what}: {result}");
+        let audit: Vec<Value> = std::fs::read_to_string(&log)
+            .expect("the audit log")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("a JSON line"))
+            .collect();
+        let argvs = |event: &str| -> Vec<Value> {
+            audit
+                .iter()
+                .filter(|entry| entry["event"] == event && entry["operation"] == "spawn")
+                .map(|entry| entry["argv"].clone())
+                .collect()
+        };
+        assert_eq!(
+            argvs("deny"),
+            [
+                serde_json::json!(["touch", "denied.txt"]),
+                serde_json::json!(["touch", "bg.txt"])
+            ],
+            "{what}: {audit:?}"
+        );
+        let started = argvs("start");
+        assert!(
+            started.contains(&serde_json::json!(["echo", "allowed"]))
+                && started.contains(&serde_json::json!(["bash", "-c", "echo shell"])),
+            "{what}: the decorator saw each command as run gave it: {audit:?}"
+        );
+    }
+}
+
+/// Small things of issue 26, as the official SDK sees them on both compositions: the language
+/// servers' queries are announced read-only (`lsp_rename` is not); an error names its reason
+/// once on E2B as locally (`read_file: stream_text: file not found`, not `stream_text: stat:
+/// not found: file not found`); a background `run` says it ends with the server.
+#[test]
+fn lsp_queries_are_read_only_and_errors_say_their_reason_once_on_both_compositions() {
+    require(&LOCAL);
+    require(&E2B);
+    let body = r#"
+const { tools } = await client.listTools();
+const readOnly = Object.fromEntries(tools.filter((t) => t.name.startsWith("lsp_"))
+  .map((t) => [t.name, t.annotations?.readOnlyHint ?? null]));
+const missing = await client.callTool({ name: "read_file", arguments: { path: "no-such-file.txt" } });
+const bg = await client.callTool({ name: "run", arguments: { command: "sleep 100", background: true } });
+console.log(JSON.stringify({
+  readOnly,
+  missing: [missing.isError ?? false, missing.content[0].text],
+  bg: bg.content[0].text,
+}));
+"#;
+    let check = |result: &Value, what: &str| {
+        assert_eq!(
+            result["readOnly"],
+            serde_json::json!({
+                "lsp_diagnostics": true, "lsp_definition": true, "lsp_references": true,
+                "lsp_hover": true, "lsp_symbols": true, "lsp_rename": false,
+            }),
+            "{what}: {result}"
+        );
+        assert_eq!(result["missing"][0], true, "{what}: {result}");
+        let text = result["missing"][1].as_str().expect("the error text");
+        let reason = text
+            .split_once("read_file: stream_text: ")
+            .map(|(_, reason)| reason)
+            .unwrap_or_else(|| panic!("{what}: the tool and the operation are named: {text}"));
+        assert!(
+            !reason.contains(": ") && !reason.is_empty(),
+            "{what}: one reason, said once: {text}"
+        );
+        assert!(
+            result["bg"]
+                .as_str()
+                .is_some_and(|text| text.contains("this server ends")),
+            "{what}: a background command is the session's: {result}"
+        );
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let local = js_session(
+        &Transport::Stdio {
+            args: &[],
+            cwd: dir.path(),
+        },
+        &[],
+        body,
+    );
+    check(&local, "local");
+    let server = LocalServer::start();
+    let config = config_dir().join("e2b-local.yaml").display().to_string();
+    let remote = js_session(
+        &Transport::Stdio {
+            args: &["--config".to_owned(), config],
+            cwd: dir.path(),
+        },
+        &server.env(),
+        body,
+    );
+    check(&remote, "e2b-local");
+}
+
+/// Sessions own their commands (issue 26): a background `run` ends with its server unless it
+/// asked to be durable; a durable one is listed only by servers of its scope (locally: its
+/// folder), while a server elsewhere reaches it only by naming its id; and the result says
+/// what is true of the world — on e2b-local with `onDispose: kill`, that the sandbox, and so
+/// the durable command, ends with the server.
+#[test]
+fn sessions_own_their_commands_and_say_how_long_they_live() {
+    require(&LOCAL);
+    require(&E2B);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (here, elsewhere, state) = (
+        dir.path().join("here"),
+        dir.path().join("elsewhere"),
+        dir.path().join("state"),
+    );
+    std::fs::create_dir(&here).expect("cwd");
+    std::fs::create_dir(&elsewhere).expect("cwd");
+    let envs = [("XDG_STATE_HOME", state.as_path())];
+    let marker = format!("mcp-scope-{}", std::process::id());
+
+    let mut first = RawSession::start(&here, &envs);
+    let session = first.call(
+        "run",
+        serde_json::json!({"command": format!("sleep 100; : {marker}-session"), "background": true}),
+    );
+    assert_eq!(session["durable"], Value::Bool(false), "{session}");
+    assert!(
+        session["lifetime"]
+            .as_str()
+            .is_some_and(|text| text.contains("this server ends")),
+        "{session}"
+    );
+    let durable = first.call(
+        "run",
+        serde_json::json!({"command": format!("sleep 100; : {marker}-durable"), "background": true, "durable": true}),
+    );
+    assert!(
+        durable["lifetime"]
+            .as_str()
+            .is_some_and(|text| text.contains("outlives this server")),
+        "{durable}"
+    );
+    let id = durable["id"].as_str().expect("an id").to_owned();
+    first.end();
+    assert!(
+        wait_until(Duration::from_secs(10), || processes_with(&format!(
+            "{marker}-session"
+        ))
+        .is_empty()),
+        "a session's background command ended with its server"
+    );
+    assert!(
+        !processes_with(&format!("{marker}-durable")).is_empty(),
+        "the durable command outlived it"
+    );
+
+    let ids = |session: &mut RawSession| -> Vec<String> {
+        session.call("list_commands", serde_json::json!({}))["commands"]
+            .as_array()
+            .expect("commands")
+            .iter()
+            .map(|command| command["id"].as_str().expect("id").to_owned())
+            .collect()
+    };
+    let mut other = RawSession::start(&elsewhere, &envs);
+    assert!(
+        !ids(&mut other).contains(&id),
+        "another folder's server does not list it"
+    );
+    // Named explicitly, it is reached across scopes.
+    let read = other.call("read_output", serde_json::json!({"id": id}));
+    assert_eq!(read["status"], "running", "{read}");
+    other.end();
+    let mut again = RawSession::start(&here, &envs);
+    assert!(
+        ids(&mut again).contains(&id),
+        "its folder's next server lists it"
+    );
+    let killed = again.call("kill", serde_json::json!({"id": id}));
+    assert_eq!(killed["status"], "exited", "{killed}");
+    again.end();
+
+    let server = LocalServer::start();
+    let config = config_dir().join("e2b-local.yaml").display().to_string();
+    let result = js_session(
+        &Transport::Stdio {
+            args: &["--config".to_owned(), config],
+            cwd: dir.path(),
+        },
+        &server.env(),
+        r#"
+const durable = await client.callTool({ name: "run", arguments: { command: "sleep 100", background: true, durable: true } });
+console.log(JSON.stringify({ error: durable.isError ?? false, lifetime: durable.structuredContent?.lifetime, text: durable.content[0].text }));
+"#,
+    );
+    assert_eq!(result["error"], false, "{result}");
+    assert!(
+        result["lifetime"]
+            .as_str()
+            .is_some_and(|text| text.contains("killed when this server ends (onDispose: kill)")),
+        "e2b-local, onDispose: kill: {result}"
+    );
+    assert!(
+        !result["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("outlives this server"),
+        "{result}"
     );
 }

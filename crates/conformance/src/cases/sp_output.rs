@@ -39,6 +39,13 @@ pub(crate) const CASES: &[CaseInfo] = &[
         stdout_stderr_separate
     ),
     case!(
+        "subprocess.output.stderr_into_stdout",
+        Subprocess,
+        [Subprocess],
+        "stderr into stdout shares stdout's pipe: one stream in write order (piped and collected), argv unchanged, stderr empty",
+        stderr_into_stdout
+    ),
+    case!(
         "subprocess.output.pipe_backpressure",
         Subprocess,
         [Subprocess],
@@ -230,6 +237,47 @@ async fn stdout_stderr_separate(cx: &Cx) -> CaseResult {
     );
     let status = cx.ok("wait", process.wait()).await?;
     ensure!(status.success(), "writer: expected exit 0, got {status:?}");
+    Ok(())
+}
+
+async fn stderr_into_stdout(cx: &Cx) -> CaseResult {
+    // `$0` shows the program got its argv as given: no wrapper shell.
+    let script = "printf out; printf ' %s ' \"$0\" >&2; printf more";
+    for stdout in [OutputMode::Pipe, OutputMode::Collect { limit: 1024 }] {
+        let mut spec = sh_spec(script, &[], Some(&cx.dir));
+        spec.stdout = stdout;
+        spec.stderr = OutputMode::IntoStdout;
+        let process = cx.spawn("spawn merged writer", spec).await?;
+        ensure!(
+            process.take_stderr().is_none(),
+            "take_stderr: a merged stderr has no stream of its own"
+        );
+        let out = match process.take_stdout() {
+            Some(stream) => cx.ok("drain stdout", drain(stream)).await?,
+            None => Vec::new(),
+        };
+        let status = cx.ok("wait", process.wait()).await?;
+        ensure!(status.success(), "writer: expected exit 0, got {status:?}");
+        let out = if stdout == OutputMode::Pipe {
+            out
+        } else {
+            let snapshot = cx
+                .ok(
+                    "read_output stdout",
+                    process.read_output(OutputStream::Stdout, 0, 1024),
+                )
+                .await?;
+            snapshot.bytes.to_vec()
+        };
+        ensure_bytes(&format!("stdout ({stdout:?})"), &out, b"out sh more")?;
+        let err = cx
+            .ok(
+                "read_output stderr",
+                process.read_output(OutputStream::Stderr, 0, 1024),
+            )
+            .await?;
+        ensure_eq("stderr bytes of a merged stderr", &err.total, &0)?;
+    }
     Ok(())
 }
 

@@ -7,7 +7,7 @@
 //! - **Ids** are `cmd-<durable id>` (32 hex digits), the world's own id, so
 //!   they mean the same command to every server of the world; other
 //!   commands keep `cmd-<n>`.
-//! - **Output** is merged in the world as for every command (the wrapper
+//! - **Output** is merged in the world as for every command (the spawn
 //!   points fd 2 at fd 1), so the command's retained stdout *is* the
 //!   merged output and cursors are offsets into it. The tools hold one
 //!   attachment per command collecting the newest bytes in memory; older
@@ -33,7 +33,6 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 use super::Commands;
 use super::errors::from_seam;
 use super::output::{CommandOutput, TAIL_LIMIT};
-use super::run::MERGE_WRAPPER;
 use super::text::quote_argv;
 use super::tracked::{Exit, Stdin, TrackedCommand};
 
@@ -86,22 +85,12 @@ pub(crate) fn durable_id(tool_id: &str) -> Option<&str> {
         .filter(|id| validate_id("read_output", id).is_ok())
 }
 
-/// The command line a listing shows for `argv`: what `run` was given when
-/// `run` started it (the merging wrapper taken off), else argv quoted.
+/// The command line a listing shows for `argv`: a shell string's line
+/// (`bash -c <line>`, as `run` starts `command`), else argv quoted.
 pub(crate) fn line_of(argv: &[String]) -> String {
-    let wrapped = argv.len() > MERGE_WRAPPER.len()
-        && argv
-            .iter()
-            .zip(MERGE_WRAPPER)
-            .all(|(arg, word)| arg == word);
-    let program = if wrapped {
-        &argv[MERGE_WRAPPER.len()..]
-    } else {
-        argv
-    };
-    match program {
+    match argv {
         [bash, c, line] if bash == "bash" && c == "-c" => line.clone(),
-        _ => quote_argv(program),
+        _ => quote_argv(argv),
     }
 }
 
@@ -151,25 +140,28 @@ impl Commands {
         }
     }
 
-    /// Attaches to durable command `id` of the world and holds it.
+    /// Attaches to durable command `id` of the world and holds it: one
+    /// this session's scope lists, or — named explicitly — another
+    /// scope's, which the world attaches to by its id alone
+    /// (docs/design.md §5.2.1).
     async fn adopt(&self, tool: &str, id: &str) -> Result<Arc<TrackedCommand>> {
         let listed = self
             .subprocess
             .list_durable()
             .await
             .map_err(|err| from_seam(tool, err))?;
-        let Some(command) = listed.into_iter().find(|command| command.id == id) else {
-            return Err(Error::not_found(format!("{tool}: no durable command {id}")));
-        };
+        let command = listed.into_iter().find(|command| command.id == id);
         let seq = self.registry.reserve(tool)?;
         let mut spec = AttachSpec::new(id, u64::MAX);
         spec.stdout = OutputMode::Collect { limit: TAIL_LIMIT };
         spec.stderr = OutputMode::Null;
-        let attached = self
-            .subprocess
-            .attach(spec)
-            .await
-            .map_err(|err| from_seam(tool, err))?;
+        let attached = self.subprocess.attach(spec).await.map_err(|err| {
+            if err.kind() == ErrorKind::NotFound {
+                Error::not_found(format!("{tool}: no durable command {id}"))
+            } else {
+                from_seam(tool, err)
+            }
+        })?;
         let link = DurableLink {
             id: id.to_owned(),
             subprocess: Arc::clone(&self.subprocess),
@@ -179,7 +171,10 @@ impl Commands {
         let tracked = Arc::new(TrackedCommand::new(
             seq,
             tool_id(id),
-            line_of(&command.argv),
+            command.as_ref().map_or_else(
+                || format!("(durable command of another session: {id})"),
+                |command| line_of(&command.argv),
+            ),
             true,
             process,
             output,
@@ -188,7 +183,7 @@ impl Commands {
             Some(link),
         ));
         self.registry.insert(tool, Arc::clone(&tracked))?;
-        if command.state != DurableState::Running {
+        if command.is_some_and(|command| command.state != DurableState::Running) {
             // It ended before: its attachment reports that at once, and a
             // read right after adoption should see it ended.
             let _ = tracked.wait_exit_for(ENDED_REPORT_WAIT).await;
@@ -239,15 +234,11 @@ mod tests {
         ] {
             assert_eq!(durable_id(bad), None, "{bad}");
         }
-        let wrapped = |program: &[&str]| -> Vec<String> {
-            MERGE_WRAPPER
-                .iter()
-                .chain(program)
-                .map(|word| (*word).to_owned())
-                .collect()
+        let argv = |words: &[&str]| -> Vec<String> {
+            words.iter().map(|word| (*word).to_owned()).collect()
         };
-        assert_eq!(line_of(&wrapped(&["bash", "-c", "echo a; b"])), "echo a; b");
-        assert_eq!(line_of(&wrapped(&["printf", "a b"])), "printf 'a b'");
+        assert_eq!(line_of(&argv(&["bash", "-c", "echo a; b"])), "echo a; b");
+        assert_eq!(line_of(&argv(&["printf", "a b"])), "printf 'a b'");
         assert_eq!(line_of(&["sleep".into(), "5".into()]), "sleep 5");
     }
 }

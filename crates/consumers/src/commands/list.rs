@@ -102,7 +102,7 @@ impl Commands {
             commands.push(CommandInfo {
                 id: command.id.clone(),
                 command: cut_line(&command.line),
-                background: command.background,
+                background: command.is_background(),
                 status: CommandStatus::of(&exit),
                 exit: ExitInfo::of(&exit),
                 total_bytes,

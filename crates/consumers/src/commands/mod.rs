@@ -32,6 +32,8 @@ mod text;
 mod tracked;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use dsh_plugin_api::Error;
 use dsh_plugin_api::fs::FsProvider;
@@ -44,8 +46,8 @@ pub use read::{
     ReadOutputRequest, ReadOutputResult, SCAN_OVERLAP, Until,
 };
 pub use run::{
-    DEFAULT_TIMEOUT_MS, HEAD_BYTES, MAX_BACKGROUND_TIMEOUT_MS, MAX_COMMAND_BYTES, MAX_ENV_ENTRIES,
-    MAX_FOREGROUND_TIMEOUT_MS, MAX_STDIN_BYTES, RunRequest, RunResult, TAIL_BYTES,
+    DEFAULT_RUN_WAIT_MS, HEAD_BYTES, MAX_BACKGROUND_TIMEOUT_MS, MAX_COMMAND_BYTES, MAX_ENV_ENTRIES,
+    MAX_FOREGROUND_TIMEOUT_MS, MAX_RUN_WAIT_MS, MAX_STDIN_BYTES, RunRequest, RunResult, TAIL_BYTES,
 };
 pub use status::{CommandStatus, ExitInfo};
 pub use stdin::{
@@ -81,6 +83,11 @@ pub struct Commands {
     /// Held while a durable command of the world is adopted, so that two
     /// calls naming it attach once.
     adopting: tokio::sync::Mutex<()>,
+    /// How long a foreground `run` waits by default, in milliseconds.
+    run_wait_ms: AtomicU64,
+    /// Why the world ends with this server, when it does (then durable
+    /// commands do too).
+    world_ends: std::sync::Mutex<Option<String>>,
 }
 
 impl Commands {
@@ -99,7 +106,49 @@ impl Commands {
                 max_kept_bytes: MAX_KEPT_SPILL_BYTES,
             }),
             adopting: tokio::sync::Mutex::new(()),
+            run_wait_ms: AtomicU64::new(run::DEFAULT_RUN_WAIT_MS),
+            world_ends: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Says that the world ends when this server does, and why (`sandbox
+    /// 1x2y is killed when this server ends (onDispose: kill)`), so that
+    /// durable commands are not said to outlive it. Without it the world
+    /// is taken to outlive the server (the local world; an E2B sandbox
+    /// left or paused).
+    pub fn set_world_ends_with_server(&self, why: String) {
+        *self.world_ends.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+    }
+
+    /// How long a command started in the background lives, in words that
+    /// are true for this world.
+    pub(crate) fn lifetime(&self, durable: bool) -> String {
+        if !durable {
+            return "it runs until it exits, kill, or this server ends".to_owned();
+        }
+        match &*self.world_ends.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => "durable: it outlives this server; a later server of this world reads and \
+                     kills it by this id"
+                .to_owned(),
+            Some(why) => {
+                format!("durable in the world, but {why}: it ends with this server all the same")
+            }
+        }
+    }
+
+    /// Sets how long a foreground `run` without `wait_ms` waits for its
+    /// command before handing it over (default [`DEFAULT_RUN_WAIT_MS`]),
+    /// clamped into 1 ms ..= [`MAX_RUN_WAIT_MS`]. Calls already waiting
+    /// keep theirs.
+    pub fn set_run_wait(&self, wait: Duration) {
+        let ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        self.run_wait_ms
+            .store(ms.clamp(1, run::MAX_RUN_WAIT_MS), Ordering::Relaxed);
+    }
+
+    /// How long a foreground `run` without `wait_ms` waits.
+    fn run_wait(&self) -> Duration {
+        Duration::from_millis(self.run_wait_ms.load(Ordering::Relaxed))
     }
 
     /// Refuses new commands, then ends every remembered command's process

@@ -67,7 +67,7 @@ enum Older {
     Retained(DurableLink),
 }
 
-/// Reads one command's output (its stdout, into which the wrapper merged
+/// Reads one command's output (its stdout, into which the spawn merged
 /// stderr).
 pub(crate) struct CommandOutput {
     process: Arc<dyn Process>,

@@ -20,8 +20,12 @@ use super::tracked::{Stdin, TrackedCommand};
 
 const TOOL: &str = "run";
 
-/// The default timeout of a foreground command.
-pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// How long a foreground `run` waits for its command by default before
+/// handing it over (still running, as a background command): the
+/// server's default unless [`Commands::set_run_wait`] changed it.
+pub const DEFAULT_RUN_WAIT_MS: u64 = 10_000;
+/// The longest a `run` may wait for its command (`wait_ms`).
+pub const MAX_RUN_WAIT_MS: u64 = 600_000;
 /// The longest timeout a foreground command may ask for.
 pub const MAX_FOREGROUND_TIMEOUT_MS: u64 = 600_000;
 /// The longest timeout a background command may ask for (it has none by
@@ -39,10 +43,6 @@ pub const HEAD_BYTES: usize = 16 * 1024;
 /// Bytes of the output's end in a foreground result.
 pub const TAIL_BYTES: usize = 16 * 1024;
 
-/// The wrapper that merges stderr into stdout in the world (see
-/// [`Commands::run`]).
-pub(crate) const MERGE_WRAPPER: [&str; 4] = ["bash", "-c", "exec -- \"$@\" 2>&1", "bash"];
-
 /// Runs a command in the world.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -54,8 +54,8 @@ pub struct RunRequest {
     #[serde(default)]
     pub command: Option<String>,
     /// A program and its arguments, run without a shell: `argv[0]` is a
-    /// name looked up on PATH or a path. Give exactly one of `command` and
-    /// `argv`.
+    /// name looked up on PATH, an absolute path, or a path relative to
+    /// `cwd` (`./build.sh`). Give exactly one of `command` and `argv`.
     #[serde(default)]
     pub argv: Option<Vec<String>>,
     /// Working directory: absolute, or relative to the world's working
@@ -68,10 +68,18 @@ pub struct RunRequest {
     pub env: Option<BTreeMap<String, String>>,
     /// Wall-clock limit in milliseconds. When it expires the command's
     /// whole process group gets SIGTERM, then SIGKILL after a grace, and
-    /// the result says `timed_out`. Foreground: default 120000, at most
-    /// 600000. Background: no limit unless given, at most 86400000.
+    /// the result says `timed_out`. No limit unless given; at most 600000
+    /// in the foreground, 86400000 in the background.
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Foreground only: how long to wait for the command to end, in
+    /// milliseconds. A command still running then is handed over: the
+    /// result has its id, the output so far and status `running`, and it
+    /// goes on as a background command of this session (`read_output`
+    /// from `cursor` continues it, `kill` stops it). Default 10000 (or
+    /// the server's setting), at most 600000.
+    #[serde(default)]
+    pub wait_ms: Option<u64>,
     /// Start the command and return its id at once, without waiting (read
     /// its output with `read_output`, stop it with `kill`). Default false:
     /// wait for it to exit and return its output.
@@ -86,14 +94,14 @@ pub struct RunRequest {
     /// an open stdin is not durable.
     #[serde(default)]
     pub keep_stdin: Option<bool>,
-    /// Background only: make the command durable — it keeps running when
-    /// this server ends, and a later server of the same world lists it,
-    /// reads its output by cursor and kills it (its id stays valid). A
-    /// durable command has no stdin, so it cannot be combined with `stdin`
-    /// text or `keep_stdin`. Default: durable when the world supports it
-    /// and the run has no stdin (otherwise an ordinary background command,
-    /// ended when the server ends); `true` fails if the world cannot;
-    /// `false` never.
+    /// Background only: make the command durable — the world keeps it,
+    /// not this server: it keeps running when this server ends (for as
+    /// long as the world lasts; the result says whether it does), and a
+    /// later server of the same world reads its output by cursor and
+    /// kills it by its id. A durable command has no stdin, so it cannot
+    /// be combined with `stdin` text or `keep_stdin`; `true` fails if the
+    /// world has no durable commands. Default false: a background command
+    /// ends when this server ends.
     #[serde(default)]
     pub durable: Option<bool>,
 }
@@ -107,9 +115,13 @@ pub struct RunResult {
     pub id: String,
     /// `running` for a background start, else how it ended.
     pub status: CommandStatus,
-    /// Whether the command is durable: it outlives this server, keeping
-    /// its id and its output.
+    /// Whether the command is durable: the world keeps it, its id and
+    /// its output, not this server (`lifetime` says whether the world
+    /// outlives the server).
     pub durable: bool,
+    /// Background starts: how long the command lives, in this world.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifetime: Option<String>,
     #[serde(flatten)]
     pub exit: ExitInfo,
     /// Foreground only: stdout and stderr merged, as UTF-8 (invalid bytes
@@ -128,22 +140,29 @@ pub struct RunResult {
     /// (up to 1 GiB), removed when the command is forgotten.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spill_path: Option<String>,
+    /// A foreground command still running after the wait (handed over):
+    /// the `read_output` cursor just after `output`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<u64>,
 }
 
 impl crate::Outcome for RunResult {
     fn text(&self) -> String {
         match &self.output {
             None => format!(
-                "started {} in the background{}; read its output with read_output",
+                "started {} in the background ({}); read its output with read_output",
                 self.id,
-                if self.durable {
-                    " (durable: it outlives this server)"
-                } else {
-                    ""
-                }
+                self.lifetime.as_deref().unwrap_or_default()
             ),
             Some(output) => {
-                let state = state_text(self.status, &self.exit);
+                let state = match self.cursor {
+                    Some(cursor) => format!(
+                        "still running, now in the background: continue with read_output \
+                         id={} cursor={cursor}, stop it with kill",
+                        self.id
+                    ),
+                    None => state_text(self.status, &self.exit),
+                };
                 let body = if output.is_empty() {
                     "(no output)\n".to_owned()
                 } else if output.ends_with('\n') {
@@ -152,9 +171,10 @@ impl crate::Outcome for RunResult {
                     format!("{output}\n")
                 };
                 format!(
-                    "{body}[{}: {state} · {} bytes of output]",
+                    "{body}[{}: {state} · {} bytes of output{}]",
                     self.id,
-                    self.total_bytes.unwrap_or(0)
+                    self.total_bytes.unwrap_or(0),
+                    if self.cursor.is_some() { " so far" } else { "" }
                 )
             }
         }
@@ -164,10 +184,8 @@ impl crate::Outcome for RunResult {
 /// Whether a run is started durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Durability {
-    /// An ordinary command (foreground, with stdin, or `durable: false`).
+    /// An ordinary command of this session (the default).
     No,
-    /// Durable if the provider has durable commands, else ordinary.
-    IfSupported,
     /// Durable or refused (`durable: true`).
     Required,
 }
@@ -175,6 +193,12 @@ enum Durability {
 /// A checked request, ready to spawn.
 struct RunPlan {
     spec: SpawnSpec,
+    /// Foreground: how long to wait before handing the command over
+    /// (`None`: the server's default).
+    wait: Option<Duration>,
+    /// `argv[0]` is a relative path (`./build.sh`): it names a file
+    /// below the run's cwd, which the seam does not take.
+    anchor: bool,
     line: String,
     background: bool,
     stdin_text: Option<String>,
@@ -198,8 +222,7 @@ impl RunPlan {
                 if argv.first().is_none_or(String::is_empty) {
                     return Err(invalid(TOOL, "argv is empty (argv[0] names the program)"));
                 }
-                // Checked here: behind the wrapper, the seam's own check
-                // would report shifted indices.
+                // Checked here to name the tool, not the seam.
                 if let Some(index) = argv.iter().position(|arg| arg.contains('\0')) {
                     return Err(invalid(
                         TOOL,
@@ -251,6 +274,22 @@ impl RunPlan {
         }
         let background = request.background.unwrap_or(false);
         let timeout = check_timeout(request.timeout_ms, background)?;
+        let wait = match request.wait_ms {
+            Some(_) if background => {
+                return Err(invalid(
+                    TOOL,
+                    "wait_ms is for foreground runs (a background run returns at once)",
+                ));
+            }
+            Some(0) => return Err(invalid(TOOL, "wait_ms must be at least 1")),
+            Some(ms) if ms > MAX_RUN_WAIT_MS => {
+                return Err(invalid(
+                    TOOL,
+                    format_args!("wait_ms {ms} is more than the maximum {MAX_RUN_WAIT_MS}"),
+                ));
+            }
+            ms => ms.map(Duration::from_millis),
+        };
         let keep_stdin = request.keep_stdin.unwrap_or(false);
         if !background {
             for (flag, given) in [
@@ -273,19 +312,17 @@ impl RunPlan {
         }
         let needs_stdin = keep_stdin || request.stdin.is_some();
         let durability = match (background, request.durable) {
-            (false, _) | (true, Some(false)) => Durability::No,
+            (false, _) | (true, None | Some(false)) => Durability::No,
             (true, Some(true)) if needs_stdin => {
                 return Err(invalid(
                     TOOL,
-                    "a durable command has no stdin: drop stdin/keep_stdin, or run with durable: false",
+                    "a durable command has no stdin: drop stdin/keep_stdin, or run without durable",
                 ));
             }
             (true, Some(true)) => Durability::Required,
-            (true, None) if needs_stdin => Durability::No,
-            (true, None) => Durability::IfSupported,
         };
 
-        let mut spec = SpawnSpec::new(MERGE_WRAPPER.into_iter().map(str::to_owned).chain(program));
+        let mut spec = SpawnSpec::new(program);
         spec.cwd = request.cwd;
         spec.env = env;
         spec.stdin = if needs_stdin {
@@ -294,18 +331,35 @@ impl RunPlan {
             StdinMode::Null
         };
         spec.stdout = OutputMode::Collect { limit: TAIL_LIMIT };
-        spec.stderr = OutputMode::Null;
+        spec.stderr = OutputMode::IntoStdout;
         spec.spill = Some(SpillSpec { limit: SPILL_LIMIT });
         spec.timeout = timeout;
-        spec.validate().map_err(|err| from_seam(TOOL, err))?;
+        let anchor = is_relative_path(&spec.argv[0]);
+        if anchor {
+            // Anchored to the cwd before the spawn (`Commands::run`); the
+            // rest of the spec is checked now, as an absolute program.
+            let mut anchored = spec.clone();
+            anchored.argv[0].insert(0, '/');
+            anchored.validate()
+        } else {
+            spec.validate()
+        }
+        .map_err(|err| from_seam(TOOL, err))?;
         Ok(RunPlan {
             spec,
+            wait,
+            anchor,
             line,
             background,
             stdin_text: request.stdin,
             durability,
         })
     }
+}
+
+/// A program path with a separator that is not absolute.
+fn is_relative_path(program: &str) -> bool {
+    !program.starts_with('/') && program.contains('/')
 }
 
 fn check_timeout(timeout_ms: Option<u64>, background: bool) -> Result<Option<Duration>> {
@@ -318,8 +372,7 @@ fn check_timeout(timeout_ms: Option<u64>, background: bool) -> Result<Option<Dur
         )
     };
     match timeout_ms {
-        None if background => Ok(None),
-        None => Ok(Some(Duration::from_millis(DEFAULT_TIMEOUT_MS))),
+        None => Ok(None),
         Some(0) => Err(invalid(TOOL, "timeout_ms must be at least 1")),
         Some(ms) if ms > max => Err(invalid(
             TOOL,
@@ -332,36 +385,48 @@ fn check_timeout(timeout_ms: Option<u64>, background: bool) -> Result<Option<Dur
 impl Commands {
     /// `run`: starts a command.
     ///
-    /// **Merged output.** stdout and stderr are merged in the world, by the
-    /// command itself: it runs as `bash -c 'exec -- "$@" 2>&1' bash
-    /// <argv…>`, so the wrapper shell replaces itself (`exec`: same pid,
-    /// same process group) with the program, whose fd 2 is then the same
-    /// pipe as its fd 1. Both streams become one byte sequence in the order
-    /// the program wrote them, and nothing about the program changes but
-    /// where its fd 2 points. A shell string `command` is run as the argv
-    /// `bash -c <command>` the same way, so it is parsed exactly as `bash
-    /// -c` parses it (its syntax errors are part of its output). What the
-    /// wrapper itself could write to stderr before the redirection (nothing,
-    /// short of a broken bash) is discarded. `argv[0]` is looked up on PATH
-    /// by bash (a relative path like `./build.sh` resolves against `cwd`);
-    /// a missing program is exit code 127 with bash's message as output.
-    /// The world needs `bash`.
+    /// **What reaches the world.** `argv` is spawned as given — the argv
+    /// every `subprocess` decorator and the provider see — and a shell
+    /// string `command` as the argv `bash -c <command>`, so it is parsed
+    /// exactly as `bash -c` parses it (its syntax errors are part of its
+    /// output; the world needs `bash` for it). A relative program path
+    /// (`./build.sh`) is anchored to the run's cwd (resolved through `fs`)
+    /// first; a bare name is looked up on the command's PATH by the
+    /// provider, and a missing program is the seam's `NotFound`.
     ///
-    /// Foreground: waits for the exit (the timeout terminates the whole
+    /// **Merged output.** stdout and stderr are merged in the world by
+    /// the spawn itself (stderr [`OutputMode::IntoStdout`]: the command's
+    /// fd 2 is the same pipe as its fd 1), so both become one byte
+    /// sequence in the order the program wrote them, and nothing about
+    /// the program changes but where its fd 2 points (docs/design.md
+    /// §5.2).
+    ///
+    /// Foreground: waits for the exit (a timeout terminates the whole
     /// group, TERM → grace → KILL) and returns the output bounded as head +
-    /// tail; the id stays valid for `read_output`. Dropping the future
+    /// tail; the id stays valid for `read_output`. A command still running
+    /// after the wait (`wait_ms`, else [`Commands::set_run_wait`]'s, 10 s
+    /// by default) is handed over instead: the result is its output so far
+    /// with status `running` and the cursor to read on from, and it goes
+    /// on as a background command. Dropping the future while waiting
     /// terminates the command's whole process group (its entry stays, so
     /// `list_commands` shows how it ended). Background: returns the id as
     /// soon as the command started; it runs until it exits, its timeout,
     /// `kill` or [`Commands::shutdown`].
     pub async fn run(&self, request: RunRequest) -> Result<RunResult> {
-        let plan = RunPlan::check(request)?;
+        let mut plan = RunPlan::check(request)?;
+        if plan.anchor {
+            let cwd = plan.spec.cwd.as_deref().unwrap_or(".");
+            let dir = self
+                .fs
+                .resolve(cwd, None)
+                .await
+                .map_err(|err| from_seam(TOOL, err))?;
+            let program = &mut plan.spec.argv[0];
+            *program = format!("{}/{program}", dir.path.trim_end_matches('/'));
+        }
         let seq = self.registry.reserve(TOOL)?;
-        let durable = match plan.durability {
-            Durability::No => None,
-            durability => self.spawn_durable(&plan.spec, durability).await?,
-        };
-        if let Some((link, process)) = durable {
+        if plan.durability == Durability::Required {
+            let (link, process) = self.spawn_durable(&plan.spec).await?;
             let output = CommandOutput::durable(Arc::clone(&process), link.clone());
             let command = Arc::new(TrackedCommand::new(
                 seq,
@@ -375,7 +440,7 @@ impl Commands {
                 Some(link),
             ));
             self.registry.insert(TOOL, Arc::clone(&command))?;
-            return Ok(RunResult::started(&command));
+            return Ok(RunResult::started(&command, self.lifetime(true)));
         }
         let process = self
             .subprocess
@@ -425,38 +490,56 @@ impl Commands {
         ));
         self.registry.insert(TOOL, Arc::clone(&command))?;
         let Some(guard) = guard else {
-            return Ok(RunResult::started(&command));
+            return Ok(RunResult::started(&command, self.lifetime(false)));
         };
 
-        let exit = command.wait_exit().await;
+        let wait = plan.wait.unwrap_or_else(|| self.run_wait());
+        let exit = command.wait_exit_for(wait).await;
         guard.disarm();
-        exit.map_err(|err| from_seam(TOOL, err))?;
-        let bounded = bounded_output(&command).await?;
+        let running = match exit {
+            Some(exit) => {
+                exit.map_err(|err| from_seam(TOOL, err))?;
+                false
+            }
+            None => {
+                // Handed over: from here on it is a background command of
+                // these tools, ended by `kill` or at shutdown.
+                command.hand_over();
+                true
+            }
+        };
+        let bounded = bounded_output(&command, running).await?;
         Ok(RunResult {
             id: command.id.clone(),
             status: command.status(),
             durable: false,
+            lifetime: None,
             exit: ExitInfo::of(&command.exit()),
             output: Some(bounded.text),
             total_bytes: Some(bounded.total),
             omitted_bytes: Some(bounded.omitted),
             spill_path: bounded.spill_path,
+            cursor: running.then_some(bounded.end),
         })
     }
 }
 
 impl RunResult {
     /// The result of a background start.
-    fn started(command: &TrackedCommand) -> RunResult {
+    /// The result of a background start; `lifetime` says how long it
+    /// lives (see [`Commands::lifetime`]).
+    fn started(command: &TrackedCommand, lifetime: String) -> RunResult {
         RunResult {
             id: command.id.clone(),
             status: CommandStatus::Running,
             durable: command.durable.is_some(),
+            lifetime: Some(lifetime),
             exit: ExitInfo::default(),
             output: None,
             total_bytes: None,
             omitted_bytes: None,
             spill_path: None,
+            cursor: None,
         }
     }
 }
@@ -464,14 +547,8 @@ impl RunResult {
 impl Commands {
     /// Starts `spec` as a durable command (no stdin, no spill file: the
     /// world retains the merged output, up to [`SPILL_LIMIT`] bytes like a
-    /// spill file) with the newest output collected in memory. `None` when
-    /// the provider has no durable commands and `durability` allows an
-    /// ordinary command instead.
-    async fn spawn_durable(
-        &self,
-        spec: &SpawnSpec,
-        durability: Durability,
-    ) -> Result<Option<(DurableLink, Arc<dyn Process>)>> {
+    /// spill file) with the newest output collected in memory.
+    async fn spawn_durable(&self, spec: &SpawnSpec) -> Result<(DurableLink, Arc<dyn Process>)> {
         let mut spec = spec.clone();
         spec.stdin = StdinMode::Null;
         spec.spill = None;
@@ -479,24 +556,17 @@ impl Commands {
             retain: SPILL_LIMIT,
         };
         match self.subprocess.spawn_durable(spec, keep).await {
-            Ok(attached) => Ok(Some((
+            Ok(attached) => Ok((
                 DurableLink {
                     id: attached.id,
                     subprocess: Arc::clone(&self.subprocess),
                 },
                 attached.process,
-            ))),
-            Err(err)
-                if err.kind() == ErrorKind::Unsupported
-                    && durability == Durability::IfSupported =>
-            {
-                tracing::debug!(%err, "run: no durable commands in this world; an ordinary background command");
-                Ok(None)
-            }
+            )),
             Err(err) if err.kind() == ErrorKind::Unsupported => Err(Error::new(
                 ErrorKind::Unsupported,
                 format!(
-                    "run: durable: true, but this world has no durable commands ({}); run with durable: false",
+                    "run: durable: true, but this world has no durable commands ({}); run without durable",
                     err.message()
                 ),
             )),
@@ -505,19 +575,23 @@ impl Commands {
     }
 }
 
-/// A finished command's output as a foreground result shows it.
+/// A command's output as a foreground result shows it.
 struct BoundedOutput {
     text: String,
     total: u64,
     omitted: u64,
     spill_path: Option<String>,
+    /// The offset just after `text`.
+    end: u64,
 }
 
 /// The whole output if it fits in [`HEAD_BYTES`] + [`TAIL_BYTES`], else
 /// its head and tail around a marker naming the omitted range. The head of
 /// a long output comes from the spill file; if it cannot be read, the
 /// head is counted as omitted (the marker still says where to read it).
-async fn bounded_output(command: &TrackedCommand) -> Result<BoundedOutput> {
+/// Of a command still `running`, the output so far: a character its last
+/// write cut is left for the next read.
+async fn bounded_output(command: &TrackedCommand, running: bool) -> Result<BoundedOutput> {
     let snapshot = command
         .output
         .snapshot()
@@ -531,12 +605,13 @@ async fn bounded_output(command: &TrackedCommand) -> Result<BoundedOutput> {
             .read(0, total as usize)
             .await
             .map_err(|err| from_seam(TOOL, err))?;
-        let (text, _) = decode_piece(&piece.bytes, false);
+        let (text, used) = decode_piece(&piece.bytes, running);
         return Ok(BoundedOutput {
             text,
             total,
             omitted: piece.dropped,
             spill_path,
+            end: piece.start + used as u64,
         });
     }
     let (head, head_len) = match command.output.read(0, HEAD_BYTES).await {
@@ -553,7 +628,7 @@ async fn bounded_output(command: &TrackedCommand) -> Result<BoundedOutput> {
         .await
         .map_err(|err| from_seam(TOOL, err))?;
     let skip = cut_character_start(&piece.bytes);
-    let (tail, _) = decode_piece(&piece.bytes[skip..], false);
+    let (tail, used) = decode_piece(&piece.bytes[skip..], running);
     let tail_start = piece.start + skip as u64;
     let omitted = tail_start - head_len as u64;
     let text = format!(
@@ -565,6 +640,7 @@ async fn bounded_output(command: &TrackedCommand) -> Result<BoundedOutput> {
         total,
         omitted,
         spill_path,
+        end: tail_start + used as u64,
     })
 }
 
@@ -580,6 +656,7 @@ mod tests {
             cwd: None,
             env: None,
             timeout_ms: None,
+            wait_ms: None,
             background: None,
             stdin: None,
             keep_stdin: None,
@@ -588,22 +665,19 @@ mod tests {
     }
 
     #[test]
-    fn argv_and_command_run_under_the_merging_wrapper() {
+    fn argv_reaches_the_seam_as_given_with_stderr_merged() {
         let plan = RunPlan::check(RunRequest {
             argv: Some(vec!["printf".into(), "a b".into()]),
             ..request()
         })
         .unwrap();
-        assert_eq!(
-            plan.spec.argv,
-            ["bash", "-c", "exec -- \"$@\" 2>&1", "bash", "printf", "a b"]
-        );
+        assert_eq!(plan.spec.argv, ["printf", "a b"]);
+        assert_eq!(plan.spec.stderr, OutputMode::IntoStdout);
+        assert!(!plan.anchor);
         assert_eq!(plan.line, "printf 'a b'");
         assert_eq!(plan.spec.stdin, StdinMode::Null);
-        assert_eq!(
-            plan.spec.timeout,
-            Some(Duration::from_millis(DEFAULT_TIMEOUT_MS))
-        );
+        assert_eq!(plan.spec.timeout, None, "the wait bounds a foreground run");
+        assert_eq!(plan.wait, None, "the server's default wait");
 
         let plan = RunPlan::check(RunRequest {
             command: Some("echo hi >&2".into()),
@@ -611,10 +685,21 @@ mod tests {
             ..request()
         })
         .unwrap();
-        assert_eq!(&plan.spec.argv[4..], ["bash", "-c", "echo hi >&2"]);
+        assert_eq!(plan.spec.argv, ["bash", "-c", "echo hi >&2"]);
         assert_eq!(plan.spec.stdin, StdinMode::Null);
-        assert_eq!(plan.durability, Durability::IfSupported);
+        assert_eq!(
+            plan.durability,
+            Durability::No,
+            "a background command is the session's unless durable: true"
+        );
         assert_eq!(plan.spec.timeout, None, "background has no default timeout");
+
+        let plan = RunPlan::check(RunRequest {
+            argv: Some(vec!["./build.sh".into()]),
+            ..request()
+        })
+        .unwrap();
+        assert!(plan.anchor, "a relative program is anchored to the cwd");
     }
 
     #[test]
@@ -696,6 +781,18 @@ mod tests {
             }),
             Some(ErrorKind::InvalidInput)
         );
+        for (wait_ms, background) in [(0, false), (MAX_RUN_WAIT_MS + 1, false), (5, true)] {
+            assert_eq!(
+                refused(RunRequest {
+                    command: Some("true".into()),
+                    wait_ms: Some(wait_ms),
+                    background: Some(background),
+                    ..request()
+                }),
+                Some(ErrorKind::InvalidInput),
+                "wait_ms {wait_ms}, background {background}"
+            );
+        }
         assert_eq!(
             refused(RunRequest {
                 command: Some("a\0b".into()),

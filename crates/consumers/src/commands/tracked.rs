@@ -43,7 +43,9 @@ pub(crate) struct TrackedCommand {
     pub seq: u64,
     /// The command as the caller gave it, for listings.
     pub line: String,
-    pub background: bool,
+    /// Started in the background, or handed over there by a foreground
+    /// `run` that waited long enough ([`TrackedCommand::hand_over`]).
+    background: AtomicBool,
     pub process: Arc<dyn Process>,
     pub output: CommandOutput,
     pub stdin: tokio::sync::Mutex<Stdin>,
@@ -101,7 +103,7 @@ impl TrackedCommand {
             id,
             seq,
             line,
-            background,
+            background: AtomicBool::new(background),
             process,
             output,
             stdin: tokio::sync::Mutex::new(stdin),
@@ -114,6 +116,17 @@ impl TrackedCommand {
                 .chain(feeder)
                 .collect(),
         }
+    }
+
+    /// Whether it runs in the background (started there or handed over).
+    pub(crate) fn is_background(&self) -> bool {
+        self.background.load(Ordering::Relaxed)
+    }
+
+    /// A foreground command that outlasted its `run`'s wait goes on in
+    /// the background.
+    pub(crate) fn hand_over(&self) {
+        self.background.store(true, Ordering::Relaxed);
     }
 
     /// The exit, if the command has ended.
@@ -175,7 +188,7 @@ impl Tracked for TrackedCommand {
         self.exit.borrow().is_some()
     }
 
-    /// Its spill (stdout's: the wrapper merged stderr into it), or what
+    /// Its spill (stdout's: the spawn merged stderr into it), or what
     /// the world retains of a durable command's output.
     fn kept_bytes(&self) -> u64 {
         self.kept.load(Ordering::Relaxed)

@@ -58,15 +58,38 @@ async fn exit_codes_signals_and_missing_programs() {
         "argv is not re-parsed"
     );
 
-    let missing = run(&commands, json!({"argv": ["no-such-program-dsh"]})).await;
+    // argv reaches the seam as given (no shell in between): a missing
+    // program is the seam's error, naming it; in a shell string it is
+    // bash's exit 127.
+    let missing = commands
+        .run(request(json!({"argv": ["no-such-program-dsh"]})))
+        .await
+        .unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound, "{missing}");
+    assert_eq!(missing.subject(), Some("no-such-program-dsh"), "{missing}");
+    assert!(missing.message().contains("not found"), "{missing}");
+    let missing = run(&commands, json!({"command": "no-such-program-dsh"})).await;
     assert_eq!(missing.exit.exit_code, Some(127));
+
+    // A relative program path is anchored to the run's cwd.
+    std::fs::write(
+        world.dir.path().join("cwd/hello.sh"),
+        "#!/bin/sh\necho \"hello from $0\" >&2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        world.dir.path().join("cwd/hello.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let relative = run(&commands, json!({"argv": ["./hello.sh"]})).await;
+    assert_eq!(relative.exit.exit_code, Some(0), "{relative:?}");
     assert!(
-        missing
+        relative
             .output
             .as_deref()
-            .unwrap_or("")
-            .contains("not found"),
-        "{missing:?}"
+            .is_some_and(|out| out.starts_with("hello from /") && out.ends_with("/hello.sh\n")),
+        "stderr merged, program anchored: {relative:?}"
     );
 
     let env = run(
@@ -497,6 +520,67 @@ async fn reads_by_cursor_never_split_a_character() {
         }
     }
     assert_eq!(got, text);
+    world.dispose().await;
+}
+
+/// A foreground command that outlasts the wait hands itself over: its id, the
+/// output so far and `running`, a background command from then on, continued by
+/// `read_output` from the cursor and ended by `kill` or shutdown (issue 26).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreground_run_past_its_wait_goes_on_in_the_background() {
+    let world = LocalWorld::new();
+    let commands = world.commands();
+    let started = Instant::now();
+    let handed = run(
+        &commands,
+        json!({"command": "echo begun; sleep 0.6; echo more; sleep 100", "wait_ms": 300, "env": world.marked_env()}),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(handed.status, CommandStatus::Running, "{handed:?}");
+    assert_eq!(handed.output.as_deref(), Some("begun\n"));
+    assert_eq!(handed.cursor, Some(6));
+    assert!(handed.text().contains("still running"), "{}", handed.text());
+    assert!(
+        handed
+            .text()
+            .contains(&format!("read_output id={} cursor=6", handed.id)),
+        "{}",
+        handed.text()
+    );
+    let listed = commands.list_commands(request(json!({}))).await.unwrap();
+    assert!(listed.commands[0].background, "{listed:?}");
+    let more = read(
+        &commands,
+        json!({"id": handed.id, "cursor": 6, "until": "pattern", "pattern": "^more$", "wait_ms": 10000}),
+    )
+    .await;
+    assert_eq!(more.output, "more\n");
+    assert_eq!(more.status, CommandStatus::Running);
+
+    // The server's default wait, when the call gives none.
+    commands.set_run_wait(Duration::from_millis(1000));
+    let handed = run(
+        &commands,
+        json!({"command": "sleep 100", "env": world.marked_env()}),
+    )
+    .await;
+    assert_eq!(handed.status, CommandStatus::Running);
+    assert_eq!(handed.cursor, Some(0));
+    let quick = run(&commands, json!({"command": "echo done"})).await;
+    assert_eq!(quick.status, CommandStatus::Exited);
+    assert_eq!(quick.cursor, None);
+
+    assert!(commands.shutdown().await.is_empty());
+    assert_eq!(
+        world.marked_processes_after(Duration::from_secs(5)).await,
+        Vec::<u32>::new(),
+        "handed-over commands end with the tools"
+    );
     world.dispose().await;
 }
 

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use dsh_consumers::Tools;
 use dsh_consumers::commands::{CommandInfo, CommandStatus, Commands, ReadOutputResult, RunResult};
+use dsh_consumers::{Outcome, Tools};
 use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use serde_json::{Value, json};
@@ -61,7 +61,7 @@ async fn durable_commands_survive_a_restart_of_the_tools() {
     let first = Tools::new(world.fs.clone(), world.subprocess.clone());
     let counter = run(
         &first.commands,
-        json!({"command": numbered(), "background": true, "env": env}),
+        json!({"command": numbered(), "background": true, "durable": true, "env": env}),
     )
     .await;
     assert!(counter.durable, "{counter:?}");
@@ -69,7 +69,7 @@ async fn durable_commands_survive_a_restart_of_the_tools() {
     assert_eq!(hex.len(), 32, "the tool id carries the durable id: {hex}");
     let server = run(
         &first.commands,
-        json!({"command": "tail -f /dev/null & tail -f /dev/null; wait", "background": true, "env": env}),
+        json!({"command": "tail -f /dev/null & tail -f /dev/null; wait", "background": true, "durable": true, "env": env}),
     )
     .await;
     assert!(server.durable);
@@ -186,6 +186,17 @@ async fn what_is_not_durable_and_unknown_durable_ids() {
     )
     .await;
     assert!(!plain.durable);
+    // A background command is the session's unless durable: true is asked
+    // for, and its result says so.
+    let session = run(&commands, json!({"command": "true", "background": true})).await;
+    assert!(!session.durable, "{session:?}");
+    assert!(
+        session
+            .text()
+            .contains("until it exits, kill, or this server ends"),
+        "{}",
+        session.text()
+    );
     assert!(
         plain
             .id

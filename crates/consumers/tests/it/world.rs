@@ -35,6 +35,7 @@ impl LocalWorld {
             spill_dir: Some(utf8(&spill)),
             kill_grace_ms: Some(300),
             durable_dir: Some(utf8(&dir.path().join("durable"))),
+            ..Config::default()
         };
         LocalWorld {
             fs: Arc::new(FsLocal::new(utf8(&cwd)).expect("fs-local")),

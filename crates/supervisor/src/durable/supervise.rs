@@ -1,7 +1,8 @@
 //! The detached supervisor of one durable command: it forks the command as
 //! `run` does (the launch identity, a session and process group of its
 //! own, the cwd, the exact environment, the program looked up on the
-//! search path, stdin on /dev/null, stdout and stderr on pipes), records
+//! search path, stdin on /dev/null, stdout and stderr on pipes — one for
+//! both when the request merges them), records
 //! it before letting it exec, reports the start to `durable-start`, then
 //! retains its output, applies the timeout, reaps it, drains its output
 //! (until both pipes end or the drain grace passed) and records its
@@ -127,7 +128,13 @@ fn start(
     let pipe =
         |what| rustix::pipe::pipe_with(PipeFlags::CLOEXEC).map_err(|e| resource(what)(e.into()));
     let (out_r, out_w) = pipe("stdout pipe")?;
-    let (err_r, err_w) = pipe("stderr pipe")?;
+    // A merged stderr has no pipe: the command's fd 2 is stdout's.
+    let (err_r, err_w) = if request.merge_stderr {
+        (None, None)
+    } else {
+        let (read, write) = pipe("stderr pipe")?;
+        (Some(read), Some(write))
+    };
     let (report_r, report_w) = pipe("report pipe")?;
     let (go_r, go_w) = pipe("go pipe")?;
     let signals = sys::signal_fd(&[libc::SIGCHLD]).map_err(resource("signalfd"))?;
@@ -136,7 +143,8 @@ fn start(
     let Some(pid) = unsafe { sys::fork() }.map_err(resource("fork"))? else {
         drop((out_r, err_r, report_r, go_w));
         let gate = Gate { go: &go_r, umask };
-        launch::child(prepared, supervisor, &out_w, &err_w, &report_w, Some(gate));
+        let err_w = err_w.as_ref().unwrap_or(&out_w);
+        launch::child(prepared, supervisor, &out_w, err_w, &report_w, Some(gate));
     };
     drop((out_w, err_w, report_w, go_r));
     let kill = |start: Start| {
@@ -179,7 +187,7 @@ fn start(
             errno: i32::from_le_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]),
         }));
     }
-    for fd in [&out_r, &err_r] {
+    for fd in [Some(&out_r), err_r.as_ref()].into_iter().flatten() {
         rustix::io::ioctl_fionbio(fd, true).map_err(|e| kill(resource("output pipe")(e.into())))?;
         // Fewer wakeups for bulk output; a user over the pipe allowance
         // keeps the default.
@@ -187,7 +195,7 @@ fn start(
     }
     Ok(Command {
         pid,
-        pipes: [Some(out_r), Some(err_r)],
+        pipes: [Some(out_r), err_r],
         retention,
         signals,
     })

@@ -56,6 +56,7 @@ impl State {
             timeout_ms,
             drain_grace_ms: 500,
             hold: false,
+            merge_stderr: false,
         }
     }
 

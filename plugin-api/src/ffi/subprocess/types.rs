@@ -44,6 +44,7 @@ pub enum FfiOutputMode {
     /// The tail limit in bytes.
     Collect(u64),
     Null,
+    IntoStdout,
 }
 
 impl From<OutputMode> for FfiOutputMode {
@@ -53,6 +54,7 @@ impl From<OutputMode> for FfiOutputMode {
             OutputMode::Inherit => FfiOutputMode::Inherit,
             OutputMode::Collect { limit } => FfiOutputMode::Collect(limit as u64),
             OutputMode::Null => FfiOutputMode::Null,
+            OutputMode::IntoStdout => FfiOutputMode::IntoStdout,
         }
     }
 }
@@ -66,6 +68,7 @@ impl From<FfiOutputMode> for OutputMode {
                 limit: usize::try_from(limit).unwrap_or(usize::MAX),
             },
             FfiOutputMode::Null => OutputMode::Null,
+            FfiOutputMode::IntoStdout => OutputMode::IntoStdout,
         }
     }
 }
