@@ -467,12 +467,21 @@ impl Code {
         }
         let mut slot = session.runner.lock().await;
         let started = Instant::now();
-        let Some(runner) = slot.as_mut() else {
+        // Out of the slot while it runs: if this call is dropped mid-run, the runner is dropped
+        // with it (its group terminated) and the session has ended, rather than a later run
+        // reading this one's frames.
+        let Some(mut runner) = slot.take() else {
             return Err(session_gone(TOOL, &id));
         };
-        let code = prepare(TOOL, session.language, &request.code, runner.runs + 1)?;
+        let code = match prepare(TOOL, session.language, &request.code, runner.runs + 1) {
+            Ok(code) => code,
+            Err(err) => {
+                *slot = Some(runner);
+                return Err(err);
+            }
+        };
         let outcome = self
-            .run_in(runner, TOOL, &code, &request.code, started + timeout)
+            .run_in(&mut runner, TOOL, &code, &request.code, started + timeout)
             .await;
         let failed = match &outcome {
             Ok(result) => result
@@ -482,10 +491,10 @@ impl Code {
             Err(_) => true,
         };
         if failed {
-            if let Some(runner) = slot.take() {
-                let _ = runner.end().await;
-            }
+            let _ = runner.end().await;
             lock(&self.sessions).remove(&id);
+        } else {
+            *slot = Some(runner);
         }
         let mut result = outcome.map_err(|err| err.with_subject(id.clone()))?;
         result.duration_ms = started.elapsed().as_millis() as u64;

@@ -386,6 +386,45 @@ async fn an_endless_program_and_a_child_holding_stdout_end_within_the_timeout(wo
             .sessions
             .is_empty()
     );
+    // A session's run whose call is dropped (a client's cancellation) ends the session too.
+    let opened = tools
+        .code
+        .code_session_open(SessionOpenRequest {
+            language: Language::Python,
+        })
+        .await
+        .expect("open");
+    let pids = tools.code.session_pids().await;
+    let endless = CodeRunRequest {
+        code: "while True: pass".to_owned(),
+        language: None,
+        session: Some(opened.session.clone()),
+        timeout_ms: None,
+    };
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(500), tools.code.code_run(endless)).await;
+    assert!(dropped.is_err(), "the call was still running");
+    let after = tools
+        .code
+        .code_run(CodeRunRequest {
+            code: "1".to_owned(),
+            language: None,
+            session: Some(opened.session.clone()),
+            timeout_ms: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(after.kind(), ErrorKind::Closed, "{after}");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    for pid in pids {
+        while alive(&tools, pid.into()).await {
+            assert!(
+                Instant::now() < deadline,
+                "the dropped run's runner {pid} ended"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
     assert!(tools.shutdown().await.is_empty());
 }
 
@@ -471,7 +510,9 @@ async fn garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_k
     );
     // A flood of binding calls: the calls past the bound are refused, each with the reason.
     let flood = "const calls = [];\nfor (let i = 0; i < 10050; i++) calls.push(dsh.noop({}).then(() => 'ok', (e) => e.message));\nconst outcomes = await Promise.all(calls);\nreturn [outcomes.filter((o) => o === 'ok').length, outcomes.find((o) => o !== 'ok')];";
-    let result = run(&tools, Language::Javascript, flood).await;
+    let mut flooding = request(Language::Javascript, flood);
+    flooding.timeout_ms = Some(300_000);
+    let result = tools.code.code_run(flooding).await.expect("flood");
     assert_eq!(result.value[0], json!(10_000), "{:?}", result.value);
     assert!(
         result.value[1]
