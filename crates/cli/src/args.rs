@@ -233,6 +233,15 @@ pub struct McpArgs {
     /// account in `ps`.
     #[arg(long, value_name = "FILE", conflicts_with = "token")]
     pub token_file: Option<std::path::PathBuf>,
+    /// Serve only these tool groups (comma-separated: files, commands,
+    /// terminals, lsp, …); default: all. Fewer tools cost the model less
+    /// context on every turn.
+    #[arg(long, value_name = "GROUPS", value_delimiter = ',')]
+    pub tools: Vec<String>,
+    /// List each tool's output schema too (off: the structured results are
+    /// returned either way, and the schemas double the listing).
+    #[arg(long)]
+    pub output_schemas: bool,
     /// How long a foreground `run` waits for its command before handing
     /// it over to the background (still running, with its output so far),
     /// when the call gives no `wait_ms`: 1 to 600000 ms, default 10000.

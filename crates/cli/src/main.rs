@@ -122,7 +122,10 @@ async fn run(cli: Cli) -> i32 {
             })
             .await
         }
-        Command::Mcp(args) => match (lsp::config(cli.lsp_config.as_deref()), mcp::token(&args)) {
+        Command::Mcp(args) => match (
+            lsp::config(cli.lsp_config.as_deref()),
+            mcp::preflight(&args),
+        ) {
             (Ok(lsp_config), Ok(token)) => {
                 with_host(&composition, |host, stop| {
                     Box::pin(mcp::run(host, args, token, lsp_config, stop))

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use dsh_consumers::Tools;
 use dsh_consumers::lsp::LspConfig;
 use dsh_host::Host;
-use dsh_mcp::{DshMcp, HttpOptions, SessionLimits};
+use dsh_mcp::{DshMcp, HttpOptions, McpOptions, SessionLimits};
 use dsh_plugin_api::OwnerKind;
+use dsh_plugin_api::subprocess::SubprocessProvider;
 
 use crate::Stop;
 use crate::args::McpArgs;
@@ -20,7 +21,7 @@ use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 /// background commands, terminals, language servers; durable commands are only detached from,
 /// so a later `dsh mcp` of the same world finds them) before the
 /// composition is disposed.
-/// `token` is what [`token`] resolved (for `--http`).
+/// `token` is what [`preflight`] resolved (for `--http`).
 pub async fn run(
     host: &Host,
     args: McpArgs,
@@ -30,16 +31,33 @@ pub async fn run(
 ) -> Result<i32, Failure> {
     let fs = host.fs()?;
     let subprocess = host.subprocess()?;
+    let mut about_world = about_world(host, subprocess.as_ref(), &lsp).await;
     let tools = Arc::new(Tools::with_lsp_config(fs, subprocess, lsp));
     if let Some(ms) = args.run_wait_ms {
         tools
             .commands
             .set_run_wait(std::time::Duration::from_millis(ms));
     }
-    if let Some(why) = world_ends(host) {
-        tools.commands.set_world_ends_with_server(why);
+    match world_ends(host) {
+        Some(why) => {
+            about_world.push(format!(
+                "Every command ends with this server, durable ones too: {why}."
+            ));
+            tools.commands.set_world_ends_with_server(why);
+        }
+        None => about_world.push(
+            "Background commands end with this server; one run with durable: true outlives it, \
+             and a later server of this world lists it and reads on."
+                .to_owned(),
+        ),
     }
-    let server = DshMcp::new(Arc::clone(&tools));
+    let options = McpOptions {
+        groups: args.tools.clone(),
+        output_schemas: args.output_schemas,
+        about_world,
+    };
+    let server = DshMcp::new(Arc::clone(&tools), options)
+        .map_err(|err| Failure::new(EXIT_CONFIG, format!("dsh mcp --tools: {err}")))?;
     let served = match (args.http, token) {
         (Some(addr), Some(token)) => {
             let options = HttpOptions {
@@ -71,6 +89,49 @@ pub async fn run(
     served.map(|()| 0)
 }
 
+/// What the model is told about the world in the server's instructions: the
+/// composition (its plugins; the sandbox, in an E2B world), the world's working directory, user and OS
+/// (asked of the world; a world that cannot answer is said to), and the
+/// language servers configured, each said to be missing when the world does
+/// not have its program.
+async fn about_world(
+    host: &Host,
+    subprocess: &dyn SubprocessProvider,
+    lsp: &LspConfig,
+) -> Vec<String> {
+    let plugins: Vec<String> = host
+        .plugins()
+        .iter()
+        .map(|plugin| format!("{} ({})", plugin.id, plugin.name))
+        .collect();
+    let mut facts = vec![format!(
+        "Composition {}: {}.",
+        host.origin(),
+        plugins.join(", ")
+    )];
+    if let Ok(owner) = host.owner(OwnerKind::E2B) {
+        let info = owner.info();
+        facts.push(format!(
+            "The world is E2B sandbox {} (template {}).",
+            info.sandbox_id, info.template_id
+        ));
+    }
+    match dsh_consumers::world::facts(subprocess).await {
+        Ok(world) => facts.extend(world.lines()),
+        Err(err) => facts.push(format!("The world did not say where it is: {err}")),
+    }
+    let servers = futures::future::join_all(lsp.languages.iter().map(|language| async move {
+        let program = language.command.first().map(String::as_str).unwrap_or("");
+        match subprocess.resolve_executable(program, &[]).await {
+            Ok(_) => format!("{} ({program})", language.name),
+            Err(_) => format!("{} ({program}: not installed)", language.name),
+        }
+    }))
+    .await;
+    facts.push(format!("Language servers: {}.", servers.join(", ")));
+    facts
+}
+
 /// Why the world ends when this server does, if it does: an E2B sandbox
 /// whose owner kills it at disposal (`onDispose: kill`, the owner's
 /// default, read from the composition's manifest), which takes durable
@@ -99,6 +160,15 @@ fn world_ends(host: &Host) -> Option<String> {
     })
 }
 
+/// Checks what `dsh mcp` was given before any composition starts (a bad
+/// argument costs no sandbox): the tool groups, then the bearer token,
+/// which it returns ([`token`]).
+pub fn preflight(args: &McpArgs) -> Result<Option<Token>, Failure> {
+    dsh_mcp::check_groups(&args.tools)
+        .map_err(|err| Failure::new(EXIT_CONFIG, format!("dsh mcp --tools: {err}")))?;
+    token(args)
+}
+
 /// The bearer token of `dsh mcp --http`.
 pub struct Token {
     value: String,
@@ -110,7 +180,7 @@ pub struct Token {
 /// of `--token-file`, else DSH_MCP_TOKEN, else a new random one (the
 /// environment yields to either option given). Checked before the
 /// composition starts: a bad token costs no sandbox.
-pub fn token(args: &McpArgs) -> Result<Option<Token>, Failure> {
+fn token(args: &McpArgs) -> Result<Option<Token>, Failure> {
     if args.http.is_none() {
         return Ok(None);
     }

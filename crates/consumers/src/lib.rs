@@ -28,6 +28,8 @@
 //!   world that call these tools as functions (`dsh.grep(…)`), one-shot or
 //!   in sessions that keep their state, plus host bindings an embedder
 //!   registers.
+//! - [`world::facts`]: the world's working directory, user and OS, asked of
+//!   the world (what `dsh mcp` tells a model before its first call).
 //!
 //! **Errors** are the seams' own [`dsh_plugin_api::Error`]: a kind and a
 //! message naming the operation (the tool's name) and its subject, the text a
@@ -47,6 +49,7 @@ pub mod commands;
 pub mod files;
 pub mod lsp;
 pub mod terminals;
+pub mod world;
 
 use std::sync::Arc;
 
@@ -100,8 +103,8 @@ impl Tools {
     }
 
     /// Ends what outlives single calls — every ordinary background command,
-    /// every open terminal, every language server and every code session,
-    /// each process group proven gone — so that
+    /// every open terminal, every language server and every code session, each process group
+    /// proven gone — so that
     /// nothing the tools started survives the caller, except durable
     /// commands: those are meant to outlive this caller (a restarted
     /// server reads them on by cursor), so the tools only detach from them;

@@ -17,10 +17,12 @@ use dsh_consumers::Tools;
 use crate::entry::{Effect, Entry, entry};
 
 /// The entry of tool `$method` of group `$group` (`files`, `commands`,
-/// `terminals`, `lsp`), served under the method's name.
+/// `terminals`, `lsp`), served under the method's name; the group is also
+/// what `dsh mcp --tools` selects by.
 macro_rules! tool {
     ($group:ident . $method:ident, $effect:ident, $description:expr) => {
         entry(
+            stringify!($group),
             stringify!($method),
             $description,
             Effect::$effect,

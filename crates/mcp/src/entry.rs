@@ -52,6 +52,8 @@ type Call = Box<dyn Fn(Arc<Tools>, JsonObject) -> BoxFuture<'static, CallToolRes
 
 /// A tool as listed and as called.
 pub(crate) struct Entry {
+    /// The tool group it belongs to (`files`, `commands`, …).
+    pub(crate) group: &'static str,
     pub(crate) name: &'static str,
     pub(crate) tool: Tool,
     pub(crate) call: Call,
@@ -62,6 +64,7 @@ pub(crate) struct Entry {
 /// mistyped, unknown fields) are a tool error naming the tool and what was
 /// wrong, and nothing runs.
 pub(crate) fn entry<Req, Res, Run, Fut>(
+    group: &'static str,
     name: &'static str,
     description: &'static str,
     effect: Effect,
@@ -77,9 +80,9 @@ where
         .with_input_schema::<Req>()
         .with_output_schema::<Res>()
         .with_annotations(effect.annotations());
-    strip_integer_formats(Arc::make_mut(&mut tool.input_schema));
+    compact(Arc::make_mut(&mut tool.input_schema));
     if let Some(output) = tool.output_schema.as_mut() {
-        strip_integer_formats(Arc::make_mut(output));
+        compact(Arc::make_mut(output));
     }
     let call: Call = Box::new(move |tools, arguments| {
         let request = match serde_json::from_value::<Req>(Value::Object(arguments)) {
@@ -98,28 +101,44 @@ where
             }
         })
     });
-    Entry { name, tool, call }
+    Entry {
+        group,
+        name,
+        tool,
+        call,
+    }
 }
 
-/// Removes the `format` of integer schemas (`uint64`, `int32`, … — schemars'
-/// names for Rust's integer types, not JSON Schema formats), which clients'
-/// validators warn about on every schema; the range stays in `minimum`.
-fn strip_integer_formats(schema: &mut JsonObject) {
-    let integer = schema.get("type").is_some_and(|kind| match kind {
-        Value::String(kind) => kind == "integer",
-        Value::Array(kinds) => kinds.iter().any(|kind| kind == "integer"),
-        _ => false,
-    });
-    if integer {
+/// Shortens a schemars schema to what a client needs, since every listed
+/// character is read by the model on every turn: no `$schema` (the draft is
+/// MCP's default), no `default: null` (an optional field's absence says it),
+/// an optional field typed `T` rather than `[T, "null"]` (it is not in
+/// `required`; null is still accepted when decoding), and no `format` on
+/// integers (`uint64`, `int32` … are schemars' names for Rust's types, not
+/// JSON Schema formats, and validators warn about them; the range stays in
+/// `minimum`).
+fn compact(schema: &mut JsonObject) {
+    schema.remove("$schema");
+    if schema.get("default") == Some(&Value::Null) {
+        schema.remove("default");
+    }
+    if let Some(Value::Array(kinds)) = schema.get("type")
+        && kinds.len() == 2
+        && let Some(position) = kinds.iter().position(|kind| kind == "null")
+    {
+        let kind = kinds[1 - position].clone();
+        schema.insert("type".to_owned(), kind);
+    }
+    if schema.get("type").is_some_and(|kind| kind == "integer") {
         schema.remove("format");
     }
     for value in schema.values_mut() {
         match value {
-            Value::Object(inner) => strip_integer_formats(inner),
+            Value::Object(inner) => compact(inner),
             Value::Array(items) => {
                 for item in items.iter_mut() {
                     if let Value::Object(inner) = item {
-                        strip_integer_formats(inner);
+                        compact(inner);
                     }
                 }
             }

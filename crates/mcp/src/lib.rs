@@ -25,6 +25,6 @@ mod stdio;
 mod wire;
 
 pub use http::{HttpError, HttpOptions, check_token, generate_token, serve_http};
-pub use server::DshMcp;
+pub use server::{DshMcp, McpOptions, UnknownGroup, check_groups, groups};
 pub use sessions::SessionLimits;
 pub use stdio::{StdioError, serve_stdio};

@@ -22,36 +22,124 @@ use crate::entry::Entry;
 /// request timeout on progress never time out a bounded wait.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// What the server tells clients about itself and how to use it.
-const INSTRUCTIONS: &str = "Tools over one execution world (files, commands, terminals). \
-Paths are the world's own; relative paths are relative to the world's working directory. \
-Long output is bounded: read more with read_output by cursor.";
+/// How the server uses the world, for every client: the start of its
+/// instructions (the world's own facts follow).
+const INSTRUCTIONS: &str = "Tools over one execution world. Paths are the world's own; \
+relative paths are relative to the world's working directory. Long output is bounded: read \
+more with read_output by cursor.";
 
-/// The `dsh mcp` server: every tool of the catalog over one world. Cheap to
-/// clone: every clone (one per HTTP session) shares the same world and
-/// catalog, so a background command started in one session is visible to
-/// all.
+/// What a `dsh mcp` server serves beyond its world.
+#[derive(Debug, Clone, Default)]
+pub struct McpOptions {
+    /// The tool groups to serve (`files`, `commands`, `terminals`, `lsp`,
+    /// …: [`groups`]); empty serves them all.
+    pub groups: Vec<String>,
+    /// List each tool's output schema as well. Off by default: the schemas
+    /// double what a client puts in the model's context on every turn, and
+    /// the structured result is returned either way.
+    pub output_schemas: bool,
+    /// Facts about the world for the model (composition, working directory,
+    /// user, OS, language servers, where durable commands are kept), one per
+    /// line, appended to the instructions.
+    pub about_world: Vec<String>,
+}
+
+/// A tool group [`McpOptions::groups`] names that the catalog does not have.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown tool group {group:?}; the groups are: {}", groups().join(", "))]
+pub struct UnknownGroup {
+    pub group: String,
+}
+
+/// The catalog's tool groups, in listing order.
+pub fn groups() -> Vec<&'static str> {
+    let mut groups: Vec<&'static str> = Vec::new();
+    for entry in catalog::entries() {
+        if !groups.contains(&entry.group) {
+            groups.push(entry.group);
+        }
+    }
+    groups
+}
+
+/// The tools `entries` list, in order: with their output schemas only when
+/// asked for.
+fn listing(entries: &[Entry], output_schemas: bool) -> Vec<Tool> {
+    entries
+        .iter()
+        .map(|entry| {
+            let mut tool = entry.tool.clone();
+            if !output_schemas {
+                tool.output_schema = None;
+            }
+            tool
+        })
+        .collect()
+}
+
+/// Refuses a group the catalog does not have (the first one named).
+pub fn check_groups(names: &[String]) -> Result<(), UnknownGroup> {
+    let known = groups();
+    match names.iter().find(|name| !known.contains(&name.as_str())) {
+        Some(name) => Err(UnknownGroup {
+            group: name.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The `dsh mcp` server: the catalog's tools (those of the chosen groups)
+/// over one world. Cheap to clone: every clone (one per HTTP session)
+/// shares the same world and catalog, so a background command started in
+/// one session is visible to all.
 #[derive(Clone)]
 pub struct DshMcp {
     tools: Arc<Tools>,
     catalog: Arc<HashMap<&'static str, Entry>>,
     listed: Arc<Vec<Tool>>,
+    instructions: Arc<str>,
 }
 
 impl DshMcp {
-    /// A server over `tools`.
-    pub fn new(tools: Arc<Tools>) -> DshMcp {
-        let entries = catalog::entries();
-        let listed = entries.iter().map(|entry| entry.tool.clone()).collect();
+    /// A server over `tools`, serving what `options` say. An unknown group
+    /// is refused (nothing is served).
+    pub fn new(tools: Arc<Tools>, options: McpOptions) -> Result<DshMcp, UnknownGroup> {
+        check_groups(&options.groups)?;
+        let entries: Vec<Entry> = catalog::entries()
+            .into_iter()
+            .filter(|entry| {
+                options.groups.is_empty() || options.groups.iter().any(|group| group == entry.group)
+            })
+            .collect();
+        let mut served: Vec<&'static str> = Vec::new();
+        for entry in &entries {
+            if !served.contains(&entry.group) {
+                served.push(entry.group);
+            }
+        }
+        let listed = listing(&entries, options.output_schemas);
+        let mut instructions =
+            format!("{INSTRUCTIONS}\nTool groups served: {}.", served.join(", "));
+        for fact in &options.about_world {
+            instructions.push('\n');
+            instructions.push_str(fact);
+        }
         let catalog = entries
             .into_iter()
             .map(|entry| (entry.name, entry))
             .collect();
-        DshMcp {
+        Ok(DshMcp {
             tools,
             catalog: Arc::new(catalog),
             listed: Arc::new(listed),
-        }
+            instructions: instructions.into(),
+        })
+    }
+
+    /// What `initialize` tells every client: how to use the tools, the
+    /// groups served and the world's facts.
+    pub fn instructions(&self) -> &str {
+        &self.instructions
     }
 
     /// The tools this server lists, in catalog order.
@@ -64,7 +152,7 @@ impl ServerHandler for DshMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("dsh", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.instructions.to_string())
     }
 
     async fn list_tools(
@@ -76,7 +164,7 @@ impl ServerHandler for DshMcp {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.catalog.get(name).map(|entry| entry.tool.clone())
+        self.listed.iter().find(|tool| tool.name == name).cloned()
     }
 
     /// Runs the call until it ends or the client cancels it (then the
@@ -131,5 +219,40 @@ impl ServerHandler for DshMcp {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Output schemas are listed only when asked for, and then for every
+    /// tool.
+    #[test]
+    fn output_schemas_are_listed_on_request() {
+        let entries = catalog::entries();
+        assert!(
+            listing(&entries, false)
+                .iter()
+                .all(|tool| tool.output_schema.is_none())
+        );
+        assert!(
+            listing(&entries, true)
+                .iter()
+                .all(|tool| tool.output_schema.is_some())
+        );
+    }
+
+    /// A group the catalog lacks is refused, naming it and the groups there
+    /// are.
+    #[test]
+    fn an_unknown_group_is_refused_naming_the_known_ones() {
+        let err = check_groups(&["files".to_owned(), "nope".to_owned()]).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("\"nope\""), "{message}");
+        for group in ["files", "commands", "terminals", "lsp"] {
+            assert!(message.contains(group), "{message}");
+        }
+        assert!(check_groups(&["lsp".to_owned(), "files".to_owned()]).is_ok());
     }
 }

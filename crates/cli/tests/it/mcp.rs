@@ -31,13 +31,23 @@ enum Client {
 }
 
 impl Client {
+    /// The client running the scenario.
     fn command(self) -> Command {
+        self.script("scenario")
+    }
+
+    /// The client running its peer script `name` (`js/mcp/NAME.mjs`,
+    /// `python/mcp_peer/NAME.py`).
+    fn script(self, name: &str) -> Command {
         let peers = peers();
         let (program, script) = match self {
-            Client::Js => (PathBuf::from("node"), peers.join("js/mcp/scenario.mjs")),
+            Client::Js => (
+                PathBuf::from("node"),
+                peers.join(format!("js/mcp/{name}.mjs")),
+            ),
             Client::Python => (
                 peers.join("python/.venv/bin/python"),
-                peers.join("python/mcp_peer/scenario.py"),
+                peers.join(format!("python/mcp_peer/{name}.py")),
             ),
         };
         assert!(
@@ -66,7 +76,22 @@ pub enum Transport<'a> {
 
 /// Runs the scenario with `client` over `transport` and returns its transcript.
 fn transcript(client: Client, transport: &Transport<'_>, envs: &[(String, String)]) -> Value {
-    let mut command = client.command();
+    run_client(client.command(), client, transport, envs)
+}
+
+/// What `client` sees before its first call (`about.{mjs,py}`): the
+/// instructions, the tools listed and the listing's size.
+fn about(client: Client, transport: &Transport<'_>, envs: &[(String, String)]) -> Value {
+    run_client(client.script("about"), client, transport, envs)
+}
+
+/// Runs `command` (a client's peer script) over `transport` and returns the JSON it prints.
+fn run_client(
+    mut command: Command,
+    client: Client,
+    transport: &Transport<'_>,
+    envs: &[(String, String)],
+) -> Value {
     command.envs(envs.iter().map(|(k, v)| (k, v)));
     reach(&mut command, transport);
     let output = command.output().expect("run the MCP client");
@@ -273,6 +298,119 @@ fn the_scenario_gives_the_same_results_on_both_compositions_over_both_transports
     );
     assert_same(&local[1..], &local[0]);
     assert_same(&e2b, &local[0]);
+}
+
+/// Before its first call an agent is told where it is — composition, working directory, user,
+/// OS, language servers, the tool groups served — and gets only the groups asked for, without
+/// output schemas unless asked: the same through both SDKs, on both compositions.
+#[test]
+fn the_agent_is_told_its_world_and_gets_the_tool_groups_it_asked_for() {
+    require(&LOCAL);
+    require(&E2B);
+    let dir = tempfile::tempdir().expect("a scratch dir");
+    let cwd = dir.path().canonicalize().expect("canonical");
+    let grouped = ["--tools".to_owned(), "files,commands".to_owned()];
+    for client in [Client::Js, Client::Python] {
+        let seen = about(
+            client,
+            &Transport::Stdio {
+                args: &grouped,
+                cwd: &cwd,
+            },
+            &[],
+        );
+        let instructions = seen["instructions"].as_str().expect("instructions");
+        for fact in [
+            format!("Working directory: {}", cwd.display()),
+            "User: ".to_owned(),
+            "OS: Linux".to_owned(),
+            "Tool groups served: files, commands.".to_owned(),
+            "Language servers: ".to_owned(),
+            "(dsh-fs-local)".to_owned(),
+            "durable: true outlives it".to_owned(),
+        ] {
+            assert!(
+                instructions.contains(&fact),
+                "{client:?}: {fact:?} in {instructions}"
+            );
+        }
+        let tools = seen["tools"].as_array().expect("tools");
+        assert!(
+            tools.iter().any(|tool| tool["name"] == "read_file"),
+            "{client:?}: {seen}"
+        );
+        assert!(
+            tools.iter().any(|tool| tool["name"] == "run"),
+            "{client:?}: {seen}"
+        );
+        for tool in tools {
+            let name = tool["name"].as_str().expect("a name");
+            assert!(
+                !name.starts_with("terminal_") && !name.starts_with("lsp_"),
+                "{client:?}: {name} is not of the groups asked for"
+            );
+            assert_eq!(tool["output_schema"], false, "{client:?}: {name}");
+        }
+    }
+    let with_schemas = ["--output-schemas".to_owned()];
+    let seen = about(
+        Client::Python,
+        &Transport::Stdio {
+            args: &with_schemas,
+            cwd: &cwd,
+        },
+        &[],
+    );
+    let tools = seen["tools"].as_array().expect("tools");
+    assert!(
+        tools.iter().any(|tool| tool["name"] == "terminal_open"),
+        "{seen}"
+    );
+    assert!(
+        tools.iter().all(|tool| tool["output_schema"] == true),
+        "{seen}"
+    );
+
+    let server = LocalServer::start();
+    let config = vec![
+        "--config".to_owned(),
+        config_dir().join("e2b-local.yaml").display().to_string(),
+    ];
+    let seen = about(
+        Client::Js,
+        &Transport::Stdio {
+            args: &config,
+            cwd: &cwd,
+        },
+        &server.env(),
+    );
+    let instructions = seen["instructions"].as_str().expect("instructions");
+    for fact in [
+        "Working directory: /home/user/workspace",
+        "User: user",
+        "E2B sandbox ",
+        "Every command ends with this server, durable ones too",
+    ] {
+        assert!(
+            instructions.contains(fact),
+            "e2b-local: {fact:?} in {instructions}"
+        );
+    }
+}
+
+/// An unknown tool group is refused before any world starts, naming the groups there are.
+#[test]
+fn an_unknown_tool_group_is_refused_before_the_world_starts() {
+    let output = dsh()
+        .args(["mcp", "--tools", "files,nope"])
+        .output()
+        .expect("run dsh");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unknown tool group \"nope\"") && stderr.contains("files, commands"),
+        "{stderr}"
+    );
 }
 
 /// A client killed in the middle of a call (`run` of a long command): dsh sees its stdin

@@ -94,4 +94,5 @@ async def main():
     print(json.dumps(transcript, indent=1, ensure_ascii=False))
 
 
-asyncio.run(main())
+if __name__ == "__main__":
+    asyncio.run(main())
