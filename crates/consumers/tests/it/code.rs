@@ -66,6 +66,26 @@ fn request(language: Language, code: &str) -> CodeRunRequest {
     }
 }
 
+/// A run of `code` in session `session`, with the default timeout unless `timeout_ms`.
+fn in_session(session: &str, code: &str, timeout_ms: Option<u64>) -> CodeRunRequest {
+    CodeRunRequest {
+        code: code.to_owned(),
+        language: None,
+        session: Some(session.to_owned()),
+        timeout_ms,
+    }
+}
+
+/// Opens a session of `language`; its id.
+async fn open(tools: &Tools, language: Language) -> String {
+    tools
+        .code
+        .code_session_open(SessionOpenRequest { language })
+        .await
+        .expect("open a session")
+        .session
+}
+
 async fn run(tools: &Tools, language: Language, code: &str) -> CodeRunResult {
     tools
         .code
@@ -160,20 +180,16 @@ async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(
         })
         .await
         .expect("open");
+    let session = opened.session.clone();
     assert!(
         opened.declarations.contains("def read_file("),
         "{}",
         opened.declarations
     );
-    let in_session = |code: &str| CodeRunRequest {
-        code: code.to_owned(),
-        language: None,
-        session: Some(opened.session.clone()),
-        timeout_ms: None,
-    };
+    let here = |code: &str| in_session(&session, code, None);
     let first = tools
         .code
-        .code_run(in_session(
+        .code_run(here(
             "import json\ncount = 41\ndef bump(n):\n    return n + 1\n",
         ))
         .await
@@ -181,7 +197,7 @@ async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(
     assert!(first.ok && first.value.is_null(), "{first:?}");
     let second = tools
         .code
-        .code_run(in_session("x = 1\nbump(count) / 0\n"))
+        .code_run(here("x = 1\nbump(count) / 0\n"))
         .await
         .expect("second run");
     let error = second.error.expect("the division raised");
@@ -193,7 +209,7 @@ async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(
     assert!(!second.session_ended);
     let third = tools
         .code
-        .code_run(in_session("json.dumps({'n': bump(count), 'x': x})"))
+        .code_run(here("json.dumps({'n': bump(count), 'x': x})"))
         .await
         .expect("third run");
     assert_eq!(third.value, json!("{\"n\": 42, \"x\": 1}"), "{third:?}");
@@ -208,7 +224,7 @@ async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(
     let closed = tools
         .code
         .code_session_close(SessionCloseRequest {
-            session: opened.session.clone(),
+            session: session.clone(),
         })
         .await
         .expect("close");
@@ -219,7 +235,7 @@ async fn a_python_session_keeps_its_state_across_runs_and_survives_an_exception(
             "the session's runner {pid} ended"
         );
     }
-    let gone = tools.code.code_run(in_session("1")).await.unwrap_err();
+    let gone = tools.code.code_run(here("1")).await.unwrap_err();
     assert_eq!(gone.kind(), ErrorKind::NotFound, "{gone}");
     assert!(tools.shutdown().await.is_empty());
 }
@@ -359,21 +375,10 @@ async fn an_endless_program_and_a_child_holding_stdout_end_within_the_timeout(wo
         );
     }
     // A session's run that times out ends the session.
-    let opened = tools
-        .code
-        .code_session_open(SessionOpenRequest {
-            language: Language::Python,
-        })
-        .await
-        .expect("open");
+    let session = open(&tools, Language::Python).await;
     let result = tools
         .code
-        .code_run(CodeRunRequest {
-            code: "while True: pass".to_owned(),
-            language: None,
-            session: Some(opened.session.clone()),
-            timeout_ms: Some(1000),
-        })
+        .code_run(in_session(&session, "while True: pass", Some(1000)))
         .await
         .expect("run");
     assert!(result.session_ended, "{result:?}");
@@ -387,31 +392,15 @@ async fn an_endless_program_and_a_child_holding_stdout_end_within_the_timeout(wo
             .is_empty()
     );
     // A session's run whose call is dropped (a client's cancellation) ends the session too.
-    let opened = tools
-        .code
-        .code_session_open(SessionOpenRequest {
-            language: Language::Python,
-        })
-        .await
-        .expect("open");
+    let session = open(&tools, Language::Python).await;
     let pids = tools.code.session_pids().await;
-    let endless = CodeRunRequest {
-        code: "while True: pass".to_owned(),
-        language: None,
-        session: Some(opened.session.clone()),
-        timeout_ms: None,
-    };
+    let endless = in_session(&session, "while True: pass", None);
     let dropped =
         tokio::time::timeout(Duration::from_millis(500), tools.code.code_run(endless)).await;
     assert!(dropped.is_err(), "the call was still running");
     let after = tools
         .code
-        .code_run(CodeRunRequest {
-            code: "1".to_owned(),
-            language: None,
-            session: Some(opened.session.clone()),
-            timeout_ms: None,
-        })
+        .code_run(in_session(&session, "1", None))
         .await
         .unwrap_err();
     assert_eq!(after.kind(), ErrorKind::Closed, "{after}");
@@ -474,21 +463,10 @@ async fn garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_k
         );
     }
     // A 100 MB result is the program's error, and its session lives on.
-    let opened = tools
-        .code
-        .code_session_open(SessionOpenRequest {
-            language: Language::Python,
-        })
-        .await
-        .expect("open");
+    let session = open(&tools, Language::Python).await;
     let result = tools
         .code
-        .code_run(CodeRunRequest {
-            code: "'x' * 100_000_000".to_owned(),
-            language: None,
-            session: Some(opened.session.clone()),
-            timeout_ms: None,
-        })
+        .code_run(in_session(&session, "'x' * 100_000_000", None))
         .await
         .expect("run");
     let error = result.error.expect("too large");
@@ -524,12 +502,7 @@ async fn garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_k
     // Still serving: the session and new runs.
     let after = tools
         .code
-        .code_run(CodeRunRequest {
-            code: "6 * 7".to_owned(),
-            language: None,
-            session: Some(opened.session.clone()),
-            timeout_ms: None,
-        })
+        .code_run(in_session(&session, "6 * 7", None))
         .await
         .expect("run");
     assert_eq!(after.value, json!(42));
