@@ -123,18 +123,22 @@ async fn alive(tools: &Tools, pid: u64) -> bool {
 
 async fn a_typescript_program_greps_reads_and_returns_a_summary(world: &World) {
     let tools = tools(world);
-    for (path, content) in [
-        ("code-ts/a.txt", "one\nTODO: first\n"),
-        ("code-ts/b.txt", "TODO: second\nTODO: third\n"),
-        ("code-ts/c.txt", "nothing here\n"),
+    // A fresh directory of the world's own: the local world's cwd is the test's (this crate's
+    // source directory), which a test must not write into.
+    let dir = sh(&tools, "mktemp -d").await.trim().to_owned();
+    for (name, content) in [
+        ("a.txt", "one\nTODO: first\n"),
+        ("b.txt", "TODO: second\nTODO: third\n"),
+        ("c.txt", "nothing here\n"),
     ] {
-        let request = serde_json::from_value(json!({"path": path, "content": content}))
-            .expect("write request");
+        let request =
+            serde_json::from_value(json!({"path": format!("{dir}/{name}"), "content": content}))
+                .expect("write request");
         tools.files.write_file(request).await.expect("write");
     }
     let program = r#"
 interface Summary { files: string[]; todos: number; firstLines: string[] }
-const found = await dsh.grep({ pattern: "TODO", path: "code-ts" });
+const found = await dsh.grep({ pattern: "TODO", path: DIR });
 const files: string[] = [...new Set<string>(found.matches.map((m: { path: string }) => m.path))].sort();
 const contents = await Promise.all(files.map((path) => dsh.read_file({ path })));
 const summary: Summary = {
@@ -143,12 +147,17 @@ const summary: Summary = {
   firstLines: contents.map((c) => (c.content as string).split("\n")[0]),
 };
 return summary;
-"#;
-    let result = run(&tools, Language::Typescript, program).await;
+"#
+    .replace("DIR", &serde_json::to_string(&dir).expect("a JSON string"));
+    let result = run(&tools, Language::Typescript, &program).await;
     assert!(result.ok, "{result:?}");
     assert_eq!(
         result.value,
-        json!({"files": ["code-ts/a.txt", "code-ts/b.txt"], "todos": 3, "firstLines": ["one", "TODO: second"]})
+        json!({
+            "files": [format!("{dir}/a.txt"), format!("{dir}/b.txt")],
+            "todos": 3,
+            "firstLines": ["one", "TODO: second"],
+        })
     );
     assert_eq!(result.binding_calls, 3);
 
@@ -168,6 +177,7 @@ return summary;
         frame.text.contains("n as number"),
         "the TypeScript line: {frame:?}"
     );
+    sh(&tools, &format!("rm -r -- '{dir}'")).await;
     assert!(tools.shutdown().await.is_empty());
 }
 
