@@ -783,11 +783,16 @@ fn background_output_is_read_by_cursor_across_a_server_restart() {
     };
     assert_eq!(got, expected);
     assert_eq!(last["exit_code"], serde_json::json!(3), "{last}");
-    second.call("kill", serde_json::json!({"id": id}));
-    second.end();
     let hex = id.strip_prefix("cmd-").expect("cmd-<durable id>");
     assert!(
-        !state.join("dsh/durable").join(hex).exists(),
+        durable_state(&state, hex).is_some(),
+        "retained until killed"
+    );
+    second.call("kill", serde_json::json!({"id": id}));
+    second.end();
+    assert_eq!(
+        durable_state(&state, hex),
+        None,
         "the killed command's retained state outlived the server that killed it"
     );
     assert!(
@@ -796,6 +801,16 @@ fn background_output_is_read_by_cursor_across_a_server_restart() {
         "{:?}",
         processes_with(&marker)
     );
+}
+
+/// Where the local provider keeps durable command `id` under `state` (`XDG_STATE_HOME`): in
+/// its scope's directory; `None` once forgotten.
+fn durable_state(state: &Path, id: &str) -> Option<PathBuf> {
+    std::fs::read_dir(state.join("dsh/durable"))
+        .ok()?
+        .flatten()
+        .map(|scope| scope.path().join(id))
+        .find(|dir| dir.is_dir())
 }
 
 /// `dsh mcp --http` ends on a signal (its usual end) as cleanly as a stdio server ends when its
@@ -819,8 +834,8 @@ fn a_signal_ends_an_http_server_as_cleanly_as_a_leaving_client_ends_a_stdio_one(
         &format!(
             r#"
 const run = (args) => client.callTool({{ name: "run", arguments: args }}).then((r) => r.structuredContent);
-const killed = await run({{ command: "sleep 300; : {marker}-killed", background: true }});
-const kept = await run({{ command: "sleep 300; : {marker}-kept", background: true }});
+const killed = await run({{ command: "sleep 300; : {marker}-killed", background: true, durable: true }});
+const kept = await run({{ command: "sleep 300; : {marker}-kept", background: true, durable: true }});
 const plain = await run({{ command: "sleep 300; : {marker}-plain", background: true, keep_stdin: true }});
 const kill = await client.callTool({{ name: "kill", arguments: {{ id: killed.id }} }});
 console.log(JSON.stringify({{ killed, kept, plain, kill: kill.isError ?? false }}));
@@ -833,17 +848,16 @@ console.log(JSON.stringify({{ killed, kept, plain, kill: kill.isError ?? false }
     assert_eq!(result["kill"], Value::Bool(false), "{result}");
     let durable_dir = |key: &str| {
         let id = result[key]["id"].as_str().expect("an id");
-        state
-            .join("dsh/durable")
-            .join(id.strip_prefix("cmd-").expect("cmd-<durable id>"))
+        durable_state(&state, id.strip_prefix("cmd-").expect("cmd-<durable id>"))
     };
-    assert!(durable_dir("killed").is_dir(), "killed, not yet forgotten");
+    assert!(durable_dir("killed").is_some(), "killed, not yet forgotten");
 
     send(server.id(), libc::SIGTERM);
     let status = server.wait().expect("wait for dsh mcp");
     assert_eq!(status.code(), Some(143), "SIGTERM ends dsh mcp");
-    assert!(
-        !durable_dir("killed").exists(),
+    assert_eq!(
+        durable_dir("killed"),
+        None,
         "the killed command's retained state outlived the server"
     );
     assert!(
@@ -856,7 +870,7 @@ console.log(JSON.stringify({{ killed, kept, plain, kill: kill.isError ?? false }
         !processes_with(&format!("{marker}-kept")).is_empty(),
         "the durable command ended with the server"
     );
-    let kept = durable_dir("kept");
+    let kept = durable_dir("kept").expect("the durable command's state");
     let kept_id = kept.file_name().and_then(|name| name.to_str()).expect("id");
     for verb in ["kill", "forget"] {
         let status = dsh()
