@@ -290,19 +290,22 @@ fn ten_thousand_forgotten_sessions_leave_memory_bounded() {
     stop(server);
 }
 
-/// The addresses of this machine's interfaces other than loopback (the kernel's local
-/// routes).
-fn machine_addresses() -> Vec<IpAddr> {
-    let trie = std::fs::read_to_string("/proc/net/fib_trie").expect("/proc/net/fib_trie");
-    let lines: Vec<&str> = trie.lines().collect();
-    let mut addresses: Vec<IpAddr> = lines
-        .windows(2)
-        .filter(|pair| pair[1].trim() == "/32 host LOCAL")
-        .filter_map(|pair| pair[0].trim().trim_start_matches("|-- ").parse().ok())
-        .filter(|address: &IpAddr| !address.is_loopback())
-        .collect();
-    addresses.dedup();
-    addresses
+/// This machine's own address: the source address of its route to the outside world (a
+/// connected UDP socket sends nothing). Not just any local address: the host ends of
+/// e2b-local's sandbox links are local addresses too, and come and go with the sandboxes other
+/// tests run at the same time.
+fn machine_address() -> IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("bind a UDP socket");
+    // TEST-NET-1 (RFC 5737): routed like any outside address, never reached.
+    socket
+        .connect("192.0.2.1:9")
+        .expect("this machine has a route to the outside (a default route)");
+    let address = socket.local_addr().expect("the socket's address").ip();
+    assert!(
+        !address.is_loopback(),
+        "the outside route leaves by loopback"
+    );
+    address
 }
 
 /// Bound to `0.0.0.0` with a token, `dsh mcp` serves the official SDK's client at
@@ -313,9 +316,7 @@ fn a_wildcard_bind_with_a_token_serves_loopback_and_the_machines_address() {
     require(&LOCAL);
     let dir = tempfile::tempdir().expect("tempdir");
     let (server, _, _, port) = http("0.0.0.0:0", &["--token", TOKEN], &[], dir.path());
-    let address = *machine_addresses()
-        .first()
-        .expect("this machine has an address besides loopback");
+    let address = machine_address();
     let body = r#"const r = await client.callTool({ name: "run", arguments: { argv: ["echo", "served"] } });
 console.log(JSON.stringify({ output: r.structuredContent.output.trim() }));"#;
     for host in ["127.0.0.1".to_owned(), address.to_string()] {
