@@ -483,7 +483,7 @@ fn a_bad_plugin_config_fails_check_with_every_field_error() {
     assert_mentions(
         lines[1],
         &[
-            "entry \"subprocess\" (line 4): plugin dsh-subprocess-local: config.extra: unknown field (expected cwd, durableDir, killGraceMs, spillDir)",
+            "entry \"subprocess\" (line 4): plugin dsh-subprocess-local: config.extra: unknown field (expected cwd, durableDir, durableScope, killGraceMs, spillDir)",
         ],
     );
     assert_mentions(
