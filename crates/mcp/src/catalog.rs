@@ -101,10 +101,10 @@ pub(crate) fn entries() -> Vec<Entry> {
             commands.run,
             Destructive,
             "Run a command (a bash string in command, or argv) with stdout and stderr merged. \
-             Waits for it (timeout_ms ends the whole process group) and returns the exit code \
-             and the output's head and tail; the whole output stays readable with read_output. \
-             background: true returns an id at once; such a command without stdin is durable \
-             where the world allows it (it survives a restart of this server, same id)."
+             Waits up to wait_ms (default 10 s) and returns the exit code and the output's head \
+             and tail; one still running then goes on in the background (its id, output so far \
+             and cursor). background: true returns an id at once; it ends with this server \
+             unless durable: true (kept by the world, same id for a later server)."
         ),
         tool!(
             commands.read_output,

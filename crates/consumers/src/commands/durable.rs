@@ -1,8 +1,8 @@
-//! Durable background commands: a background `run` that needs no stdin is
-//! started through the `subprocess` seam's durable extension when the
-//! provider has it (docs/design.md §5.2.1, §11), so it outlives the tools
-//! — a later server over the same world lists it, reads its output by
-//! cursor and kills it.
+//! Durable background commands: a background `run` with `durable: true`
+//! (and no stdin) is started through the `subprocess` seam's durable
+//! extension (docs/design.md §5.2.1, §11), so it outlives the tools for as
+//! long as the world lasts — a later server of the same scope lists it,
+//! any server reads its output by cursor and kills it by its id.
 //!
 //! - **Ids** are `cmd-<durable id>` (32 hex digits), the world's own id, so
 //!   they mean the same command to every server of the world; other

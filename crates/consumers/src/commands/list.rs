@@ -37,8 +37,9 @@ pub struct CommandInfo {
     pub total_bytes: u64,
     /// Whether `write_stdin` can write to it.
     pub stdin_open: bool,
-    /// Whether it is durable: it outlives the server, and a later server
-    /// of the same world lists and reads it by the same id.
+    /// Whether it is durable: kept by the world, not this server — it
+    /// runs on after this server for as long as the world does, and a
+    /// later server of the same scope lists and reads it by the same id.
     pub durable: bool,
 }
 
