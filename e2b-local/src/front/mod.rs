@@ -5,7 +5,7 @@
 //! E2B's 502 JSON. A response body that fails mid-way (the sandbox was killed under a running
 //! command, or paused: [`upstream::Upstream::cut`]) ends as a transport failure, as at E2B's
 //! edge: an HTTP/2 stream is reset, an HTTP/1 connection is dropped with a TCP reset
-//! ([`Abort`]), never closed as if the body were whole but cut short, which clients take for a
+//! (`Abort`), never closed as if the body were whole but cut short, which clients take for a
 //! body that fails to decode.
 
 pub mod proxy;

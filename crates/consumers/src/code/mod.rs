@@ -121,7 +121,7 @@ impl Language {
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CodeRunRequest {
-    /// The program. It calls the world's tools as dsh.<tool>(args) with the tools' argument
+    /// The program. It calls the world's tools as `dsh.<tool>(args)` with the tools' argument
     /// names (JavaScript: `await dsh.grep({pattern: "x"})`; Python: `dsh.grep(pattern="x")`,
     /// or `await dsh.aio.grep(…)` for asyncio.gather). Python's result is the value of its
     /// last expression; JavaScript/TypeScript's is what the body `return`s. Results must be
