@@ -126,8 +126,14 @@ fn dsh_conformance_passes_on_the_e2b_composition() {
             )
         })
         .collect();
+    // dsh-fs-e2b's world-side operations are dsh-provider-kit's composition, which refuses
+    // `beneath` (it cannot confine race-free): that race case is skipped, every other passes.
+    let beneath = "fs.beneath.symlink_races";
+    assert!(statuses.contains(&(beneath, "skipped")), "{statuses:?}");
     assert!(
-        statuses.iter().all(|(_, status)| *status == "passed"),
+        statuses
+            .iter()
+            .all(|(name, status)| *status == "passed" || *name == beneath),
         "{statuses:?}"
     );
     for seam in ["fs.", "subprocess.", "terminal.", "coherence."] {

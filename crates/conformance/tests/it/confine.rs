@@ -90,7 +90,17 @@ async fn a_confining_fs_passes_the_whole_kit_when_told() {
     assert_eq!(names(&report), expected, "the cases for a confined fs");
     assert!(expected.contains(&"fs.confine.outside_refused"));
     assert!(!expected.contains(&"fs.resolve.root"));
-    let not_passed = support::not_passed(&report);
+    // The confining decorator serves the world-side operations by dsh-provider-kit's
+    // composition of path-based calls, which cannot confine race-free: `beneath` is refused
+    // (Unsupported) and its race case skipped with that reason — the only case not passed.
+    let beneath = report
+        .case("fs.beneath.symlink_races")
+        .expect("the beneath race case runs");
+    assert!(matches!(beneath.outcome, Outcome::Skipped(_)), "{beneath}");
+    let not_passed: Vec<String> = support::not_passed(&report)
+        .into_iter()
+        .filter(|case| !case.contains("fs.beneath.symlink_races"))
+        .collect();
     assert!(not_passed.is_empty(), "{}", not_passed.join("\n"));
     assert!(report.cleanup_errors.is_empty(), "{report}");
 }

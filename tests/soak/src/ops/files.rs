@@ -18,6 +18,8 @@ use crate::worker::{Settled, Worker, expect_code};
 
 /// Above this many bytes in the model, writes give way to removals.
 const BYTES_CAP: usize = 24 << 20;
+/// What `dsh fs` says of a missing path, in a sandbox as on the host: the system's own words.
+const MISSING: &str = "No such file or directory";
 /// Above this many entries in the model, writes give way to removals.
 const ENTRIES_CAP: usize = 60;
 /// Name prefix of the `fs` seam's staging directories.
@@ -275,7 +277,7 @@ impl Worker {
         }) != Settled::Failed
     }
 
-    /// Refusals: `stat` of a missing path says "not found" (exit 1); `write --create-new` over
+    /// Refusals: `stat` of a missing path says so ([`MISSING`], exit 1); `write --create-new` over
     /// an existing file is refused (exit 1) and leaves it as it was (a later `cat` checks).
     pub async fn fs_negative(&mut self) -> bool {
         const KIND: &str = "fs-negative";
@@ -298,7 +300,7 @@ impl Worker {
                 (
                     vec!["fs".to_owned(), "stat".to_owned(), path],
                     Input::Null,
-                    "not found",
+                    MISSING,
                 )
             }
         };
@@ -547,8 +549,8 @@ impl Worker {
                 found = Some(parse_stat(outcome)?);
                 Ok(())
             }
-            Some(1) if contains(&outcome.stderr, b"not found") => Ok(()),
-            _ => Err("expected exit 0, or 1 with \"not found\"".to_owned()),
+            Some(1) if contains(&outcome.stderr, MISSING.as_bytes()) => Ok(()),
+            _ => Err(format!("expected exit 0, or 1 with {MISSING:?}")),
         });
         (settled == Settled::Ok).then_some(found)
     }
