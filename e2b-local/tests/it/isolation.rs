@@ -23,7 +23,12 @@ async fn sandboxes_cannot_see_each_others_files_or_processes() {
     assert_eq!(exec(&server, &a, None, &setup).await.stdout, "started\n");
     // Counts processes whose argv[0] is the marker (the counting shell's own args do not start with it).
     let count = format!("ps -e -o args= | grep -c '^{marker}'");
-    let seen_in_a = exec(&server, &a, None, &format!("cat /tmp/{marker}; {count}")).await;
+    // The background `exec -a` may not have happened yet when `started` is printed (a loaded
+    // machine showed 0): in a, wait up to 5 s for it.
+    let awaited = format!(
+        "for _ in $(seq 50); do n=$({count}); [ \"$n\" = 1 ] && break; sleep 0.1; done; echo \"$n\""
+    );
+    let seen_in_a = exec(&server, &a, None, &format!("cat /tmp/{marker}; {awaited}")).await;
     assert_eq!(seen_in_a.stdout, "a\n1\n");
     let check = format!("ls /tmp/{marker} /home/user/{marker} 2>&1 | grep -c 'No such'; {count}");
     assert_eq!(
