@@ -53,8 +53,13 @@ pub struct UnknownGroup {
 
 /// The catalog's tool groups, in listing order.
 pub fn groups() -> Vec<&'static str> {
+    groups_of(&catalog::entries())
+}
+
+/// The groups of `entries`, in order of first appearance.
+fn groups_of(entries: &[Entry]) -> Vec<&'static str> {
     let mut groups: Vec<&'static str> = Vec::new();
-    for entry in catalog::entries() {
+    for entry in entries {
         if !groups.contains(&entry.group) {
             groups.push(entry.group);
         }
@@ -79,7 +84,11 @@ fn listing(entries: &[Entry], output_schemas: bool) -> Vec<Tool> {
 
 /// Refuses a group the catalog does not have (the first one named).
 pub fn check_groups(names: &[String]) -> Result<(), UnknownGroup> {
-    let known = groups();
+    check_against(names, &groups())
+}
+
+/// Refuses the first of `names` that is not one of `known`.
+fn check_against(names: &[String], known: &[&str]) -> Result<(), UnknownGroup> {
     match names.iter().find(|name| !known.contains(&name.as_str())) {
         Some(name) => Err(UnknownGroup {
             group: name.clone(),
@@ -104,19 +113,16 @@ impl DshMcp {
     /// A server over `tools`, serving what `options` say. An unknown group
     /// is refused (nothing is served).
     pub fn new(tools: Arc<Tools>, options: McpOptions) -> Result<DshMcp, UnknownGroup> {
-        check_groups(&options.groups)?;
-        let entries: Vec<Entry> = catalog::entries()
+        // The catalog is built once: its schemas are generated per build.
+        let all = catalog::entries();
+        check_against(&options.groups, &groups_of(&all))?;
+        let entries: Vec<Entry> = all
             .into_iter()
             .filter(|entry| {
                 options.groups.is_empty() || options.groups.iter().any(|group| group == entry.group)
             })
             .collect();
-        let mut served: Vec<&'static str> = Vec::new();
-        for entry in &entries {
-            if !served.contains(&entry.group) {
-                served.push(entry.group);
-            }
-        }
+        let served = groups_of(&entries);
         let listed = listing(&entries, options.output_schemas);
         let mut instructions =
             format!("{INSTRUCTIONS}\nTool groups served: {}.", served.join(", "));
