@@ -3,6 +3,7 @@
 //! symlinks, modes — through commands.
 
 use dsh_plugin_api::fs::WriteGuard;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::check::Failure;
 use crate::commands::drain;
@@ -39,6 +40,21 @@ impl Cx {
             .await?;
         }
         Ok(path)
+    }
+
+    /// Creates every `(rel, content)` file as [`Cx::put`] does, up to 16 at
+    /// a time: a remote provider answers each write in one round trip, and
+    /// a case that needs hundreds of files must not spend its time budget
+    /// on them one after another.
+    pub(crate) async fn put_many(
+        &self,
+        files: impl IntoIterator<Item = (String, Vec<u8>)>,
+    ) -> std::result::Result<(), Failure> {
+        futures::stream::iter(files)
+            .map(|(rel, content)| async move { self.put(&rel, &content).await })
+            .buffer_unordered(16)
+            .try_for_each(|_| async { Ok(()) })
+            .await
     }
 
     /// Creates the directory `rel` (and parents) in the case directory.
