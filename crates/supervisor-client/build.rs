@@ -57,6 +57,10 @@ fn main() {
     for watched in [
         "crates/supervisor",
         "crates/process-group",
+        // `dsh-supervisor world` runs their engines.
+        "plugins/fs-local",
+        "crates/provider-kit",
+        "plugin-api",
         "Cargo.lock",
         "Cargo.toml",
     ] {

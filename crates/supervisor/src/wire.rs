@@ -233,6 +233,12 @@ impl Writer {
         self.buf.extend_from_slice(value.as_bytes());
     }
 
+    /// Length-prefixed raw bytes.
+    pub fn bytes(&mut self, value: &[u8]) {
+        self.u32(value.len() as u32);
+        self.buf.extend_from_slice(value);
+    }
+
     pub fn strs(&mut self, values: &[String]) {
         self.u32(values.len() as u32);
         for value in values {
@@ -298,6 +304,12 @@ impl<'a> Reader<'a> {
         let len = self.u32(what)? as usize;
         let bytes = self.take(len, what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError(format!("{what} is not UTF-8")))
+    }
+
+    /// Bytes written by [`Writer::bytes`].
+    pub fn bytes(&mut self, what: &str) -> Result<&'a [u8], DecodeError> {
+        let len = self.u32(what)? as usize;
+        self.take(len, what)
     }
 
     pub fn strs(&mut self, what: &str) -> Result<Vec<String>, DecodeError> {

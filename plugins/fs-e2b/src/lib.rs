@@ -28,6 +28,12 @@
 //!   write, staging step, listing and tree mutation performed by a process
 //!   running as the user (never a check followed by root's act on a path
 //!   the user may change meanwhile), only metadata from envd's `Stat`;
+//! - **world-side operations** — `walk`, `search` and `read_many` (and
+//!   their `beneath` confinement) answered in the sandbox by one
+//!   `dsh-supervisor world` process each, running `dsh-fs-local`'s native
+//!   engines as the world's user and streaming frames back; installed once
+//!   per provider, on first need (the composition over the primitives
+//!   otherwise);
 //! - **faults** — envd's answers mapped onto the fs vocabulary; a gone
 //!   sandbox is `Unavailable`, promptly; cancellation honoured before a
 //!   commit and never during its rename.
@@ -50,6 +56,7 @@ mod list;
 mod locks;
 mod lookup;
 mod meta;
+mod native;
 mod plugin;
 mod provider;
 mod read;

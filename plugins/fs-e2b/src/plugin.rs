@@ -72,7 +72,7 @@ impl Plugin for FsE2bPlugin {
 
     async fn dispose(&self) -> Result<()> {
         if self.fs.quiesce(DISPOSE_WAIT).await {
-            Ok(())
+            self.fs.remove_installed().await
         } else {
             Err(Error::new(
                 ErrorKind::Busy,

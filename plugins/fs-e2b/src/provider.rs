@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use dsh_e2b_gateway::{ControlShell, envd_options};
 use dsh_plugin_api::fs::{
-    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadStream, Resolved, TextFile, Version,
-    WriteGuard,
+    DirEntry, Edit, EditOutcome, FsProvider, Metadata, ReadManyItem, ReadManyLimits, ReadStream,
+    Resolved, SearchSpec, SearchStream, TextFile, Version, WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::stream::{ByteStream, TextStream};
@@ -41,7 +41,10 @@ use crate::{edit, write};
 /// — acts as the world's user (envd's default user; `user` below envd
 /// 0.4.0), the user `dsh-subprocess-e2b` runs commands as, so `fs` reaches
 /// exactly the files a command could (docs/design.md §5.1): a root-only
-/// file is `PermissionDenied`, and nothing is run as root. Against an envd
+/// file is `PermissionDenied`, and nothing is run as root but the
+/// install of the supervisor answering walks, searches and batched reads,
+/// and that supervisor, which takes on the user's identity before it opens
+/// anything (see `crate::native`). Against an envd
 /// that performs file operations as root whatever user it is told (E2B's
 /// own), content and names never go through envd's file operations: reads,
 /// staged writes and their publishing, listings' names, `mkdir`, `remove`
@@ -130,6 +133,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 file_access: tokio::sync::OnceCell::new(),
                 upload_attrs: std::sync::OnceLock::new(),
                 tasks: TaskTracker::new(),
+                native: tokio::sync::OnceCell::new(),
             }),
             cwd: info.cwd.clone(),
         })
@@ -150,6 +154,13 @@ impl<T: EnvdTransport> FsE2b<T> {
         let done = tokio::time::timeout(limit, tasks.wait()).await.is_ok();
         tasks.reopen();
         done
+    }
+
+    /// Removes what the provider installed in the sandbox (the supervisor
+    /// answering world-side operations, if it was installed). For the
+    /// plugin's disposal, after [`FsE2b::quiesce`].
+    pub async fn remove_installed(&self) -> Result<()> {
+        self.world.remove_native().await
     }
 
     fn absolute(&self, op: &'static str, path: &str) -> Result<String> {
@@ -265,5 +276,21 @@ impl<T: EnvdTransport> FsProvider for FsE2b<T> {
         self.world
             .rename(Op::new("rename", &from), &from, &to)
             .await
+    }
+
+    async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
+        self.world.walk_native(&self.cwd, root, spec).await
+    }
+
+    async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
+        self.world.search_native(&self.cwd, root, spec).await
+    }
+
+    async fn read_many(
+        &self,
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    ) -> Result<Vec<ReadManyItem>> {
+        self.world.read_many_native(&self.cwd, paths, limits).await
     }
 }

@@ -18,11 +18,9 @@
 //! in-place rewrite of the same size within the same tick is not (the
 //! limit of what envd reports).
 
-use std::fmt::Write as _;
-
 use dsh_plugin_api::fs::Version;
+use dsh_supervisor::envd_entry::EntryState;
 use e2b_client::{EntryInfo, FileType};
-use sha2::{Digest, Sha256};
 
 /// The metadata key under which each write stores its random token (envd
 /// keeps it as the extended attribute `user.e2b.dsh-write`). Versions hash
@@ -33,46 +31,25 @@ use sha2::{Digest, Sha256};
 /// within one tick (envd reports neither inode nor ctime) does not.
 pub const WRITE_TOKEN_KEY: &str = "dsh-write";
 
-/// How many bytes of the digest a version keeps (128 bits: collisions are
-/// not a practical concern, and the token stays short).
-const VERSION_BYTES: usize = 16;
-
-/// The version of the state `entry` describes.
+/// The version of the state `entry` describes (the formula is
+/// `dsh_supervisor::envd_entry`'s, shared with the supervisor's walks).
 pub(crate) fn version_of(entry: &EntryInfo) -> Version {
-    let mut hash = Sha256::new();
-    let mut field = |bytes: &[u8]| {
-        // Length-prefixed, so no two field lists hash alike.
-        hash.update((bytes.len() as u64).to_le_bytes());
-        hash.update(bytes);
-    };
-    field(&type_code(entry.file_type).to_le_bytes());
-    field(entry.permissions.as_bytes());
-    field(&entry.mode.to_le_bytes());
-    field(&entry.size.to_le_bytes());
-    field(entry.owner.as_bytes());
-    field(entry.group.as_bytes());
-    match entry.modified {
-        Some(time) => {
-            field(&time.as_second().to_le_bytes());
-            field(&time.subsec_nanosecond().to_le_bytes());
+    Version(
+        EntryState {
+            type_code: type_code(entry.file_type),
+            permissions: &entry.permissions,
+            mode: entry.mode,
+            size: entry.size,
+            owner: &entry.owner,
+            group: &entry.group,
+            modified: entry
+                .modified
+                .map(|time| (time.as_second(), time.subsec_nanosecond())),
+            symlink_target: entry.symlink_target.as_deref(),
+            metadata: &entry.metadata,
         }
-        None => field(b"no mtime"),
-    }
-    match &entry.symlink_target {
-        Some(target) => field(target.as_bytes()),
-        None => field(b""),
-    }
-    field(&(entry.metadata.len() as u64).to_le_bytes());
-    for (key, value) in &entry.metadata {
-        field(key.as_bytes());
-        field(value.as_bytes());
-    }
-    let digest = hash.finalize();
-    let mut token = String::with_capacity(VERSION_BYTES * 2);
-    for byte in &digest[..VERSION_BYTES] {
-        let _ = write!(token, "{byte:02x}");
-    }
-    Version(token)
+        .version(),
+    )
 }
 
 /// A fresh random write token (128 bits, hex).

@@ -53,8 +53,9 @@ pub(crate) struct World<T> {
     /// The options of filesystem calls: as [`World::user`].
     pub fs_options: CallOptions,
     /// Internal commands, as [`World::user`] ([`ControlShell::acting_for`]):
-    /// path resolution, staging, mode changes. The provider runs nothing as
-    /// root: the `fs` seam has no private state of its own.
+    /// path resolution, staging, mode changes. Nothing else runs as root
+    /// but the world-side supervisor's install and the supervisor itself
+    /// (see [`crate::native`]).
     pub shell: ControlShell,
     /// Identifies the sandbox in the process-wide lock table.
     pub sandbox_id: Arc<str>,
@@ -67,9 +68,13 @@ pub(crate) struct World<T> {
     /// What a fresh upload's file gets from this envd, once learned (see
     /// [`crate::direct`]).
     pub upload_attrs: std::sync::OnceLock<UploadAttrs>,
-    /// Detached work (commits, staging clean-up) that must finish even when
-    /// the operation that started it was dropped.
+    /// Detached work (commits, staging clean-up, killing an abandoned
+    /// world-side operation) that must finish even when the operation that
+    /// started it was dropped.
     pub tasks: TaskTracker,
+    /// The supervisor answering world-side operations in the sandbox, once
+    /// installed (`None`: it could not be; see [`crate::native`]).
+    pub native: tokio::sync::OnceCell<Option<crate::native::Native>>,
 }
 
 impl<T: EnvdTransport> World<T> {

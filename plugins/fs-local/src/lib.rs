@@ -36,6 +36,15 @@ mod version;
 mod world;
 mod write;
 
+/// The world-side operations on the machine this code runs on, for
+/// programs that serve them elsewhere (`dsh-supervisor` in a sandbox):
+/// the walk and search tree, its entries' description, `read_many`, and
+/// the seam's kind of a file type.
+pub mod native {
+    pub use crate::meta::kind_of;
+    pub use crate::world::{Describe, Host, LocalTree, read_many};
+}
+
 pub use chunks::CHUNK_LEN;
 pub use plugin::{FsLocalConfig, FsLocalPlugin};
 pub use provider::FsLocal;

@@ -13,7 +13,7 @@ use crate::paths::name_string;
 use crate::version::version_of;
 
 /// The seam's kind for a host file type.
-pub(crate) fn kind_of(file_type: fs::FileType) -> FileKind {
+pub fn kind_of(file_type: fs::FileType) -> FileKind {
     if file_type.is_symlink() {
         FileKind::Symlink
     } else if file_type.is_dir() {

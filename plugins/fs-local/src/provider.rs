@@ -14,7 +14,7 @@ use dsh_provider_kit::paths::{check_cwd, cwd_problem};
 use dsh_provider_kit::uri::file_uri;
 
 use crate::errors::Op;
-use crate::world::LocalTree;
+use crate::world::{Host, LocalTree};
 use crate::{edit, list, meta, paths, read, tree, world, write};
 
 /// The files of the host, as one execution world rooted at a cwd.
@@ -181,12 +181,12 @@ impl FsProvider for FsLocal {
     }
 
     async fn walk(&self, root: &str, spec: WalkSpec) -> Result<WalkStream> {
-        let tree = LocalTree::open("walk", self.absolute("walk", root)?)?;
+        let tree = LocalTree::open(Host.into(), "walk", self.absolute("walk", root)?)?;
         dsh_provider_kit::world::walk_tree(tree, root, spec).await
     }
 
     async fn search(&self, root: &str, spec: SearchSpec) -> Result<SearchStream> {
-        let tree = LocalTree::open("search", self.absolute("search", root)?)?;
+        let tree = LocalTree::open(Host.into(), "search", self.absolute("search", root)?)?;
         dsh_provider_kit::world::search_tree(tree, root, spec).await
     }
 
@@ -195,6 +195,6 @@ impl FsProvider for FsLocal {
         paths: Vec<String>,
         limits: ReadManyLimits,
     ) -> Result<Vec<ReadManyItem>> {
-        world::read_many(&self.cwd, paths, limits).await
+        world::read_many(&Host.into(), &self.cwd, paths, limits)
     }
 }

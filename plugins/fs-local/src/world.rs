@@ -1,11 +1,16 @@
-//! The world-side operations natively: `walk` and `search` run
-//! `dsh_provider_kit::world`'s engines over [`LocalTree`] — directory
-//! descriptors and `openat2` instead of one seam call per directory and
-//! file — and `read_many` reads in-process. Every open below the root is
-//! confined ([`crate::beneath`]): a walk or search never follows a symlink
-//! below its root, whether or not `beneath` was asked; `beneath`
-//! additionally leaves the `.gitignore` files above the root unread, and
-//! confines `read_many`.
+//! The world-side operations natively, on the machine this process runs
+//! on: `walk` and `search` run `dsh_provider_kit::world`'s engines over
+//! [`LocalTree`] — directory descriptors and `openat2` instead of one seam
+//! call per directory and file — and [`read_many`] reads in-process. Every
+//! open below the root is confined ([`crate::beneath`]): a walk or search
+//! never follows a symlink below its root, whether or not `beneath` was
+//! asked; `beneath` additionally leaves the `.gitignore` files above the
+//! root unread, and confines `read_many`.
+//!
+//! Public as [`crate::native`]: `dsh-supervisor` runs the same code inside
+//! an E2B sandbox for `dsh-fs-e2b` (docs/design.md §6.3), describing entries
+//! as envd does ([`Describe`]) where this provider describes them by
+//! [`Host`].
 
 use std::ffi::OsStr;
 use std::fs::File;
@@ -15,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
-use dsh_plugin_api::fs::{DirEntry, ReadManyItem, ReadManyLimits, TextFile};
+use dsh_plugin_api::fs::{DirEntry, Metadata, ReadManyItem, ReadManyLimits, TextFile, Version};
 use dsh_plugin_api::{Bytes, ErrorKind, Result};
 use dsh_provider_kit::utf8::into_text;
 use dsh_provider_kit::world::{Tree, file_too_big, read_many_bounds};
@@ -25,12 +30,39 @@ use rustix::io::Errno;
 use crate::errors::Op;
 use crate::meta::project;
 use crate::paths::name_string;
-use crate::read::{check_regular, read_all, read_text};
+use crate::read::{check_regular, open_regular, read_all};
 use crate::version::version_of;
 use crate::{beneath, paths};
 
+/// How a native walk, search or `read_many` describes what it meets: the
+/// world's own metadata and versions, which must be what the provider's
+/// `lstat` and `read_text` answer for the same state.
+pub trait Describe: Send + Sync + 'static {
+    /// The seam's metadata of the entry at `path` (absolute) whose `lstat`
+    /// is `meta` (taken through the entry's own descriptor); `target` is a
+    /// symlink's stored text.
+    fn describe(&self, path: &Path, meta: &std::fs::Metadata, target: Option<String>) -> Metadata;
+
+    /// The version of the regular file at `path` whose `fstat` is `meta`.
+    fn version(&self, path: &Path, meta: &std::fs::Metadata) -> Version;
+}
+
+/// This provider's own description: host metadata and versions.
+pub struct Host;
+
+impl Describe for Host {
+    fn describe(&self, _: &Path, meta: &std::fs::Metadata, target: Option<String>) -> Metadata {
+        project(meta, target)
+    }
+
+    fn version(&self, _: &Path, meta: &std::fs::Metadata) -> Version {
+        version_of(meta)
+    }
+}
+
 /// The tree below one root on this machine.
-pub(crate) struct LocalTree {
+pub struct LocalTree<D = Host> {
+    describe: std::sync::Arc<D>,
     operation: &'static str,
     /// The root, absolute, as the caller named it (symlinks in it followed).
     root: PathBuf,
@@ -40,9 +72,14 @@ pub(crate) struct LocalTree {
     is_dir: bool,
 }
 
-impl LocalTree {
-    /// Opens the root `root` (absolute) for `operation`.
-    pub(crate) fn open(operation: &'static str, root: PathBuf) -> Result<LocalTree> {
+impl<D: Describe> LocalTree<D> {
+    /// Opens the root `root` (absolute) for `operation`, describing entries
+    /// by `describe`.
+    pub fn open(
+        describe: std::sync::Arc<D>,
+        operation: &'static str,
+        root: PathBuf,
+    ) -> Result<LocalTree<D>> {
         let op = Op::new(operation, &root);
         let fd = rustix::fs::open(&root, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
             .map_err(|errno| op.io(&errno.into()))?;
@@ -51,6 +88,7 @@ impl LocalTree {
             .map_err(|err| op.io(&err))?;
         let canonical = paths::canonicalize(op, &root)?;
         Ok(LocalTree {
+            describe,
             operation,
             root,
             canonical,
@@ -126,10 +164,13 @@ impl LocalTree {
                 None
             };
             let name = name_string(OsStr::from_bytes(&name));
+            let path = dsh_provider_kit::world::below(relative, &name);
             entries.push(DirEntry {
-                path: dsh_provider_kit::world::below(relative, &name),
+                metadata: self
+                    .describe
+                    .describe(&self.canonical.join(&path), &meta, target),
+                path,
                 name,
-                metadata: project(&meta, target),
                 resolved: None,
             });
         }
@@ -150,7 +191,7 @@ impl LocalTree {
 }
 
 #[async_trait]
-impl Tree for LocalTree {
+impl<D: Describe> Tree for LocalTree<D> {
     async fn root(&mut self) -> Result<(PathBuf, bool)> {
         Ok((self.canonical.clone(), self.is_dir))
     }
@@ -186,8 +227,11 @@ fn ancestor(dir: &Path) -> (bool, Option<String>) {
 
 /// `read_many` on this machine: each file as `read_text` reads it, or —
 /// confined — opened beneath the root ([`crate::beneath`]) and decoded by
-/// the same rules; the bounds as `dsh_provider_kit::world` applies them.
-pub(crate) async fn read_many(
+/// the same rules, versions by `describe`; the bounds as
+/// `dsh_provider_kit::world` applies them. Relative paths (and the root)
+/// join `cwd`.
+pub fn read_many<D: Describe>(
+    describe: &std::sync::Arc<D>,
     cwd: &Path,
     paths: Vec<String>,
     limits: ReadManyLimits,
@@ -195,7 +239,7 @@ pub(crate) async fn read_many(
     let root = match &limits.beneath {
         Some(root) => {
             let root = crate::paths::absolute("read_many", cwd, root)?;
-            Some(LocalTree::open("read_many", root)?)
+            Some(LocalTree::open(describe.clone(), "read_many", root)?)
         }
         None => None,
     };
@@ -203,26 +247,23 @@ pub(crate) async fn read_many(
     for path in paths {
         let result = match &root {
             Some(tree) => read_beneath(tree, &path, limits.max_file_bytes),
-            None => read_one(cwd, &path, limits.max_file_bytes).await,
+            None => read_one(describe.as_ref(), cwd, &path, limits.max_file_bytes),
         };
         reads.push(ReadManyItem { path, result });
     }
     Ok(read_many_bounds(reads, &limits))
 }
 
-async fn read_one(cwd: &Path, path: &str, max: u64) -> Result<TextFile> {
+fn read_one(describe: &impl Describe, cwd: &Path, path: &str, max: u64) -> Result<TextFile> {
     let absolute = crate::paths::absolute("read_many", cwd, path)?;
     let op = Op::new("read_many", &absolute);
-    let meta = std::fs::metadata(&absolute).map_err(|err| op.io(&err))?;
-    if meta.is_file() && meta.len() > max {
-        return Err(file_too_big(path, meta.len(), max));
-    }
-    read_text(op, &absolute).await
+    let (file, meta) = open_regular(op, &absolute)?;
+    read_open(describe, op, &absolute, &file, &meta, path, max)
 }
 
 /// Reads `path` — relative to the tree's root, or absolute and lexically
 /// inside it — confined beneath the root.
-fn read_beneath(tree: &LocalTree, path: &str, max: u64) -> Result<TextFile> {
+fn read_beneath<D: Describe>(tree: &LocalTree<D>, path: &str, max: u64) -> Result<TextFile> {
     let op = Op::new("read_many", Path::new(path));
     let relative = match Path::new(path).strip_prefix(&tree.root) {
         Ok(relative) => relative.to_str().unwrap_or(path),
@@ -234,11 +275,33 @@ fn read_beneath(tree: &LocalTree, path: &str, max: u64) -> Result<TextFile> {
     let relative = relative.trim_end_matches('/');
     let file = tree.open_below(relative, OFlags::RDONLY | OFlags::NONBLOCK)?;
     let (file, meta) = check_regular(op, file)?;
+    let absolute = tree.canonical.join(relative);
+    read_open(
+        tree.describe.as_ref(),
+        op,
+        &absolute,
+        &file,
+        &meta,
+        path,
+        max,
+    )
+}
+
+/// The text of the open regular `file` (`fstat` `meta`), refused over `max`.
+fn read_open(
+    describe: &impl Describe,
+    op: Op<'_>,
+    absolute: &Path,
+    file: &File,
+    meta: &std::fs::Metadata,
+    path: &str,
+    max: u64,
+) -> Result<TextFile> {
     if meta.len() > max {
         return Err(file_too_big(path, meta.len(), max));
     }
-    let version = version_of(&meta);
-    let content = read_all(op, &file, meta.len())?;
+    let version = describe.version(absolute, meta);
+    let content = read_all(op, file, meta.len())?;
     Ok(TextFile {
         text: into_text(&op, content)?,
         version,

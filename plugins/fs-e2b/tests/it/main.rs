@@ -2,10 +2,11 @@
 //! sandbox (directly, through an in-process owner and as a loaded plugin;
 //! through `dsh` in dsh-cli's `e2b_fs` tests, where cargo builds `dsh`), the
 //! fs half of the conformance kit, faults, a sandbox user racing
-//! an envd that acts as root, and E2B's real service when credentials are
-//! given.
+//! an envd that acts as root or confined world-side operations, and E2B's
+//! real service when credentials are given.
 
 mod behaviour;
+mod beneath;
 mod cloud;
 mod conformance;
 mod direct;

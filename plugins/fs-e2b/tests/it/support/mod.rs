@@ -214,17 +214,12 @@ pub async fn run_fs_half_and(env: &Env, fs: Arc<dyn FsProvider>, also: &[&str]) 
         .collect();
     let ran: Vec<&str> = report.cases.iter().map(|case| case.name).collect();
     assert_eq!(ran, expected, "exactly the kit's fs cases run");
-    // dsh-fs-e2b has no native world-side operations yet: dsh-provider-kit's composition of
-    // path-based calls serves them, which cannot confine race-free, so `beneath` is refused
-    // (Unsupported) and its race case skipped with that reason — the only case not passed.
-    let beneath = "fs.beneath.symlink_races";
-    if let Some(case) = report.cases.iter().find(|case| case.name == beneath) {
-        assert!(matches!(case.outcome, Outcome::Skipped(_)), "{case}");
-    }
+    // Every case passes, the beneath race case included: dsh-fs-e2b answers the world-side
+    // operations in the sandbox (dsh-supervisor world), confined by the kernel there.
     let not_passed: Vec<String> = report
         .cases
         .iter()
-        .filter(|case| !matches!(case.outcome, Outcome::Passed) && case.name != beneath)
+        .filter(|case| !matches!(case.outcome, Outcome::Passed))
         .map(ToString::to_string)
         .collect();
     assert!(

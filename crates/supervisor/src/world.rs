@@ -1,0 +1,597 @@
+//! The wire of `dsh-supervisor world`: the `fs` seam's world-side
+//! operations (`walk`, `search`, `read_many`, docs/design.md §5.1) answered
+//! inside the sandbox for `dsh-fs-e2b` (docs/design.md §6.3).
+//!
+//! The request ([`WorldRequest`]) travels as every request does, in
+//! [`crate::wire::REQUEST_ENV`]. The answer is frames on the supervisor's
+//! stdout (`[tag: u8][len: u32 LE][payload]`, [`crate::wire::frame_header`]):
+//! [`EVENT`] frames (a walk's or search's events in order, the last one its
+//! `End`), one [`ITEMS`] frame (a `read_many`'s answer), or an [`ERROR`]
+//! frame that ends the operation with the seam's error.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use dsh_plugin_api::fs::{
+    FileKind, Metadata, ReadManyItem, ReadManyLimits, SearchEvent, SearchLimit, SearchLimits,
+    SearchLine, SearchMode, SearchSpec, SearchSummary, TextFile, Version, WalkEntry, WalkEvent,
+    WalkSpec, WalkSummary,
+};
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Text};
+
+use crate::wire::{DecodeError, Identity, Reader, Writer};
+
+/// A frame holding one walk or search event.
+pub const EVENT: u8 = b'e';
+/// The frame holding a `read_many`'s items.
+pub const ITEMS: u8 = b'r';
+/// The frame holding the error that ended the operation.
+pub const ERROR: u8 = b'x';
+
+/// What a world request asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorldOp {
+    Walk {
+        root: String,
+        spec: WalkSpec,
+    },
+    Search {
+        root: String,
+        spec: SearchSpec,
+    },
+    ReadMany {
+        paths: Vec<String>,
+        limits: ReadManyLimits,
+    },
+}
+
+/// One world-side operation, performed with `identity` (the world's user)
+/// and relative paths joining `cwd`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldRequest {
+    pub identity: Identity,
+    pub cwd: String,
+    pub op: WorldOp,
+}
+
+impl WorldRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.identity(&self.identity);
+        w.str(&self.cwd);
+        match &self.op {
+            WorldOp::Walk { root, spec } => {
+                w.u8(b'w');
+                w.str(root);
+                w.u32(spec.max_depth);
+                w.u64(spec.max_entries);
+                w.strs(&spec.globs);
+                w.u8(u8::from(spec.gitignore));
+                w.u8(u8::from(spec.beneath));
+            }
+            WorldOp::Search { root, spec } => {
+                w.u8(b's');
+                w.str(root);
+                w.str(&spec.pattern);
+                w.u8(u8::from(spec.case_insensitive));
+                match spec.mode {
+                    SearchMode::Lines { context } => {
+                        w.u8(0);
+                        w.u32(context);
+                    }
+                    SearchMode::FilesWithMatches => w.u8(1),
+                    SearchMode::Count => w.u8(2),
+                }
+                w.strs(&spec.globs);
+                w.strs(&spec.types);
+                w.u8(u8::from(spec.gitignore));
+                w.u32(spec.max_depth);
+                w.u8(u8::from(spec.beneath));
+                let limits = &spec.limits;
+                for bound in [
+                    limits.max_matches,
+                    limits.max_bytes_scanned,
+                    limits.max_files,
+                    limits.max_output_bytes,
+                    limits.max_entries,
+                ] {
+                    w.u64(bound);
+                }
+                w.u32(limits.max_line_chars);
+            }
+            WorldOp::ReadMany { paths, limits } => {
+                w.u8(b'r');
+                w.strs(paths);
+                w.u64(limits.max_file_bytes);
+                w.u64(limits.max_total_bytes);
+                opt_str(&mut w, limits.beneath.as_deref());
+            }
+        }
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<WorldRequest, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let identity = r.identity()?;
+        let cwd = r.str("cwd")?;
+        let op = match r.u8("operation")? {
+            b'w' => WorldOp::Walk {
+                root: r.str("root")?,
+                spec: WalkSpec {
+                    max_depth: r.u32("max_depth")?,
+                    max_entries: r.u64("max_entries")?,
+                    globs: r.strs("globs")?,
+                    gitignore: flag(&mut r, "gitignore")?,
+                    beneath: flag(&mut r, "beneath")?,
+                },
+            },
+            b's' => WorldOp::Search {
+                root: r.str("root")?,
+                spec: SearchSpec {
+                    pattern: r.str("pattern")?,
+                    case_insensitive: flag(&mut r, "case_insensitive")?,
+                    mode: match r.u8("mode")? {
+                        0 => SearchMode::Lines {
+                            context: r.u32("context")?,
+                        },
+                        1 => SearchMode::FilesWithMatches,
+                        2 => SearchMode::Count,
+                        other => return Err(DecodeError(format!("search mode {other}"))),
+                    },
+                    globs: r.strs("globs")?,
+                    types: r.strs("types")?,
+                    gitignore: flag(&mut r, "gitignore")?,
+                    max_depth: r.u32("max_depth")?,
+                    beneath: flag(&mut r, "beneath")?,
+                    limits: SearchLimits {
+                        max_matches: r.u64("max_matches")?,
+                        max_bytes_scanned: r.u64("max_bytes_scanned")?,
+                        max_files: r.u64("max_files")?,
+                        max_output_bytes: r.u64("max_output_bytes")?,
+                        max_entries: r.u64("max_entries")?,
+                        max_line_chars: r.u32("max_line_chars")?,
+                    },
+                },
+            },
+            b'r' => WorldOp::ReadMany {
+                paths: r.strs("paths")?,
+                limits: ReadManyLimits {
+                    max_file_bytes: r.u64("max_file_bytes")?,
+                    max_total_bytes: r.u64("max_total_bytes")?,
+                    beneath: read_opt_str(&mut r, "beneath")?,
+                },
+            },
+            other => return Err(DecodeError(format!("world operation {other}"))),
+        };
+        r.finish("the world request")?;
+        Ok(WorldRequest { identity, cwd, op })
+    }
+}
+
+/// The payload of an [`EVENT`] frame of a walk.
+pub fn encode_walk_event(event: &WalkEvent) -> Vec<u8> {
+    let mut w = Writer::default();
+    match event {
+        WalkEvent::Entry(entry) => {
+            w.u8(b'E');
+            w.str(&entry.relative);
+            w.str(&entry.path);
+            w.u32(entry.depth);
+            metadata(&mut w, &entry.metadata);
+        }
+        WalkEvent::End(summary) => {
+            w.u8(b'Z');
+            w.u8(u8::from(summary.complete));
+            w.u64(summary.ignored);
+            w.u64(summary.unreadable);
+        }
+    }
+    w.into_bytes()
+}
+
+pub fn decode_walk_event(bytes: &[u8]) -> Result<WalkEvent, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let event = match r.u8("walk event")? {
+        b'E' => WalkEvent::Entry(WalkEntry {
+            relative: r.str("relative")?,
+            path: r.str("path")?,
+            depth: r.u32("depth")?,
+            metadata: read_metadata(&mut r)?,
+        }),
+        b'Z' => WalkEvent::End(WalkSummary {
+            complete: flag(&mut r, "complete")?,
+            ignored: r.u64("ignored")?,
+            unreadable: r.u64("unreadable")?,
+        }),
+        other => return Err(DecodeError(format!("walk event {other}"))),
+    };
+    r.finish("a walk event")?;
+    Ok(event)
+}
+
+/// The payload of an [`EVENT`] frame of a search.
+pub fn encode_search_event(event: &SearchEvent) -> Vec<u8> {
+    let mut w = Writer::default();
+    match event {
+        SearchEvent::Line(line) => {
+            w.u8(b'L');
+            w.str(&line.path);
+            w.u64(line.line);
+            w.str(&line.text);
+            w.u64(line.offset);
+            w.u64(line.len);
+            w.u8(u8::from(line.context));
+        }
+        SearchEvent::File { path, matches } => {
+            w.u8(b'F');
+            w.str(path);
+            w.u64(*matches);
+        }
+        SearchEvent::End(summary) => {
+            w.u8(b'Z');
+            w.u64(summary.files_searched);
+            w.u64(summary.files_skipped);
+            w.u64(summary.ignored);
+            w.u8(match summary.stopped_by {
+                None => 0,
+                Some(SearchLimit::Matches) => 1,
+                Some(SearchLimit::OutputBytes) => 2,
+                Some(SearchLimit::BytesScanned) => 3,
+                Some(SearchLimit::Files) => 4,
+                Some(SearchLimit::Entries) => 5,
+            });
+        }
+    }
+    w.into_bytes()
+}
+
+pub fn decode_search_event(bytes: &[u8]) -> Result<SearchEvent, DecodeError> {
+    let mut r = Reader::new(bytes);
+    let event = match r.u8("search event")? {
+        b'L' => SearchEvent::Line(SearchLine {
+            path: r.str("path")?,
+            line: r.u64("line")?,
+            text: r.str("text")?,
+            offset: r.u64("offset")?,
+            len: r.u64("len")?,
+            context: flag(&mut r, "context")?,
+        }),
+        b'F' => SearchEvent::File {
+            path: r.str("path")?,
+            matches: r.u64("matches")?,
+        },
+        b'Z' => SearchEvent::End(SearchSummary {
+            files_searched: r.u64("files_searched")?,
+            files_skipped: r.u64("files_skipped")?,
+            ignored: r.u64("ignored")?,
+            stopped_by: match r.u8("stopped_by")? {
+                0 => None,
+                1 => Some(SearchLimit::Matches),
+                2 => Some(SearchLimit::OutputBytes),
+                3 => Some(SearchLimit::BytesScanned),
+                4 => Some(SearchLimit::Files),
+                5 => Some(SearchLimit::Entries),
+                other => return Err(DecodeError(format!("search limit {other}"))),
+            },
+        }),
+        other => return Err(DecodeError(format!("search event {other}"))),
+    };
+    r.finish("a search event")?;
+    Ok(event)
+}
+
+/// The payload of the [`ITEMS`] frame.
+pub fn encode_items(items: &[ReadManyItem]) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u32(items.len() as u32);
+    for item in items {
+        w.str(&item.path);
+        match &item.result {
+            Ok(file) => {
+                w.u8(0);
+                w.bytes(file.text.as_bytes());
+                w.str(&file.version.0);
+            }
+            Err(err) => {
+                w.u8(1);
+                error(&mut w, err);
+            }
+        }
+    }
+    w.into_bytes()
+}
+
+pub fn decode_items(payload: &[u8]) -> Result<Vec<ReadManyItem>, DecodeError> {
+    let mut r = Reader::new(payload);
+    let count = r.u32("item count")? as usize;
+    if count > payload.len() / 5 {
+        return Err(DecodeError(format!(
+            "item count {count} exceeds the record"
+        )));
+    }
+    let mut items = Vec::with_capacity(count);
+    for _ in 0..count {
+        let path = r.str("path")?;
+        let result = match r.u8("outcome")? {
+            0 => {
+                let text = r.bytes("text")?;
+                let text = Text::from_utf8(Bytes::copy_from_slice(text))
+                    .map_err(|_| DecodeError("a text is not UTF-8".into()))?;
+                Ok(TextFile {
+                    text,
+                    version: Version(r.str("version")?),
+                })
+            }
+            1 => Err(read_error(&mut r)?),
+            other => return Err(DecodeError(format!("outcome {other}"))),
+        };
+        items.push(ReadManyItem { path, result });
+    }
+    r.finish("the items")?;
+    Ok(items)
+}
+
+/// The payload of an [`ERROR`] frame.
+pub fn encode_error(err: &Error) -> Vec<u8> {
+    let mut w = Writer::default();
+    error(&mut w, err);
+    w.into_bytes()
+}
+
+pub fn decode_error(payload: &[u8]) -> Result<Error, DecodeError> {
+    let mut r = Reader::new(payload);
+    let err = read_error(&mut r)?;
+    r.finish("an error")?;
+    Ok(err)
+}
+
+fn error(w: &mut Writer, err: &Error) {
+    w.u32(err.kind().code());
+    w.str(err.message());
+    opt_str(w, err.subject());
+}
+
+fn read_error(r: &mut Reader<'_>) -> Result<Error, DecodeError> {
+    let kind = ErrorKind::from_code(r.u32("error kind")?);
+    let message = r.str("error message")?;
+    let err = Error::new(kind, message);
+    Ok(match read_opt_str(r, "error subject")? {
+        Some(subject) => err.with_subject(subject),
+        None => err,
+    })
+}
+
+fn metadata(w: &mut Writer, meta: &Metadata) {
+    w.u8(match meta.kind {
+        FileKind::File => 0,
+        FileKind::Directory => 1,
+        FileKind::Symlink => 2,
+        FileKind::Other => 3,
+    });
+    w.u64(meta.size);
+    w.u32(meta.mode);
+    let (after, since) = match meta.modified.duration_since(UNIX_EPOCH) {
+        Ok(since) => (1, since),
+        Err(before) => (0, before.duration()),
+    };
+    w.u8(after);
+    w.u64(since.as_secs());
+    w.u32(since.subsec_nanos());
+    opt_str(w, meta.symlink_target.as_deref());
+    w.str(&meta.version.0);
+}
+
+fn read_metadata(r: &mut Reader<'_>) -> Result<Metadata, DecodeError> {
+    let kind = match r.u8("kind")? {
+        0 => FileKind::File,
+        1 => FileKind::Directory,
+        2 => FileKind::Symlink,
+        3 => FileKind::Other,
+        other => return Err(DecodeError(format!("file kind {other}"))),
+    };
+    let size = r.u64("size")?;
+    let mode = r.u32("mode")?;
+    let after = flag(r, "mtime sign")?;
+    let since = Duration::new(r.u64("mtime seconds")?, r.u32("mtime nanoseconds")?);
+    let modified = if after {
+        UNIX_EPOCH.checked_add(since)
+    } else {
+        UNIX_EPOCH.checked_sub(since)
+    }
+    .ok_or_else(|| DecodeError("an mtime out of range".into()))?;
+    Ok(Metadata {
+        kind,
+        size,
+        mode,
+        modified,
+        symlink_target: read_opt_str(r, "symlink target")?,
+        version: Version(r.str("version")?),
+    })
+}
+
+fn opt_str(w: &mut Writer, value: Option<&str>) {
+    match value {
+        Some(value) => {
+            w.u8(1);
+            w.str(value);
+        }
+        None => w.u8(0),
+    }
+}
+
+fn read_opt_str(r: &mut Reader<'_>, what: &str) -> Result<Option<String>, DecodeError> {
+    match r.u8(what)? {
+        0 => Ok(None),
+        1 => r.str(what).map(Some),
+        other => Err(DecodeError(format!("{what}: presence byte {other}"))),
+    }
+}
+
+fn flag(r: &mut Reader<'_>, what: &str) -> Result<bool, DecodeError> {
+    match r.u8(what)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        other => Err(DecodeError(format!("{what}: {other} is not a flag"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(kind: FileKind, modified: std::time::SystemTime, target: Option<&str>) -> Metadata {
+        Metadata {
+            kind,
+            size: 12,
+            mode: 0o4755,
+            modified,
+            symlink_target: target.map(str::to_owned),
+            version: Version("0123abcd".into()),
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let identity = Identity {
+            uid: 1000,
+            gid: 1000,
+            groups: vec![1000, 27],
+        };
+        let limits = SearchLimits {
+            max_matches: 1,
+            max_bytes_scanned: 2,
+            max_files: 3,
+            max_output_bytes: 4,
+            max_entries: 5,
+            max_line_chars: 6,
+        };
+        let ops = [
+            WorldOp::Walk {
+                root: "src".into(),
+                spec: WalkSpec {
+                    max_depth: 3,
+                    max_entries: 100,
+                    globs: vec!["*.rs".into(), "!target".into()],
+                    gitignore: true,
+                    beneath: true,
+                },
+            },
+            WorldOp::Search {
+                root: "/w".into(),
+                spec: SearchSpec {
+                    pattern: r"fn \w+".into(),
+                    case_insensitive: true,
+                    mode: SearchMode::Lines { context: 2 },
+                    globs: vec![],
+                    types: vec!["rust".into()],
+                    gitignore: false,
+                    max_depth: 9,
+                    beneath: false,
+                    limits,
+                },
+            },
+            WorldOp::Search {
+                root: "x".into(),
+                spec: SearchSpec {
+                    pattern: "a".into(),
+                    case_insensitive: false,
+                    mode: SearchMode::Count,
+                    globs: vec!["a/**".into()],
+                    types: vec![],
+                    gitignore: true,
+                    max_depth: 1,
+                    beneath: true,
+                    limits,
+                },
+            },
+            WorldOp::ReadMany {
+                paths: vec!["a\nb".into(), "é".into()],
+                limits: ReadManyLimits {
+                    max_file_bytes: 10,
+                    max_total_bytes: 20,
+                    beneath: Some("/w".into()),
+                },
+            },
+        ];
+        for op in ops {
+            let request = WorldRequest {
+                identity: identity.clone(),
+                cwd: "/home/user".into(),
+                op,
+            };
+            let encoded = request.encode();
+            assert_eq!(WorldRequest::decode(&encoded), Ok(request));
+            assert!(WorldRequest::decode(&encoded[..encoded.len() - 1]).is_err());
+        }
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        let before_epoch = UNIX_EPOCH - Duration::new(5, 7);
+        let walk = [
+            WalkEvent::Entry(WalkEntry {
+                relative: "d/l".into(),
+                path: "./d/l".into(),
+                depth: 2,
+                metadata: meta(
+                    FileKind::Symlink,
+                    UNIX_EPOCH + Duration::new(9, 3),
+                    Some("../t"),
+                ),
+            }),
+            WalkEvent::Entry(WalkEntry {
+                relative: "old".into(),
+                path: "old".into(),
+                depth: 1,
+                metadata: meta(FileKind::Other, before_epoch, None),
+            }),
+            WalkEvent::End(WalkSummary {
+                complete: false,
+                ignored: 3,
+                unreadable: 1,
+            }),
+        ];
+        for event in walk {
+            assert_eq!(decode_walk_event(&encode_walk_event(&event)), Ok(event));
+        }
+        let search = [
+            SearchEvent::Line(SearchLine {
+                path: "a.rs".into(),
+                line: 4,
+                text: "fn x() {}".into(),
+                offset: 2,
+                len: 11,
+                context: true,
+            }),
+            SearchEvent::File {
+                path: "b.rs".into(),
+                matches: 7,
+            },
+            SearchEvent::End(SearchSummary {
+                files_searched: 1,
+                files_skipped: 2,
+                ignored: 3,
+                stopped_by: Some(SearchLimit::BytesScanned),
+            }),
+        ];
+        for event in search {
+            assert_eq!(decode_search_event(&encode_search_event(&event)), Ok(event));
+        }
+        let items = vec![
+            ReadManyItem {
+                path: "a".into(),
+                result: Ok(TextFile {
+                    text: Text::from("one\n"),
+                    version: Version("v".into()),
+                }),
+            },
+            ReadManyItem {
+                path: "b".into(),
+                result: Err(Error::new(ErrorKind::Binary, "read_many: binary").with_subject("/w/b")),
+            },
+        ];
+        assert_eq!(decode_items(&encode_items(&items)), Ok(items));
+        let err = Error::new(ErrorKind::NotFound, "walk: gone");
+        assert_eq!(decode_error(&encode_error(&err)), Ok(err));
+        assert!(decode_walk_event(b"Q").is_err());
+    }
+}
