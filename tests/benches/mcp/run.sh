@@ -3,8 +3,10 @@
 # a release-built `dsh mcp` and the peers as published on npm — @modelcontextprotocol/server-
 # filesystem (read 1 KiB, write 1 KiB, edit, list 1,000 entries) and @wonderwhy-er/desktop-
 # commander (start `true` and read its output; 100 MiB of output read to the end, with the peak
-# RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition. Prints
-# medians and ratios measured in the same run, and the verdicts against the issue's targets.
+# RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition; then
+# world.mjs, the world-side operations (issue 25: grep over 1,000 files against `run grep -rn`,
+# find_files and list_dir of 1,000 entries, e2b-local against local). Prints medians and ratios
+# measured in the same run, and the verdicts against the issues' targets.
 #
 # Builds dsh and e2b-local in release, installs the pinned peers (tests/benches/mcp/package-lock.json,
 # npm ci, install scripts off: no browser download, no install telemetry), starts its own
@@ -40,7 +42,7 @@ fi
 export DSH_BIN="$root/target/release/dsh"
 
 if [ -n "${DSH_BENCH_NO_E2B:-}" ]; then
-  (cd "$bench" && node bench.mjs "$@")
+  (cd "$bench" && node bench.mjs "$@" && node world.mjs "$@")
   exit
 fi
 
@@ -49,4 +51,4 @@ start_e2b_local dsh-bench-mcp-e2b
 # The owner renews the sandbox's lease while dsh mcp runs, so the shipped manifest serves a run
 # of any length.
 export DSH_E2B_CONFIG="$root/config/e2b-local.yaml"
-(cd "$bench" && node bench.mjs "$@")
+(cd "$bench" && node bench.mjs "$@" && node world.mjs "$@")
