@@ -249,6 +249,87 @@ mod tests {
         );
     }
 
+    /// Input schemas are written out whole and compact: no references or
+    /// definitions to resolve, no Rust type formats, no null unions.
+    #[test]
+    fn input_schemas_are_self_contained_and_compact() {
+        for entry in catalog::entries() {
+            let schema = serde_json::to_string(entry.tool.input_schema.as_ref()).unwrap();
+            for needle in [
+                "$ref",
+                "$defs",
+                "$schema",
+                "\"format\"",
+                "\"null\"",
+                "oneOf",
+            ] {
+                assert!(
+                    !schema.contains(needle),
+                    "{}: {needle} in {schema}",
+                    entry.name
+                );
+            }
+        }
+    }
+
+    /// A result's optional field stays nullable in its output schema: a
+    /// client validating results (the Python SDK does) accepts the null an
+    /// edit's dry run holds for its version.
+    #[test]
+    fn output_schemas_keep_the_nulls_results_hold() {
+        let entries = catalog::entries();
+        let edit = entries
+            .iter()
+            .find(|entry| entry.name == "edit_file")
+            .unwrap();
+        let output = edit.tool.output_schema.as_ref().expect("an output schema");
+        let version = &output["properties"]["version"];
+        assert_eq!(
+            version["type"],
+            serde_json::json!(["string", "null"]),
+            "{version}"
+        );
+    }
+
+    /// Exactly the tools that change nothing are announced read-only; a
+    /// tool of several operations is as careful as its most destructive one.
+    #[test]
+    fn the_queries_and_only_they_are_read_only() {
+        let read_only: Vec<&str> = catalog::entries()
+            .iter()
+            .filter(|entry| {
+                entry
+                    .tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.read_only_hint)
+                    == Some(true)
+            })
+            .map(|entry| entry.name)
+            .collect();
+        assert_eq!(
+            read_only,
+            [
+                "read_file",
+                "list_dir",
+                "stat",
+                "find_files",
+                "grep",
+                "read_output",
+                "list_commands",
+                "terminal_read",
+                "list_terminals",
+                "lsp",
+            ]
+        );
+        for entry in catalog::entries() {
+            if ["terminal_control", "code_session", "lsp_rename"].contains(&entry.name) {
+                let hints = entry.tool.annotations.as_ref().expect("annotations");
+                assert_eq!(hints.destructive_hint, Some(true), "{}", entry.name);
+            }
+        }
+    }
+
     /// A group the catalog lacks is refused, naming it and the groups there
     /// are.
     #[test]

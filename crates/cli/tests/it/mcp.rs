@@ -296,8 +296,16 @@ fn the_scenario_gives_the_same_results_on_both_compositions_over_both_transports
             );
         },
     );
+    // With output schemas listed, the Python SDK checks every result against its schema.
+    let checked = scenario_runs(
+        &["--output-schemas".to_owned()],
+        &[],
+        &[(Client::Python, false)],
+        |_, _| {},
+    );
     assert_same(&local[1..], &local[0]);
     assert_same(&e2b, &local[0]);
+    assert_same(&checked, &local[0]);
 }
 
 /// Before its first call an agent is told where it is — composition, working directory, user,
@@ -343,13 +351,33 @@ fn the_agent_is_told_its_world_and_gets_the_tool_groups_it_asked_for() {
             tools.iter().any(|tool| tool["name"] == "run"),
             "{client:?}: {seen}"
         );
+        let names: Vec<&str> = tools
+            .iter()
+            .map(|tool| tool["name"].as_str().expect("a name"))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "read_file",
+                "write_file",
+                "edit_file",
+                "list_dir",
+                "stat",
+                "find_files",
+                "grep",
+                "move_path",
+                "remove_path",
+                "make_dir",
+                "run",
+                "read_output",
+                "write_stdin",
+                "kill",
+                "list_commands"
+            ],
+            "{client:?}: the groups asked for, and only those"
+        );
         for tool in tools {
-            let name = tool["name"].as_str().expect("a name");
-            assert!(
-                !name.starts_with("terminal_") && !name.starts_with("lsp_"),
-                "{client:?}: {name} is not of the groups asked for"
-            );
-            assert_eq!(tool["output_schema"], false, "{client:?}: {name}");
+            assert_eq!(tool["output_schema"], false, "{client:?}: {tool}");
         }
     }
     let with_schemas = ["--output-schemas".to_owned()];
@@ -395,6 +423,87 @@ fn the_agent_is_told_its_world_and_gets_the_tool_groups_it_asked_for() {
             instructions.contains(fact),
             "e2b-local: {fact:?} in {instructions}"
         );
+    }
+}
+
+/// The tools/list response a default `dsh mcp` (the local composition) gives, as it gives it.
+fn default_listing() -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut session = RawSession::start(dir.path(), &[]);
+    let listing = session.request("tools/list", serde_json::json!({}));
+    session.end();
+    listing
+}
+
+/// The default tool list costs the model little on every turn (issue 26, item 4): at most
+/// 20,000 characters in all, and at most 12,000 of names, descriptions and input schemas —
+/// with the code runtime's tools in it (issue 27).
+#[test]
+fn the_default_tool_list_fits_its_budget() {
+    require(&LOCAL);
+    let listing = default_listing();
+    let tools = listing["tools"].as_array().expect("tools");
+    let chars = |value: &Value| serde_json::to_string(value).expect("JSON").chars().count();
+    let total = chars(&listing);
+    let core: usize = tools
+        .iter()
+        .map(|tool| {
+            tool["name"].as_str().expect("a name").chars().count()
+                + tool["description"].as_str().unwrap_or("").chars().count()
+                + chars(&tool["inputSchema"])
+        })
+        .sum();
+    let figures = format!(
+        "{} tools, {total} characters in all, {core} of names, descriptions and input schemas",
+        tools.len()
+    );
+    assert!(
+        tools.iter().any(|tool| tool["name"] == "code_run"),
+        "the code tools are listed: {figures}"
+    );
+    assert!(
+        tools.iter().all(|tool| tool.get("outputSchema").is_none()),
+        "{figures}"
+    );
+    assert!(total <= 20_000, "over 20,000 in all: {figures}");
+    assert!(
+        core <= 12_000,
+        "over 12,000 of names, descriptions and input schemas: {figures}"
+    );
+}
+
+/// The SDK scenario calls every tool the default server lists, and every operation of a tool
+/// of several (its `op` values): what one tool now serves stays reachable, and is exercised on
+/// both compositions.
+#[test]
+fn the_scenario_calls_every_tool_and_every_operation() {
+    require(&LOCAL);
+    let listing = default_listing();
+    let scenario: Value = serde_json::from_str(
+        &std::fs::read_to_string(peers().join("mcp/scenario.json")).expect("scenario"),
+    )
+    .expect("scenario JSON");
+    let steps = scenario["steps"].as_array().expect("steps");
+    let called = |tool: &str, op: Option<&Value>| {
+        steps.iter().any(|step| {
+            step["tool"] == tool
+                && step["error"] != Value::Bool(true)
+                && op.is_none_or(|op| &step["arguments"]["op"] == op)
+        })
+    };
+    for tool in listing["tools"].as_array().expect("tools") {
+        let name = tool["name"].as_str().expect("a name");
+        match tool["inputSchema"]["properties"]["op"]["enum"].as_array() {
+            Some(ops) => {
+                for op in ops {
+                    assert!(
+                        called(name, Some(op)),
+                        "the scenario never runs {name} {op}"
+                    );
+                }
+            }
+            None => assert!(called(name, None), "the scenario never calls {name}"),
+        }
     }
 }
 
@@ -902,17 +1011,17 @@ const call = async (name, args) => {
 const out = {};
 await call("write_file", { path: "lspw/compile_flags.txt", content: "-std=c++17\n" });
 const written = await call("write_file", { path: "lspw/main.cpp", content: 'int main() {\n  int x = "text";\n  return x;\n}\n' });
-const broken = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+const broken = await call("lsp", { op: "diagnostics", path: "lspw/main.cpp" });
 out.broken = [broken.errors, broken.version === written.version, broken.diagnostics[0].start.line];
 await call("run", { command: "sed -i 's/\"text\"/1/' lspw/main.cpp" });
-const fixed = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+const fixed = await call("lsp", { op: "diagnostics", path: "lspw/main.cpp" });
 out.fixed = [fixed.errors, fixed.version !== broken.version];
 await call("write_file", { path: "lspw/web/tsconfig.json", content: '{"compilerOptions": {"strict": true}}\n' });
 await call("write_file", { path: "lspw/web/util.ts", content: "export function twice(n: number): number {\n  return n * 2;\n}\n" });
 await call("write_file", { path: "lspw/web/main.ts", content: "import { twice } from './util';\nconsole.log(twice(2), twice(3));\n" });
-const refs = await call("lsp_references", { path: "lspw/web/util.ts", line: 1, column: 17, include_declaration: false });
+const refs = await call("lsp", { op: "references", path: "lspw/web/util.ts", line: 1, column: 17, include_declaration: false });
 out.references = refs.locations.filter((l) => l.path.endsWith("/main.ts")).map((l) => l.start.line);
-const symbols = await call("lsp_symbols", { query: "twice", path: "lspw/web/main.ts" });
+const symbols = await call("lsp", { op: "symbols", query: "twice", path: "lspw/web/main.ts" });
 out.symbols = symbols.symbols.some((s) => s.name === "twice" && s.location.path.endsWith("/util.ts"));
 // Only this world's clangd: the one whose cwd is its workspace.
 await call("run", { command: 'for p in $(pgrep -f "^clangd "); do [ "$(readlink /proc/$p/cwd)" = "$PWD/lspw" ] && kill -KILL $p; done; true' });
@@ -920,7 +1029,7 @@ out.restarted = false;
 for (let i = 0; i < 50 && !out.restarted; i++) {
   try {
     // Until the server's end is seen, the last diagnostics (of this very version) answer.
-    const again = await call("lsp_diagnostics", { path: "lspw/main.cpp" });
+    const again = await call("lsp", { op: "diagnostics", path: "lspw/main.cpp" });
     out.restarted = (again.notice ?? "").includes("restarted");
   } catch (err) {
     // A call that met the dying server; the next one restarts it.
@@ -1107,7 +1216,7 @@ console.log(JSON.stringify({
 }
 
 /// Small things of issue 26, as the official SDK sees them on both compositions: the language
-/// servers' queries are announced read-only (`lsp_rename` is not); an error names its reason
+/// servers' queries (`lsp`) are announced read-only (`lsp_rename` is not); an error names its reason
 /// once on E2B as locally (`read_file: stream_text: file not found`, not `stream_text: stat:
 /// not found: file not found`); a background `run` says it ends with the server.
 #[test]
@@ -1116,7 +1225,7 @@ fn lsp_queries_are_read_only_and_errors_say_their_reason_once_on_both_compositio
     require(&E2B);
     let body = r#"
 const { tools } = await client.listTools();
-const readOnly = Object.fromEntries(tools.filter((t) => t.name.startsWith("lsp_"))
+const readOnly = Object.fromEntries(tools.filter((t) => t.name.startsWith("lsp"))
   .map((t) => [t.name, t.annotations?.readOnlyHint ?? null]));
 const missing = await client.callTool({ name: "read_file", arguments: { path: "no-such-file.txt" } });
 const bg = await client.callTool({ name: "run", arguments: { command: "sleep 100", background: true } });
@@ -1129,10 +1238,7 @@ console.log(JSON.stringify({
     let check = |result: &Value, what: &str| {
         assert_eq!(
             result["readOnly"],
-            serde_json::json!({
-                "lsp_diagnostics": true, "lsp_definition": true, "lsp_references": true,
-                "lsp_hover": true, "lsp_symbols": true, "lsp_rename": false,
-            }),
+            serde_json::json!({"lsp": true, "lsp_rename": false}),
             "{what}: {result}"
         );
         assert_eq!(result["missing"][0], true, "{what}: {result}");

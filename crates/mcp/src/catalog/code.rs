@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use dsh_consumers::Tools;
 
-use crate::entry::{Effect, Entry, entry};
+use crate::entry::{Effect, Entry, entry, operations};
 
 /// The code group's entries, in the order clients list them.
 pub(super) fn entries() -> Vec<Entry> {
@@ -15,30 +15,31 @@ pub(super) fn entries() -> Vec<Entry> {
         tool!(
             code.code_run,
             Destructive,
-            "Run a program (python, javascript or typescript) in the world that calls this \
-             server's tools as functions with the same arguments — JS/TS `await \
-             dsh.grep({pattern: 'x'})`, Python `dsh.read_file(path='a')` (`dsh.aio.*` for \
-             asyncio.gather) — and loops and filters there: one call instead of many. Returns \
-             the program's value (Python: its last expression; JS/TS: what it returns), its \
-             stdout/stderr (head and tail) and any exception with its traceback. With session \
-             (code_session_open) state persists between runs."
+            "Run a python, javascript or typescript program in the world that calls the tools \
+             as functions (JS/TS `await dsh.grep({pattern: 'x'})`, Python \
+             `dsh.read_file(path='a')`, `dsh.aio.*` to gather): one call instead of many. \
+             Returns its value (Python: the last expression; JS/TS: what it returns; JSON), its \
+             output's head and tail and any traceback.",
+            code = "",
+            language = "Required without session.",
+            session = "From code_session open: state persists between runs.",
+            timeout_ms = "Default 60000, at most 600000; then the program (and its session) is \
+                          killed.",
         ),
-        tool!(
-            code.code_session_open,
-            Additive,
-            "Open a code session (python, javascript or typescript) whose variables, imports \
-             and functions persist between code_run calls; returns its id and the declaration \
-             of every dsh function."
-        ),
-        tool!(
-            code.code_session_close,
+        operations!(
+            code,
+            "code_session",
             Destructive,
-            "Close a code session: its interpreter and everything its programs started end."
-        ),
-        tool!(
-            code.code_sessions,
-            ReadOnly,
-            "The open code sessions: id, language, runs, whether one is running."
+            "Open a session (language) whose state persists between code_run calls, returning \
+             its id and the dsh functions' declarations; close one (all it started ends); or \
+             list them.",
+            [
+                open => code_session_open,
+                close => code_session_close,
+                list => code_sessions,
+            ],
+            language = "",
+            session = "",
         ),
     ]
 }
