@@ -13,21 +13,30 @@ use dsh_consumers::code::{
 use dsh_consumers::lsp::LspConfig;
 use dsh_host::Host;
 
+use crate::Stop;
 use crate::args::CodeCommand;
 use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 use crate::fs::report_outcome;
 use crate::stdout::outln;
 
 /// Runs one `dsh code` command: 0 when every program returned, 1 when one
-/// raised or timed out (its traceback on stderr).
+/// raised or timed out (its traceback on stderr). On a shutdown signal
+/// (`stop`, Ctrl-C) the program running is dropped — its runner's group
+/// terminated, the processes it started swept — and the runtime is shut
+/// down before dsh exits with the signal's code.
 pub async fn run(
     host: &Host,
     command: CodeCommand,
     lsp: LspConfig,
     json: bool,
+    stop: Stop,
 ) -> Result<i32, Failure> {
     let tools = Tools::with_lsp_config(host.fs()?, host.subprocess()?, lsp);
-    let outcome = answer(&tools, command, json).await;
+    let outcome = tokio::select! {
+        outcome = answer(&tools, command, json) => outcome,
+        // The code is the signal's, given by the caller.
+        () = stop.requested() => Ok(EXIT_FAILURE),
+    };
     for problem in tools.shutdown().await {
         tracing::warn!("dsh code: {problem}");
     }

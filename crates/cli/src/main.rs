@@ -136,8 +136,8 @@ async fn run(cli: Cli) -> i32 {
         },
         Command::Code(command) => match lsp::config(cli.lsp_config.as_deref()) {
             Ok(lsp_config) => {
-                with_host(&composition, |host, _| {
-                    Box::pin(code::run(host, command, lsp_config, json))
+                with_host(&composition, |host, stop| {
+                    Box::pin(code::run(host, command, lsp_config, json, stop))
                 })
                 .await
             }

@@ -34,6 +34,7 @@ use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
 use serde_json::Value;
 use tokio::sync::Mutex;
+use tokio_util::task::TaskTracker;
 
 pub use bindings::{Binding, BindingHandler};
 pub use protocol::{ChannelError, MAX_FRAME_BYTES};
@@ -357,6 +358,8 @@ pub struct Code {
     sessions: StdMutex<BTreeMap<String, Arc<Session>>>,
     next_session: AtomicU64,
     closed: AtomicBool,
+    /// The endings of runners whose call was dropped, waited for at shutdown.
+    ending: TaskTracker,
 }
 
 impl Code {
@@ -381,6 +384,7 @@ impl Code {
             sessions: StdMutex::new(BTreeMap::new()),
             next_session: AtomicU64::new(1),
             closed: AtomicBool::new(false),
+            ending: TaskTracker::new(),
         }
     }
 
@@ -676,8 +680,9 @@ impl Code {
         pids
     }
 
-    /// Refuses new sessions, ends every session's runner and removes the
-    /// runner programs from the world. Returns what could not be done.
+    /// Refuses new sessions, ends every session's runner, waits for the
+    /// runners of dropped calls to end, and removes the runner programs
+    /// from the world. Returns what could not be done.
     pub async fn shutdown(&self) -> Vec<Error> {
         self.closed.store(true, Ordering::SeqCst);
         let sessions: Vec<Arc<Session>> = std::mem::take(&mut *lock(&self.sessions))
@@ -691,6 +696,8 @@ impl Code {
                 failures.push(err.context(format!("code session {}", session.id)));
             }
         }
+        self.ending.close();
+        self.ending.wait().await;
         if let Some(dir) = self.materialized.lock().await.take()
             && let Err(err) = self.fs.remove(&dir).await
         {
@@ -718,7 +725,7 @@ impl Code {
             )));
         }
         let dir = self.materialize(operation).await?;
-        Runner::start(&self.subprocess, &dir, language, operation).await
+        Runner::start(&self.subprocess, &dir, language, operation, &self.ending).await
     }
 
     /// The world directory holding the runner programs: a fresh one under

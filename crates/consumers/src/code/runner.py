@@ -17,8 +17,10 @@ import linecache
 import os
 import queue
 import select
+import signal
 import sys
 import threading
+import time
 import traceback
 import types
 
@@ -40,6 +42,72 @@ sys.stdout.reconfigure(line_buffering=True)
 sys.stderr.reconfigure(line_buffering=True)
 # Like `python3 -c`: the program imports from the working directory, not from the runner's.
 sys.path[0] = ""
+
+# Ownership beyond the process group: every process a program starts inherits this runner's
+# mark in its environment, also once it has left the group and session (setsid) and lost its
+# parent. When the runner ends — the host closes the channel or terminates the group (SIGTERM) —
+# it first kills every marked process and every descendant of its own.
+_MARK = "DSH_CODE_RUNNER"
+os.environ[_MARK] = os.urandom(16).hex()
+_marked = f"{_MARK}={os.environ[_MARK]}".encode() + b"\0"
+
+
+def _live_processes():
+    """{pid: parent pid} of every process but this one that can still run (not a zombie)."""
+    me = os.getpid()
+    found = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            found[int(name)] = int(fields[1])
+    return found
+
+
+def _is_marked(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return _marked in f.read()
+    except OSError:
+        return False
+
+
+def _sweep():
+    """SIGKILLs the marked processes and the descendants of this runner and of them, pass after
+    pass until a pass finds none (a process forking meanwhile is found by the next)."""
+    for _ in range(100):
+        live = _live_processes()
+        children = {}
+        for pid, parent in live.items():
+            children.setdefault(parent, []).append(pid)
+        doomed = {pid for pid in live if _is_marked(pid)}
+        stack = [os.getpid(), *doomed]
+        while stack:
+            for child in children.get(stack.pop(), ()):
+                if child not in doomed:
+                    doomed.add(child)
+                    stack.append(child)
+        if not doomed:
+            return
+        for pid in doomed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.001)
+
+
+def _end(*_):
+    _sweep()
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, _end)
 
 _send_lock = threading.Lock()
 
@@ -193,7 +261,7 @@ def _read_channel():
         chunk = os.read(CHANNEL_IN, 1 << 20)
         if not chunk:
             # The host closed the channel: nothing more will be asked of this runner.
-            os._exit(0)
+            _end()
         pending += chunk
         while True:
             end = pending.find(b"\n")

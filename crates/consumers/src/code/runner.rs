@@ -5,9 +5,11 @@
 //!
 //! A run sends one `run` frame and reads frames until the run's `done`:
 //! `out` frames are the program's stdout and stderr, accounted here with
-//! `run`'s bounds; `call` frames are binding calls, each run on the host as
-//! its own task (at most [`MAX_CONCURRENT_CALLS`] at once, at most
-//! [`MAX_CALLS_PER_RUN`] in a run) and answered by a `reply` frame.
+//! `run`'s bounds; `call` frames are binding calls, served concurrently (at
+//! most [`MAX_CONCURRENT_CALLS`] at once, at most [`MAX_CALLS_PER_RUN`] in
+//! a run) and each answered by a `reply` frame. The run's own task reads
+//! the channel and drives the calls — no task or queue between the pipe
+//! and a call, so a call costs no wake-up of another task.
 //! Anything else — a frame that breaks the protocol, the channel closed,
 //! the runner's own failure — ends the run with an error and the runner
 //! must be ended.
@@ -16,15 +18,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::stream::ByteWriter;
+use dsh_plugin_api::stream::{ByteStream, ByteWriter};
 use dsh_plugin_api::subprocess::{
     OutputMode, OutputStream, Process, SpawnSpec, StdinMode, SubprocessProvider,
 };
 use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde_json::Value;
-use tokio::sync::{Mutex, Semaphore, mpsc};
-use tokio::task::JoinSet;
+use tokio::sync::{Mutex, Semaphore};
+use tokio_util::task::TaskTracker;
 
 use super::bindings::Binding;
 use super::capture::Capture;
@@ -48,8 +51,6 @@ const END_GRACE: Duration = Duration::from_millis(200);
 /// Bytes of the runner's own stderr kept (what it says when it cannot
 /// start: a missing interpreter module, a too-old interpreter).
 const RUNNER_STDERR_BYTES: usize = 16 * 1024;
-/// Frames read ahead of the run loop.
-const FRAME_QUEUE: usize = 64;
 
 /// Why the frames stopped.
 #[derive(Debug)]
@@ -63,8 +64,7 @@ enum Stopped {
 pub(crate) struct Runner {
     process: Arc<dyn Process>,
     writer: Arc<Mutex<Box<dyn ByteWriter>>>,
-    frames: mpsc::Receiver<std::result::Result<FromRunner, Stopped>>,
-    reader: tokio::task::JoinHandle<()>,
+    channel: Channel,
     /// Ends the group if the runner is dropped without [`Runner::end`].
     guard: Option<TerminateOnDrop>,
     pub(crate) language: Language,
@@ -101,11 +101,14 @@ pub(crate) struct Job<'a> {
 impl Runner {
     /// Starts the runner of `language` from `dir` (where the runner
     /// programs were written) and waits for its `ready`.
+    /// A runner dropped without [`Runner::end`] (its call dropped) is
+    /// ended by a task `ending` tracks.
     pub(crate) async fn start(
         subprocess: &Arc<dyn SubprocessProvider>,
         dir: &str,
         language: Language,
         operation: &str,
+        ending: &TaskTracker,
     ) -> Result<Runner> {
         let argv = match language {
             Language::Python => vec!["python3".to_owned(), format!("{dir}/runner.py")],
@@ -134,66 +137,35 @@ impl Runner {
                 ),
             )
         })?;
-        let guard = TerminateOnDrop::new(Arc::clone(&process));
+        let guard = TerminateOnDrop::tracked(Arc::clone(&process), ending);
         let (Some(stdin), Some(stdout)) = (process.take_stdin(), process.take_stdout()) else {
             return Err(Error::io(format!(
                 "{operation}: the runner's pipes were not provided by the subprocess seam"
             )));
         };
-        let (sender, frames) = mpsc::channel(FRAME_QUEUE);
-        let reader = tokio::spawn(async move {
-            let mut stdout = stdout;
-            let mut lines = Lines::default();
-            loop {
-                loop {
-                    let line = match lines.next_line() {
-                        Ok(Some(line)) => line,
-                        Ok(None) => break,
-                        Err(err) => {
-                            let _ = sender.send(Err(Stopped::Channel(err))).await;
-                            return;
-                        }
-                    };
-                    let frame = protocol::decode(&line).map_err(Stopped::Channel);
-                    let stop = frame.is_err();
-                    if sender.send(frame).await.is_err() || stop {
-                        return;
-                    }
-                }
-                match stdout.next().await {
-                    Some(Ok(chunk)) => lines.push(&chunk),
-                    Some(Err(err)) => {
-                        let _ = sender.send(Err(Stopped::Read(err))).await;
-                        return;
-                    }
-                    None => {
-                        let _ = sender.send(Err(Stopped::Closed)).await;
-                        return;
-                    }
-                }
-            }
-        });
         let mut runner = Runner {
             process,
             writer: Arc::new(Mutex::new(stdin)),
-            frames,
-            reader,
+            channel: Channel {
+                stdout,
+                lines: Lines::default(),
+                stopped: false,
+            },
             guard: Some(guard),
             language,
             version: String::new(),
             runs: 0,
         };
-        let ready = tokio::time::timeout(START_TIMEOUT, runner.frames.recv()).await;
+        let ready = tokio::time::timeout(START_TIMEOUT, runner.channel.next()).await;
         match ready {
-            Ok(Some(Ok(FromRunner::Ready { version }))) => {
+            Ok(Ok(FromRunner::Ready { version })) => {
                 runner.version = version;
                 Ok(runner)
             }
-            Ok(Some(Ok(other))) => Err(Error::io(format!(
+            Ok(Ok(other)) => Err(Error::io(format!(
                 "{operation}: the runner spoke before it was ready: {other:?}"
             ))),
-            Ok(Some(Err(stopped))) => Err(runner.failure(operation, stopped).await),
-            Ok(None) => Err(runner.failure(operation, Stopped::Closed).await),
+            Ok(Err(stopped)) => Err(failure(&*runner.process, operation, stopped).await),
             Err(_) => Err(Error::new(
                 ErrorKind::Timeout,
                 format!(
@@ -203,28 +175,6 @@ impl Runner {
                 ),
             )),
         }
-    }
-
-    /// The error of a runner whose frames stopped, with what it wrote to
-    /// its own stderr (an interpreter's complaint).
-    async fn failure(&self, operation: &str, stopped: Stopped) -> Error {
-        let said = match self
-            .process
-            .read_output(OutputStream::Stderr, 0, RUNNER_STDERR_BYTES)
-            .await
-        {
-            Ok(snapshot) if !snapshot.bytes.is_empty() => format!(
-                "; it said: {}",
-                String::from_utf8_lossy(&snapshot.bytes).trim()
-            ),
-            _ => String::new(),
-        };
-        let what = match stopped {
-            Stopped::Channel(err) => format!("the runner's channel carried {err}"),
-            Stopped::Closed => "the runner ended".to_owned(),
-            Stopped::Read(err) => format!("the runner's channel failed: {err}"),
-        };
-        Error::io(format!("{operation}: {what}; the runner was ended{said}"))
     }
 
     /// Runs one program; `Err` when the runner broke the protocol, ended or
@@ -270,17 +220,16 @@ impl Runner {
             ))
         })?;
         let permits = Arc::new(Semaphore::new(MAX_CONCURRENT_CALLS));
-        // Dropped with the run: calls still running are cancelled.
-        let mut calls = JoinSet::new();
+        // Polled by this task; dropped with the run, which cancels the calls still running.
+        let mut calls = FuturesUnordered::new();
         loop {
             let frame = tokio::select! {
-                frame = self.frames.recv() => frame,
-                Some(_) = calls.join_next() => continue,
+                frame = self.channel.next() => frame,
+                Some(()) = calls.next(), if !calls.is_empty() => continue,
             };
             let message = match frame {
-                Some(Ok(message)) => message,
-                Some(Err(stopped)) => return Err(self.failure(operation, stopped).await),
-                None => return Err(self.failure(operation, Stopped::Closed).await),
+                Ok(message) => message,
+                Err(stopped) => return Err(failure(&*self.process, operation, stopped).await),
             };
             match message {
                 FromRunner::Out { s, b } => {
@@ -296,26 +245,33 @@ impl Runner {
                     outcome.calls += 1;
                     let binding = job.bindings.get(&name).cloned();
                     if outcome.calls > MAX_CALLS_PER_RUN {
-                        // Answered in line: a flood of calls waits on its own refusals.
+                        // Answered in line: a flood of calls waits on its own refusals. The
+                        // calls still running are driven meanwhile: one may hold the writer.
                         let refusal = Error::new(
                             ErrorKind::Busy,
                             format!(
                                 "{name}: the run made more than {MAX_CALLS_PER_RUN} binding calls; no more are answered in this run"
                             ),
                         );
-                        write(&self.writer, reply(id, Err(refusal)))
-                            .await
-                            .map_err(|err| {
-                                Error::io(format!(
-                                    "{operation}: the runner cannot be written to: {err}"
-                                ))
-                            })?;
+                        let written = write(&self.writer, reply(id, Err(refusal)));
+                        tokio::pin!(written);
+                        let written = loop {
+                            tokio::select! {
+                                written = &mut written => break written,
+                                Some(()) = calls.next(), if !calls.is_empty() => {}
+                            }
+                        };
+                        written.map_err(|err| {
+                            Error::io(format!(
+                                "{operation}: the runner cannot be written to: {err}"
+                            ))
+                        })?;
                         continue;
                     }
                     let writer = Arc::clone(&self.writer);
                     let permits = Arc::clone(&permits);
                     let known: Vec<String> = job.bindings.keys().cloned().collect();
-                    calls.spawn(async move {
+                    calls.push(async move {
                         let result = match binding {
                             None => Err(Error::not_found(format!(
                                 "dsh.{name}: no such binding; the bindings are: {}",
@@ -360,7 +316,6 @@ impl Runner {
     /// Ends the runner's whole process group (the runner, its worker, and
     /// whatever the programs left running in it).
     pub(crate) async fn end(mut self) -> Result<()> {
-        self.reader.abort();
         let process = Arc::clone(&self.process);
         let ended = until_proven_gone(|| process.terminate(END_GRACE)).await;
         if let Some(guard) = self.guard.take() {
@@ -375,9 +330,69 @@ impl Runner {
     }
 }
 
-impl Drop for Runner {
-    fn drop(&mut self) {
-        self.reader.abort();
+/// The error of a runner whose frames stopped, with what it wrote to
+/// its own stderr (an interpreter's complaint). A function of the process,
+/// not of the runner, whose channel is not `Sync`: the future stays `Send`.
+async fn failure(process: &dyn Process, operation: &str, stopped: Stopped) -> Error {
+    let said = match process
+        .read_output(OutputStream::Stderr, 0, RUNNER_STDERR_BYTES)
+        .await
+    {
+        Ok(snapshot) if !snapshot.bytes.is_empty() => format!(
+            "; it said: {}",
+            String::from_utf8_lossy(&snapshot.bytes).trim()
+        ),
+        _ => String::new(),
+    };
+    let what = match stopped {
+        Stopped::Channel(err) => format!("the runner's channel carried {err}"),
+        Stopped::Closed => "the runner ended".to_owned(),
+        Stopped::Read(err) => format!("the runner's channel failed: {err}"),
+    };
+    Error::io(format!("{operation}: {what}; the runner was ended{said}"))
+}
+
+/// The runner's side of the channel: its stdout, split into frames.
+struct Channel {
+    stdout: ByteStream,
+    lines: Lines,
+    /// Set once the frames stopped (a broken frame, the end): every later
+    /// read says the channel is closed.
+    stopped: bool,
+}
+
+impl Channel {
+    /// The next frame, validated. Cancel-safe: a chunk read is kept in
+    /// `lines` before anything else is awaited.
+    async fn next(&mut self) -> std::result::Result<FromRunner, Stopped> {
+        loop {
+            if self.stopped {
+                return Err(Stopped::Closed);
+            }
+            match self.lines.next_line() {
+                Ok(Some(line)) => {
+                    let frame = protocol::decode(&line).map_err(Stopped::Channel);
+                    self.stopped = frame.is_err();
+                    return frame;
+                }
+                Ok(None) => {}
+                Err(err) => {
+                    self.stopped = true;
+                    return Err(Stopped::Channel(err));
+                }
+            }
+            match self.stdout.next().await {
+                Some(Ok(chunk)) => self.lines.push(&chunk),
+                Some(Err(err)) => {
+                    self.stopped = true;
+                    return Err(Stopped::Read(err));
+                }
+                None => {
+                    self.stopped = true;
+                    return Err(Stopped::Closed);
+                }
+            }
+        }
     }
 }
 

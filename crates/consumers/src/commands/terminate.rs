@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use dsh_plugin_api::subprocess::Process;
 use dsh_plugin_api::{ErrorKind, Result};
+use tokio_util::task::TaskTracker;
 
 /// How many times a terminate is attempted while it reports `Busy` (each
 /// attempt runs the provider's whole ladder and bounded probe).
@@ -42,12 +43,24 @@ pub(crate) const DROPPED_CALL_GRACE: Duration = Duration::from_millis(500);
 /// task of the current runtime, so it completes after the drop.
 pub(crate) struct TerminateOnDrop {
     process: Option<Arc<dyn Process>>,
+    /// Where that task is tracked, when its owner waits for it at shutdown.
+    tracker: Option<TaskTracker>,
 }
 
 impl TerminateOnDrop {
     pub(crate) fn new(process: Arc<dyn Process>) -> TerminateOnDrop {
         TerminateOnDrop {
             process: Some(process),
+            tracker: None,
+        }
+    }
+
+    /// As [`TerminateOnDrop::new`], the ladder's task tracked by `tracker`
+    /// (whose owner waits for it before it reports itself shut down).
+    pub(crate) fn tracked(process: Arc<dyn Process>, tracker: &TaskTracker) -> TerminateOnDrop {
+        TerminateOnDrop {
+            process: Some(process),
+            tracker: Some(tracker.clone()),
         }
     }
 
@@ -65,13 +78,17 @@ impl Drop for TerminateOnDrop {
         let pid = process.pid();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move {
+                let ladder = async move {
                     if let Err(err) =
                         until_proven_gone(|| process.terminate(DROPPED_CALL_GRACE)).await
                     {
                         tracing::warn!(pid, %err, "run: the group of a dropped call is not proven gone");
                     }
-                });
+                };
+                match &self.tracker {
+                    Some(tracker) => drop(tracker.spawn_on(ladder, &runtime)),
+                    None => drop(runtime.spawn(ladder)),
+                }
             }
             // Only reachable if the future is dropped outside any runtime;
             // the provider still owns the group and ends it at disposal.

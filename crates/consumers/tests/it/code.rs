@@ -51,6 +51,7 @@ on_both_compositions!(
     an_endless_program_and_a_child_holding_stdout_end_within_the_timeout,
     garbage_floods_and_oversized_results_are_clear_errors_and_the_runtime_keeps_serving,
     program_output_is_the_programs_own,
+    processes_that_leave_the_group_end_with_the_runner,
 );
 
 fn tools(world: &World) -> Tools {
@@ -558,6 +559,115 @@ async fn program_output_is_the_programs_own(world: &World) {
     );
     assert!(result.stdout.text.starts_with('h') && result.stdout.text.ends_with('t'));
     assert!(tools.shutdown().await.is_empty());
+}
+
+/// Waits up to 3 s for no process of the world to have `pattern` in its command line.
+async fn gone_soon(tools: &Tools, pattern: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while running(tools, pattern).await {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    true
+}
+
+/// A program in `language` that starts `sleep {marker}` in a new session (setsid), orphaned at
+/// once (its shell exits: no ancestry or group leads to it any more), waits until it runs, and
+/// then does `then` (Python) / `then_js`.
+fn escaping(language: Language, marker: &str, then: &str) -> String {
+    let escape = format!("setsid sleep {marker} > /dev/null 2>&1 < /dev/null & echo $!");
+    match language {
+        Language::Python => format!(
+            "import subprocess, time\n\
+             pid = int(subprocess.run({escape:?}, shell=True, capture_output=True, text=True).stdout)\n\
+             for _ in range(500):\n\
+             \x20   try:\n\
+             \x20       if b'{marker}' in open(f'/proc/{{pid}}/cmdline', 'rb').read():\n\
+             \x20           break\n\
+             \x20   except OSError:\n\
+             \x20       pass\n\
+             \x20   time.sleep(0.01)\n\
+             else:\n\
+             \x20   raise RuntimeError('the escaped sleep never ran')\n\
+             {then}"
+        ),
+        _ => format!(
+            "const fs = require('fs');\n\
+             const pid = Number(require('child_process').execSync({escape:?}).toString());\n\
+             const runs = () => {{ try {{ return fs.readFileSync(`/proc/${{pid}}/cmdline`, 'latin1').includes('{marker}'); }} catch {{ return false; }} }};\n\
+             for (let i = 0; !runs(); i++) {{\n\
+             \x20 if (i === 500) throw new Error('the escaped sleep never ran');\n\
+             \x20 await new Promise((r) => setTimeout(r, 10));\n\
+             }}\n\
+             {then}"
+        ),
+    }
+}
+
+async fn processes_that_leave_the_group_end_with_the_runner(world: &World) {
+    let tools = tools(world);
+    for (language, then) in [(Language::Python, "1"), (Language::Javascript, "return 1;")] {
+        let marker = format!("86398.{}", rand_digits());
+        let result = run(&tools, language, &escaping(language, &marker, then)).await;
+        assert_eq!(result.value, json!(1), "{language:?}: {result:?}");
+        assert!(
+            gone_soon(&tools, &format!("sleep {marker}")).await,
+            "{language:?}: the process that left the group outlived the one-shot run"
+        );
+    }
+    // In a session it lives as long as the session.
+    let marker = format!("86397.{}", rand_digits());
+    let session = open(&tools, Language::Python).await;
+    let program = escaping(Language::Python, &marker, "1");
+    let result = tools
+        .code
+        .code_run(in_session(&session, &program, None))
+        .await
+        .expect("run");
+    assert_eq!(result.value, json!(1), "{result:?}");
+    assert!(
+        running(&tools, &format!("sleep {marker}")).await,
+        "it runs while the session is open"
+    );
+    tools
+        .code
+        .code_session_close(SessionCloseRequest { session })
+        .await
+        .expect("close");
+    assert!(
+        gone_soon(&tools, &format!("sleep {marker}")).await,
+        "the process that left the group outlived its session"
+    );
+    // A one-shot run whose call is dropped (a client's cancellation, Ctrl-C): shutdown waits
+    // for its runner to end, and the escaped process is gone with it.
+    let marker = format!("86396.{}", rand_digits());
+    let program = escaping(
+        Language::Python,
+        &marker,
+        "print('escaped', flush=True)\ntime.sleep(300)",
+    );
+    let mut call = Box::pin(tools.code.code_run(request(Language::Python, &program)));
+    let escaped = async {
+        while !running(&tools, &format!("sleep {marker}")).await {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::select! {
+        outcome = &mut call => panic!("the call ended: {outcome:?}"),
+        () = escaped => {}
+        () = tokio::time::sleep(Duration::from_secs(20)) => panic!("the escaped sleep never ran"),
+    }
+    drop(call);
+    assert!(tools.shutdown().await.is_empty());
+    // The tools are shut down: another instance looks.
+    let looking = self::tools(world);
+    assert!(
+        !running(&looking, &format!("sleep {marker}")).await,
+        "the process that left the group of a dropped run outlived shutdown"
+    );
+    assert!(looking.shutdown().await.is_empty());
 }
 
 fn rand_digits() -> u32 {
