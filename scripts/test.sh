@@ -4,12 +4,13 @@
 # On a fresh Debian 12 machine, as root, it brings what the tests need (system packages, the
 # official E2B SDK peers, the lint tools), enforces the house rules (scripts/lint.sh: fmt,
 # house-rules.py, clippy, rustdoc, cargo-deny) while it builds the workspace once (plugins are
-# cdylibs the tests load from beside their executables, target/debug/deps), runs every test with
+# cdylibs the tests load from beside their executables, target/debug/deps; clippy and rustdoc run
+# on each crate as the build compiles it, scripts/clippy-and-rustdoc.sh), runs every test with
 # nextest (the fuzz corpus is replayed there), builds and tests the provider template, and fuzzes
 # each decoder of hostile input for a bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default
-# 15 per target, 0 skips it). Rustdoc, the template's build and the fuzz targets' instrumented
-# build run while the tests do, at the lowest CPU priority: most tests wait on sandboxes and
-# processes, so these take cores the tests leave idle.
+# 20 per target, the targets side by side, 0 skips it). The template's build and the fuzz targets' instrumented build run
+# while the tests do, at the lowest CPU priority: most tests wait on sandboxes and processes, so
+# these take cores the tests leave idle.
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,8 +32,10 @@ peers=$!
 
 # Lint and build in one pass: every target of the workspace is compiled through clippy-driver
 # (warnings denied), and the tests run those very artifacts (same environment below).
+# rustdoc too, in the same pass (no second, metadata-only build of every dependency for it).
+export DSH_RUSTDOC_IN_BUILD=1
 source "$root/scripts/clippy-build.sh"
-"$root/scripts/lint.sh" --clippy-by-build --rustdoc-later
+"$root/scripts/lint.sh" --clippy-by-build
 phase "lint and build"
 if ! wait "$peers"; then
   cat "$peers_log" >&2
@@ -46,16 +49,18 @@ phase "waiting for the SDK peers"
 # The provider template builds as written outside the workspace (its own
 # workspace and lock, dsh by path) and passes the kit by manifest. Its own
 # target directory: nothing of the workspace build is reused (other feature
-# sets), about 70 s on 2 cores.
+# sets, another profile), about 170 CPU-seconds.
 template=(--offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml")
-fuzz_seconds=${DSH_FUZZ_SECONDS:-15}
+# Three targets side by side on two cores: 20 s each is about the CPU 15 s each one after
+# another had, in a third of the wall time.
+fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
 
-# While the tests run: rustdoc (warnings denied), the template's build and the fuzz targets'
-# instrumented build, each in its own target directory (no test waits on a cargo lock), niced so
-# that the tests keep the CPU whenever they want it.
+# While the tests run: the template's build and the fuzz targets' instrumented build, each in its
+# own target directory (no test waits on a cargo lock), niced so that the tests keep the CPU
+# whenever they want it. Their own workspace crates go through the same wrapper (clippy and
+# rustdoc, warnings denied).
 background_builds() {
   set -e
-  CARGO_TARGET_DIR="$root/target/rustdoc" nice -n 19 "$root/scripts/lint.sh" --rustdoc-only
   CARGO_TARGET_DIR="$root/target/template-provider" nice -n 19 cargo test --no-run "${template[@]}"
   if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0; fi
 }
@@ -80,10 +85,10 @@ trap - EXIT
 cat "$builds_log"
 rm -f "$builds_log"
 if [ "$builds_ok" -ne 0 ]; then
-  echo "test.sh: rustdoc, or building the provider template or the fuzz targets, failed" >&2
+  echo "test.sh: building the provider template or the fuzz targets failed" >&2
   exit 1
 fi
-phase "finishing rustdoc and the template's and fuzz targets' builds"
+phase "finishing the template's and fuzz targets' builds"
 
 CARGO_TARGET_DIR="$root/target/template-provider" cargo test "${template[@]}"
 phase "the provider template (its kit test)"

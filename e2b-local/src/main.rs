@@ -47,7 +47,7 @@ enum Command {
         /// envd front port shared by every sandbox; 0 picks a free one.
         #[arg(long, default_value_t = 49983)]
         envd_port: u16,
-        /// API key clients must send (format e2b_<hex>); random when omitted.
+        /// API key clients must send (format `e2b_<hex>`); random when omitted.
         #[arg(long)]
         api_key: Option<String>,
         /// Directory for sandbox overlays and private dirs (must not be on overlayfs).

@@ -29,24 +29,40 @@ cargo build --locked --profile fuzz -p dsh-fuzz --features libfuzzer "${bins[@]}
   --target-dir "$target_dir" --target x86_64-unknown-linux-gnu
 [ "$seconds" -gt 0 ] || exit 0
 
-for target in "${targets[@]}"; do
-  corpus="$root/tests/fuzz/corpus/$target"
-  work="$target_dir/corpus/$target"
-  artifacts="$target_dir/artifacts/$target/"
+# One target's bounded run; a non-zero status means it found a crash.
+fuzz_one() {
+  local target=$1
+  local corpus="$root/tests/fuzz/corpus/$target"
+  local work="$target_dir/corpus/$target"
+  local artifacts="$target_dir/artifacts/$target/"
   mkdir -p "$work" "$artifacts"
-  seeds=("$corpus")
-  echo "tests/fuzz/run.sh: $target for ${seconds} s"
   # New inputs go to target/fuzz (not the repository); -max_len bounds one input, -rss_limit_mb
   # and -timeout turn a runaway into a crash. A non-zero exit status means a crash was found.
-  log="$target_dir/$target.log"
-  status=0
-  "$target_dir/x86_64-unknown-linux-gnu/fuzz/$target" "$work" "${seeds[@]}" \
+  "$target_dir/x86_64-unknown-linux-gnu/fuzz/$target" "$work" "$corpus" \
     -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
-    -artifact_prefix="$artifacts" -print_final_stats=1 >"$log" 2>&1 || status=$?
+    -artifact_prefix="$artifacts" -print_final_stats=1 >"$target_dir/$target.log" 2>&1
+}
+
+# The targets run side by side, each for its own SECONDS (libFuzzer runs one process on one core):
+# the wall time is one target's, not the sum.
+echo "tests/fuzz/run.sh: ${targets[*]} for ${seconds} s each, side by side"
+pids=()
+for target in "${targets[@]}"; do
+  fuzz_one "$target" &
+  pids+=($!)
+done
+crashed=0
+for index in "${!targets[@]}"; do
+  target=${targets[$index]}
+  status=0
+  wait "${pids[$index]}" || status=$?
+  log="$target_dir/$target.log"
+  echo "tests/fuzz/run.sh: $target"
   grep -E '^(#[0-9]+ +DONE|Done [0-9]+ runs)|^stat::number_of_executed_units|^stat::peak_rss_mb' "$log" || true
   if [ "$status" -ne 0 ]; then
     tail -n 40 "$log" >&2
-    echo "tests/fuzz/run.sh: $target found a crash (exit $status); inputs in $artifacts" >&2
-    exit 1
+    echo "tests/fuzz/run.sh: $target found a crash (exit $status); inputs in $target_dir/artifacts/$target/" >&2
+    crashed=1
   fi
 done
+exit "$crashed"
