@@ -7,10 +7,15 @@
 //   commands  dsh (local composition) vs @wonderwhy-er/desktop-commander
 //             start `true` and read its output; 100 MiB of command output read to the end
 //             (with the peak RSS of the `dsh mcp` process)
+//   toll      a tool doing no I/O (list_terminals) against an MCP ping of the same dsh mcp,
+//             back to back and after 200 ms of think time (target ≤ 1.2×)
 //   e2b-local the same dsh scenario on a one-sandbox e2b-local composition, against local
+//   code      the code runtime (issue 27) on both compositions: a binding call against a
+//             direct MCP call, a session's cold start against the interpreter's, and an agent
+//             task tool by tool against one code_run
 //
 // Usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick]
-//                       [--json FILE]
+//                       [--only peers|code] [--json FILE]
 // Environment: DSH_BIN (the dsh binary, required); for the e2b-local leg DSH_E2B_CONFIG (the
 // manifest, e.g. config/e2b-local.yaml) and E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY (the
 // server's `export` lines) — without them that leg is skipped. tests/benches/mcp/run.sh sets it all up.
@@ -29,7 +34,7 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 // ---------------------------------------------------------------------------------------------
 
 function parseArgs(argv) {
-  const opts = { rounds: 20, batch: 10, bulkRuns: 3, bulkMiB: 100, json: null };
+  const opts = { rounds: 20, batch: 10, bulkRuns: 3, bulkMiB: 100, json: null, only: null, quick: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -43,14 +48,16 @@ function parseArgs(argv) {
       case "--bulk-runs": opts.bulkRuns = Number(value()); break;
       case "--bulk-mib": opts.bulkMiB = Number(value()); break;
       case "--json": opts.json = value(); break;
-      case "--quick": Object.assign(opts, { rounds: 5, batch: 3, bulkRuns: 1, bulkMiB: 8 }); break;
+      case "--only": opts.only = value(); break;
+      case "--quick": Object.assign(opts, { rounds: 5, batch: 3, bulkRuns: 1, bulkMiB: 8, quick: true }); break;
       default:
         console.error(
-          "usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick] [--json FILE]",
+          "usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick] [--only peers|code] [--json FILE]",
         );
         process.exit(2);
     }
   }
+  if (opts.only !== null && !["peers", "code"].includes(opts.only)) throw new Error(`--only ${opts.only}: peers or code`);
   for (const k of ["rounds", "batch", "bulkRuns", "bulkMiB"]) {
     if (!(Number.isInteger(opts[k]) && opts[k] > 0)) throw new Error(`--${k}: a positive integer`);
   }
@@ -317,7 +324,9 @@ function dcCommandOps(dc) {
 // Runs `contenders` ({key: fn}) for `rounds` rounds after one untimed warm-up round; each round
 // every contender runs `batch` sequential calls, in an order rotated each round. Returns the
 // per-round time per call (ms) of each contender. With `gapMs`, every call is preceded by an
-// untimed pause (an agent's think time between calls), and only the calls are timed.
+// untimed pause (an agent's think time between calls), and only the calls are timed. A contender
+// that returns a number has timed itself: that is its call's time in ms (a program's own timing
+// of its calls, a figure that leaves an untimed clean-up out).
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 async function interleaved(contenders, rounds, batch, gapMs = 0) {
   const keys = Object.keys(contenders);
@@ -330,8 +339,8 @@ async function interleaved(contenders, rounds, batch, gapMs = 0) {
       for (let i = 0; i < batch; i++) {
         if (gapMs) await sleep(gapMs);
         const t0 = performance.now();
-        await contenders[k]();
-        spent += performance.now() - t0;
+        const own = await contenders[k]();
+        spent += typeof own === "number" ? own : performance.now() - t0;
       }
       times[k].push(spent / batch);
     }
@@ -470,54 +479,260 @@ async function dcBulk(dc, bytes) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Main
+// The code runtime (issue 27): bindings, cold start, an agent task two ways
 // ---------------------------------------------------------------------------------------------
 
-const started = machine();
-const scratch = fs.mkdtempSync(path.join(process.env.DSH_BENCH_DIR || os.tmpdir(), "dsh-bench-mcp-"));
-const dirs = {
-  dsh: path.join(scratch, "dsh"),
-  fsPeer: path.join(scratch, "server-filesystem"),
-  dcCwd: path.join(scratch, "desktop-commander"),
-  dcHome: path.join(scratch, "desktop-commander-home"),
+// Binding calls one program makes in a round, sequentially (each awaited before the next).
+const BINDING_CALLS = 1000;
+// Direct MCP read_file calls a round makes, sequentially.
+const MCP_READS = 100;
+
+// A code session opened and closed: `code_session` with `op` where the catalog groups the
+// session operations in one tool, else the tools `code_session_open` / `code_session_close`.
+async function sessionOpen(dsh, language) {
+  const r = dsh.tools.includes("code_session")
+    ? await dsh.call("code_session", { op: "open", language })
+    : await dsh.call("code_session_open", { language });
+  return r.structuredContent.session;
+}
+async function sessionClose(dsh, session) {
+  if (dsh.tools.includes("code_session")) await dsh.call("code_session", { op: "close", session });
+  else await dsh.call("code_session_close", { session });
+}
+
+// Runs `code` in `language` (or in `session`) and returns the program's value; a program that
+// did not return is this bench's error.
+async function codeRun(dsh, args) {
+  const r = await dsh.call("code_run", args);
+  const s = r.structuredContent;
+  if (!s.ok) throw new Error(`${dsh.name} code_run: ${s.error?.message ?? JSON.stringify(s)}`);
+  return { value: s.value, result: r };
+}
+
+// The binding round trip: one program reads the 1 KiB file BINDING_CALLS times through its
+// `dsh.read_file` binding, timing the calls itself (so the figure is a call, not the run around
+// it); the peer is the same read as a direct MCP tool call of the same server, timed by the client.
+const bindingPrograms = {
+  javascript: `const t0 = performance.now();
+for (let i = 0; i < ${BINDING_CALLS}; i++) {
+  const r = await dsh.read_file({ path: "bench/read-1k.txt" });
+  if (r.content.length !== ${KiB}) throw new Error("read " + r.content.length + " characters");
+}
+return (performance.now() - t0) / ${BINDING_CALLS};`,
+  python: `import time
+t0 = time.perf_counter()
+for _ in range(${BINDING_CALLS}):
+    r = dsh.read_file(path="bench/read-1k.txt")
+    if len(r["content"]) != ${KiB}:
+        raise ValueError(f"read {len(r['content'])} characters")
+(time.perf_counter() - t0) * 1000 / ${BINDING_CALLS}`,
 };
-for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
-peerFixtures(dirs.fsPeer);
 
-// desktop-commander keeps its config, tool-call log and browser cache under $HOME: give it a
-// scratch HOME with telemetry off and a placeholder browser in its puppeteer cache, so it does not
-// download Chrome in the background (it does at start when none is found) while it is measured.
-const dcConfigDir = path.join(dirs.dcHome, ".claude-server-commander");
-fs.mkdirSync(path.join(dcConfigDir, "puppeteer-cache/chrome/linux64-0/chrome-linux64"), { recursive: true });
-fs.writeFileSync(path.join(dcConfigDir, "puppeteer-cache/chrome/linux64-0/chrome-linux64/chrome"), "#!/bin/sh\nexit 1\n", { mode: 0o755 });
-fs.writeFileSync(
-  path.join(dcConfigDir, "config.json"),
-  JSON.stringify({ telemetryEnabled: false, pendingWelcomeOnboarding: false, welcomeOnboardingEligible: false }, null, 2),
-);
+async function bindingFigure(dsh, language, rounds) {
+  const session = await sessionOpen(dsh, language);
+  const dshF = dshFileOps(dsh);
+  try {
+    const t = await interleaved(
+      {
+        binding: async () => {
+          const { value } = await codeRun(dsh, { session, code: bindingPrograms[language] });
+          return value;
+        },
+        mcp: async () => {
+          const t0 = performance.now();
+          for (let i = 0; i < MCP_READS; i++) await dshF.read();
+          return (performance.now() - t0) / MCP_READS;
+        },
+      },
+      rounds,
+      1,
+    );
+    return { dsh: median(t.binding), other: median(t.mcp), ratio: paired(t.binding, t.mcp) };
+  } finally {
+    await sessionClose(dsh, session);
+  }
+}
 
-const node = process.execPath;
-const baseEnv = { ...process.env };
-for (const k of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"]) delete baseEnv[k];
-const versions = {
-  sdk: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@modelcontextprotocol/sdk/package.json"))).version,
-  fsPeer: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@modelcontextprotocol/server-filesystem/package.json"))).version,
-  dc: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@wonderwhy-er/desktop-commander/package.json"))).version,
+// Cold start: a new session (a runner started in the world) and its first result, timed from the
+// client's code_session_open to code_run's answer (the close is untimed); the peer is the same
+// interpreter started cold by one MCP `run` printing the same value.
+const coldPrograms = {
+  python: { code: "1 + 1", peer: ["python3", "-c", "print(1 + 1)"] },
+  javascript: { code: "return 1 + 1;", peer: ["node", "-e", "console.log(1 + 1)"] },
+  typescript: { code: "const x: number = 1;\nreturn x + 1;", peer: ["node", "-e", "console.log(1 + 1)"] },
 };
-let dshVersion = "?";
-try {
-  dshVersion = execFileSync(DSH_BIN, ["--version"], { encoding: "utf8" }).trim();
-} catch {}
 
-const servers = [];
-const cleanup = async () => {
-  for (const s of servers) await s.close();
+async function coldFigure(dsh, language, rounds) {
+  const { code, peer } = coldPrograms[language];
+  const t = await interleaved(
+    {
+      session: async () => {
+        const t0 = performance.now();
+        const session = await sessionOpen(dsh, language);
+        const { value } = await codeRun(dsh, { session, code });
+        const ms = performance.now() - t0;
+        await sessionClose(dsh, session);
+        if (value !== 2) throw new Error(`${dsh.name} ${language} first result: ${JSON.stringify(value)}`);
+        return ms;
+      },
+      oneShot: async () => {
+        const { value } = await codeRun(dsh, { language, code });
+        if (value !== 2) throw new Error(`${dsh.name} ${language} one-shot result: ${JSON.stringify(value)}`);
+      },
+      peer: async () => {
+        const r = await dsh.call("run", { argv: peer });
+        const s = r.structuredContent;
+        if (s.exit_code !== 0 || s.output.trim() !== "2") throw new Error(`${dsh.name} ${peer[0]}: ${JSON.stringify(s)}`);
+      },
+    },
+    rounds,
+    1,
+  );
+  return {
+    session: median(t.session),
+    oneShot: median(t.oneShot),
+    peer: median(t.peer),
+    ratio: paired(t.session, t.peer),
+    oneShotRatio: paired(t.oneShot, t.peer),
+  };
+}
+
+// The agent task: find the files with TODO markers, read each, and summarise them (per file its
+// line count, exported functions and TODO lines). Tool by tool, a model makes one grep and one
+// read_file per file and reads every result; in code mode it makes one code_run whose program does
+// the same and returns the summary. Both summaries must be equal.
+const TASK_FILES = 40;
+function taskFile(i) {
+  const lines = [`// module ${i}: generated for the dsh code bench`, `import { helper } from "./mod-${(i + 1) % TASK_FILES}";`, ""];
+  for (let f = 0; f < 12; f++) {
+    lines.push(`export function fn${i}_${f}(input: number): number {`);
+    lines.push(`  const scaled = helper(input) * ${f + 1};`);
+    if (i % 4 === 0 && f % 5 === 1) lines.push(`  // TODO(owner${f}): bound the scaling of fn${i}_${f} before release`);
+    lines.push(`  return scaled + ${i};`, "}", "");
+  }
+  return lines.join("\n");
+}
+
+const summarise = (path, content, totalLines) => {
+  const lines = content.split("\n");
+  return {
+    path,
+    lines: totalLines,
+    exports: lines.filter((l) => l.startsWith("export function")).length,
+    todos: lines.filter((l) => l.includes("TODO(")).map((l) => l.trim()),
+  };
 };
 
-const results = { machine: { started, cpus: os.cpus().length, kernel: os.release() }, versions, opts, rows: [], bulk: null };
+const TASK_PROGRAM = `type Summary = { path: string; lines: number; exports: number; todos: string[] };
+const found = await dsh.grep({ pattern: "TODO\\\\(", path: "bench/task" });
+const paths: string[] = [...new Set(found.matches.map((m) => m.path))];
+const files: Summary[] = await Promise.all(paths.map(async (path: string) => {
+  const file = await dsh.read_file({ path });
+  const lines = file.content.split("\\n");
+  return {
+    path,
+    lines: file.total_lines,
+    exports: lines.filter((l: string) => l.startsWith("export function")).length,
+    todos: lines.filter((l: string) => l.includes("TODO(")).map((l: string) => l.trim()),
+  };
+}));
+return { files: files.length, todos: files.reduce((n, f) => n + f.todos.length, 0), by_file: files };`;
 
-try {
-  const dsh = await start("dsh (local)", DSH_BIN, ["mcp"], { cwd: dirs.dsh, env: baseEnv });
-  servers.push(dsh);
+async function taskFixtures(dsh) {
+  await dsh.call("remove_path", { path: "bench/task", recursive: true }).catch(() => {});
+  for (let i = 0; i < TASK_FILES; i++) {
+    await dsh.call("write_file", { path: `bench/task/mod-${String(i).padStart(2, "0")}.ts`, content: taskFile(i) });
+  }
+}
+
+// Characters the model reads: the text content of every result (what an MCP client puts in its
+// context); the structured results' JSON is counted beside it for clients that pass those instead.
+const modelChars = (results) => results.reduce((n, r) => n + textOf(r).length, 0);
+const structuredChars = (results) => results.reduce((n, r) => n + JSON.stringify(r.structuredContent ?? null).length, 0);
+
+async function taskFigure(dsh) {
+  await taskFixtures(dsh);
+  // Tool by tool.
+  const t0 = performance.now();
+  const results = [];
+  const grep = await dsh.call("grep", { pattern: "TODO\\(", path: "bench/task" });
+  results.push(grep);
+  const paths = [...new Set(grep.structuredContent.matches.map((m) => m.path))];
+  const files = [];
+  for (const p of paths) {
+    const r = await dsh.call("read_file", { path: p });
+    results.push(r);
+    files.push(summarise(p, r.structuredContent.content, r.structuredContent.total_lines));
+  }
+  const byTool = { ms: performance.now() - t0, calls: results.length, chars: modelChars(results), structured: structuredChars(results) };
+  const expected = { files: files.length, todos: files.reduce((n, f) => n + f.todos.length, 0), by_file: files };
+  // One code_run.
+  const t1 = performance.now();
+  const { value, result } = await codeRun(dsh, { language: "typescript", code: TASK_PROGRAM });
+  const byCode = { ms: performance.now() - t1, calls: 1, chars: modelChars([result]), structured: structuredChars([result]), bindingCalls: result.structuredContent.binding_calls };
+  // Key order aside: the server's JSON has its objects' keys sorted.
+  const canonical = (v) => JSON.stringify(v, (_, x) => (x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x));
+  if (canonical(value) !== canonical(expected)) {
+    throw new Error(`${dsh.name} agent task: code_run's summary ${JSON.stringify(value).slice(0, 300)} differs from the tool-by-tool one ${JSON.stringify(expected).slice(0, 300)}`);
+  }
+  if (expected.files !== TASK_FILES / 4) throw new Error(`${dsh.name} agent task: ${expected.files} files with TODOs, ${TASK_FILES / 4} written`);
+  await dsh.call("remove_path", { path: "bench/task", recursive: true });
+  return { byTool, byCode, files: expected.files, todos: expected.todos };
+}
+
+async function codeFigures(worlds) {
+  const rounds = opts.quick ? 3 : Math.max(3, Math.round(opts.rounds / 2));
+  const out = [];
+  for (const [world, dsh] of worlds) {
+    requireTools(dsh, ["code_run", "read_file", "grep", "run", "write_file", "remove_path"]);
+    const row = { world, binding: {}, cold: {}, task: null };
+    for (const language of ["javascript", "python"]) {
+      row.binding[language] = await bindingFigure(dsh, language, rounds);
+      const b = row.binding[language];
+      console.log(`#   ${world} ${language}: binding read_file ${fmtTime(b.dsh)} a call, MCP read_file ${fmtTime(b.other)}, ${fmtRatio(b.ratio)}`);
+    }
+    for (const language of ["python", "javascript", "typescript"]) {
+      row.cold[language] = await coldFigure(dsh, language, rounds);
+      const c = row.cold[language];
+      console.log(`#   ${world} ${language}: session start + first result ${fmtTime(c.session)}, one-shot code_run ${fmtTime(c.oneShot)}, interpreter via run ${fmtTime(c.peer)}`);
+    }
+    row.task = await taskFigure(dsh);
+    const k = row.task;
+    console.log(`#   ${world} agent task: tool by tool ${k.byTool.calls} calls, ${k.byTool.chars} characters; code_run 1 call (${k.byCode.bindingCalls} binding calls), ${k.byCode.chars} characters`);
+    out.push(row);
+  }
+  return out;
+}
+
+function printCode(rows, count, verdict, W, line) {
+  console.log("");
+  console.log(`${padEnd("figure (the code runtime: dsh's code tools vs the peer named)", W)}${pad("code", 11)}${pad("peer", 11)}${pad("code/peer [p25-p75]", 22)}${pad("target", 9)} verdict`);
+  console.log(line);
+  for (const r of rows) {
+    console.log(`${r.world}`);
+    for (const [language, b] of Object.entries(r.binding)) {
+      const v = count(verdict(median(b.ratio), 1));
+      console.log(`  ${padEnd(`read_file 1 KiB: ${language} binding (${BINDING_CALLS} sequential calls, in-program) vs direct MCP read_file`, W - 2)}${pad(fmtTime(b.dsh), 11)}${pad(fmtTime(b.other), 11)}${pad(fmtRatio(b.ratio), 22)}${pad("≤ 1.00x", 9)} ${v}`);
+    }
+    for (const [language, c] of Object.entries(r.cold)) {
+      const peerName = coldPrograms[language].peer.slice(0, 2).join(" ");
+      console.log(`  ${padEnd(`cold: ${language} session open + first result vs run \`${peerName} …\``, W - 2)}${pad(fmtTime(c.session), 11)}${pad(fmtTime(c.peer), 11)}${pad(fmtRatio(c.ratio), 22)}${pad("—", 9)} —`);
+      console.log(`  ${padEnd(`cold: ${language} one-shot code_run (runner started and ended) vs the same`, W - 2)}${pad(fmtTime(c.oneShot), 11)}${pad(fmtTime(c.peer), 11)}${pad(fmtRatio(c.oneShotRatio), 22)}${pad("—", 9)} —`);
+    }
+    const k = r.task;
+    const ratio = k.byTool.chars / k.byCode.chars;
+    const v = count(ratio >= 5 ? "met" : "MISSED");
+    console.log(`  agent task: grep → read the ${k.files} matching files → summarise (${k.todos} TODOs)`);
+    console.log(`    ${padEnd("tool by tool (MCP calls)", W - 4)}${pad(`${k.byTool.calls} calls`, 11)}${pad(`${k.byTool.chars} ch`, 11)}${pad(`structured ${k.byTool.structured} ch`, 22)}${pad(fmtTime(k.byTool.ms), 9)}`);
+    console.log(`    ${padEnd(`one code_run (TypeScript; ${k.byCode.bindingCalls} binding calls)`, W - 4)}${pad("1 call", 11)}${pad(`${k.byCode.chars} ch`, 11)}${pad(`structured ${k.byCode.structured} ch`, 22)}${pad(fmtTime(k.byCode.ms), 9)}`);
+    console.log(`    ${padEnd("characters returned to the model, tool by tool / code_run", W - 4)}${pad("", 11)}${pad("", 11)}${pad(`${ratio.toFixed(2)}x fewer`, 22)}${pad("≥ 5.00x", 9)} ${v}`);
+  }
+  console.log(line);
+}
+
+// The peers leg: dsh local against the npm peers, then dsh on e2b-local against dsh local (when
+// `e2b` is given). Verdicts are counted with `tally.count`.
+async function peerLeg(dsh, e2b, { count, verdict, W, line }) {
   const fsPeer = await start("server-filesystem", node, [path.join(here, "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"), dirs.fsPeer], { cwd: dirs.fsPeer, env: baseEnv });
   servers.push(fsPeer);
   const dc = await start("desktop-commander", node, [path.join(here, "node_modules/@wonderwhy-er/desktop-commander/dist/index.js"), "--no-onboarding"], {
@@ -531,23 +746,9 @@ try {
     },
   });
   servers.push(dc);
-  let e2b = null;
-  if (withE2b) {
-    e2b = await start("dsh (e2b-local)", DSH_BIN, ["mcp", "--config", E2B_CONFIG], { cwd: dirs.dsh, env: { ...process.env } });
-    servers.push(e2b);
-  }
 
-  requireTools(dsh, ["read_file", "write_file", "edit_file", "list_dir", "make_dir", "run", "read_output"]);
   requireTools(fsPeer, ["read_text_file", "write_file", "edit_file", "list_directory", "list_directory_with_sizes"]);
   requireTools(dc, ["start_process", "read_process_output", "force_terminate", "list_sessions"]);
-
-  await dshFixtures(dsh);
-  if (e2b) await dshFixtures(e2b);
-
-  console.log(`# dsh mcp benchmark — ${started.date}, Linux ${os.release()}, ${os.cpus().length} CPUs, load average ${started.load}`);
-  console.log(`# ${dshVersion}; client @modelcontextprotocol/sdk ${versions.sdk} over stdio; peers @modelcontextprotocol/server-filesystem ${versions.fsPeer}, @wonderwhy-er/desktop-commander ${versions.dc}`);
-  console.log(`# ${opts.rounds} interleaved rounds of ${opts.batch} calls per contender after a warm-up round; bulk: ${opts.bulkRuns} run(s) of ${opts.bulkMiB} MiB; e2b-local leg: ${withE2b ? `dsh mcp --config ${E2B_CONFIG}` : "skipped (no DSH_E2B_CONFIG / E2B_API_URL)"}`);
-  console.log(`# files in ${scratch}`);
 
   const dshF = dshFileOps(dsh);
   const peerF = peerFileOps(fsPeer, dirs.fsPeer);
@@ -558,8 +759,14 @@ try {
 
   const figures = [
     { group: "protocol", label: "MCP ping (no tool): ping vs ping", peer: "server-filesystem", dsh: () => dsh.client.ping(), other: () => fsPeer.client.ping(), e2b: null, target: null },
-    { group: "protocol", label: "a tool doing no I/O: list_commands vs list_allowed_directories", peer: "server-filesystem", dsh: () => dsh.call("list_commands", {}), other: () => fsPeer.call("list_allowed_directories", {}), e2b: null, target: null },
-    { group: "protocol-dc", label: "a tool doing no I/O: list_commands vs list_sessions", peer: "desktop-commander", dsh: () => dsh.call("list_commands", {}), other: () => dc.call("list_sessions", {}), e2b: null, target: null },
+    { group: "protocol", label: "a tool doing no I/O: list_terminals vs list_allowed_directories", peer: "server-filesystem", dsh: () => dsh.call("list_terminals", {}), other: () => fsPeer.call("list_allowed_directories", {}), e2b: null, target: null },
+    { group: "protocol-dc", label: "a tool doing no I/O: list_terminals vs list_sessions", peer: "desktop-commander", dsh: () => dsh.call("list_terminals", {}), other: () => dc.call("list_sessions", {}), e2b: null, target: null },
+    // The per-call toll (issue 26): a tool doing no I/O against an MCP ping of the same server,
+    // back to back and with think time before each call. list_commands is shown beside it: it
+    // also lists the world's durable commands, which the provider reads from the world.
+    { group: "toll", label: "a tool doing no I/O: list_terminals vs ping", peer: "dsh ping", dsh: () => dsh.call("list_terminals", {}), other: () => dsh.client.ping(), e2b: null, target: 1.2 },
+    { group: "toll", label: `the same, ${SPACED_MS} ms of think time before each call`, peer: "dsh ping", dsh: () => dsh.call("list_terminals", {}), other: () => dsh.client.ping(), e2b: null, target: 1.2, gapMs: SPACED_MS },
+    { group: "toll", label: "list_commands (reads the world's durable commands) vs ping", peer: "dsh ping", dsh: () => dsh.call("list_commands", {}), other: () => dsh.client.ping(), e2b: null, target: null },
     { label: "read 1 KiB: read_file vs read_text_file", peer: "server-filesystem", dsh: dshF.read, other: peerF.read, e2b: e2bF?.read, target: 0.5 },
     { label: "write 1 KiB: write_file vs write_file", peer: "server-filesystem", dsh: dshF.write, other: peerF.write, e2b: e2bF?.write, target: 0.5 },
     { label: "edit, one unique replacement: edit_file vs edit_file", peer: "server-filesystem", dsh: dshF.edit, other: peerF.edit, e2b: e2bF?.edit, target: 0.5 },
@@ -570,7 +777,7 @@ try {
     // desktop-commander finishes per-call work in the background for ~100 ms after it answers
     // (usage statistics persisted to its config) and a call arriving meanwhile waits: the same
     // figures with 200 ms of think time before each call, as an agent makes them.
-    { group: "spaced", label: "a tool doing no I/O: list_commands vs list_sessions", peer: "desktop-commander", dsh: () => dsh.call("list_commands", {}), other: () => dc.call("list_sessions", {}), e2b: null, target: null, gapMs: SPACED_MS },
+    { group: "spaced", label: "a tool doing no I/O: list_terminals vs list_sessions", peer: "desktop-commander", dsh: () => dsh.call("list_terminals", {}), other: () => dc.call("list_sessions", {}), e2b: null, target: null, gapMs: SPACED_MS },
     { group: "spaced", label: "start `true`, output: run vs start_process (1 call each)", peer: "desktop-commander", dsh: dshC.trueForeground, other: dcC.trueForeground, e2b: null, target: 0.5, gapMs: SPACED_MS },
     { group: "spaced", label: "start `true` + read output: run bg + read_output vs start_process + read_process_output", peer: "desktop-commander", dsh: dshC.trueBackground, other: dcC.trueBackground, e2b: null, target: 0.5, gapMs: SPACED_MS },
   ];
@@ -652,18 +859,6 @@ try {
   // -------------------------------------------------------------------------------------------
   // The tables
   // -------------------------------------------------------------------------------------------
-  const finished = machine();
-  results.machine.finished = finished;
-  const W = 88;
-  const line = "-".repeat(W + 78);
-  const verdict = (value, target) => (target === null ? "—" : value <= target ? "met" : "MISSED");
-  let met = 0;
-  let missed = 0;
-  const count = (v) => {
-    if (v === "met") met++;
-    else if (v === "MISSED") missed++;
-    return v;
-  };
 
   console.log("");
   console.log(`${padEnd("figure (dsh local vs the peer; ratio < 1: dsh faster)", W)}${pad("dsh", 11)}${pad("peer", 11)}${pad("dsh/peer [p25-p75]", 22)}${pad("target", 9)} verdict`);
@@ -675,6 +870,7 @@ try {
         {
           protocol: `protocol floor (informational) — vs @modelcontextprotocol/server-filesystem ${versions.fsPeer}`,
           "protocol-dc": `protocol floor (informational) — vs @wonderwhy-er/desktop-commander ${versions.dc}`,
+          toll: "the per-call toll — a tool call against an MCP ping of the same dsh mcp (local)",
           "server-filesystem": `files — @modelcontextprotocol/server-filesystem ${versions.fsPeer}, one round trip each`,
           "desktop-commander": `commands — @wonderwhy-er/desktop-commander ${versions.dc}`,
           spaced: `commands, ${SPACED_MS} ms of think time before each call (untimed) — @wonderwhy-er/desktop-commander ${versions.dc}`,
@@ -730,6 +926,91 @@ try {
     console.log(`  ${padEnd("peak RSS of the dsh mcp process, whole session", W - 2)}${pad(fmtMiB(bulk.hwm.e2b), 11)}${pad(fmtMiB(bulk.hwm.dsh), 11)}${pad(`${(bulk.hwm.e2b / bulk.hwm.dsh).toFixed(3)}x`, 22)}${pad("≤ 64 MiB", 9)} ${count(verdict(bulk.hwm.e2b, rssTarget))}`);
     console.log(line);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+const started = machine();
+const scratch = fs.mkdtempSync(path.join(process.env.DSH_BENCH_DIR || os.tmpdir(), "dsh-bench-mcp-"));
+const dirs = {
+  dsh: path.join(scratch, "dsh"),
+  fsPeer: path.join(scratch, "server-filesystem"),
+  dcCwd: path.join(scratch, "desktop-commander"),
+  dcHome: path.join(scratch, "desktop-commander-home"),
+};
+for (const d of Object.values(dirs)) fs.mkdirSync(d, { recursive: true });
+peerFixtures(dirs.fsPeer);
+
+// desktop-commander keeps its config, tool-call log and browser cache under $HOME: give it a
+// scratch HOME with telemetry off and a placeholder browser in its puppeteer cache, so it does not
+// download Chrome in the background (it does at start when none is found) while it is measured.
+const dcConfigDir = path.join(dirs.dcHome, ".claude-server-commander");
+fs.mkdirSync(path.join(dcConfigDir, "puppeteer-cache/chrome/linux64-0/chrome-linux64"), { recursive: true });
+fs.writeFileSync(path.join(dcConfigDir, "puppeteer-cache/chrome/linux64-0/chrome-linux64/chrome"), "#!/bin/sh\nexit 1\n", { mode: 0o755 });
+fs.writeFileSync(
+  path.join(dcConfigDir, "config.json"),
+  JSON.stringify({ telemetryEnabled: false, pendingWelcomeOnboarding: false, welcomeOnboardingEligible: false }, null, 2),
+);
+
+const node = process.execPath;
+const baseEnv = { ...process.env };
+for (const k of ["E2B_API_URL", "E2B_SANDBOX_URL", "E2B_API_KEY", "E2B_DOMAIN", "E2B_ACCESS_TOKEN"]) delete baseEnv[k];
+const versions = {
+  sdk: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@modelcontextprotocol/sdk/package.json"))).version,
+  fsPeer: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@modelcontextprotocol/server-filesystem/package.json"))).version,
+  dc: JSON.parse(fs.readFileSync(path.join(here, "node_modules/@wonderwhy-er/desktop-commander/package.json"))).version,
+};
+let dshVersion = "?";
+try {
+  dshVersion = execFileSync(DSH_BIN, ["--version"], { encoding: "utf8" }).trim();
+} catch {}
+
+const servers = [];
+const cleanup = async () => {
+  for (const s of servers) await s.close();
+};
+
+const results = { machine: { started, cpus: os.cpus().length, kernel: os.release() }, versions, opts, rows: [], bulk: null };
+
+try {
+  const dsh = await start("dsh (local)", DSH_BIN, ["mcp"], { cwd: dirs.dsh, env: baseEnv });
+  servers.push(dsh);
+  let e2b = null;
+  if (withE2b) {
+    e2b = await start("dsh (e2b-local)", DSH_BIN, ["mcp", "--config", E2B_CONFIG], { cwd: dirs.dsh, env: { ...process.env } });
+    servers.push(e2b);
+  }
+
+  requireTools(dsh, ["read_file", "write_file", "edit_file", "list_dir", "make_dir", "run", "read_output"]);
+
+  await dshFixtures(dsh);
+  if (e2b) await dshFixtures(e2b);
+
+  console.log(`# dsh mcp benchmark — ${started.date}, Linux ${os.release()}, ${os.cpus().length} CPUs, load average ${started.load}`);
+  console.log(`# ${dshVersion}; client @modelcontextprotocol/sdk ${versions.sdk} over stdio; peers @modelcontextprotocol/server-filesystem ${versions.fsPeer}, @wonderwhy-er/desktop-commander ${versions.dc}`);
+  console.log(`# ${opts.rounds} interleaved rounds of ${opts.batch} calls per contender after a warm-up round; bulk: ${opts.bulkRuns} run(s) of ${opts.bulkMiB} MiB; e2b-local leg: ${withE2b ? `dsh mcp --config ${E2B_CONFIG}` : "skipped (no DSH_E2B_CONFIG / E2B_API_URL)"}`);
+  console.log(`# files in ${scratch}`);
+
+  const W = 88;
+  const line = "-".repeat(W + 78);
+  const verdict = (value, target) => (target === null ? "—" : value <= target ? "met" : "MISSED");
+  let met = 0;
+  let missed = 0;
+  const count = (v) => {
+    if (v === "met") met++;
+    else if (v === "MISSED") missed++;
+    return v;
+  };
+  if (opts.only !== "code") await peerLeg(dsh, e2b, { count, verdict, W, line });
+  if (opts.only !== "peers") {
+    console.log("# code runtime");
+    results.code = await codeFigures([["dsh (local)", dsh], ...(e2b ? [["dsh (e2b-local)", e2b]] : [])]);
+    printCode(results.code, count, verdict, W, line);
+  }
+  const finished = machine();
+  results.machine.finished = finished;
   console.log(`targets met: ${met}, missed: ${missed}`);
   console.log(`# finished ${finished.date}, load average ${finished.load}`);
   if (opts.json) fs.writeFileSync(opts.json, JSON.stringify(results, null, 2));

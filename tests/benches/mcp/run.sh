@@ -3,7 +3,9 @@
 # a release-built `dsh mcp` and the peers as published on npm — @modelcontextprotocol/server-
 # filesystem (read 1 KiB, write 1 KiB, edit, list 1,000 entries) and @wonderwhy-er/desktop-
 # commander (start `true` and read its output; 100 MiB of output read to the end, with the peak
-# RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition; then
+# RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition, and the
+# code runtime on both (issue 27: a binding call against a direct MCP call, cold start, an agent
+# task tool by tool against one code_run); then
 # world.mjs, the world-side operations (issue 25: grep over 1,000 files against `run grep -rn`,
 # find_files and list_dir of 1,000 entries, e2b-local against local). Prints medians and ratios
 # measured in the same run, and the verdicts against the issues' targets.
@@ -13,7 +15,8 @@
 # e2b-local on ephemeral ports (needs root), runs bench.mjs, and stops the server.
 #
 # Usage: tests/benches/mcp/run.sh [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick]
-#                           [--json FILE]
+#                           [--only peers|code] [--json FILE]
+#   --only code          bench.mjs measures only the code runtime (issue 27), --only peers all but it
 #   DSH_BENCH_NO_E2B=1   skip the e2b-local leg (no root needed)
 #   DSH_BENCH_DIR=DIR    where the local scratch files go (default $TMPDIR)
 set -euo pipefail
