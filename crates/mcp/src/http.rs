@@ -26,6 +26,7 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use axum::serve::ListenerExt;
 use http::{HeaderMap, Method, StatusCode, header};
 use rmcp::model::{ClientRequest, JsonRpcMessage};
 use rmcp::transport::common::http_header::HEADER_SESSION_ID;
@@ -34,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::DshMcp;
 use crate::sessions::{SessionLimits, Sessions};
-use crate::wire::{MAX_MESSAGE_BYTES, decode};
+use crate::wire::{MAX_MESSAGE_BYTES, Rejected, decode};
 
 /// Where and how `dsh mcp --http` listens.
 #[derive(Debug, Clone)]
@@ -129,6 +130,14 @@ pub async fn serve_http(
             }));
     ready(bound);
     let stopping = stop.clone();
+    // Answers are small writes (an SSE event, then the end of the stream): without
+    // TCP_NODELAY, Nagle's algorithm holds one back until the client acknowledges the last,
+    // which a client delaying its acknowledgements makes a wait of tens of milliseconds.
+    let listener = listener.tap_io(|stream| {
+        if let Err(err) = stream.set_nodelay(true) {
+            tracing::debug!("dsh mcp --http: TCP_NODELAY: {err}");
+        }
+    });
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move {
             shutdown.await;
@@ -169,6 +178,12 @@ async fn expire(sessions: Arc<Sessions>, limits: SessionLimits, stop: Cancellati
 /// What every request passes before rmcp serves it: the token (401), the
 /// browser's `Origin` (403), the body (400, 413), and room for a new session
 /// (503).
+///
+/// A body is decoded here only when the request names no session (an
+/// `initialize`, which needs room, or a request rmcp will refuse): a call in
+/// a session is decoded once, by rmcp, and only a body rmcp cannot decode
+/// (its answer 415, the content type being JSON) is decoded again, to answer
+/// the JSON-RPC error.
 async fn guard(token: Arc<str>, sessions: Arc<Sessions>, request: Request, next: Next) -> Response {
     if !bearer(request.headers()).is_some_and(|presented| constant_time_eq(presented, &token)) {
         return (
@@ -202,22 +217,27 @@ async fn guard(token: Arc<str>, sessions: Arc<Sessions>, request: Request, next:
                 .into_response();
         }
     };
+    if parts.headers.contains_key(HEADER_SESSION_ID) {
+        let response = next
+            .run(Request::from_parts(parts, Body::from(bytes.clone())))
+            .await;
+        if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            return response;
+        }
+        return match decode(&bytes) {
+            Err(rejected) => refusal(&rejected),
+            Ok(_) => response,
+        };
+    }
     let message = match decode(&bytes) {
         Ok(message) => message,
-        Err(rejected) => {
-            return (
-                StatusCode::BAD_REQUEST,
-                [(header::CONTENT_TYPE, "application/json")],
-                rejected.body(),
-            )
-                .into_response();
-        }
+        Err(rejected) => return refusal(&rejected),
     };
     let initialize = matches!(
         &message,
         JsonRpcMessage::Request(request) if matches!(request.request, ClientRequest::InitializeRequest(_))
     );
-    if initialize && !parts.headers.contains_key(HEADER_SESSION_ID) && !sessions.has_room() {
+    if initialize && !sessions.has_room() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             [(header::RETRY_AFTER, "10")],
@@ -227,6 +247,17 @@ async fn guard(token: Arc<str>, sessions: Arc<Sessions>, request: Request, next:
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await
+}
+
+/// The answer to a body that is not a message the server can serve: 400
+/// with the JSON-RPC error.
+fn refusal(rejected: &Rejected) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, "application/json")],
+        rejected.body(),
+    )
+        .into_response()
 }
 
 /// The bearer token a request presents.

@@ -196,8 +196,23 @@ impl ServerHandler for DshMcp {
         };
         let arguments = request.arguments.unwrap_or_default();
         let call = (entry.call)(Arc::clone(&self.tools), arguments);
-        let token = context.meta.get_progress_token();
         let mut call = std::pin::pin!(call);
+        let cancelled = || {
+            ErrorData::new(
+                ErrorCode::INVALID_REQUEST,
+                format!("{}: cancelled by the client", request.name),
+                None,
+            )
+        };
+        // Without a progress token there is nothing to report: no timer is armed, which
+        // would cost a call that waits a registration in the runtime's timer wheel.
+        let Some(token) = context.meta.get_progress_token() else {
+            return tokio::select! {
+                biased;
+                () = context.ct.cancelled() => Err(cancelled()),
+                result = &mut call => Ok(result.into()),
+            };
+        };
         // The first tick one period from now: awaiting an immediate first tick costs a turn of
         // the timer wheel (about a millisecond) on every call.
         let mut ticks =
@@ -206,22 +221,14 @@ impl ServerHandler for DshMcp {
         loop {
             tokio::select! {
                 biased;
-                () = context.ct.cancelled() => {
-                    return Err(ErrorData::new(
-                        ErrorCode::INVALID_REQUEST,
-                        format!("{}: cancelled by the client", request.name),
-                        None,
-                    ));
-                }
+                () = context.ct.cancelled() => return Err(cancelled()),
                 result = &mut call => return Ok(result.into()),
                 _ = ticks.tick() => {
-                    if let Some(token) = &token {
-                        reported += 1;
-                        let progress = ProgressNotificationParam::new(token.clone(), reported.into())
-                            .with_message(format!("{} still running", request.name));
-                        // A client gone is noticed by the service itself.
-                        let _ = context.peer.notify_progress(progress).await;
-                    }
+                    reported += 1;
+                    let progress = ProgressNotificationParam::new(token.clone(), reported.into())
+                        .with_message(format!("{} still running", request.name));
+                    // A client gone is noticed by the service itself.
+                    let _ = context.peer.notify_progress(progress).await;
                 }
             }
         }

@@ -356,7 +356,8 @@ console.log(JSON.stringify({ output: r.structuredContent.output.trim() }));"#;
 }
 
 /// A body that is not JSON is answered 400 with a JSON-RPC parse error, JSON that is no
-/// message 400 with an invalid request naming its id; the server serves on.
+/// message 400 with an invalid request naming its id — also in a session, where only rmcp
+/// decodes the body and its refusal is turned into the JSON-RPC error; the server serves on.
 #[test]
 fn an_http_body_that_is_not_a_message_is_answered_400_with_the_json_rpc_error() {
     require(&LOCAL);
@@ -392,8 +393,34 @@ fn an_http_body_that_is_not_a_message_is_answered_400_with_the_json_rpc_error() 
     let error: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
     assert_eq!(error["error"]["code"], -32600, "{error}");
     assert_eq!(error["id"], "q1", "{error}");
-    let (status, _, body) = send(INITIALIZE.as_bytes());
+    let (status, headers, body) = send(INITIALIZE.as_bytes());
     assert_eq!(status, 200, "{body}");
+    let session = headers
+        .iter()
+        .find(|(name, _)| name == "mcp-session-id")
+        .map(|(_, value)| value.clone())
+        .expect("a session id");
+    let in_session = |body: &[u8]| {
+        post(
+            addr,
+            &Post {
+                host: &host,
+                token: TOKEN,
+                session: Some(&session),
+                body,
+            },
+        )
+    };
+    let (status, _, body) = in_session(b"{this is not json");
+    assert_eq!(status, 400, "in a session: {body}");
+    let error: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    let (status, _, body) =
+        in_session(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"no"}"#);
+    assert_eq!(status, 400, "in a session: {body}");
+    let error: Value = serde_json::from_str(&body).expect("a JSON-RPC error");
+    assert_eq!(error["error"]["code"], -32600, "{error}");
+    assert_eq!(error["id"], 7, "{error}");
     stop(server);
 }
 
