@@ -226,7 +226,8 @@ fn ancestor(dir: &Path) -> (bool, Option<String>) {
 }
 
 /// `read_many` on this machine: each file as `read_text` reads it, or —
-/// confined — opened beneath the root ([`crate::beneath`]) and decoded by
+/// confined — opened beneath the root (`openat2(RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS)`, or a no-follow descriptor walk) and decoded by
 /// the same rules, versions by `describe`; the bounds as
 /// `dsh_provider_kit::world` applies them. Relative paths (and the root)
 /// join `cwd`.
