@@ -51,6 +51,10 @@ phase "waiting for the SDK peers"
 # target directory: nothing of the workspace build is reused (other feature
 # sets, another profile), about 170 CPU-seconds.
 template=(--offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml")
+# The sandbox helper it links (dsh-supervisor, a release build nested in dsh-supervisor-client's
+# build script, ~200 CPU-seconds) is the one the workspace build made: same sources, lock and
+# flags, so the nested cargo finds it fresh.
+export DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor"
 # Three targets side by side on two cores: 20 s each is about the CPU 15 s each one after
 # another had, in a third of the wall time.
 fuzz_seconds=${DSH_FUZZ_SECONDS:-20}

@@ -7,7 +7,9 @@
 //! `crt-static`, no dynamic dependencies), with `panic=abort` and stripped,
 //! so it runs in any E2B sandbox whatever its libraries. The nested build
 //! has a target directory of its own (`<target>/supervisor`): sharing the
-//! outer build's would wait forever on the lock the outer build holds. It
+//! outer build's would wait forever on the lock the outer build holds;
+//! `DSH_SUPERVISOR_TARGET_DIR` names another, one builds of other workspaces
+//! (the provider template's) can share. It
 //! runs with the outer build's cargo and rustc (no toolchain lookup) and
 //! `--locked`, without the outer build's flags and wrappers (clippy's
 //! driver, RUSTFLAGS, an outer `--target`), which are not meant for the
@@ -21,6 +23,10 @@ use sha2::Digest;
 
 /// E2B sandboxes are x86_64 Linux machines.
 const HELPER_TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// Names the nested build's target directory instead of
+/// `<target>/supervisor`: builds of the helper that share it build it once.
+const SHARED_TARGET_DIR: &str = "DSH_SUPERVISOR_TARGET_DIR";
 
 /// Variables of the outer build that would change what the nested build
 /// does, or where; it gets its own settings instead.
@@ -70,9 +76,17 @@ fn main() {
         );
     }
     println!("cargo::rerun-if-env-changed=CARGO_TARGET_DIR");
-    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace.join("target"), PathBuf::from)
-        .join("supervisor");
+    println!("cargo::rerun-if-env-changed={SHARED_TARGET_DIR}");
+    // Another build of the same helper (the provider template's, in CI) can
+    // name the first one's directory and find the helper built there.
+    let target_dir = std::env::var_os(SHARED_TARGET_DIR).map_or_else(
+        || {
+            std::env::var_os("CARGO_TARGET_DIR")
+                .map_or_else(|| workspace.join("target"), PathBuf::from)
+                .join("supervisor")
+        },
+        PathBuf::from,
+    );
 
     let mut command = Command::new(&cargo);
     command
