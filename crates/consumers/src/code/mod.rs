@@ -582,7 +582,7 @@ impl Code {
             return Err(Error::new(
                 ErrorKind::Busy,
                 format!(
-                    "{TOOL}: {MAX_SESSIONS} sessions are open; close one with code_session_close"
+                    "{TOOL}: {MAX_SESSIONS} sessions are open; close one with code_session (op close)"
                 ),
             ));
         }

@@ -66,7 +66,7 @@ impl Terminals {
                 prefix: "term",
                 noun: "terminal",
                 list_tool: "list_terminals",
-                end_tool: "terminal_close",
+                end_tool: "terminal_control (op close)",
                 max: MAX_TERMINALS,
                 // A terminal's log lives in memory, bounded per terminal.
                 max_kept_bytes: u64::MAX,
