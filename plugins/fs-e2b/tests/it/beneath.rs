@@ -5,16 +5,21 @@
 //! and `search` run through the provider: none may ever yield the outside
 //! file — against an envd that acts for the user and one that acts as
 //! root (E2B's own). Unconfined, the same read does reach it: the fixture
-//! can leak.
+//! can leak. And where the supervisor cannot be installed, the operations
+//! are composed instead.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
+use std::sync::Arc;
+
+use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::fs::{
     FsProvider, ReadManyLimits, SearchEvent, SearchLimits, SearchMode, SearchSpec, WalkEvent,
     WalkSpec,
 };
+use dsh_provider_kit::world;
 use e2b_client::{Command, Signal, StreamOptions};
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::support::{CWD, Env};
 
@@ -164,4 +169,60 @@ fn search_spec() -> SearchSpec {
             max_line_chars: 200,
         },
     }
+}
+
+/// Where the supervisor cannot be installed — here a runtime root the user
+/// owns, which the install refuses (it must be root's) — the provider says
+/// `Unsupported` with the reason, and callers compose the operations from
+/// its primitives with the same answer the installed supervisor gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_supervisor_the_operations_are_composed() {
+    let env = Env::start().await;
+    env.sh(
+        r#"mkdir -p "$1/t/d" "$1/not-root" && printf 'x\n' > "$1/t/d/a.txt""#,
+        &[CWD],
+    )
+    .await;
+    let mut info = env.info.clone();
+    info.runtime_root = format!("{CWD}/not-root");
+    let bare: Arc<dyn FsProvider> = Arc::new(
+        dsh_fs_e2b::FsE2b::new(env.sandbox.envd().clone(), &info).expect("a valid identity"),
+    );
+    let root = format!("{CWD}/t");
+    let spec = WalkSpec {
+        max_depth: 4,
+        max_entries: 100,
+        globs: Vec::new(),
+        gitignore: false,
+        beneath: false,
+    };
+    let refused = bare
+        .walk(&root, spec.clone())
+        .await
+        .err()
+        .expect("no native walk without the supervisor");
+    assert_eq!(refused.kind(), ErrorKind::Unsupported, "{refused}");
+    assert!(refused.to_string().contains("not installed"), "{refused}");
+    let walk = |fs: Arc<dyn FsProvider>| {
+        let (root, spec) = (root.clone(), spec.clone());
+        async move {
+            world::walk(&fs, &root, spec)
+                .await
+                .expect("walk")
+                .try_collect::<Vec<_>>()
+                .await
+                .expect("walk events")
+        }
+    };
+    let composed = walk(bare).await;
+    let native = walk(Arc::new(env.direct())).await;
+    assert_eq!(composed, native);
+    let relatives: Vec<&str> = composed
+        .iter()
+        .filter_map(|event| match event {
+            WalkEvent::Entry(entry) => Some(entry.relative.as_str()),
+            WalkEvent::End(_) => None,
+        })
+        .collect();
+    assert_eq!(relatives, ["d", "d/a.txt"]);
 }
