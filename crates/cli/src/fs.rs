@@ -161,6 +161,8 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
                 case_insensitive: Some(ignore_case),
                 max_matches: max,
                 context,
+                mode: None,
+                file_type: None,
             };
             let outcome = Files::new(fs)
                 .grep(request)

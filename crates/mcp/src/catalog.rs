@@ -95,6 +95,7 @@ pub(crate) fn entries() -> Vec<Entry> {
             limit = "Default 2000 lines.",
             byte_offset = "Read bytes from here instead (the rest of a cut line).",
             max_bytes = "Default 51200, at most 262144.",
+            line_numbers = "As cat -n.",
         ),
         tool!(
             files.write_file,
@@ -142,14 +143,16 @@ pub(crate) fn entries() -> Vec<Entry> {
         tool!(
             files.grep,
             ReadOnly,
-            "Regex search of file contents (ripgrep syntax, per line): path:line: text. \
-             Recursive, skipping binary, symlinked and .gitignore'd files; bounded.",
+            "Regex search of file contents (ripgrep syntax, per line): path:line: text, or by mode \
+             files (with counts). Recursive, skipping binary, symlinked and .gitignore'd files; bounded.",
             path = "A file or directory (default .).",
             pattern = "",
-            glob = "Only files matching this glob.",
+            glob = "Only files it matches.",
             context = "Lines around each match, at most 10.",
             max_matches = "Default 100, at most 1000.",
             case_insensitive = "",
+            mode = "",
+            file_type = "rust, py, js, … (ripgrep's).",
         ),
         tool!(
             files.move_path,
@@ -176,7 +179,7 @@ pub(crate) fn entries() -> Vec<Entry> {
             Destructive,
             "Run a command, stdout and stderr merged. Waits up to wait_ms (default 10 s) and \
              returns the exit code and the output's head and tail; one still running then goes \
-             on in the background (its id and cursor, for read_output). background: true returns \
+             on in the background (its id and cursor for read_output). background: true returns \
              the id at once; it ends with this server unless durable.",
             command = "A bash command line; or argv.",
             argv = ARGV,

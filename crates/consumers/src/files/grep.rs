@@ -55,13 +55,47 @@ pub struct GrepRequest {
     /// Match letters case-insensitively. Default false.
     #[serde(default)]
     pub case_insensitive: Option<bool>,
-    /// The most matching lines to return. Default 100, at most 1000.
+    /// The most matching lines (files, in the file modes) to return.
+    /// Default 100, at most 1000.
     #[serde(default)]
     pub max_matches: Option<u64>,
     /// Lines of context to return before and after each match. Default 0,
-    /// at most 10.
+    /// at most 10. Only in `lines` mode.
     #[serde(default)]
     pub context: Option<u64>,
+    /// What to return: matching lines (default), the files with a match, or
+    /// each such file's count of matching lines.
+    #[serde(default)]
+    pub mode: Option<GrepMode>,
+    /// Only search files of this ripgrep file type (`rust`, `py`, `js`,
+    /// …); an unknown name is refused.
+    #[serde(default)]
+    pub file_type: Option<String>,
+}
+
+/// What `grep` returns, as ripgrep's output modes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GrepMode {
+    /// Matching lines (and context), in [`GrepResult::matches`].
+    #[default]
+    Lines,
+    /// The files with at least one match, in [`GrepResult::files`]
+    /// (`rg -l`); each file is read only up to its first match.
+    FilesWithMatches,
+    /// The files with matches and how many lines match in each, in
+    /// [`GrepResult::files`] (`rg -c`).
+    Count,
+}
+
+/// A file with matches (modes `files_with_matches` and `count`).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct GrepFile {
+    /// The file, named as [`GrepLine::path`] names it.
+    pub path: String,
+    /// In `count` mode: how many of its lines match.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<u64>,
 }
 
 /// One line returned: a match, or context around one.
@@ -84,7 +118,8 @@ pub struct GrepLine {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GrepLimit {
-    /// `max_matches` were returned and at least one more match exists.
+    /// `max_matches` were returned (files, in the file modes) and at least
+    /// one more exists.
     MaxMatches,
     /// The returned lines reached 64 KiB.
     OutputBytes,
@@ -100,9 +135,16 @@ pub enum GrepLimit {
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct GrepResult {
     /// Matching lines in file order (files breadth-first, by name), with
-    /// their context lines when `context` was asked.
+    /// their context lines when `context` was asked; empty in the file
+    /// modes.
     pub matches: Vec<GrepLine>,
-    /// How many of `matches` are matches (not context).
+    /// The files with matches, in the same order (modes
+    /// `files_with_matches` and `count`; else empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<GrepFile>,
+    /// Matches found: in `lines` mode how many of `matches` are matches
+    /// (not context), in `count` mode the sum of `files`' counts, in
+    /// `files_with_matches` mode how many files are listed.
     pub match_count: usize,
     /// Whether the search stopped early (see `stopped_by`): more matches
     /// exist or may exist.
@@ -139,23 +181,44 @@ impl Outcome for GrepResult {
             ));
             previous = Some((&line.path, line.line));
         }
-        text.push_str(&format!(
-            "[{} matches; {} files searched",
-            self.match_count, self.files_searched
-        ));
+        for file in &self.files {
+            match file.matches {
+                // As `rg -c`.
+                Some(count) => text.push_str(&format!("{}:{count}\n", file.path)),
+                None => text.push_str(&format!("{}\n", file.path)),
+            }
+        }
+        let (found, more) = match (self.files.first(), self.files.len()) {
+            (Some(GrepFile { matches: None, .. }), files) => {
+                (format!("{files} files with matches"), "more files match")
+            }
+            (Some(_), files) => (
+                format!("{} matches in {files} files", self.match_count),
+                "more files match",
+            ),
+            (None, _) => (
+                format!("{} matches", self.match_count),
+                "more matches exist",
+            ),
+        };
+        text.push_str(&format!("[{found}; {} files searched", self.files_searched));
         let stopped = match self.stopped_by {
             None => None,
             Some(GrepLimit::MaxMatches) => {
-                Some("more matches exist: raise max_matches or narrow the search")
+                Some(format!("{more}: raise max_matches or narrow the search"))
             }
             Some(GrepLimit::OutputBytes) => {
-                Some("output limit reached: narrow the search or lower context")
+                Some("output limit reached: narrow the search or lower context".to_owned())
             }
             Some(GrepLimit::BytesScanned) => {
-                Some("stopped after 256 MiB read: narrow path or glob")
+                Some("stopped after 256 MiB read: narrow path or glob".to_owned())
             }
-            Some(GrepLimit::Files) => Some("stopped after 10000 files: narrow path or glob"),
-            Some(GrepLimit::EntriesVisited) => Some("stopped after 50000 entries: narrow path"),
+            Some(GrepLimit::Files) => {
+                Some("stopped after 10000 files: narrow path or glob".to_owned())
+            }
+            Some(GrepLimit::EntriesVisited) => {
+                Some("stopped after 50000 entries: narrow path".to_owned())
+            }
         };
         if let Some(stopped) = stopped {
             text.push_str(&format!("; {stopped}"));
@@ -176,7 +239,8 @@ impl Outcome for GrepResult {
 
 impl Files {
     /// `grep`: the lines matching `request.pattern` in the file or tree at
-    /// `request.path`, through the seam's `search` (native where the
+    /// `request.path` (or, by `request.mode`, the files with matches and
+    /// their counts), through the seam's `search` (native where the
     /// provider has one, else `dsh_provider_kit::world`'s composition);
     /// binary files are skipped (and counted), as are symlinks and what
     /// `.gitignore` ignores. The search stops at the first bound it meets
@@ -191,14 +255,26 @@ impl Files {
             return Err(invalid(TOOL, &path, "max_matches must be at least 1"));
         }
         let context = request.context.unwrap_or(0).min(GREP_MAX_CONTEXT);
+        let mode = match request.mode.unwrap_or_default() {
+            GrepMode::Lines => SearchMode::Lines {
+                context: u32::try_from(context).unwrap_or(0),
+            },
+            _ if request.context.is_some() => {
+                return Err(invalid(
+                    TOOL,
+                    &path,
+                    "context shows lines around matches: give it only in lines mode",
+                ));
+            }
+            GrepMode::FilesWithMatches => SearchMode::FilesWithMatches,
+            GrepMode::Count => SearchMode::Count,
+        };
         let spec = SearchSpec {
             pattern: request.pattern,
             case_insensitive: request.case_insensitive.unwrap_or(false),
-            mode: SearchMode::Lines {
-                context: u32::try_from(context).unwrap_or(0),
-            },
+            mode,
             globs: request.glob.into_iter().collect(),
-            types: Vec::new(),
+            types: request.file_type.into_iter().collect(),
             gitignore: true,
             max_depth: WALK_MAX_DEPTH,
             beneath: false,
@@ -215,6 +291,7 @@ impl Files {
             .await
             .map_err(|err| from_seam(TOOL, &path, err))?;
         let mut matches = Vec::new();
+        let mut files = Vec::new();
         let mut match_count = 0;
         // The seam bounds its own output; the markers added here count too.
         // Past the bound lines are dropped (the seam stops soon after: its
@@ -239,7 +316,19 @@ impl Files {
                     });
                 }
                 Some(Ok(SearchEvent::End(summary))) => break summary,
-                Some(Ok(SearchEvent::File { .. })) => {}
+                Some(Ok(SearchEvent::File { path, matches })) => {
+                    shown_bytes += path.len();
+                    over |= shown_bytes > GREP_MAX_OUTPUT_BYTES;
+                    if over {
+                        continue;
+                    }
+                    let counted = mode == SearchMode::Count;
+                    match_count += if counted { count(matches) } else { 1 };
+                    files.push(GrepFile {
+                        path,
+                        matches: counted.then_some(matches),
+                    });
+                }
                 Some(Err(err)) => return Err(from_seam(TOOL, &path, err)),
                 None => {
                     return Err(invalid(TOOL, &path, "the search ended without its summary"));
@@ -252,6 +341,7 @@ impl Files {
         Ok(GrepResult {
             more: summary.stopped_by.is_some(),
             matches,
+            files,
             match_count,
             stopped_by: summary.stopped_by.map(GrepLimit::from),
             files_searched: count(summary.files_searched),

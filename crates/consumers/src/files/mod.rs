@@ -58,8 +58,8 @@ pub use find::{
 };
 pub use grep::{
     GREP_DEFAULT_MAX_MATCHES, GREP_MAX_BYTES_SCANNED, GREP_MAX_CONTEXT, GREP_MAX_FILES,
-    GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, GREP_MAX_OUTPUT_BYTES, GrepLimit, GrepLine, GrepRequest,
-    GrepResult,
+    GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, GREP_MAX_OUTPUT_BYTES, GrepFile, GrepLimit, GrepLine,
+    GrepMode, GrepRequest, GrepResult,
 };
 pub use kind::EntryKind;
 pub use list::{

@@ -57,6 +57,11 @@ pub struct ReadFileRequest {
     /// that the first line is cut to fit.
     #[serde(default)]
     pub max_bytes: Option<u64>,
+    /// Prefix each line of `content` with its number, right-aligned in six
+    /// columns, and a tab, as `cat -n` does; the prefixes count toward
+    /// `max_bytes`. Line mode only. Default false.
+    #[serde(default)]
+    pub line_numbers: Option<bool>,
 }
 
 /// What `read_file` returns.
@@ -68,8 +73,8 @@ pub struct ReadFileResult {
     /// `write_file` or `edit_file` to change exactly this state.
     pub version: String,
     /// The text: whole lines with their line endings (a line longer than
-    /// 2000 characters cut with a marker), or in byte mode the window's
-    /// exact text.
+    /// 2000 characters cut with a marker; with `line_numbers`, each after
+    /// its number), or in byte mode the window's exact text.
     pub content: String,
     /// The 1-based number of the line `content` starts on.
     pub start_line: u64,
@@ -128,8 +133,14 @@ impl Outcome for ReadFileResult {
 
 /// The window a request asks for, checked.
 enum Window {
-    Lines { offset: u64, limit: u64 },
-    Bytes { start: u64 },
+    Lines {
+        offset: u64,
+        limit: u64,
+        numbered: bool,
+    },
+    Bytes {
+        start: u64,
+    },
 }
 
 impl Files {
@@ -154,9 +165,11 @@ impl Files {
         let size = stream.size;
         let mut cursor = TextCursor::new(stream.chunks);
         let read = match window {
-            Window::Lines { offset, limit } => {
-                read_lines(&mut cursor, offset, limit, max_bytes, path).await?
-            }
+            Window::Lines {
+                offset,
+                limit,
+                numbered,
+            } => read_lines(&mut cursor, offset, limit, numbered, max_bytes, path).await?,
             Window::Bytes { start } => {
                 if start > size {
                     return Err(invalid(
@@ -228,6 +241,13 @@ fn checked_window(request: &ReadFileRequest) -> Result<(Window, usize)> {
                 "byte_offset reads a byte window; give it without offset and limit",
             ));
         }
+        Some(_) if request.line_numbers == Some(true) => {
+            return Err(invalid(
+                TOOL,
+                path,
+                "line_numbers numbers whole lines; give it without byte_offset",
+            ));
+        }
         Some(start) => Window::Bytes { start },
         None => {
             let offset = request.offset.unwrap_or(1);
@@ -242,18 +262,23 @@ fn checked_window(request: &ReadFileRequest) -> Result<(Window, usize)> {
             if limit == 0 {
                 return Err(invalid(TOOL, path, "limit must be at least 1"));
             }
-            Window::Lines { offset, limit }
+            Window::Lines {
+                offset,
+                limit,
+                numbered: request.line_numbers.unwrap_or(false),
+            }
         }
     };
     Ok((window, max_bytes))
 }
 
 /// Whole lines from line `offset`: at most `limit` lines and `max_bytes`
-/// bytes (the first line cut to fit).
+/// bytes (the first line cut to fit), each after its number if `numbered`.
 async fn read_lines(
     cursor: &mut TextCursor,
     offset: u64,
     limit: u64,
+    numbered: bool,
     max_bytes: usize,
     path: &str,
 ) -> Result<WindowRead> {
@@ -282,10 +307,18 @@ async fn read_lines(
             .map_err(|err| read_error(TOOL, path, err))?;
         let Some(line) = line else { break };
         let first = read.lines == 0;
-        let (shown, cut) = shown_line(&line, if first { max_bytes } else { usize::MAX });
-        if !first && read.content.len() + shown.len() > max_bytes {
+        let number = if numbered {
+            // As `cat -n`.
+            format!("{:>6}\t", start_line + read.lines)
+        } else {
+            String::new()
+        };
+        let room = max_bytes.saturating_sub(number.len());
+        let (shown, cut) = shown_line(&line, if first { room } else { usize::MAX });
+        if !first && read.content.len() + number.len() + shown.len() > max_bytes {
             break;
         }
+        read.content.push_str(&number);
         read.content.push_str(&shown);
         read.lines += 1;
         read.cut_lines += u64::from(cut);

@@ -54,6 +54,7 @@ fn read(path: &str) -> ReadFileRequest {
         limit: None,
         byte_offset: None,
         max_bytes: None,
+        line_numbers: None,
     }
 }
 
@@ -76,6 +77,8 @@ fn grep(pattern: &str) -> GrepRequest {
         case_insensitive: None,
         max_matches: None,
         context: None,
+        mode: None,
+        file_type: None,
     }
 }
 
@@ -104,6 +107,15 @@ fn assert_error(err: &Error, kind: ErrorKind, tool: &str, needle: &str) {
     assert_eq!(err.kind(), kind, "{err}");
     assert!(err.message().starts_with(&format!("{tool}: ")), "{err}");
     assert!(err.to_string().contains(needle), "{needle:?} not in: {err}");
+}
+
+/// The files a grep in a file mode found, with their counts.
+fn files_found(result: &GrepResult) -> Vec<(&str, Option<u64>)> {
+    result
+        .files
+        .iter()
+        .map(|file| (file.path.as_str(), file.matches))
+        .collect()
 }
 
 fn paths(entries: &[ListedEntry]) -> Vec<&str> {
@@ -228,6 +240,45 @@ async fn read_file_cuts_long_lines_and_byte_offset_reads_the_rest() {
     assert!(rest.more);
     assert_eq!(rest.next_byte_offset, Some(continue_at as u64 + 3000));
     assert_eq!(rest.next_offset, None, "byte mode continues by bytes");
+}
+
+#[tokio::test]
+async fn read_file_numbers_lines_as_cat_n_within_its_window_and_bounds() {
+    let world = World::new();
+    world.put("ten.txt", numbered_lines(10));
+    let files = &world.files;
+    let numbered = |offset, limit, max_bytes| ReadFileRequest {
+        offset,
+        limit,
+        max_bytes,
+        line_numbers: Some(true),
+        ..read("ten.txt")
+    };
+    let result = files
+        .read_file(numbered(Some(9), Some(2), None))
+        .await
+        .expect("numbered read");
+    assert_eq!(result.content, "     9\tline 9\n    10\tline 10\n");
+    assert_eq!((result.start_line, result.lines), (9, 2));
+    assert!(!result.more);
+
+    // The numbers count toward max_bytes: 7 + 7 bytes for line 1, not line 2 too.
+    let bounded = files
+        .read_file(numbered(None, None, Some(20)))
+        .await
+        .expect("bounded numbered read");
+    assert_eq!(bounded.content, "     1\tline 1\n");
+    assert_eq!(bounded.next_offset, Some(2));
+
+    let err = files
+        .read_file(ReadFileRequest {
+            byte_offset: Some(0),
+            line_numbers: Some(true),
+            ..read("ten.txt")
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, ErrorKind::InvalidInput, "read_file", "line_numbers");
 }
 
 #[tokio::test]
@@ -1083,6 +1134,104 @@ async fn grep_finds_lines_with_paths_and_numbers() {
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
+}
+
+#[tokio::test]
+async fn grep_lists_files_with_matches_or_counts_filtered_by_file_type() {
+    let world = World::new();
+    world.put("a.rs", "needle\nhay\nneedle\n");
+    world.put("src/b.rs", "needle\n");
+    world.put("src/c.py", "needle\nneedle\nneedle\n");
+    world.put("d.md", "hay\n");
+    let files = &world.files;
+    let listed = files
+        .grep(GrepRequest {
+            mode: Some(GrepMode::FilesWithMatches),
+            ..grep("needle")
+        })
+        .await
+        .expect("grep -l");
+    assert_eq!(
+        files_found(&listed),
+        [("a.rs", None), ("src/b.rs", None), ("src/c.py", None)]
+    );
+    assert!(listed.matches.is_empty());
+    assert_eq!(listed.match_count, 3);
+    assert!(
+        listed
+            .text()
+            .starts_with("a.rs\nsrc/b.rs\nsrc/c.py\n[3 files with matches; 4 files searched"),
+        "{}",
+        listed.text()
+    );
+
+    let counted = files
+        .grep(GrepRequest {
+            mode: Some(GrepMode::Count),
+            file_type: Some("rust".to_owned()),
+            ..grep("needle")
+        })
+        .await
+        .expect("grep -c --type rust");
+    assert_eq!(
+        files_found(&counted),
+        [("a.rs", Some(2)), ("src/b.rs", Some(1))]
+    );
+    assert_eq!(counted.match_count, 3);
+    assert_eq!(counted.files_searched, 2, "only the Rust files");
+    assert!(
+        counted
+            .text()
+            .starts_with("a.rs:2\nsrc/b.rs:1\n[3 matches in 2 files;"),
+        "{}",
+        counted.text()
+    );
+
+    // The bound counts files in the file modes.
+    let first = files
+        .grep(GrepRequest {
+            mode: Some(GrepMode::FilesWithMatches),
+            max_matches: Some(1),
+            ..grep("needle")
+        })
+        .await
+        .expect("grep -l, one file");
+    assert_eq!(first.files.len(), 1);
+    assert_eq!(first.stopped_by, Some(GrepLimit::MaxMatches));
+    assert!(
+        first.text().contains("more files match"),
+        "{}",
+        first.text()
+    );
+
+    let typed = files
+        .grep(GrepRequest {
+            file_type: Some("py".to_owned()),
+            ..grep("needle")
+        })
+        .await
+        .expect("grep --type py");
+    assert_eq!(typed.match_count, 3);
+    assert!(typed.matches.iter().all(|m| m.path == "src/c.py"));
+
+    let err = files
+        .grep(GrepRequest {
+            file_type: Some("no-such-type".to_owned()),
+            ..grep("needle")
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
+    assert!(err.to_string().contains("no-such-type"), "{err}");
+    let err = files
+        .grep(GrepRequest {
+            mode: Some(GrepMode::Count),
+            context: Some(2),
+            ..grep("needle")
+        })
+        .await
+        .unwrap_err();
+    assert_error(&err, ErrorKind::InvalidInput, "grep", "context");
 }
 
 #[tokio::test]

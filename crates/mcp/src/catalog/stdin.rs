@@ -88,7 +88,7 @@ pub(super) fn tool() -> Entry {
         "commands",
         "write_stdin",
         "Write text to a background command's stdin (one run with keep_stdin), and with \
-         close: true then close it (end of input).",
+         close: true close it (end of input).",
         Effect::Additive,
         &[
             ("id", ""),
