@@ -61,6 +61,12 @@ use dsh_plugin_api::subprocess::SubprocessProvider;
 pub trait Outcome: serde::Serialize + schemars::JsonSchema {
     /// A few lines that say what happened (the content itself for reads).
     fn text(&self) -> String;
+
+    /// An image the result carries besides its text, as its MIME type and
+    /// its bytes in base64 (`read_file` of an image); none by default.
+    fn image(&self) -> Option<(&str, &str)> {
+        None
+    }
 }
 
 /// Every tool over one world.

@@ -89,11 +89,12 @@ pub(crate) fn entries() -> Vec<Entry> {
             files.read_file,
             ReadOnly,
             "Read a UTF-8 text file by lines (or bytes), with its version (for if_version) and \
-             where to continue; binary files are refused.",
+             where to continue; an image (PNG, JPEG, GIF, WebP; ≤ 3 MiB) as an image, other binary \
+             refused.",
             path = "",
             offset = "First line, 1-based.",
             limit = "Default 2000 lines.",
-            byte_offset = "Read bytes from here instead (the rest of a cut line).",
+            byte_offset = "Read bytes from here (the rest of a cut line).",
             max_bytes = "Default 51200, at most 262144.",
             line_numbers = "As cat -n.",
         ),
@@ -235,7 +236,7 @@ pub(crate) fn entries() -> Vec<Entry> {
             terminals.terminal_send,
             Additive,
             "Type into a terminal: text, then named keys (Enter, Tab, Escape, Backspace, Up, \
-             Down, Left, Right, Home, End, PageUp, PageDown, Delete, F1-F12, Ctrl-A-Ctrl-Z, \
+             Down, Left, Right, F1-F12, Ctrl-A-Ctrl-Z, \
              Alt-x, …).",
             id = "",
             text = "Typed as is; end a command line with the Enter key.",

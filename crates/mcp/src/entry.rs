@@ -428,7 +428,11 @@ fn plain_type(schema: &Value) -> Option<Value> {
 fn success<Res: Outcome>(outcome: &Res) -> CallToolResult {
     match serde_json::to_value(outcome) {
         Ok(structured) => {
-            let mut result = CallToolResult::success(vec![ContentBlock::text(outcome.text())]);
+            let mut content = vec![ContentBlock::text(outcome.text())];
+            if let Some((mime, data)) = outcome.image() {
+                content.push(ContentBlock::image(data, mime));
+            }
+            let mut result = CallToolResult::success(content);
             result.structured_content = Some(structured);
             result
         }

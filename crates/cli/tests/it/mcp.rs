@@ -125,8 +125,8 @@ fn reach(command: &mut Command, transport: &Transport<'_>) {
     }
 }
 
-/// Every step ran, failed exactly when the scenario expects, and every text it looked for was
-/// there.
+/// Every step ran, failed exactly when the scenario expects, every text it looked for was
+/// there, and the image content a step expects (and only a step that expects some) came.
 fn check(transcript: &Value, what: &str) {
     let scenario: Value = serde_json::from_str(
         &std::fs::read_to_string(peers().join("mcp/scenario.json")).expect("scenario"),
@@ -143,6 +143,11 @@ fn check(transcript: &Value, what: &str) {
             entry["error"].as_bool(),
             Some(expected_error),
             "{what}: step {name}: {entry}"
+        );
+        assert_eq!(
+            entry.get("images"),
+            step.get("images"),
+            "{what}: step {name}: image content"
         );
         for (key, value) in entry.as_object().expect("an entry") {
             if key.contains(" contains ") {

@@ -36,6 +36,7 @@ mod edit;
 mod errors;
 mod find;
 mod grep;
+mod image;
 mod kind;
 mod list;
 mod make_dir;
@@ -61,6 +62,7 @@ pub use grep::{
     GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, GREP_MAX_OUTPUT_BYTES, GrepFile, GrepLimit, GrepLine,
     GrepMode, GrepRequest, GrepResult,
 };
+pub use image::READ_MAX_IMAGE_BYTES;
 pub use kind::EntryKind;
 pub use list::{
     LIST_DEFAULT_DEPTH, LIST_DEFAULT_MAX_ENTRIES, LIST_MAX_DEPTH, LIST_MAX_ENTRIES,

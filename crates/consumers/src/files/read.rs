@@ -2,7 +2,7 @@
 //! the file's version, read through the seam's text stream and only as far
 //! as the window (plus a bounded look-ahead to count the lines).
 
-use dsh_plugin_api::Result;
+use dsh_plugin_api::{ErrorKind, Result};
 
 use super::Files;
 use super::errors::{invalid, read_error};
@@ -98,10 +98,25 @@ pub struct ReadFileResult {
     pub next_byte_offset: Option<u64>,
     /// How many lines of `content` were cut (line mode).
     pub cut_lines: u64,
+    /// For an image (PNG, JPEG, GIF or WebP, known by its first bytes): its
+    /// MIME type. `content` is then empty and the window arguments do not
+    /// apply: the whole image is read, at most 3 MiB.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// The image's bytes, base64 (standard, padded). Not serialized: an MCP
+    /// client gets them as the result's image content ([`Outcome::image`]).
+    #[serde(skip)]
+    pub image: Option<String>,
 }
 
 impl Outcome for ReadFileResult {
     fn text(&self) -> String {
+        if let Some(mime) = &self.mime_type {
+            return format!(
+                "[{}: {mime}, {} bytes; version {}]",
+                self.path, self.size, self.version
+            );
+        }
         let mut text = self.content.clone();
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');
@@ -129,6 +144,10 @@ impl Outcome for ReadFileResult {
         text.push(']');
         text
     }
+
+    fn image(&self) -> Option<(&str, &str)> {
+        Some((self.mime_type.as_deref()?, self.image.as_deref()?))
+    }
 }
 
 /// The window a request asks for, checked.
@@ -148,19 +167,27 @@ impl Files {
     ///
     /// Reads the seam's text stream only up to the window, then at most
     /// [`READ_COUNT_AHEAD_BYTES`] further to count lines, so a file of any
-    /// size takes bounded time and memory. Refuses binary content
-    /// (`Binary`, with a hint), invalid UTF-8 up to the window's end
-    /// (`InvalidUtf8`, never replacement characters), directories
+    /// size takes bounded time and memory. An image (PNG, JPEG, GIF, WebP:
+    /// binary content with one's first bytes) is returned whole, base64, if
+    /// it is at most [`READ_MAX_IMAGE_BYTES`](super::READ_MAX_IMAGE_BYTES)
+    /// bytes (else `InvalidInput`). Refuses other binary content (`Binary`,
+    /// with a hint), invalid UTF-8 up to the window's end (`InvalidUtf8`,
+    /// never replacement characters), directories
     /// (`IsADirectory`) and an `offset` past the end (`InvalidInput`).
     /// Dropping the future stops the read.
     pub async fn read_file(&self, request: ReadFileRequest) -> Result<ReadFileResult> {
         let path = request.path.as_str();
         let (window, max_bytes) = checked_window(&request)?;
-        let stream = self
-            .fs
-            .stream_text(path)
-            .await
-            .map_err(|err| read_error(TOOL, path, err))?;
+        let stream = match self.fs.stream_text(path).await {
+            Ok(stream) => stream,
+            Err(err) if err.kind() == ErrorKind::Binary => {
+                return match self.read_image(path).await? {
+                    Some(image) => Ok(image),
+                    None => Err(read_error(TOOL, path, err)),
+                };
+            }
+            Err(err) => return Err(read_error(TOOL, path, err)),
+        };
         let version = stream.version.0;
         let size = stream.size;
         let mut cursor = TextCursor::new(stream.chunks);
@@ -212,6 +239,8 @@ impl Files {
             next_offset,
             next_byte_offset: more.then_some(read.end),
             cut_lines: read.cut_lines,
+            mime_type: None,
+            image: None,
         })
     }
 }

@@ -312,6 +312,55 @@ async fn read_file_refuses_binary_with_a_hint_and_invalid_utf8() {
     assert!(err.message().starts_with("read_file: "), "{err}");
 }
 
+/// A 1×1 PNG.
+const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+#[tokio::test]
+async fn read_file_returns_an_image_whole_as_base64_within_its_bound() {
+    use base64::Engine;
+    let base64 = base64::engine::general_purpose::STANDARD;
+    let world = World::new();
+    let png = base64.decode(PNG).expect("the PNG");
+    world.put("plot.png", &png);
+    let result = world
+        .files
+        .read_file(read("plot.png"))
+        .await
+        .expect("read an image");
+    assert_eq!(result.mime_type.as_deref(), Some("image/png"));
+    assert_eq!(result.image.as_deref(), Some(PNG));
+    assert_eq!(
+        (result.size, result.content.as_str()),
+        (png.len() as u64, "")
+    );
+    assert_eq!(result.version, world.version("plot.png").await);
+    assert_eq!(result.image(), Some(("image/png", PNG)));
+    assert!(
+        result.text().contains("image/png, 70 bytes"),
+        "{}",
+        result.text()
+    );
+    let structured = serde_json::to_value(&result).expect("JSON");
+    assert!(
+        structured.get("image").is_none(),
+        "the bytes are the image content only"
+    );
+
+    let mut webp = b"RIFF\0\0\0\0WEBPVP8 ".to_vec();
+    webp.resize(READ_MAX_IMAGE_BYTES as usize + 1, 0);
+    world.put("huge.webp", &webp);
+    let err = world.files.read_file(read("huge.webp")).await.unwrap_err();
+    assert_error(
+        &err,
+        ErrorKind::InvalidInput,
+        "read_file",
+        "over the 3145728-byte bound",
+    );
+    world.put("gif.gif", b"GIF89a\x01\0\x01\0\0\0\0;");
+    let gif = world.files.read_file(read("gif.gif")).await.expect("a GIF");
+    assert_eq!(gif.mime_type.as_deref(), Some("image/gif"));
+}
+
 #[tokio::test]
 async fn read_file_refuses_bad_windows_and_directories() {
     let world = World::new();

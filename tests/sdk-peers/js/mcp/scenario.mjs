@@ -40,6 +40,8 @@ for (const step of scenario.steps) {
   } else {
     results[step.name] = result.structuredContent;
     entry.kept = Object.fromEntries((step.keep ?? []).map((f) => [f, result.structuredContent[f] ?? null]));
+    const images = result.content.filter((c) => c.type === "image").map((c) => [c.mimeType, c.data]);
+    if (images.length > 0) entry.images = images;
     for (const [field, text] of Object.entries({
       ...(step.contains ?? {}),
       ...(step.retry_until ? { [step.retry_until.field]: step.retry_until.contains } : {}),

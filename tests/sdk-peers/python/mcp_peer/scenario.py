@@ -85,6 +85,9 @@ async def main():
                 structured = result.structured_content
                 results[step["name"]] = structured
                 entry["kept"] = {f: structured.get(f) for f in step.get("keep", [])}
+                images = [[c.mime_type, c.data] for c in result.content if c.type == "image"]
+                if images:
+                    entry["images"] = images
                 checks = dict(step.get("contains", {}))
                 if retry:
                     checks[retry["field"]] = retry["contains"]
