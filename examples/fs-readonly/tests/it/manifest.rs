@@ -52,7 +52,7 @@ async fn loaded_by_manifest_it_passes_the_read_only_parts_of_the_kit() {
         filter: Some("fs.".into()),
         ..KitOptions::default()
     };
-    let report = run(&world, &options, |_| {}).await;
+    let report = run(&world, &options, |case| println!("{case}")).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
     assert!(report.passed() >= 10, "the read cases ran: {report}");

@@ -75,7 +75,7 @@ async fn in_process_it_passes_the_kit() {
         fs: None,
         subprocess: Some(audited(json!({"deny": ["nonexistent-tool"]})).await),
     };
-    let report = run(&world, &KitOptions::default(), |_| {}).await;
+    let report = run(&world, &KitOptions::default(), |case| println!("{case}")).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
     assert!(report.passed() >= 20, "the subprocess cases ran: {report}");

@@ -47,7 +47,7 @@ async fn loaded_by_manifest_it_is_served_passes_the_kit_and_denies() {
         fs: Some(world.fs()),
         subprocess: Some(world.subprocess()),
     };
-    let report = run(&kit, &KitOptions::default(), |_| {}).await;
+    let report = run(&kit, &KitOptions::default(), |case| println!("{case}")).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
     assert_eq!(report.skipped(), 0, "{report}");
