@@ -53,8 +53,10 @@ phase "waiting for the SDK peers"
 template=(--offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml")
 # The sandbox helper it links (dsh-supervisor, a release build nested in dsh-supervisor-client's
 # build script, ~200 CPU-seconds) is the one the workspace build made: same sources, lock and
-# flags, so the nested cargo finds it fresh.
-export DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor"
+# flags, so the nested cargo finds it fresh. Only the template's commands get the variable: the
+# build script reruns when it changes, and the workspace's artifacts were built without it.
+template_env=(DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor"
+  CARGO_TARGET_DIR="$root/target/template-provider")
 # Three targets side by side on two cores: 20 s each is about the CPU 15 s each one after
 # another had, in a third of the wall time.
 fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
@@ -65,12 +67,12 @@ fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
 # rustdoc, warnings denied).
 background_builds() {
   set -e
-  CARGO_TARGET_DIR="$root/target/template-provider" nice -n 19 cargo test --no-run "${template[@]}"
+  env "${template_env[@]}" nice -n 19 cargo test --no-run "${template[@]}"
   if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0; fi
 }
 builds_log=$(mktemp)
 # Its own session, so that one kill ends it and every process it started.
-setsid bash -c "$(declare -p root template fuzz_seconds); $(declare -f background_builds);
+setsid bash -c "$(declare -p root template template_env fuzz_seconds); $(declare -f background_builds);
   background_builds" >"$builds_log" 2>&1 &
 builds=$!
 # A failed test run ends the script; the builds end with it.
@@ -94,7 +96,7 @@ if [ "$builds_ok" -ne 0 ]; then
 fi
 phase "finishing the template's and fuzz targets' builds"
 
-CARGO_TARGET_DIR="$root/target/template-provider" cargo test "${template[@]}"
+env "${template_env[@]}" cargo test "${template[@]}"
 phase "the provider template (its kit test)"
 
 if [ "$fuzz_seconds" -gt 0 ]; then
