@@ -24,6 +24,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
+import { median, quantile } from "./stats.mjs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -90,15 +91,6 @@ const BULK_DEADLINE_MS = 120_000;
 // Statistics and printing
 // ---------------------------------------------------------------------------------------------
 
-function quantile(values, q) {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const pos = (s.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return s[lo] + (s[hi] - s[lo]) * (pos - lo);
-}
-const median = (v) => quantile(v, 0.5);
 
 function fmtTime(ms) {
   if (!Number.isFinite(ms)) return "—";

@@ -17,6 +17,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { median, quantile } from "./stats.mjs";
 
 const opts = { rounds: 20, batch: 5 };
 const argv = process.argv.slice(2);
@@ -39,15 +40,6 @@ const LINES = 20;
 // One file in ten holds the needle on one line: 100 matches.
 const NEEDLE = "needle_7f3a";
 
-function quantile(values, q) {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  const pos = (s.length - 1) * q;
-  const lo = Math.floor(pos);
-  const hi = Math.ceil(pos);
-  return s[lo] + (s[hi] - s[lo]) * (pos - lo);
-}
-const median = (v) => quantile(v, 0.5);
 const fmtTime = (ms) => (ms >= 1000 ? `${(ms / 1000).toPrecision(4)} s` : `${ms.toPrecision(4)} ms`);
 const fmtRatio = (r) => `${median(r).toFixed(3)}x [${quantile(r, 0.25).toFixed(2)}-${quantile(r, 0.75).toFixed(2)}]`;
 
