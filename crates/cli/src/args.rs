@@ -325,6 +325,16 @@ pub enum FsCommand {
         #[command(flatten)]
         guard: GuardArgs,
     },
+    /// Several literal replacements in one or more files as one patch, all
+    /// or nothing: a JSON array of {path, old_string, new_string,
+    /// expected_replacements?, if_version?} (edit_file's edits), from EDITS
+    /// or, without it, from stdin. Prints the unified diff.
+    Edits {
+        edits: Option<String>,
+        /// Show the unified diff; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Search file contents with a regular expression (file:line: text),
     /// skipping binary files and what .gitignore ignores; bounded.
     Grep {

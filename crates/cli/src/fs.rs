@@ -8,15 +8,15 @@ use dsh_host::Host;
 use dsh_plugin_api::fs::{DirEntry, Edit, FileKind, Metadata, Version, WriteGuard};
 use futures::StreamExt;
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::args::{FsCommand, GuardArgs};
-use crate::failure::{EXIT_FAILURE, Failure};
+use crate::failure::{EXIT_CONFIG, EXIT_FAILURE, Failure};
 use crate::plugins::print_json;
 use crate::stdout::{self, outln};
 use crate::streams::stdin_bytes;
 use dsh_consumers::Outcome;
-use dsh_consumers::files::{EditFileRequest, Files, FindFilesRequest, GrepRequest};
+use dsh_consumers::files::{EditFileRequest, FileEdit, Files, FindFilesRequest, GrepRequest};
 use dsh_plugin_api::Bytes;
 
 /// Runs one fs command; 0 on success, a [`Failure`] naming the operation
@@ -108,11 +108,12 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
             ..
         } => {
             let request = EditFileRequest {
-                path: path.clone(),
-                old_string: old,
-                new_string: new,
+                path: Some(path.clone()),
+                old_string: Some(old),
+                new_string: Some(new),
                 expected_replacements: None,
                 if_version: guard.if_version,
+                edits: None,
                 dry_run: Some(true),
             };
             let outcome = Files::new(fs)
@@ -144,6 +145,35 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
                 &outcome.version,
                 json!({ "replacements": outcome.replacements }),
             )?;
+        }
+        FsCommand::Edits { edits, dry_run } => {
+            let edits = match edits {
+                Some(edits) => edits,
+                None => stdin_text(EDITS_MAX_STDIN_BYTES).await?,
+            };
+            let edits: Vec<FileEdit> = serde_json::from_str(&edits).map_err(|err| {
+                Failure::new(
+                    EXIT_CONFIG,
+                    format!(
+                        "edits: not a JSON array of {{path, old_string, new_string, \
+                         expected_replacements?, if_version?}}: {err}"
+                    ),
+                )
+            })?;
+            let request = EditFileRequest {
+                path: None,
+                old_string: None,
+                new_string: None,
+                expected_replacements: None,
+                if_version: None,
+                edits: Some(edits),
+                dry_run: Some(dry_run),
+            };
+            let outcome = Files::new(fs).edit_file(request).await.map_err(|err| {
+                let subject = err.subject().unwrap_or_default().to_owned();
+                Failure::refused("edits", &subject, &err)
+            })?;
+            report_outcome(json, &outcome)?;
         }
         FsCommand::Grep {
             pattern,
@@ -220,6 +250,27 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
 /// chunk's trip across the seam is amortised, small enough to be nothing in
 /// memory.
 const STDIN_WRITE_CHUNK: usize = 256 * 1024;
+
+/// The most stdin `dsh fs edits` reads: its JSON holds the replacements'
+/// texts, not the files.
+const EDITS_MAX_STDIN_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Stdin as UTF-8 text, at most `limit` bytes.
+async fn stdin_text(limit: u64) -> Result<String, Failure> {
+    let mut text = String::new();
+    let read = tokio::io::stdin()
+        .take(limit + 1)
+        .read_to_string(&mut text)
+        .await
+        .map_err(|err| Failure::new(EXIT_FAILURE, format!("edits: read stdin: {err}")))?;
+    if read as u64 > limit {
+        return Err(Failure::new(
+            EXIT_CONFIG,
+            format!("edits: stdin holds more than {limit} bytes"),
+        ));
+    }
+    Ok(text)
+}
 
 fn write_guard(guard: &GuardArgs) -> WriteGuard {
     match (&guard.if_version, guard.create_new) {

@@ -111,12 +111,15 @@ pub(crate) fn entries() -> Vec<Entry> {
             files.edit_file,
             Destructive,
             "Replace old_string (literal; LF matches CRLF) with new_string, keeping line \
-             endings; it must match once unless expected_replacements. Returns a unified diff.",
+             endings; it must match once unless expected_replacements. Or edits, in one or more \
+             files: each matched in its file as it is, none overlapping; all are written or none. \
+             Returns a unified diff.",
             path = "",
             old_string = "",
             new_string = "",
             expected_replacements = "Replace all; there must be this many.",
             if_version = IF_VERSION,
+            edits = "An edit without path is in path, under if_version.",
             dry_run = "Only return the diff.",
         ),
         tool!(

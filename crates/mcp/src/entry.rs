@@ -121,7 +121,9 @@ where
 /// field undescribed, for a name that says it all (`id`, `path`).
 pub(crate) type Fields = &'static [(&'static str, &'static str)];
 
-/// Sets the descriptions of `schema`'s properties from `fields`.
+/// Sets the descriptions of `schema`'s properties from `fields`, and drops
+/// those of what a property holds (an array's items' fields): the
+/// property's text describes them, and their names say the rest.
 ///
 /// # Panics
 ///
@@ -141,6 +143,30 @@ fn document(tool: &str, schema: &mut JsonObject, fields: Fields) {
         } else {
             property.insert("description".to_owned(), Value::from(*text));
         }
+    }
+    for property in properties
+        .into_iter()
+        .flat_map(|properties| properties.values_mut())
+    {
+        if let Value::Object(property) = property {
+            for (key, inner) in property.iter_mut() {
+                if key != "description" {
+                    undocument(inner);
+                }
+            }
+        }
+    }
+}
+
+/// `value` without any `description`, however deep.
+fn undocument(value: &mut Value) {
+    match value {
+        Value::Object(object) => {
+            object.remove("description");
+            object.values_mut().for_each(undocument);
+        }
+        Value::Array(items) => items.iter_mut().for_each(undocument),
+        _ => {}
     }
 }
 
@@ -229,7 +255,6 @@ pub(crate) fn operations(
     input.insert("type".to_owned(), Value::from("object"));
     input.insert("properties".to_owned(), Value::Object(properties));
     input.insert("required".to_owned(), Value::Array(required));
-    input.insert("additionalProperties".to_owned(), Value::Bool(false));
     document(name, &mut input, fields);
     let mut output = JsonObject::new();
     output.insert("type".to_owned(), Value::from("object"));
@@ -335,7 +360,11 @@ enum Nulls {
 /// schemars' names for Rust's types, not JSON Schema formats, and validators
 /// warn about them; `minimum: 0` of an unsigned type and the maximum of a
 /// 16-bit one say nothing the decoding does not enforce and the field's text
-/// does not say better).
+/// does not say better). An argument schema drops `additionalProperties:
+/// false` too: the properties listed are what a model sends, and an unknown
+/// argument is still refused when decoding, by name (`unknown field
+/// \`x\`, expected one of …`) — 28 characters per tool and per object
+/// nested in one, on every turn, for what the first wrong call says.
 fn compact(schema: &mut JsonObject, nulls: Nulls) {
     // Inner schemas first: a union is judged by its compacted members.
     for value in schema.values_mut() {
@@ -352,6 +381,9 @@ fn compact(schema: &mut JsonObject, nulls: Nulls) {
         }
     }
     schema.remove("$schema");
+    if nulls == Nulls::Dropped && schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+        schema.remove("additionalProperties");
+    }
     if schema.get("default") == Some(&Value::Null) {
         schema.remove("default");
     }

@@ -290,7 +290,8 @@ mod tests {
             .find(|entry| entry.name == "edit_file")
             .unwrap();
         let output = edit.tool.output_schema.as_ref().expect("an output schema");
-        let version = &output["properties"]["version"];
+        // Each edited file's, defined once beside the schema.
+        let version = &output["$defs"]["EditedFile"]["properties"]["version"];
         assert_eq!(
             version["type"],
             serde_json::json!(["string", "null"]),

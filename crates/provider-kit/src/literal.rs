@@ -8,9 +8,11 @@
 //! ending. A match that starts at a CRLF's LF takes the CR with it; one that
 //! ends just before a CRLF's LF leaves the CR (it belongs to the LF).
 //!
-//! Edits apply in order, each to the previous one's result; each must match
-//! exactly once unless it asks to replace all. Nothing is applied when any
-//! edit fails.
+//! [`apply`] applies edits in order, each to the previous one's result (the
+//! seam's `edit`); [`patch`] applies them as hunks of one patch, each matched
+//! in the original text, refusing hunks that overlap. Either way each edit
+//! must match exactly once unless it asks to replace all, and nothing is
+//! applied when any edit fails.
 
 use dsh_plugin_api::fs::Edit;
 
@@ -31,6 +33,13 @@ pub enum EditFailure {
         index: usize,
         total: usize,
         count: usize,
+    },
+    /// A match of edit `second` overlaps one of edit `first` (0-based,
+    /// `first < second`) in the original text ([`patch`] only).
+    Overlap {
+        first: usize,
+        second: usize,
+        total: usize,
     },
 }
 
@@ -57,6 +66,16 @@ impl std::fmt::Display for EditFailure {
                 "edit {} of {total}: the text to replace matches {count} times (expected exactly 1; \
                  add surrounding context to make it unique, or replace all)",
                 index + 1
+            ),
+            EditFailure::Overlap {
+                first,
+                second,
+                total,
+            } => write!(
+                f,
+                "edits {} and {} of {total}: their texts overlap in the file (make them one edit)",
+                first + 1,
+                second + 1
             ),
         }
     }
@@ -110,39 +129,79 @@ pub fn apply(original: &str, edits: &[Edit]) -> Result<Applied, EditFailure> {
     let mut replacements = 0;
     for (index, edit) in edits.iter().enumerate() {
         let view = LfView::of(&text);
-        let old = edit.old.replace("\r\n", "\n");
-        let starts: Vec<usize> = view
-            .text
-            .match_indices(old.as_str())
-            .map(|(at, _)| at)
-            .collect();
-        match starts.len() {
-            0 => return Err(EditFailure::NoMatch { index, total }),
-            1 => {}
-            count if !edit.replace_all => {
-                return Err(EditFailure::Ambiguous {
-                    index,
-                    total,
-                    count,
-                });
-            }
-            _ => {}
-        }
-        let new = edit.new.replace("\r\n", "\n");
-        let new = if crlf { new.replace('\n', "\r\n") } else { new };
-        let mut out = String::with_capacity(text.len() + starts.len() * new.len());
-        let mut copied = 0;
-        for &start in &starts {
-            let (from, to) = (view.original(start), view.original(start + old.len()));
-            out.push_str(&text[copied..from]);
-            out.push_str(&new);
-            copied = to;
-        }
-        out.push_str(&text[copied..]);
-        replacements += starts.len();
-        text = out;
+        let matches = view.matches(edit, index, total)?;
+        replacements += matches.len();
+        let new = with_ending(&edit.new, crlf);
+        let spliced: Vec<(Match, &str)> =
+            matches.into_iter().map(|at| (at, new.as_str())).collect();
+        text = view.splice(&text, &spliced);
     }
     Ok(Applied { text, replacements })
+}
+
+/// The edited text of a patch and how many replacements each edit made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Patched {
+    pub text: String,
+    /// Per edit, in the order given.
+    pub replacements: Vec<usize>,
+}
+
+/// Applies `edits` to `original` as the hunks of one patch, after
+/// [`validate`]: each is matched in `original` (not in another edit's
+/// result, so the order does not matter and no edit sees another's text),
+/// each match must be unique unless the edit replaces all, and no two
+/// matches may overlap ([`EditFailure::Overlap`]; touching is fine). The
+/// dominant line ending is that of `original`.
+pub fn patch(original: &str, edits: &[Edit]) -> Result<Patched, EditFailure> {
+    validate(edits)?;
+    let crlf = crlf_dominant(original);
+    let total = edits.len();
+    let view = LfView::of(original);
+    let mut found: Vec<(Match, usize)> = Vec::new();
+    let mut replacements = Vec::with_capacity(total);
+    for (index, edit) in edits.iter().enumerate() {
+        let matches = view.matches(edit, index, total)?;
+        replacements.push(matches.len());
+        found.extend(matches.into_iter().map(|at| (at, index)));
+    }
+    found.sort_by_key(|(at, _)| at.start);
+    if let Some(pair) = found
+        .windows(2)
+        .find(|pair| pair[1].0.start < pair[0].0.end)
+    {
+        let (a, b) = (pair[0].1, pair[1].1);
+        return Err(EditFailure::Overlap {
+            first: a.min(b),
+            second: a.max(b),
+            total,
+        });
+    }
+    let news: Vec<String> = edits
+        .iter()
+        .map(|edit| with_ending(&edit.new, crlf))
+        .collect();
+    let spliced: Vec<(Match, &str)> = found
+        .into_iter()
+        .map(|(at, index)| (at, news[index].as_str()))
+        .collect();
+    Ok(Patched {
+        text: view.splice(original, &spliced),
+        replacements,
+    })
+}
+
+/// `new` with the file's dominant line ending.
+fn with_ending(new: &str, crlf: bool) -> String {
+    let new = new.replace("\r\n", "\n");
+    if crlf { new.replace('\n', "\r\n") } else { new }
+}
+
+/// A match, as a range of offsets in an [`LfView`]'s text.
+#[derive(Debug, Clone, Copy)]
+struct Match {
+    start: usize,
+    end: usize,
 }
 
 /// A text with its CRLFs seen as LFs, and the way back to original offsets.
@@ -173,6 +232,45 @@ impl LfView {
             text,
             dropped_cr_at,
         }
+    }
+
+    /// The matches of edit `index` of `total` (non-overlapping, in order),
+    /// checked against its `replace_all`.
+    fn matches(&self, edit: &Edit, index: usize, total: usize) -> Result<Vec<Match>, EditFailure> {
+        let old = edit.old.replace("\r\n", "\n");
+        let matches: Vec<Match> = self
+            .text
+            .match_indices(old.as_str())
+            .map(|(start, _)| Match {
+                start,
+                end: start + old.len(),
+            })
+            .collect();
+        match matches.len() {
+            0 => Err(EditFailure::NoMatch { index, total }),
+            count if count > 1 && !edit.replace_all => Err(EditFailure::Ambiguous {
+                index,
+                total,
+                count,
+            }),
+            _ => Ok(matches),
+        }
+    }
+
+    /// `original` (the text this view is of) with each match, sorted and
+    /// not overlapping, replaced by its text.
+    fn splice(&self, original: &str, replacements: &[(Match, &str)]) -> String {
+        let added: usize = replacements.iter().map(|(_, new)| new.len()).sum();
+        let mut out = String::with_capacity(original.len() + added);
+        let mut copied = 0;
+        for (at, new) in replacements {
+            let (from, to) = (self.original(at.start), self.original(at.end));
+            out.push_str(&original[copied..from]);
+            out.push_str(new);
+            copied = to;
+        }
+        out.push_str(&original[copied..]);
+        out
     }
 
     /// The original offset of view offset `at`: shifted by the CRs dropped
@@ -300,6 +398,79 @@ mod tests {
         assert!(crlf_dominant("a\r\nb\r\nc\n"));
         assert!(!crlf_dominant("a\r\nb\n"));
         assert!(!crlf_dominant("no breaks"));
+    }
+
+    #[test]
+    fn a_patch_matches_every_hunk_in_the_original_text() {
+        // In order, the second edit would see the first one's "b" and fail as ambiguous.
+        let patched = patch("a b\n", &[edit("a", "b"), edit("b", "c")]).unwrap();
+        assert_eq!(patched.text, "b c\n");
+        assert_eq!(patched.replacements, vec![1, 1]);
+        // Given in any order, spliced where they are; touching hunks are fine.
+        let patched = patch(
+            "one two three",
+            &[edit("three", "3"), all("o", "0"), edit("wo", "W")],
+        );
+        assert_eq!(
+            patched.unwrap_err(),
+            EditFailure::Overlap {
+                first: 1,
+                second: 2,
+                total: 3
+            },
+            "two's o lies in both"
+        );
+        let patched = patch(
+            "one two three",
+            &[edit("three", "3"), edit("one", "1"), edit(" two ", "-")],
+        )
+        .unwrap();
+        assert_eq!(patched.text, "1-3");
+        assert_eq!(patched.replacements, vec![1, 1, 1]);
+    }
+
+    #[test]
+    fn a_patch_refuses_overlaps_and_names_the_edits() {
+        let failure = patch("abcdef", &[edit("abc", "x"), edit("zz", "y")]).unwrap_err();
+        assert_eq!(failure, EditFailure::NoMatch { index: 1, total: 2 });
+        let failure = patch("abcdef", &[edit("def", "x"), edit("cd", "y")]).unwrap_err();
+        assert_eq!(
+            failure,
+            EditFailure::Overlap {
+                first: 0,
+                second: 1,
+                total: 2
+            }
+        );
+        assert_eq!(
+            failure.to_string(),
+            "edits 1 and 2 of 2: their texts overlap in the file (make them one edit)"
+        );
+        // The same text twice is the same place twice.
+        assert!(matches!(
+            patch("abc", &[edit("b", "x"), edit("b", "y")]).unwrap_err(),
+            EditFailure::Overlap { .. }
+        ));
+        assert!(matches!(
+            patch("a a", &[edit("a", "x")]).unwrap_err(),
+            EditFailure::Ambiguous { count: 2, .. }
+        ));
+    }
+
+    #[test]
+    fn a_patch_keeps_crlf_and_splices_in_the_original() {
+        let patched = patch(
+            "fn a() {\r\n    1\r\n}\r\nfn b() {\r\n    2\r\n}\r\n",
+            &[
+                edit("fn b() {\n    2", "fn b() {\n    two\n    more"),
+                edit("1\n}", "one\n}"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            patched.text,
+            "fn a() {\r\n    one\r\n}\r\nfn b() {\r\n    two\r\n    more\r\n}\r\n"
+        );
     }
 
     #[test]

@@ -177,13 +177,35 @@ fn the_shipped_manifest_writes_reads_lists_and_edits_sandbox_files() {
 
     let name = "line\nbreak 名.txt";
     fs(&server, m, &["write", &format!("notes/{name}"), "odd name"]);
+    // Several edits in two files as one patch: all written, or (one not matching) none.
+    let both = serde_json::json!([
+        {"path": "notes/a.txt", "old_string": "again\n", "new_string": "again!\n"},
+        {"path": format!("notes/{name}"), "old_string": "odd", "new_string": "odder"},
+        {"path": "notes/a.txt", "old_string": "hello", "new_string": "hi"},
+    ]);
+    let diff = fs(&server, m, &["edits", &both.to_string()]);
+    assert!(diff.contains("-again\n+again!\n"), "{diff}");
+    assert_eq!(
+        fs(&server, m, &["cat", &format!("notes/{name}")]),
+        "odder name"
+    );
+    let none = serde_json::json!([
+        {"path": "notes/a.txt", "old_string": "hi", "new_string": "lost"},
+        {"path": format!("notes/{name}"), "old_string": "nowhere", "new_string": "x"},
+    ]);
+    let refused = fs_fails(&server, m, &["edits", &none.to_string()], 1);
+    assert!(
+        refused.contains("edit 2: old_string was not found"),
+        "{refused}"
+    );
     fs(&server, m, &["mkdir", "notes/sub/deeper"]);
     let listing = fs(&server, m, &["ls", "notes"]);
     assert_eq!(listing, format!("a.txt\n{name}\nsub/\n"));
     fs(&server, m, &["mv", "notes/a.txt", "moved/a.txt"]);
     assert_eq!(
         fs(&server, m, &["cat", "moved/a.txt"]),
-        "hello\r\nthere\r\nagain\r\n"
+        "hi\r\nthere\r\nagain!\r\n",
+        "edited once, by the patch that applied, CRLF kept"
     );
     fs(&server, m, &["rm", "notes"]);
     let missing = fs_fails(&server, m, &["cat", "notes/a.txt"], 1);

@@ -324,8 +324,9 @@ fn stat_shows_rfc3339_times_and_json_keeps_raw_seconds() {
     assert_eq!(json["modified"], 1_000_000_000.25);
 }
 
-/// `fs grep`, `fs find` and `fs edit --dry-run` are the agent tools' library from the command
-/// line: grep's exit status is grep(1)'s, `.gitignore` is honoured, a dry run writes nothing.
+/// `fs grep`, `fs find`, `fs edit --dry-run` and `fs edits` are the agent tools' library from
+/// the command line: grep's exit status is grep(1)'s, `.gitignore` is honoured, a dry run writes
+/// nothing, several edits (from stdin) apply together or not at all.
 #[test]
 fn grep_find_and_a_dry_run_edit_come_from_the_tools_library() {
     require(&LOCAL);
@@ -371,4 +372,58 @@ fn grep_find_and_a_dry_run_edit_come_from_the_tools_library() {
         "an ambiguous edit is a refused operation, not a usage error: {stderr}"
     );
     assert!(stderr.contains("matches"), "{stderr}");
+
+    let edits = |input: &str, args: &[&str]| {
+        let mut child = dsh()
+            .args(["fs", "edits"])
+            .args(args)
+            .current_dir(root)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("dsh fs edits");
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(input.as_bytes()).expect("write stdin");
+        drop(stdin);
+        let output = child.wait_with_output().expect("dsh fs edits");
+        let (stdout, stderr) = text(&output);
+        (output.status.code(), stdout, stderr)
+    };
+    let two = r#"[{"path": "src/a.txt", "old_string": "beta", "new_string": "BETA"},
+                  {"path": "build/a.txt", "old_string": "beta", "new_string": "gamma"}]"#;
+    let (code, stdout, stderr) = edits(two, &["--dry-run"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with("dry run, nothing written src/a.txt: 1"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("+++ build/a.txt\n"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("build/a.txt")).unwrap(),
+        "beta\n"
+    );
+    let (code, _, stderr) = edits(two, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(root.join("src/a.txt")).unwrap(),
+        "alpha\nBETA\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("build/a.txt")).unwrap(),
+        "gamma\n"
+    );
+    let (code, _, stderr) = edits(two, &[]);
+    assert_eq!(
+        code,
+        Some(1),
+        "nothing matches now: refused, not a usage error: {stderr}"
+    );
+    assert!(
+        stderr.contains("src/a.txt: edit_file: edit 1: old_string was not found"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = edits("{\"path\": 1}", &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("edits: not a JSON array"), "{stderr}");
 }

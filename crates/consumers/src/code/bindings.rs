@@ -167,7 +167,8 @@ pub(crate) fn tool_bindings(
         tool_binding!(
             files,
             edit_file,
-            "Replace old_string with new_string in a file; returns a diff."
+            "Replace old_string with new_string in a file, or make several edits in one file \
+             or more (all or none); returns a diff."
         ),
         tool_binding!(
             files,

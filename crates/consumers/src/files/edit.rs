@@ -1,11 +1,17 @@
-//! `edit_file`: a literal replacement in a text file — one unique match, or
-//! exactly `expected_replacements` — committed through the seam's `edit`
-//! against the version it was planned on, with a unified diff.
+//! `edit_file`: literal replacements in text files — one, or several as the
+//! hunks of one patch across one or more files — planned on what the files
+//! hold, committed all or nothing, each file guarded by the version it was
+//! planned on, with a unified diff.
 
-use dsh_plugin_api::fs::{Edit, Version, WriteGuard};
-use dsh_plugin_api::{ErrorKind, Result};
-use dsh_provider_kit::literal::{self, Applied, EditFailure};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use dsh_plugin_api::fs::{Edit, FsProvider, ReadStream, Version, WriteGuard};
+use dsh_plugin_api::stream::TextStream;
+use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
+use dsh_provider_kit::literal::{self, EditFailure};
 use futures::StreamExt;
+use futures::future::try_join_all;
 
 use super::errors::{from_seam, invalid, read_error, refuse};
 use super::{Files, diff};
@@ -17,149 +23,314 @@ const TOOL: &str = "edit_file";
 /// plan the edit and diff it.
 pub const EDIT_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// How many times an edit without `if_version` is planned again when the
-/// file changes between planning and committing.
+/// The most bytes the files of one call may hold together (64 MiB).
+pub const EDIT_MAX_TOTAL_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The most edits one call makes (in all its files).
+pub const EDIT_MAX_EDITS: usize = 100;
+
+/// How many times an edit is planned again when a file without an
+/// `if_version` changes between planning and committing.
 const EDIT_ATTEMPTS: usize = 3;
 
-/// Arguments of `edit_file`.
+/// Arguments of `edit_file`: one replacement (`path`, `old_string`,
+/// `new_string`), or several as `edits`, in one file or in several.
 #[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EditFileRequest {
     /// The file to edit: an absolute path, or one relative to the world's
-    /// working directory.
-    pub path: String,
+    /// working directory. With `edits`, the file of every edit that names
+    /// none.
+    #[serde(default)]
+    pub path: Option<String>,
     /// The exact text to replace: literal (not a pattern), not empty.
-    /// Line endings match loosely: LF here matches CRLF in the file.
-    pub old_string: String,
+    /// Line endings match loosely: LF here matches CRLF in the file. Not
+    /// together with `edits`.
+    #[serde(default)]
+    pub old_string: Option<String>,
     /// The text to put in its place. The file keeps its line endings (a
     /// CRLF file stays CRLF).
-    pub new_string: String,
+    #[serde(default)]
+    pub new_string: Option<String>,
     /// Replace every occurrence, and require exactly this many. Default:
     /// `old_string` must occur exactly once.
     #[serde(default)]
     pub expected_replacements: Option<u64>,
-    /// Edit only if the file is still at this version (from `read_file`,
-    /// `stat` or an earlier edit); a stale version fails with `Conflict`
-    /// and changes nothing.
+    /// Edit only if the file at `path` is still at this version (from
+    /// `read_file`, `stat` or an earlier edit); a stale version fails with
+    /// `Conflict` and changes nothing. With `edits`, it guards the edits
+    /// that name no path.
     #[serde(default)]
     pub if_version: Option<String>,
+    /// Several replacements (at most 100) made as one patch:
+    /// each edit is matched in its file as the file is now (not in another
+    /// edit's result), edits whose matches overlap are refused, and either
+    /// every edit of every file is written or none is.
+    #[serde(default)]
+    pub edits: Option<Vec<FileEdit>>,
     /// Compute the new text and its diff without writing. Default false.
     #[serde(default)]
     pub dry_run: Option<bool>,
 }
 
+/// One replacement of `edit_file`'s `edits`: the fields of the request's
+/// single replacement, and the file it is in.
+#[derive(Debug, Clone, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileEdit {
+    /// The file; default: the request's `path`, guarded by the request's
+    /// `if_version`.
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The exact text to replace, as the request's `old_string`.
+    pub old_string: String,
+    /// The text to put in its place.
+    pub new_string: String,
+    /// Replace every occurrence, and require exactly this many.
+    #[serde(default)]
+    pub expected_replacements: Option<u64>,
+    /// Edit only if this edit's file is still at this version; the edits
+    /// of one file that give a version give the same one.
+    #[serde(default)]
+    pub if_version: Option<String>,
+}
+
 /// What `edit_file` returns.
 #[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
 pub struct EditFileResult {
-    /// The path, as given.
+    /// The files edited, in the order the request first names them.
+    pub files: Vec<EditedFile>,
+    /// How many occurrences were replaced in all (or would be, on a dry
+    /// run).
+    pub replacements: u64,
+    /// The unified diff of the change, file after file (line endings shown
+    /// as LF; at most 32 KiB of hunks in all, the rest left out with a
+    /// marker).
+    pub diff: String,
+    /// Whether this was a dry run (nothing written).
+    pub dry_run: bool,
+}
+
+/// One file of an `edit_file` result.
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub struct EditedFile {
+    /// The path, as the request first gives it.
     pub path: String,
     /// The version of the edited file; absent on a dry run.
     pub version: Option<String>,
     /// The version the edit was planned on (pass it as `if_version` to
     /// apply a dry run's edit to exactly that state).
     pub base_version: String,
-    /// How many occurrences were replaced (or would be, on a dry run).
+    /// How many occurrences were replaced in this file.
     pub replacements: u64,
-    /// The unified diff of the change (line endings shown as LF; at most
-    /// 32 KiB, the rest left out with a marker).
-    pub diff: String,
-    /// Whether this was a dry run (nothing written).
-    pub dry_run: bool,
 }
 
 impl Outcome for EditFileResult {
     fn text(&self) -> String {
-        let head = match &self.version {
-            Some(version) => format!(
-                "edited {}: {} replacement(s) (version {version})",
-                self.path, self.replacements
-            ),
-            None => format!(
-                "dry run, nothing written: {} replacement(s) in {} (version {})",
-                self.replacements, self.path, self.base_version
-            ),
+        let files: Vec<String> = self
+            .files
+            .iter()
+            .map(|file| {
+                let version = file.version.as_deref().unwrap_or(&file.base_version);
+                format!(
+                    "{}: {} replacement(s) (version {version})",
+                    file.path, file.replacements
+                )
+            })
+            .collect();
+        let head = if self.dry_run {
+            "dry run, nothing written"
+        } else {
+            "edited"
         };
-        format!("{head}\n{}", self.diff)
+        format!("{head} {}\n{}", files.join(", "), self.diff)
     }
+}
+
+/// One replacement of a call, with where it came from (for errors).
+struct Hunk {
+    /// How errors name it: empty for the single replacement, `edit N: `
+    /// for `edits[N-1]`.
+    label: String,
+    path: String,
+    if_version: Option<String>,
+    edit: Edit,
+    expected: Option<u64>,
+}
+
+/// One file of a call: its replacements and the version it must be at.
+struct Target {
+    /// The path as the request first gives it.
+    path: String,
+    hunks: Vec<Hunk>,
+    if_version: Option<Version>,
+}
+
+/// A file planned: the version and text it was planned on, and its new text.
+struct Planned {
+    path: String,
+    base: Version,
+    original: String,
+    text: String,
+    replacements: usize,
 }
 
 impl Files {
     /// `edit_file`: replaces `old_string` by `new_string` in the file at
-    /// `request.path`.
+    /// `path`, or makes every replacement of `edits`, in one file or in
+    /// several.
     ///
-    /// Reads the file (at most [`EDIT_MAX_FILE_BYTES`]), plans the edit
-    /// with the seam's literal matching rules (`dsh_provider_kit::literal`)
-    /// and counts the occurrences, so a refusal says how many there are;
-    /// then commits it through the seam's atomic `edit`, guarded by the
-    /// version it was planned on, so what is written is exactly what the
-    /// diff shows. Without `if_version`, a file changed in between is
-    /// planned again (up to 3 times); with it, the change is a `Conflict`.
-    /// A dry run returns the diff and writes nothing. Dropping the future
-    /// leaves the old file or the edited one, never a partial file.
+    /// Reads each file (at most [`EDIT_MAX_FILE_BYTES`], and
+    /// [`EDIT_MAX_TOTAL_BYTES`] together; paths naming the same file, e.g.
+    /// `a.txt` and `./a.txt`, are one file) and plans its replacements as
+    /// the hunks of one patch (`dsh_provider_kit::literal::patch`: each
+    /// matched in the file as read, unique unless counted, none
+    /// overlapping), so a refusal names the file and the edit, and nothing
+    /// is written unless every edit of every file applies. Then writes the
+    /// files one by one through the seam's atomic `write`, each guarded by
+    /// the version it was planned on, so what is written is exactly what
+    /// the diff shows.
+    ///
+    /// **All or nothing.** Should a file's write fail after earlier files
+    /// were written (it changed in between, or the world refused the
+    /// write), each file written before it is restored: its content before
+    /// this call is written back, guarded by the version this call left,
+    /// and the error names the file that failed and says, file by file,
+    /// what was restored. A restored file has its old content and mode but
+    /// a new version; one changed by someone else since this call wrote it
+    /// is not overwritten — the error says it keeps this call's edit. The
+    /// writes and any restoring run in a task of their own, so a call
+    /// dropped once writing began still finishes or undoes it.
+    ///
+    /// A file with an `if_version` that changed is a `Conflict` and nothing
+    /// is written; one without that changed between planning and writing is
+    /// planned again (3 attempts in all). A dry run returns the diff and
+    /// writes nothing.
     pub async fn edit_file(&self, request: EditFileRequest) -> Result<EditFileResult> {
-        let path = request.path.as_str();
-        check(&request)?;
-        let expected_version = request.if_version.clone().map(Version);
-        let edit = Edit {
-            old: request.old_string.clone(),
-            new: request.new_string.clone(),
-            replace_all: request.expected_replacements.is_some(),
-        };
+        let dry_run = request.dry_run.unwrap_or(false);
+        let targets = self.targets(hunks(request)?).await?;
         let mut attempt = 1;
         loop {
-            let (original, base) = self.read_for_edit(path).await?;
-            if let Some(expected) = &expected_version
-                && *expected != base
-            {
-                return Err(refuse(
-                    TOOL,
-                    ErrorKind::Conflict,
-                    path,
-                    format!(
-                        "the file is at version {base}, not {expected}: it changed since that \
-                         version was read; read it again"
-                    ),
-                ));
+            let planned = self.plan(&targets).await?;
+            let diff = diffs(&planned);
+            if dry_run {
+                return Ok(result(planned, None, diff));
             }
-            let planned = plan(path, &original, &edit, request.expected_replacements)?;
-            let diff = diff::unified(path, &original, &planned.text);
-            if request.dry_run.unwrap_or(false) {
-                return Ok(EditFileResult {
-                    path: request.path,
-                    version: None,
-                    base_version: base.0,
-                    replacements: planned.replacements as u64,
-                    diff,
-                    dry_run: true,
-                });
-            }
-            let guard = WriteGuard::IfVersion(base.clone());
-            match self.fs.edit(path, vec![edit.clone()], guard).await {
-                Ok(outcome) => {
-                    return Ok(EditFileResult {
-                        path: request.path,
-                        version: Some(outcome.version.0),
-                        base_version: base.0,
-                        replacements: outcome.replacements as u64,
-                        diff,
-                        dry_run: false,
-                    });
-                }
-                Err(err)
-                    if err.kind() == ErrorKind::Conflict
-                        && expected_version.is_none()
+            let (planned, committed) = commit(Arc::clone(&self.fs), planned).await;
+            match committed {
+                Ok(versions) => return Ok(result(planned, Some(versions), diff)),
+                Err(failed)
+                    if failed.retry
+                        && targets[failed.index].if_version.is_none()
                         && attempt < EDIT_ATTEMPTS =>
                 {
                     attempt += 1;
                 }
-                Err(err) => return Err(from_seam(TOOL, path, err)),
+                Err(failed) => return Err(failed.error),
             }
         }
     }
 
-    /// The whole text of `path` and its version, refusing files over
-    /// [`EDIT_MAX_FILE_BYTES`] before reading them.
-    async fn read_for_edit(&self, path: &str) -> Result<(String, Version)> {
+    /// The files `hunks` edit, in the order first named, each with its
+    /// hunks and the version they require. Paths are grouped as spelled,
+    /// and when there are several, by the file they resolve to.
+    async fn targets(&self, hunks: Vec<Hunk>) -> Result<Vec<Target>> {
+        let mut spellings: Vec<&str> = Vec::new();
+        for hunk in &hunks {
+            if !spellings.contains(&hunk.path.as_str()) {
+                spellings.push(&hunk.path);
+            }
+        }
+        let identities: Vec<String> = if spellings.len() > 1 {
+            try_join_all(spellings.iter().map(|path| async move {
+                self.fs
+                    .resolve(path, None)
+                    .await
+                    .map(|resolved| resolved.path)
+                    .map_err(|err| from_seam(TOOL, path, err))
+            }))
+            .await?
+        } else {
+            spellings.iter().map(|path| (*path).to_owned()).collect()
+        };
+        let identity_of: HashMap<String, String> = spellings
+            .iter()
+            .map(|path| (*path).to_owned())
+            .zip(identities)
+            .collect();
+        let mut targets: Vec<Target> = Vec::new();
+        let mut index_of: HashMap<&str, usize> = HashMap::new();
+        for hunk in hunks {
+            let identity = identity_of[&hunk.path].as_str();
+            let index = *index_of.entry(identity).or_insert_with(|| {
+                targets.push(Target {
+                    path: hunk.path.clone(),
+                    hunks: Vec::new(),
+                    if_version: None,
+                });
+                targets.len() - 1
+            });
+            let target = &mut targets[index];
+            if let Some(version) = &hunk.if_version {
+                match &target.if_version {
+                    Some(known) if known.0 != *version => {
+                        return Err(invalid(
+                            TOOL,
+                            &target.path,
+                            format!(
+                                "{}if_version {version} differs from the {known} an earlier \
+                                 edit of this file gives; give one version per file",
+                                hunk.label
+                            ),
+                        ));
+                    }
+                    _ => target.if_version = Some(Version(version.clone())),
+                }
+            }
+            target.hunks.push(hunk);
+        }
+        Ok(targets)
+    }
+
+    /// Reads every target and plans its replacements; the first refusal
+    /// (a stale `if_version`, an edit that does not apply) is the call's
+    /// error, and nothing is written.
+    async fn plan(&self, targets: &[Target]) -> Result<Vec<Planned>> {
+        let opened = try_join_all(
+            targets
+                .iter()
+                .map(|target| self.open_for_edit(&target.path)),
+        )
+        .await?;
+        let total: u64 = opened.iter().map(|stream| stream.size).sum();
+        if total > EDIT_MAX_TOTAL_BYTES {
+            return Err(invalid(
+                TOOL,
+                &targets[0].path,
+                format!(
+                    "the {} files hold {total} bytes; one edit_file call edits at most \
+                     {EDIT_MAX_TOTAL_BYTES} bytes of files (edit them in several calls)",
+                    targets.len()
+                ),
+            ));
+        }
+        let read = try_join_all(
+            targets
+                .iter()
+                .zip(opened)
+                .map(|(target, stream)| read_whole(&target.path, stream)),
+        )
+        .await?;
+        targets
+            .iter()
+            .zip(read)
+            .map(|(target, (original, base))| plan_file(target, original, base))
+            .collect()
+    }
+
+    /// `path` opened as text, refusing files over [`EDIT_MAX_FILE_BYTES`]
+    /// before reading them.
+    async fn open_for_edit(&self, path: &str) -> Result<ReadStream<TextStream>> {
         let stream = self
             .fs
             .stream_text(path)
@@ -176,78 +347,346 @@ impl Files {
                 ),
             ));
         }
-        let mut text = String::with_capacity(usize::try_from(stream.size).unwrap_or(0));
-        let mut chunks = stream.chunks;
-        while let Some(chunk) = chunks.next().await {
-            let chunk = chunk.map_err(|err| read_error(TOOL, path, err))?;
-            if (text.len() + chunk.len()) as u64 > EDIT_MAX_FILE_BYTES {
-                // The file grew past the bound while being read.
-                return Err(invalid(
-                    TOOL,
-                    path,
-                    format!("the file grew past {EDIT_MAX_FILE_BYTES} bytes while being read"),
-                ));
-            }
-            text.push_str(&chunk);
-        }
-        Ok((text, stream.version))
+        Ok(stream)
     }
 }
 
-/// Refuses requests that could never apply.
-fn check(request: &EditFileRequest) -> Result<()> {
-    let path = request.path.as_str();
-    if request.old_string.is_empty() {
+/// The whole text of an opened file and its version.
+async fn read_whole(path: &str, stream: ReadStream<TextStream>) -> Result<(String, Version)> {
+    let mut text = String::with_capacity(usize::try_from(stream.size).unwrap_or(0));
+    let mut chunks = stream.chunks;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|err| read_error(TOOL, path, err))?;
+        if (text.len() + chunk.len()) as u64 > EDIT_MAX_FILE_BYTES {
+            // The file grew past the bound while being read.
+            return Err(invalid(
+                TOOL,
+                path,
+                format!("the file grew past {EDIT_MAX_FILE_BYTES} bytes while being read"),
+            ));
+        }
+        text.push_str(&chunk);
+    }
+    Ok((text, stream.version))
+}
+
+/// The request's replacements, each checked on its own: the single one, or
+/// `edits` with their paths and versions filled in from the request's.
+fn hunks(request: EditFileRequest) -> Result<Vec<Hunk>> {
+    let subject = request.path.clone().unwrap_or_default();
+    let hunks = match request.edits {
+        None => {
+            let (Some(path), Some(old), Some(new)) =
+                (request.path, request.old_string, request.new_string)
+            else {
+                return Err(invalid(
+                    TOOL,
+                    &subject,
+                    "give path, old_string and new_string (or edits, for several replacements)",
+                ));
+            };
+            vec![Hunk {
+                label: String::new(),
+                path,
+                if_version: request.if_version,
+                edit: Edit {
+                    old,
+                    new,
+                    replace_all: request.expected_replacements.is_some(),
+                },
+                expected: request.expected_replacements,
+            }]
+        }
+        Some(edits) => {
+            if request.old_string.is_some()
+                || request.new_string.is_some()
+                || request.expected_replacements.is_some()
+            {
+                return Err(invalid(
+                    TOOL,
+                    &subject,
+                    "with edits, old_string, new_string and expected_replacements go in each \
+                     edit",
+                ));
+            }
+            if edits.is_empty() || edits.len() > EDIT_MAX_EDITS {
+                return Err(invalid(
+                    TOOL,
+                    &subject,
+                    format!(
+                        "edits has {} entries; give 1 to {EDIT_MAX_EDITS}",
+                        edits.len()
+                    ),
+                ));
+            }
+            if request.if_version.is_some() && edits.iter().all(|edit| edit.path.is_some()) {
+                return Err(invalid(
+                    TOOL,
+                    &subject,
+                    "if_version guards the edits that name no path, and every edit names one; \
+                     give each edit its if_version",
+                ));
+            }
+            let mut hunks = Vec::with_capacity(edits.len());
+            for (index, edit) in edits.into_iter().enumerate() {
+                let label = format!("edit {}: ", index + 1);
+                let (path, if_version) = match edit.path {
+                    Some(path) => (path, edit.if_version),
+                    None => match &request.path {
+                        Some(path) => (
+                            path.clone(),
+                            edit.if_version.or_else(|| request.if_version.clone()),
+                        ),
+                        None => {
+                            return Err(invalid(
+                                TOOL,
+                                "",
+                                format!("{label}no path, and the request gives none"),
+                            ));
+                        }
+                    },
+                };
+                hunks.push(Hunk {
+                    label,
+                    path,
+                    if_version,
+                    edit: Edit {
+                        old: edit.old_string,
+                        new: edit.new_string,
+                        replace_all: edit.expected_replacements.is_some(),
+                    },
+                    expected: edit.expected_replacements,
+                });
+            }
+            hunks
+        }
+    };
+    for hunk in &hunks {
+        check(hunk)?;
+    }
+    Ok(hunks)
+}
+
+/// Refuses a replacement that could never apply.
+fn check(hunk: &Hunk) -> Result<()> {
+    let (label, path) = (&hunk.label, hunk.path.as_str());
+    if hunk.edit.old.is_empty() {
         return Err(invalid(
             TOOL,
             path,
-            "old_string is empty; give the exact text to replace (to write a whole file, use \
-             write_file)",
+            format!(
+                "{label}old_string is empty; give the exact text to replace (to write a whole \
+                 file, use write_file)"
+            ),
         ));
     }
-    if request.old_string == request.new_string {
+    if hunk.edit.old == hunk.edit.new {
         return Err(invalid(
             TOOL,
             path,
-            "old_string and new_string are the same; there is nothing to change",
+            format!("{label}old_string and new_string are the same; there is nothing to change"),
         ));
     }
-    if request.expected_replacements == Some(0) {
+    if hunk.expected == Some(0) {
         return Err(invalid(
             TOOL,
             path,
-            "expected_replacements must be at least 1",
+            format!("{label}expected_replacements must be at least 1"),
         ));
     }
     Ok(())
 }
 
-/// The edited text, by the seam's literal rules, and the replacement count
-/// checked against `expected` (exactly one occurrence when `None`).
-fn plan(path: &str, original: &str, edit: &Edit, expected: Option<u64>) -> Result<Applied> {
-    let applied = literal::apply(original, std::slice::from_ref(edit)).map_err(|failure| {
+/// `target`'s new text, from `original` read at `base`: its replacements
+/// as one patch, each count checked against its `expected_replacements`
+/// (exactly one occurrence when none).
+fn plan_file(target: &Target, original: String, base: Version) -> Result<Planned> {
+    let path = target.path.as_str();
+    if let Some(expected) = &target.if_version
+        && *expected != base
+    {
+        return Err(refuse(
+            TOOL,
+            ErrorKind::Conflict,
+            path,
+            format!(
+                "the file is at version {base}, not {expected}: it changed since that version \
+                 was read; read it again"
+            ),
+        ));
+    }
+    let edits: Vec<Edit> = target.hunks.iter().map(|hunk| hunk.edit.clone()).collect();
+    let label = |index: usize| target.hunks[index].label.as_str();
+    let patched = literal::patch(&original, &edits).map_err(|failure| {
         let detail = match failure {
-            EditFailure::NoMatch { .. } => "old_string was not found (it matches 0 times); \
-                 read the file again and copy the text exactly, whitespace included"
-                .to_owned(),
-            EditFailure::Ambiguous { count, .. } => format!(
-                "old_string matches {count} times; add surrounding context to make it unique, \
-                 or set expected_replacements to {count} to replace every occurrence"
+            EditFailure::NoMatch { index, .. } => format!(
+                "{}old_string was not found (it matches 0 times); read the file again and copy \
+                 the text exactly, whitespace included",
+                label(index)
+            ),
+            EditFailure::Ambiguous { index, count, .. } => format!(
+                "{}old_string matches {count} times; add surrounding context to make it unique, \
+                 or set expected_replacements to {count} to replace every occurrence",
+                label(index)
+            ),
+            EditFailure::Overlap { first, second, .. } => format!(
+                "{} and {}: their old_string texts overlap in the file; make them one edit",
+                label(first).trim_end_matches(": "),
+                label(second).trim_end_matches(": ")
             ),
             other => other.to_string(),
         };
         invalid(TOOL, path, detail)
     })?;
-    match expected {
-        Some(expected) if applied.replacements as u64 != expected => Err(invalid(
-            TOOL,
-            path,
+    for (hunk, &count) in target.hunks.iter().zip(&patched.replacements) {
+        if let Some(expected) = hunk.expected
+            && count as u64 != expected
+        {
+            return Err(invalid(
+                TOOL,
+                path,
+                format!(
+                    "{}old_string matches {count} times, not the {expected} given as \
+                     expected_replacements; nothing was changed",
+                    hunk.label
+                ),
+            ));
+        }
+    }
+    Ok(Planned {
+        path: target.path.clone(),
+        base,
+        original,
+        replacements: patched.replacements.iter().sum(),
+        text: patched.text,
+    })
+}
+
+/// The unified diffs of `planned`, file after file, within one budget.
+fn diffs(planned: &[Planned]) -> String {
+    let mut all = String::new();
+    for file in planned {
+        let room = diff::DIFF_MAX_BYTES.saturating_sub(all.len());
+        all.push_str(&diff::unified(&file.path, &file.original, &file.text, room));
+    }
+    all
+}
+
+/// The call's result; `versions` are the committed ones (none on a dry run).
+fn result(planned: Vec<Planned>, versions: Option<Vec<Version>>, diff: String) -> EditFileResult {
+    let mut versions = versions.map(Vec::into_iter);
+    let files: Vec<EditedFile> = planned
+        .into_iter()
+        .map(|file| EditedFile {
+            path: file.path,
+            version: versions
+                .as_mut()
+                .and_then(Iterator::next)
+                .map(|version| version.0),
+            base_version: file.base.0,
+            replacements: file.replacements as u64,
+        })
+        .collect();
+    EditFileResult {
+        replacements: files.iter().map(|file| file.replacements).sum(),
+        dry_run: versions.is_none(),
+        files,
+        diff,
+    }
+}
+
+/// Why a commit failed: the error to return, which file failed, and
+/// whether planning again may succeed (that file changed after it was
+/// read, and nothing this call wrote is left).
+struct Failed {
+    error: Error,
+    index: usize,
+    retry: bool,
+}
+
+/// Writes `planned` file by file, each guarded by the version it was
+/// planned on; when a write fails, restores the files written before it
+/// (see [`Files::edit_file`]). Runs in a task of its own, so it finishes
+/// even if the call's future is dropped; returns the plans with the
+/// committed versions or the failure.
+async fn commit(
+    fs: Arc<dyn FsProvider>,
+    planned: Vec<Planned>,
+) -> (Vec<Planned>, std::result::Result<Vec<Version>, Failed>) {
+    let task = tokio::spawn(async move {
+        let mut written: Vec<Version> = Vec::with_capacity(planned.len());
+        for (index, file) in planned.iter().enumerate() {
+            let guard = WriteGuard::IfVersion(file.base.clone());
+            let content = Bytes::from(file.text.clone());
+            match fs.write(&file.path, content, guard).await {
+                Ok(version) => written.push(version),
+                Err(err) => {
+                    let failed =
+                        restore(fs.as_ref(), &planned[..index], written, &file.path, err).await;
+                    return (planned, Err(failed));
+                }
+            }
+        }
+        (planned, Ok(written))
+    });
+    match task.await {
+        Ok(outcome) => outcome,
+        // The task only awaits the seam; it ends early only by a panic,
+        // which is the caller's to see.
+        Err(err) => std::panic::resume_unwind(err.into_panic()),
+    }
+}
+
+/// Writes back the content the `written` files had before this call, each
+/// guarded by the version this call left (`versions`), and words the
+/// failure `err` of the next file, `failed_path`, with what became of each.
+async fn restore(
+    fs: &dyn FsProvider,
+    written: &[Planned],
+    versions: Vec<Version>,
+    failed_path: &str,
+    err: Error,
+) -> Failed {
+    let index = written.len();
+    let mut notes = Vec::with_capacity(written.len());
+    let mut all_restored = true;
+    for (file, version) in written.iter().zip(versions) {
+        let content = Bytes::from(file.original.clone());
+        match fs
+            .write(&file.path, content, WriteGuard::IfVersion(version.clone()))
+            .await
+        {
+            Ok(restored) => notes.push(format!("{} restored (version {restored})", file.path)),
+            Err(restoring) => {
+                all_restored = false;
+                notes.push(format!(
+                    "{} NOT restored ({restoring}): it keeps this call's edit (version {version})",
+                    file.path
+                ));
+            }
+        }
+    }
+    let retry = err.kind() == ErrorKind::Conflict && all_restored;
+    let mut error = from_seam(TOOL, failed_path, err);
+    if !notes.is_empty() {
+        let state = if all_restored {
+            "no file is changed"
+        } else {
+            "some files are changed"
+        };
+        error = Error::new(
+            error.kind(),
             format!(
-                "old_string matches {} times, not the {expected} given as expected_replacements; \
-                 nothing was changed",
-                applied.replacements
+                "{}; {state}: the files written before it were put back: {}",
+                error.message(),
+                notes.join(", ")
             ),
-        )),
-        _ => Ok(applied),
+        )
+        .with_subject(error.subject().unwrap_or_default());
+    }
+    Failed {
+        error,
+        index,
+        retry,
     }
 }

@@ -28,8 +28,10 @@
 //! **Cancellation.** Dropping a tool's future cancels it. Reads, listings
 //! and walks then have no effect; `write_file` and `edit_file` commit by the
 //! seam's atomic rename, so a dropped call leaves the old file or the new
-//! one, never a partial file; `remove_path` of a tree may have removed part
-//! of it (as the seam's `remove` does).
+//! one, never a partial file (an `edit_file` of several files writes them in
+//! a task of its own, which finishes or undoes the whole patch once begun);
+//! `remove_path` of a tree may have removed part of it (as the seam's
+//! `remove` does).
 
 mod diff;
 mod edit;
@@ -53,7 +55,10 @@ use std::sync::Arc;
 use dsh_plugin_api::fs::FsProvider;
 
 pub use diff::DIFF_MAX_BYTES;
-pub use edit::{EDIT_MAX_FILE_BYTES, EditFileRequest, EditFileResult};
+pub use edit::{
+    EDIT_MAX_EDITS, EDIT_MAX_FILE_BYTES, EDIT_MAX_TOTAL_BYTES, EditFileRequest, EditFileResult,
+    EditedFile, FileEdit,
+};
 pub use find::{
     FIND_DEFAULT_MAX_RESULTS, FIND_MAX_RESULTS, FindFilesRequest, FindFilesResult, FoundPath,
 };

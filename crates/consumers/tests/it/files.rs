@@ -12,14 +12,14 @@ use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::{Error, ErrorKind};
 
 /// A world rooted at a fresh temporary directory.
-struct World {
+pub(crate) struct World {
     dir: tempfile::TempDir,
-    fs: Arc<FsLocal>,
-    files: Files,
+    pub(crate) fs: Arc<FsLocal>,
+    pub(crate) files: Files,
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().to_str().expect("UTF-8 temp dir").to_owned();
         let fs = Arc::new(FsLocal::new(root).expect("fs-local"));
@@ -32,17 +32,17 @@ impl World {
     }
 
     /// Creates `relative` (and its parents) with `content`, on the host.
-    fn put(&self, relative: &str, content: impl AsRef<[u8]>) {
+    pub(crate) fn put(&self, relative: &str, content: impl AsRef<[u8]>) {
         let path = self.path(relative);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, content).expect("write fixture");
     }
 
-    fn get(&self, relative: &str) -> Vec<u8> {
+    pub(crate) fn get(&self, relative: &str) -> Vec<u8> {
         std::fs::read(self.path(relative)).expect("read back")
     }
 
-    async fn version(&self, relative: &str) -> String {
+    pub(crate) async fn version(&self, relative: &str) -> String {
         self.fs.stat(relative).await.expect("stat").version.0
     }
 }
@@ -58,13 +58,14 @@ fn read(path: &str) -> ReadFileRequest {
     }
 }
 
-fn edit(path: &str, old: &str, new: &str) -> EditFileRequest {
+pub(crate) fn edit(path: &str, old: &str, new: &str) -> EditFileRequest {
     EditFileRequest {
-        path: path.to_owned(),
-        old_string: old.to_owned(),
-        new_string: new.to_owned(),
+        path: Some(path.to_owned()),
+        old_string: Some(old.to_owned()),
+        new_string: Some(new.to_owned()),
         expected_replacements: None,
         if_version: None,
+        edits: None,
         dry_run: None,
     }
 }
@@ -103,7 +104,7 @@ fn numbered_lines(count: usize) -> String {
 }
 
 /// Asserts `err` is of `kind`, names `tool` and mentions `needle`.
-fn assert_error(err: &Error, kind: ErrorKind, tool: &str, needle: &str) {
+pub(crate) fn assert_error(err: &Error, kind: ErrorKind, tool: &str, needle: &str) {
     assert_eq!(err.kind(), kind, "{err}");
     assert!(err.message().starts_with(&format!("{tool}: ")), "{err}");
     assert!(err.to_string().contains(needle), "{needle:?} not in: {err}");
@@ -492,11 +493,13 @@ async fn edit_file_replaces_a_unique_match_and_returns_the_diff() {
     );
     assert_eq!(result.replacements, 1);
     assert!(!result.dry_run);
-    assert_eq!(result.version, Some(world.version("src/lib.rs").await));
-    assert_ne!(
-        result.version.as_deref(),
-        Some(result.base_version.as_str())
-    );
+    let [file] = &result.files[..] else {
+        panic!("one file: {result:?}")
+    };
+    assert_eq!(file.path, "src/lib.rs");
+    assert_eq!(file.replacements, 1);
+    assert_eq!(file.version, Some(world.version("src/lib.rs").await));
+    assert_ne!(file.version.as_deref(), Some(file.base_version.as_str()));
     assert_eq!(
         result.diff,
         "--- src/lib.rs\n+++ src/lib.rs\n@@ -1,3 +1,3 @@\n fn a() {}\n-fn b() {}\n+fn b() { todo() }\n fn c() {}\n"
@@ -615,8 +618,8 @@ async fn edit_file_dry_run_writes_nothing_and_shows_the_diff() {
         .await
         .expect("dry run");
     assert!(result.dry_run);
-    assert_eq!(result.version, None);
-    assert_eq!(result.base_version, before);
+    assert_eq!(result.files[0].version, None);
+    assert_eq!(result.files[0].base_version, before);
     assert_eq!(result.replacements, 1);
     assert!(
         result.diff.contains("-old line\n+new line\n"),
@@ -635,7 +638,7 @@ async fn edit_file_dry_run_writes_nothing_and_shows_the_diff() {
     let applied = world
         .files
         .edit_file(EditFileRequest {
-            if_version: Some(result.base_version),
+            if_version: Some(result.files[0].base_version.clone()),
             ..edit("f.txt", "old line", "new line")
         })
         .await

@@ -116,7 +116,7 @@ async fn c_diagnostics_follow_the_file_tools_and_shell_commands_at_each_version(
         .lsp_diagnostics(diagnostics("main.cpp"))
         .await
         .unwrap();
-    assert_eq!(clean.version, edited.version);
+    assert_eq!(clean.version, edited.files[0].version);
     assert_eq!(clean.errors, 0, "{clean:#?}");
 
     // Changed behind the tools' back, by a shell command.

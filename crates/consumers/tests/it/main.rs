@@ -3,6 +3,7 @@
 mod code;
 mod commands;
 mod durable;
+mod file_edits;
 mod files;
 mod lsp;
 mod lsp_tools;
