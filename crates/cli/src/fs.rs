@@ -170,8 +170,11 @@ pub async fn run(host: &Host, command: FsCommand, json: bool) -> Result<i32, Fai
                 dry_run: Some(dry_run),
             };
             let outcome = Files::new(fs).edit_file(request).await.map_err(|err| {
-                let subject = err.subject().unwrap_or_default().to_owned();
-                Failure::refused("edits", &subject, &err)
+                match err.subject() {
+                    Some(subject) => Failure::refused("edits", subject, &err),
+                    // A refusal of the request itself, about no file.
+                    None => Failure::new(EXIT_FAILURE, format!("edits: {}", err.message())),
+                }
             })?;
             report_outcome(json, &outcome)?;
         }

@@ -426,4 +426,10 @@ fn grep_find_and_a_dry_run_edit_come_from_the_tools_library() {
     let (code, _, stderr) = edits("{\"path\": 1}", &[]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("edits: not a JSON array"), "{stderr}");
+    let (code, _, stderr) = edits("[]", &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("dsh: edits: edit_file: edits has 0 entries; give 1 to 100"),
+        "{stderr}"
+    );
 }

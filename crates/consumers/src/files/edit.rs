@@ -373,16 +373,20 @@ async fn read_whole(path: &str, stream: ReadStream<TextStream>) -> Result<(Strin
 /// The request's replacements, each checked on its own: the single one, or
 /// `edits` with their paths and versions filled in from the request's.
 fn hunks(request: EditFileRequest) -> Result<Vec<Hunk>> {
-    let subject = request.path.clone().unwrap_or_default();
+    let path = request.path.clone();
+    // A refusal of the request as a whole: about its path, if it names one.
+    let refused = |detail: String| match &path {
+        Some(path) => invalid(TOOL, path, detail),
+        None => Error::new(ErrorKind::InvalidInput, format!("{TOOL}: {detail}")),
+    };
     let hunks = match request.edits {
         None => {
             let (Some(path), Some(old), Some(new)) =
                 (request.path, request.old_string, request.new_string)
             else {
-                return Err(invalid(
-                    TOOL,
-                    &subject,
-                    "give path, old_string and new_string (or edits, for several replacements)",
+                return Err(refused(
+                    "give path, old_string and new_string (or edits, for several replacements)"
+                        .to_owned(),
                 ));
             };
             vec![Hunk {
@@ -402,29 +406,23 @@ fn hunks(request: EditFileRequest) -> Result<Vec<Hunk>> {
                 || request.new_string.is_some()
                 || request.expected_replacements.is_some()
             {
-                return Err(invalid(
-                    TOOL,
-                    &subject,
+                return Err(refused(
                     "with edits, old_string, new_string and expected_replacements go in each \
-                     edit",
+                     edit"
+                        .to_owned(),
                 ));
             }
             if edits.is_empty() || edits.len() > EDIT_MAX_EDITS {
-                return Err(invalid(
-                    TOOL,
-                    &subject,
-                    format!(
-                        "edits has {} entries; give 1 to {EDIT_MAX_EDITS}",
-                        edits.len()
-                    ),
-                ));
+                return Err(refused(format!(
+                    "edits has {} entries; give 1 to {EDIT_MAX_EDITS}",
+                    edits.len()
+                )));
             }
             if request.if_version.is_some() && edits.iter().all(|edit| edit.path.is_some()) {
-                return Err(invalid(
-                    TOOL,
-                    &subject,
+                return Err(refused(
                     "if_version guards the edits that name no path, and every edit names one; \
-                     give each edit its if_version",
+                     give each edit its if_version"
+                        .to_owned(),
                 ));
             }
             let mut hunks = Vec::with_capacity(edits.len());
@@ -438,11 +436,9 @@ fn hunks(request: EditFileRequest) -> Result<Vec<Hunk>> {
                             edit.if_version.or_else(|| request.if_version.clone()),
                         ),
                         None => {
-                            return Err(invalid(
-                                TOOL,
-                                "",
-                                format!("{label}no path, and the request gives none"),
-                            ));
+                            return Err(refused(format!(
+                                "{label}no path, and the request gives none"
+                            )));
                         }
                     },
                 };

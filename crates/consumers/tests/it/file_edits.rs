@@ -235,6 +235,7 @@ async fn a_refused_edit_names_its_file_and_edit_and_nothing_is_written() {
     ] {
         let err = files.edit_file(request).await.unwrap_err();
         assert_error(&err, ErrorKind::InvalidInput, "edit_file", needle);
+        assert_ne!(err.subject(), Some(""), "a subject, or none: {err}");
     }
     unchanged().await;
 }
