@@ -8,7 +8,7 @@ use dsh_consumers::Tools;
 use dsh_consumers::lsp::LspConfig;
 use dsh_host::Host;
 use dsh_mcp::{DshMcp, HttpOptions, McpOptions, SessionLimits};
-use dsh_plugin_api::OwnerKind;
+use dsh_plugin_api::{OwnerKind, ServiceKind};
 use dsh_plugin_api::subprocess::SubprocessProvider;
 
 use crate::Stop;
@@ -139,15 +139,18 @@ async fn about_world(
 /// the server.
 fn world_ends(host: &Host) -> Option<String> {
     let owner = host.owner(OwnerKind::E2B).ok()?;
+    // The entry that serves the owner, by id: whatever name it was loaded by
+    // (scoped, or the deprecated `dsh-e2b`).
+    let owner_kind = ServiceKind::Owner(OwnerKind::E2B);
+    let owner_id = host
+        .plugins()
+        .iter()
+        .find(|plugin| plugin.serves.contains(&owner_kind))
+        .map(|plugin| plugin.id.as_str())?;
     let manifest = dsh_host::Manifest::from_path(std::path::Path::new(host.origin())).ok();
     let on_dispose = manifest
         .as_ref()
-        .and_then(|manifest| {
-            manifest
-                .entries()
-                .iter()
-                .find(|entry| entry.name == "dsh-e2b-owner" && !entry.disabled)
-        })
+        .and_then(|manifest| manifest.entries().iter().find(|entry| entry.id == owner_id))
         .and_then(|entry| entry.config.get("onDispose"))
         .and_then(|value| value.as_str())
         .unwrap_or("kill")

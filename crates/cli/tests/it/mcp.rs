@@ -1395,4 +1395,33 @@ console.log(JSON.stringify({ error: durable.isError ?? false, lifetime: durable.
             .contains("outlives this server"),
         "{result}"
     );
+
+    // The owner loaded by its deprecated name, told to leave the sandbox: the result says the
+    // command outlives the server (the entry is found by the id the host knows, not by name).
+    let text = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("manifest");
+    let renamed = dir.path().join("renamed-leave.yaml");
+    std::fs::write(
+        &renamed,
+        text.replace("name: dsh-e2b-owner", "name: dsh-e2b")
+            .replace("onDispose: kill", "onDispose: leave"),
+    )
+    .unwrap();
+    let result = js_session(
+        &Transport::Stdio {
+            args: &["--config".to_owned(), renamed.display().to_string()],
+            cwd: dir.path(),
+        },
+        &server.env(),
+        r#"
+const durable = await client.callTool({ name: "run", arguments: { command: "sleep 100", background: true, durable: true } });
+console.log(JSON.stringify({ error: durable.isError ?? false, lifetime: durable.structuredContent?.lifetime }));
+"#,
+    );
+    assert_eq!(result["error"], false, "{result}");
+    assert!(
+        result["lifetime"]
+            .as_str()
+            .is_some_and(|text| text.contains("outlives this server")),
+        "e2b-local, the owner as dsh-e2b, onDispose: leave: {result}"
+    );
 }
