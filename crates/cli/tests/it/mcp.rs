@@ -16,8 +16,8 @@ use crate::e2b_shutdown::sandboxes;
 use crate::shutdown::{processes_with, send};
 use crate::support::{config_dir, dsh, dsh_binary, plugin_dir, require, wait_until};
 
-const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
-const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
+pub const LOCAL: [&str; 2] = ["dsh-fs-local", "dsh-subprocess-local"];
+pub const E2B: [&str; 3] = ["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"];
 
 pub fn peers() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk-peers")
@@ -25,7 +25,7 @@ pub fn peers() -> PathBuf {
 
 /// An official MCP client running the scenario.
 #[derive(Debug, Clone, Copy)]
-enum Client {
+pub enum Client {
     Js,
     Python,
 }
@@ -38,7 +38,7 @@ impl Client {
 
     /// The client running its peer script `name` (`js/mcp/NAME.mjs`,
     /// `python/mcp_peer/NAME.py`).
-    fn script(self, name: &str) -> Command {
+    pub fn script(self, name: &str) -> Command {
         let peers = peers();
         let (program, script) = match self {
             Client::Js => (
@@ -86,7 +86,7 @@ fn about(client: Client, transport: &Transport<'_>, envs: &[(String, String)]) -
 }
 
 /// Runs `command` (a client's peer script) over `transport` and returns the JSON it prints.
-fn run_client(
+pub fn run_client(
     mut command: Command,
     client: Client,
     transport: &Transport<'_>,
