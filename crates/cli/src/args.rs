@@ -165,7 +165,7 @@ pub enum LspCommand {
         #[arg(value_name = "FILE|DIR")]
         file: String,
         /// Seconds to wait for each file's analysis, the server's start
-        /// included (default 60).
+        /// included (default 30).
         #[arg(long, value_name = "SECS")]
         timeout: Option<u64>,
     },

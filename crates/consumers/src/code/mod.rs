@@ -48,7 +48,7 @@ use capture::Captured;
 use runner::{Ended, Job, Runner};
 
 /// A run's timeout when the request names none.
-pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// The longest timeout a run may ask for.
 pub const MAX_TIMEOUT_MS: u64 = 600_000;
 /// The most bytes a program's source may have.

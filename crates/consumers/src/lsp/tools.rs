@@ -5,7 +5,9 @@
 //! (bounded) for the server's reported work to end, and a result given while it has not says
 //! `indexing`.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use dsh_plugin_api::fs::{FsProvider, WriteGuard};
@@ -20,16 +22,26 @@ use super::server::{FileEdits, Location, Symbol};
 use super::servers::{Acquired, Servers};
 use crate::Outcome;
 
-/// How long diagnostics are waited for by default.
-const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long diagnostics are waited for by default (no tool blocks an agent longer than 30 s
+/// unless asked to).
+const DIAGNOSTICS_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest diagnostics wait a caller may ask for.
 const MAX_TIMEOUT_SECS: u64 = 600;
 /// The most files one `lsp_diagnostics` of a directory analyses.
 const MAX_DIAGNOSED_FILES: usize = 200;
 /// How many files of a directory are analysed at once.
 const DIAGNOSED_AT_ONCE: usize = 4;
-/// How long a question waits for a server's indexing to end before asking anyway.
-const INDEXING_WAIT: Duration = Duration::from_secs(30);
+/// How long a question waits for a server's indexing to end before asking anyway, at most two
+/// thirds of the question's whole wait: a server still indexing is asked, and its answer
+/// marked possibly incomplete, rather than the call ending without one.
+const INDEXING_WAIT: Duration = Duration::from_secs(20);
+/// The longest a question (definition, references, hover, symbols, rename's edits) waits by
+/// default, the server's start and indexing included: no tool blocks an agent longer than
+/// 30 s unless told to ([`Lsp::set_question_wait`]). What was under way goes on (a server's
+/// start is not tied to the call), so the next call finds it further along.
+pub const QUESTION_WAIT: Duration = Duration::from_secs(30);
+/// The longest question wait [`Lsp::set_question_wait`] takes.
+const MAX_QUESTION_WAIT: Duration = Duration::from_secs(600);
 /// Between two tries of a workspace search a young server answered with nothing.
 const EMPTY_RETRY: Duration = Duration::from_millis(250);
 /// Until what age a server's empty workspace search is asked again; until [`INDEXING_WAIT`]
@@ -39,6 +51,8 @@ const EMPTY_PATIENCE: Duration = Duration::from_secs(10);
 /// The language tools of one world.
 pub struct Lsp {
     servers: Servers,
+    /// [`QUESTION_WAIT`] unless set, in milliseconds.
+    question_wait_ms: AtomicU64,
 }
 
 /// What a result says beside its answer.
@@ -61,7 +75,7 @@ pub struct DiagnosticsRequest {
     /// relative to the world's working directory.
     pub path: String,
     /// How long to wait for each file's analysis, the server's start included, in seconds
-    /// (default 60, at most 600).
+    /// (default 30, at most 600).
     #[serde(default)]
     pub timeout_secs: Option<u64>,
 }
@@ -223,7 +237,41 @@ impl Lsp {
     ) -> Lsp {
         Lsp {
             servers: Servers::new(fs, subprocess, config),
+            question_wait_ms: AtomicU64::new(millis(QUESTION_WAIT)),
         }
+    }
+
+    /// How long a question waits in all (default [`QUESTION_WAIT`]), clamped into
+    /// 1 ms ..= 600 s. Questions already asked keep theirs.
+    pub fn set_question_wait(&self, wait: Duration) {
+        self.question_wait_ms.store(
+            millis(wait).clamp(1, millis(MAX_QUESTION_WAIT)),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn question_wait(&self) -> Duration {
+        Duration::from_millis(self.question_wait_ms.load(Ordering::Relaxed))
+    }
+
+    /// `question` bounded by the question wait; past it a `Timeout` naming `op` that says what
+    /// goes on. Dropping the question drops only its waits: a server's start runs on a task of
+    /// its own ([`Servers::acquire`]), and a request dropped in flight is cancelled
+    /// (`$/cancelRequest`).
+    async fn bounded<T>(&self, op: &str, question: impl Future<Output = Result<T>>) -> Result<T> {
+        let wait = self.question_wait();
+        tokio::time::timeout(wait, question)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Timeout,
+                    format!(
+                        "{op}: no answer within {:.1} s; the language server goes on starting or \
+                         indexing, so the same question asked again finds it further along",
+                        wait.as_secs_f64()
+                    ),
+                ))
+            })
     }
 
     /// The server for `path`, with `path` sent as the world has it; (server, absolute path,
@@ -389,17 +437,18 @@ impl Lsp {
 
     /// Waits for the server to have analysed `path` and ended its indexing (bounded); what it
     /// is still doing if not.
-    async fn settled(acquired: &Acquired, path: &str) -> Option<String> {
+    async fn settled(&self, acquired: &Acquired, path: &str) -> Option<String> {
+        let wait = INDEXING_WAIT.min(self.question_wait() * 2 / 3);
         acquired
             .running
             .server
-            .settle(path, INDEXING_WAIT)
+            .settle(path, wait)
             .await
             .map(|titles| {
                 format!(
-                    "the server was still working ({}) after {} s: the answer may be incomplete",
+                    "the server was still working ({}) after {:.1} s: the answer may be incomplete",
                     titles.join(", "),
-                    INDEXING_WAIT.as_secs()
+                    wait.as_secs_f64()
                 )
             })
     }
@@ -412,7 +461,7 @@ impl Lsp {
         request: &PositionRequest,
     ) -> Result<(Arc<super::servers::Running>, String, TextPosition, Notes)> {
         let (acquired, path, _) = self.open(op, &request.path, None).await?;
-        let indexing = Self::settled(&acquired, &path).await;
+        let indexing = self.settled(&acquired, &path).await;
         let at = self.position(op, &acquired, &path, request).await?;
         let notes = Notes {
             indexing,
@@ -424,32 +473,45 @@ impl Lsp {
     /// Where the symbol at a position (or named) is defined.
     pub async fn lsp_definition(&self, request: PositionRequest) -> Result<LocationsResult> {
         let op = format!("lsp_definition {}", request.path);
-        let (server, path, at, notes) = self.asked(&op, &request).await?;
-        let locations = server.server.definition(&path, at).await?;
-        Ok(LocationsResult { locations, notes })
+        self.bounded(&op, async {
+            let (server, path, at, notes) = self.asked(&op, &request).await?;
+            let locations = server.server.definition(&path, at).await?;
+            Ok(LocationsResult { locations, notes })
+        })
+        .await
     }
 
     /// Every reference to the symbol at a position (or named), across the workspace.
     pub async fn lsp_references(&self, request: ReferencesRequest) -> Result<LocationsResult> {
         let op = format!("lsp_references {}", request.at.path);
-        let (server, path, at, notes) = self.asked(&op, &request.at).await?;
-        let locations = server
-            .server
-            .references(&path, at, request.include_declaration.unwrap_or(true))
-            .await?;
-        Ok(LocationsResult { locations, notes })
+        self.bounded(&op, async {
+            let (server, path, at, notes) = self.asked(&op, &request.at).await?;
+            let locations = server
+                .server
+                .references(&path, at, request.include_declaration.unwrap_or(true))
+                .await?;
+            Ok(LocationsResult { locations, notes })
+        })
+        .await
     }
 
     /// What the server says of the symbol at a position (or named).
     pub async fn lsp_hover(&self, request: PositionRequest) -> Result<HoverResult> {
         let op = format!("lsp_hover {}", request.path);
-        let (server, path, at, notes) = self.asked(&op, &request).await?;
-        let text = server.server.hover(&path, at).await?;
-        Ok(HoverResult { text, notes })
+        self.bounded(&op, async {
+            let (server, path, at, notes) = self.asked(&op, &request).await?;
+            let text = server.server.hover(&path, at).await?;
+            Ok(HoverResult { text, notes })
+        })
+        .await
     }
 
     /// A file's symbols, or the workspace's symbols matching a query.
     pub async fn lsp_symbols(&self, request: SymbolsRequest) -> Result<SymbolsResult> {
+        self.bounded("lsp_symbols", self.symbols(request)).await
+    }
+
+    async fn symbols(&self, request: SymbolsRequest) -> Result<SymbolsResult> {
         let op = "lsp_symbols";
         match (&request.query, &request.path) {
             (None, None) => Err(Error::invalid_input(format!(
@@ -457,7 +519,7 @@ impl Lsp {
             ))),
             (None, Some(path)) => {
                 let (acquired, path, _) = self.open(op, path, None).await?;
-                let indexing = Self::settled(&acquired, &path).await;
+                let indexing = self.settled(&acquired, &path).await;
                 let symbols = acquired.running.server.document_symbols(&path).await?;
                 Ok(SymbolsResult {
                     symbols,
@@ -508,7 +570,7 @@ impl Lsp {
                         (acquired, place)
                     }
                 };
-                let mut indexing = Self::settled(&acquired, &settle_on).await;
+                let mut indexing = self.settled(&acquired, &settle_on).await;
                 let server = &acquired.running.server;
                 let mut symbols = server.workspace_symbols(query).await?;
                 // A young server that finds nothing may not have found its files yet (pyright
@@ -545,8 +607,14 @@ impl Lsp {
         if request.new_name.is_empty() {
             return Err(Error::invalid_input(format!("{op}: new_name is empty")));
         }
-        let (server, path, at, notes) = self.asked(&op, &request.at).await?;
-        let planned = server.server.rename(&path, at, &request.new_name).await?;
+        // Bounded up to the edits computed, never while they are written.
+        let (planned, notes) = self
+            .bounded(&op, async {
+                let (server, path, at, notes) = self.asked(&op, &request.at).await?;
+                let planned = server.server.rename(&path, at, &request.new_name).await?;
+                Ok((planned, notes))
+            })
+            .await?;
         let fs = self.servers.fs();
         // Every file read first: each must still be the text the edits were computed against
         // (else it changed meanwhile: a conflict, and nothing is written at all).
@@ -846,4 +914,9 @@ mod tests {
             .is_err()
         );
     }
+}
+
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -556,3 +556,77 @@ async fn a_file_no_question_named_changed_by_a_command_is_seen() {
     );
     assert!(tools.shutdown().await.is_empty());
 }
+
+/// No question waits longer than the question wait (30 s by default; 1.5 s here): a server that
+/// never answers `initialize` makes each question a clear `Timeout` naming it within the wait,
+/// every time, while its start goes on; shutdown ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_to_a_server_that_never_answers_ends_within_the_question_wait() {
+    use dsh_consumers::lsp::LspConfig;
+    use dsh_consumers::lsp::config::{Extension, LanguageConfig};
+    let world = LocalWorld::new();
+    // A server that never answers, told apart from any other `sleep` by its argument.
+    let argument = format!("1000.{}", std::process::id());
+    let silent = LanguageConfig {
+        name: "silent".to_owned(),
+        command: vec!["sleep".to_owned(), argument.clone()],
+        extensions: vec![Extension {
+            extension: "quiet".to_owned(),
+            language_id: "quiet".to_owned(),
+        }],
+        root_markers: Vec::new(),
+        initialization_options: None,
+    };
+    let silent_servers = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|entry| {
+                std::fs::read(entry.path().join("cmdline"))
+                    .is_ok_and(|cmdline| cmdline == format!("sleep\0{argument}\0").as_bytes())
+            })
+            .count()
+    };
+    let tools = Tools::with_lsp_config(
+        world.fs.clone(),
+        world.subprocess.clone(),
+        LspConfig {
+            languages: vec![silent],
+        },
+    );
+    tools.lsp.set_question_wait(Duration::from_millis(1500));
+    write(&tools, "a.quiet", "x\n").await;
+    for round in 0..2 {
+        let started = std::time::Instant::now();
+        let err = tools
+            .lsp
+            .lsp_definition(at("a.quiet", 1, 1))
+            .await
+            .expect_err("no answer");
+        let took = started.elapsed();
+        assert_eq!(err.kind(), ErrorKind::Timeout, "round {round}: {err}");
+        assert!(
+            err.to_string().contains("lsp_definition a.quiet")
+                && err.to_string().contains("no answer within 1.5 s"),
+            "round {round}: {err}"
+        );
+        assert!(
+            took >= Duration::from_millis(1400) && took < Duration::from_secs(4),
+            "round {round}: took {took:?}"
+        );
+    }
+    let started = std::time::Instant::now();
+    let err = tools
+        .lsp
+        .lsp_symbols(serde_json::from_value(json!({"path": "a.quiet"})).expect("symbols request"))
+        .await
+        .expect_err("no answer");
+    assert_eq!(err.kind(), ErrorKind::Timeout, "{err}");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    // One start, still going on: the questions did not start it again, nor end it.
+    assert_eq!(silent_servers(), 1);
+    let shutting = std::time::Instant::now();
+    assert!(tools.shutdown().await.is_empty());
+    assert!(shutting.elapsed() < Duration::from_secs(10));
+    assert_eq!(silent_servers(), 0);
+}

@@ -23,7 +23,7 @@ pub(super) fn entries() -> Vec<Entry> {
             code = "",
             language = "Required without session.",
             session = "From code_session open: state persists between runs.",
-            timeout_ms = "Default 60000, at most 600000; then the program (and session) is killed.",
+            timeout_ms = "Default 30000, at most 600000; then the program (and session) is killed.",
         ),
         operations!(
             code,
