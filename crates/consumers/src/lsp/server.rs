@@ -13,10 +13,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::FsProvider;
+use dsh_plugin_api::fs::{FsProvider, ReadManyLimits};
 use dsh_plugin_api::subprocess::{OutputMode, Process, SpawnSpec, StdinMode, SubprocessProvider};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::uri::{file_path, file_uri};
+use dsh_provider_kit::world;
 use futures::StreamExt;
 use lsp_types::notification::{
     DidChangeTextDocument, DidCloseTextDocument, DidOpenTextDocument, Exit, Initialized,
@@ -40,6 +41,7 @@ use tokio_util::io::StreamReader;
 use tokio_util::sync::CancellationToken;
 
 use super::position::{Encoding, TextPosition, from_lsp, to_lsp};
+use super::servers::MAX_DOCUMENT_BYTES;
 use super::rpc::{Notification, RpcClient, RpcError};
 use crate::commands::until_proven_gone;
 
@@ -47,6 +49,8 @@ use crate::commands::until_proven_gone;
 const INITIALIZE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long `shutdown` waits for the server before ending its group.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// How many files named by one answer are read in one `read_many`.
+const READ_BATCH: usize = 128;
 /// How long a question to a server may take (the request is cancelled after it).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// The shortest wait for more of a document's diagnostics from a server that publishes them
@@ -768,11 +772,15 @@ impl LanguageServer {
                 })
                 .collect(),
         };
-        let mut texts = HashMap::new();
+        let found: Vec<_> = found
+            .into_iter()
+            .map(|(symbol, uri, range)| Ok((symbol, path_of(&uri)?, range)))
+            .collect::<Result<_>>()?;
+        let paths: Vec<String> = found.iter().map(|(_, path, _)| path.clone()).collect();
+        let texts = self.texts_of(&op, &paths).await?;
         let mut symbols = Vec::with_capacity(found.len());
-        for (symbol, uri, range) in found {
-            let path = path_of(&uri)?;
-            let text = self.cached_text(&op, &path, &mut texts).await?;
+        for (symbol, path, range) in found {
+            let text = texts[&path].as_str();
             let range = range.unwrap_or_default();
             let declared = (
                 from_lsp(text, range.start, self.encoding),
@@ -872,34 +880,56 @@ impl LanguageServer {
         Ok(file.text.to_string())
     }
 
-    /// `path`'s text as [`Self::text_of`] gives it, read once per `texts` (a question's answer
-    /// may name one file many times).
-    async fn cached_text<'t>(
-        &self,
-        op: &str,
-        path: &str,
-        texts: &'t mut HashMap<String, String>,
-    ) -> Result<&'t str> {
-        if !texts.contains_key(path) {
-            let text = self.text_of(op, path).await?;
-            texts.insert(path.to_owned(), text);
+    /// The texts of `paths` (an answer may name one file many times): each open document's as
+    /// last sent, the others as the world has them — read through the seam's `read_many`,
+    /// [`READ_BATCH`] files a call (one round trip each where the provider has it natively, so
+    /// references across 500 files in a remote world are a few round trips, not 500).
+    async fn texts_of(&self, op: &str, paths: &[String]) -> Result<HashMap<String, String>> {
+        let mut texts = HashMap::new();
+        let mut unread = Vec::new();
+        for path in paths {
+            if texts.contains_key(path) {
+                continue;
+            }
+            // Unread ones hold an empty text until their batch fills it in.
+            let text = self.open_text(op, path).unwrap_or_else(|_| {
+                unread.push(path.clone());
+                String::new()
+            });
+            texts.insert(path.clone(), text);
         }
-        Ok(texts[path].as_str())
+        for batch in unread.chunks(READ_BATCH) {
+            let limits = ReadManyLimits {
+                max_file_bytes: MAX_DOCUMENT_BYTES,
+                max_total_bytes: MAX_DOCUMENT_BYTES * READ_BATCH as u64,
+                beneath: None,
+            };
+            for item in world::read_many(&self.fs, batch.to_vec(), limits).await? {
+                let file = item.result.map_err(|e| e.context(op))?;
+                texts.insert(item.path, file.text.to_string());
+            }
+        }
+        Ok(texts)
     }
 
     async fn locations(&self, op: &str, targets: Vec<(Uri, Range)>) -> Result<Vec<Location>> {
-        let mut texts = HashMap::new();
-        let mut locations = Vec::with_capacity(targets.len());
-        for (uri, range) in targets {
-            let path = path_of(&uri)?;
-            let text = self.cached_text(op, &path, &mut texts).await?;
-            locations.push(Location {
-                start: from_lsp(text, range.start, self.encoding),
-                end: from_lsp(text, range.end, self.encoding),
-                path,
-            });
-        }
-        Ok(locations)
+        let targets: Vec<(String, Range)> = targets
+            .into_iter()
+            .map(|(uri, range)| Ok((path_of(&uri)?, range)))
+            .collect::<Result<_>>()?;
+        let paths: Vec<String> = targets.iter().map(|(path, _)| path.clone()).collect();
+        let texts = self.texts_of(op, &paths).await?;
+        Ok(targets
+            .into_iter()
+            .map(|(path, range)| {
+                let text = texts[&path].as_str();
+                Location {
+                    start: from_lsp(text, range.start, self.encoding),
+                    end: from_lsp(text, range.end, self.encoding),
+                    path,
+                }
+            })
+            .collect())
     }
 
     /// Shuts the server down (`shutdown`, `exit`, up to 5 s to end by itself), then ends its

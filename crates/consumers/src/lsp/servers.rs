@@ -76,7 +76,7 @@ struct Sent {
 
 /// The largest document sent to a server (a generated or minified file beyond it would only
 /// stall the server).
-const MAX_DOCUMENT_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_DOCUMENT_BYTES: u64 = 16 << 20;
 /// The most documents a server keeps open; the least recently asked are closed beyond it.
 const MAX_OPEN_DOCUMENTS: usize = 64;
 /// A server that ran this long before it ended starts a fresh backoff.
