@@ -41,8 +41,8 @@ use tokio_util::io::StreamReader;
 use tokio_util::sync::CancellationToken;
 
 use super::position::{Encoding, TextPosition, from_lsp, to_lsp};
-use super::servers::MAX_DOCUMENT_BYTES;
 use super::rpc::{Notification, RpcClient, RpcError};
+use super::servers::MAX_DOCUMENT_BYTES;
 use crate::commands::until_proven_gone;
 
 /// How long a server has to answer `initialize` (a cold start may index first).
