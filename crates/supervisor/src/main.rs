@@ -23,7 +23,7 @@
 //! dsh-supervisor foreground SID                      → ok <pgid> | error …
 //! dsh-supervisor signal-foreground SID SIGNAL        → ok <pgid> | error …
 //! dsh-supervisor detach PID STARTTIME stdout|stderr|both → ok | gone
-//! dsh-supervisor world                    request in $DSH_E2B_REQUEST; frames on stdout (dsh_supervisor::world)
+//! dsh-supervisor world                    identity and lease in $DSH_E2B_REQUEST; requests on stdin, frames on stdout (dsh_supervisor::world)
 //! dsh-supervisor version                             → dsh-supervisor <wire version>
 //! dsh-supervisor probe USER UPLOAD SHA256            → version, account, environment (NUL-separated)
 //! dsh-supervisor durable-start                request in $DSH_E2B_REQUEST → ok <id> <pid> | failed <stage> <errno> <detail> | error …
@@ -134,9 +134,9 @@ fn cli(args: &[String]) -> i32 {
     // Frames of its own (`dsh_supervisor::world`).
     if let ["world"] = words.as_slice() {
         return match request_bytes()
-            .and_then(|b| dsh_supervisor::world::WorldRequest::decode(&b).map_err(|e| e.0))
+            .and_then(|b| dsh_supervisor::world::WorldStart::decode(&b).map_err(|e| e.0))
         {
-            Ok(request) => worldside::main(request),
+            Ok(start) => worldside::main(start),
             Err(message) => {
                 eprintln!("dsh-supervisor: world: {message}");
                 2

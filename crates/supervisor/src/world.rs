@@ -2,12 +2,27 @@
 //! operations (`walk`, `search`, `read_many`, docs/design.md §5.1) answered
 //! inside the sandbox for `dsh-fs-e2b` (docs/design.md §6.3).
 //!
-//! The request ([`WorldRequest`]) travels as every request does, in
-//! [`crate::wire::REQUEST_ENV`]. The answer is frames on the supervisor's
-//! stdout (`[tag: u8][len: u32 LE][payload]`, [`crate::wire::frame_header`]):
-//! [`EVENT`] frames (a walk's or search's events in order, the last one its
-//! `End`), one [`ITEMS`] frame (a `read_many`'s answer), or an [`ERROR`]
-//! frame that ends the operation with the seam's error.
+//! One process serves a provider for its whole life. It starts with the
+//! world user's identity and its lease ([`WorldStart`]) in
+//! [`crate::wire::REQUEST_ENV`], then reads frames on its stdin and writes
+//! frames on its stdout, both `[tag: u8][len: u32 LE][payload]`
+//! ([`crate::wire::frame_header`]), every payload but a [`PING`]'s starting
+//! with the operation's id (`u64` LE, the host's choice; [`frame`],
+//! [`split_id`]):
+//!
+//! - in: [`REQUEST`] (a [`WorldRequest`]: an operation starts), [`CANCEL`]
+//!   (stop it, say nothing more of it), [`CREDIT`] (the host consumed that
+//!   many more bytes of it: past [`WINDOW`] unacknowledged, no more is
+//!   written, so one slow reader holds back its own operation and no
+//!   other), [`PING`] (the host lives);
+//! - out: [`EVENT`] frames (a walk's or search's events in order, the last
+//!   one its `End`), one [`ITEMS`] frame (a `read_many`'s answer), or an
+//!   [`ERROR`] frame that ends the operation with the seam's error.
+//!
+//! It ends on stdin's end (the provider's disposal closes it), and when
+//! nothing arrived for its lease ([`LEASE`]) — envd keeps a process's stdin
+//! open when its host dies, so the host's [`PING`]s every [`HEARTBEAT`] are
+//! what keeps it alive.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -18,14 +33,111 @@ use dsh_plugin_api::fs::{
 };
 use dsh_plugin_api::{Bytes, Error, ErrorKind, Text};
 
-use crate::wire::{DecodeError, Identity, Reader, Writer};
+use crate::wire::{self, DecodeError, Identity, Reader, Writer};
 
-/// A frame holding one walk or search event.
+/// In: an operation starts (id, [`WorldRequest`]).
+pub const REQUEST: u8 = b'q';
+/// In: the operation stops; nothing more of it is written.
+pub const CANCEL: u8 = b'c';
+/// In: the host consumed this many more bytes (`u64`, whole frames) of the
+/// operation.
+pub const CREDIT: u8 = b'k';
+/// In: the host lives (no id, no payload).
+pub const PING: u8 = b'p';
+/// Out: one walk or search event.
 pub const EVENT: u8 = b'e';
-/// The frame holding a `read_many`'s items.
+/// Out: a `read_many`'s items.
 pub const ITEMS: u8 = b'r';
-/// The frame holding the error that ended the operation.
+/// Out: the error that ended the operation.
 pub const ERROR: u8 = b'x';
+
+/// Frame bytes of one operation written and not yet acknowledged by a
+/// [`CREDIT`] past which the supervisor writes no more of it.
+pub const WINDOW: u64 = 1 << 20;
+/// The lease the host gives: the supervisor ends when nothing arrived on
+/// its stdin for this long.
+pub const LEASE: Duration = Duration::from_secs(30);
+/// The host writes a [`PING`] when it has written nothing for this long.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// The largest frame the supervisor accepts on its stdin.
+pub const MAX_INPUT_FRAME: usize = 64 << 20;
+
+/// The start request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldStart {
+    /// Every operation is performed with it.
+    pub identity: Identity,
+    /// The process ends when nothing arrived on its stdin for this long
+    /// (whole milliseconds).
+    pub lease: Duration,
+}
+
+impl WorldStart {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.identity(&self.identity);
+        w.u64(self.lease.as_millis() as u64);
+        w.into_bytes()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<WorldStart, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let identity = r.identity()?;
+        let lease = Duration::from_millis(r.u64("lease")?);
+        r.finish("the world start request")?;
+        Ok(WorldStart { identity, lease })
+    }
+}
+
+/// A whole frame: header, `id`, `body`.
+pub fn frame(tag: u8, id: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; wire::HEADER];
+    wire::frame_header(&mut out, tag, 8 + body.len());
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// A payload's operation id and the rest.
+pub fn split_id(payload: &[u8]) -> Result<(u64, &[u8]), DecodeError> {
+    let Some((id, body)) = payload.split_first_chunk::<8>() else {
+        return Err(DecodeError("a frame without an operation id".into()));
+    };
+    Ok((u64::from_le_bytes(*id), body))
+}
+
+/// One frame read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Frame<'a> {
+    pub tag: u8,
+    pub payload: &'a [u8],
+}
+
+/// Splits the complete frames off the front of `buf`, and how many bytes
+/// they took. A frame longer than `max` is an error.
+pub fn complete_frames(buf: &[u8], max: usize) -> Result<(Vec<Frame<'_>>, usize), DecodeError> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= wire::HEADER {
+        let header = &buf[at..at + wire::HEADER];
+        let len = u32::from_le_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        if len > max {
+            return Err(DecodeError(format!(
+                "a frame of {len} bytes (at most {max})"
+            )));
+        }
+        if buf.len() - at - wire::HEADER < len {
+            break;
+        }
+        let start = at + wire::HEADER;
+        frames.push(Frame {
+            tag: header[0],
+            payload: &buf[start..start + len],
+        });
+        at = start + len;
+    }
+    Ok((frames, at))
+}
 
 /// What a world request asks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,11 +156,9 @@ pub enum WorldOp {
     },
 }
 
-/// One world-side operation, performed with `identity` (the world's user)
-/// and relative paths joining `cwd`.
+/// One world-side operation, relative paths joining `cwd`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorldRequest {
-    pub identity: Identity,
     pub cwd: String,
     pub op: WorldOp,
 }
@@ -56,7 +166,6 @@ pub struct WorldRequest {
 impl WorldRequest {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
-        w.identity(&self.identity);
         w.str(&self.cwd);
         match &self.op {
             WorldOp::Walk { root, spec } => {
@@ -111,7 +220,6 @@ impl WorldRequest {
 
     pub fn decode(bytes: &[u8]) -> Result<WorldRequest, DecodeError> {
         let mut r = Reader::new(bytes);
-        let identity = r.identity()?;
         let cwd = r.str("cwd")?;
         let op = match r.u8("operation")? {
             b'w' => WorldOp::Walk {
@@ -163,7 +271,7 @@ impl WorldRequest {
             other => return Err(DecodeError(format!("world operation {other}"))),
         };
         r.finish("the world request")?;
-        Ok(WorldRequest { identity, cwd, op })
+        Ok(WorldRequest { cwd, op })
     }
 }
 
@@ -514,7 +622,6 @@ mod tests {
         ];
         for op in ops {
             let request = WorldRequest {
-                identity: identity.clone(),
                 cwd: "/home/user".into(),
                 op,
             };
@@ -522,6 +629,30 @@ mod tests {
             assert_eq!(WorldRequest::decode(&encoded), Ok(request));
             assert!(WorldRequest::decode(&encoded[..encoded.len() - 1]).is_err());
         }
+        let start = WorldStart {
+            identity,
+            lease: Duration::from_millis(1500),
+        };
+        let encoded = start.encode();
+        assert_eq!(WorldStart::decode(&encoded), Ok(start));
+        assert!(WorldStart::decode(&encoded[1..]).is_err());
+    }
+
+    #[test]
+    fn frames_carry_ids_and_split_whole() {
+        let mut stream = frame(REQUEST, 7, b"abc");
+        stream.extend(frame(CANCEL, u64::MAX, b""));
+        let partial = frame(EVENT, 9, b"tail");
+        stream.extend_from_slice(&partial[..6]);
+        let (frames, used) = complete_frames(&stream, 64).unwrap();
+        assert_eq!(used, stream.len() - 6);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(frames[0].tag, REQUEST);
+        assert_eq!(split_id(frames[0].payload), Ok((7, &b"abc"[..])));
+        assert_eq!(frames[1].tag, CANCEL);
+        assert_eq!(split_id(frames[1].payload), Ok((u64::MAX, &b""[..])));
+        assert!(split_id(b"short").is_err());
+        assert!(complete_frames(&frame(ITEMS, 1, &[0; 100]), 64).is_err());
     }
 
     #[test]

@@ -1,24 +1,27 @@
 //! `world`: the `fs` seam's world-side operations answered inside the
-//! sandbox for `dsh-fs-e2b` (docs/design.md §6.3) — one process per
-//! operation instead of a round trip per directory and file.
+//! sandbox for `dsh-fs-e2b` (docs/design.md §6.3) — one resident process
+//! per provider, operations requested on its stdin and answered on its
+//! stdout (`dsh_supervisor::world`), several at once.
 //!
 //! The engines are `dsh-fs-local`'s native ones (`dsh_fs_local::native`:
 //! directory descriptors, `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`,
 //! the kit's walk and search), run with the world user's identity, which
-//! the supervisor takes on first (envd starts it as root). Entries are
-//! described as envd describes them ([`Envd`]), so their metadata and
-//! versions are what the provider's `lstat` and `read_text` answer.
-//! Results leave as frames on stdout (`dsh_supervisor::world`), written
-//! as they are produced — the first at once, then in batches of up to
-//! 32 KiB — so a full pipe stops the walk until the host reads on, and a
-//! host that drops the stream kills this process.
+//! the supervisor takes on first (envd starts it as root) and keeps. Each
+//! operation runs on a thread of its own. Entries are described as envd
+//! describes them ([`Envd`]), so their metadata and versions are what the
+//! provider's `lstat` and `read_text` answer. An operation's frames are
+//! written as they are produced — the first at once, then in batches of up
+//! to 32 KiB — and at most [`frames::WINDOW`] bytes ahead of the host's
+//! credits, so a host that stops reading one operation stops that one only.
+//! A cancelled operation stops at its next event. The process ends on
+//! stdin's end, when nothing arrived for its lease, or when stdout is gone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_fs_local::native::{Describe, LocalTree, kind_of, read_many};
@@ -28,10 +31,11 @@ use dsh_provider_kit::world::{search_tree, walk_tree};
 use dsh_supervisor::envd_entry::{EntryState, go_mode_string};
 use dsh_supervisor::wire::{self, Identity};
 use dsh_supervisor::world::{
-    self as frames, WorldOp, WorldRequest, encode_error, encode_items, encode_search_event,
-    encode_walk_event,
+    self as frames, WorldOp, WorldRequest, WorldStart, encode_error, encode_items,
+    encode_search_event, encode_walk_event,
 };
 use futures::StreamExt;
+use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::sys;
 
@@ -39,14 +43,125 @@ use crate::sys;
 /// once, so the host sees a walk start).
 const BATCH: usize = 32 * 1024;
 
-/// Runs `request`; the exit status is 0 once an answer (or the error that
-/// ended the operation) was written, 2 if even that failed.
-pub fn main(request: WorldRequest) -> i32 {
-    let mut out = Frames::default();
-    if let Err(message) = take_identity(&request.identity) {
-        out.push(frames::ERROR, &encode_error(&Error::io(message)));
-        return out.finish();
+/// Serves operations until stdin ends (0), nothing arrives for the lease
+/// (0), or the input is broken (2).
+pub fn main(start: WorldStart) -> i32 {
+    if let Err(message) = take_identity(&start.identity) {
+        eprintln!("dsh-supervisor: {message}");
+        return 2;
     }
+    let flows: Flows = Arc::default();
+    let stdout: Stdout = Arc::default();
+    let stdin = rustix::stdio::stdin();
+    let lease = Timespec::try_from(start.lease).unwrap_or(Timespec {
+        tv_sec: i64::MAX,
+        tv_nsec: 0,
+    });
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+        match rustix::io::retry_on_intr(|| rustix::event::poll(&mut fds, Some(&lease))) {
+            Ok(0) => {
+                eprintln!(
+                    "dsh-supervisor: world: nothing from the host for {} ms; ending",
+                    start.lease.as_millis()
+                );
+                return 0;
+            }
+            Ok(_) => {}
+            Err(err) => {
+                eprintln!("dsh-supervisor: world: poll stdin: {err}");
+                return 2;
+            }
+        }
+        let read = match sys::read_fd(stdin, &mut chunk) {
+            Ok(0) => return 0,
+            Ok(read) => read,
+            Err(err) => {
+                eprintln!("dsh-supervisor: world: read stdin: {err}");
+                return 2;
+            }
+        };
+        buf.extend_from_slice(&chunk[..read]);
+        let used = match frames::complete_frames(&buf, frames::MAX_INPUT_FRAME) {
+            Ok((input, used)) => {
+                for frame in input {
+                    if let Err(message) = dispatch(frame.tag, frame.payload, &flows, &stdout) {
+                        eprintln!("dsh-supervisor: world: {message}");
+                        return 2;
+                    }
+                }
+                used
+            }
+            Err(err) => {
+                eprintln!("dsh-supervisor: world: {}", err.0);
+                return 2;
+            }
+        };
+        buf.drain(..used);
+    }
+}
+
+/// One frame from the host.
+fn dispatch(tag: u8, payload: &[u8], flows: &Flows, stdout: &Stdout) -> Result<(), String> {
+    if tag == frames::PING {
+        return Ok(());
+    }
+    let (id, body) = frames::split_id(payload).map_err(|err| err.0)?;
+    match tag {
+        frames::REQUEST => {
+            let flow = Arc::new(Flow::default());
+            lock(flows).insert(id, flow.clone());
+            let out = Frames {
+                id,
+                flow,
+                stdout: stdout.clone(),
+                buf: Vec::new(),
+                written: false,
+                sent: 0,
+            };
+            let request = WorldRequest::decode(body);
+            let flows = flows.clone();
+            std::thread::Builder::new()
+                .name(format!("world-{id}"))
+                .spawn(move || {
+                    serve(request, out);
+                    lock(&flows).remove(&id);
+                })
+                .map_err(|err| format!("start a thread for operation {id}: {err}"))?;
+        }
+        frames::CANCEL => {
+            if let Some(flow) = lock(flows).get(&id) {
+                flow.update(|state| state.cancelled = true);
+            }
+        }
+        frames::CREDIT => {
+            let mut r = wire::Reader::new(body);
+            let credit = r.u64("credit").map_err(|err| err.0)?;
+            if let Some(flow) = lock(flows).get(&id) {
+                flow.update(|state| state.acked = state.acked.saturating_add(credit));
+            }
+        }
+        other => return Err(format!("unknown frame {other}")),
+    }
+    Ok(())
+}
+
+/// Runs one operation, writing its answer (or the error that ended it)
+/// unless it is cancelled first.
+fn serve(request: Result<WorldRequest, wire::DecodeError>, mut out: Frames) {
+    let request = match request {
+        Ok(request) => request,
+        Err(err) => {
+            out.push(
+                frames::ERROR,
+                &encode_error(&Error::io(format!("world: a broken request: {}", err.0))),
+            );
+            out.finish();
+            return;
+        }
+    };
     let describe = Arc::new(Envd::load());
     let cwd = PathBuf::from(&request.cwd);
     let answered = futures::executor::block_on(async {
@@ -71,11 +186,12 @@ pub fn main(request: WorldRequest) -> i32 {
     if let Err(err) = answered {
         out.push(frames::ERROR, &encode_error(&err));
     }
-    out.finish()
+    out.finish();
 }
 
-/// Takes on the world user's identity for good: from root (as envd starts
-/// the supervisor), or nothing to do when already that user.
+/// Takes on the world user's identity for good, for every thread: from
+/// root (as envd starts the supervisor), or nothing to do when already
+/// that user.
 fn take_identity(identity: &Identity) -> Result<(), String> {
     let euid = rustix::process::geteuid().as_raw();
     if euid == identity.uid {
@@ -91,27 +207,89 @@ fn take_identity(identity: &Identity) -> Result<(), String> {
         .map_err(|err| format!("world: taking on the world user's identity: {err}"))
 }
 
-/// Frames on stdout, batched.
+/// The operations running, by id.
+type Flows = Arc<Mutex<HashMap<u64, Arc<Flow>>>>;
+
+/// stdout, one writer at a time (each write is whole frames).
+type Stdout = Arc<Mutex<()>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the host said of one operation.
 #[derive(Default)]
+struct Flow {
+    state: Mutex<FlowState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct FlowState {
+    /// Frame bytes the host consumed ([`frames::CREDIT`]).
+    acked: u64,
+    cancelled: bool,
+}
+
+impl Flow {
+    fn update(&self, change: impl FnOnce(&mut FlowState)) {
+        change(&mut lock(&self.state));
+        self.changed.notify_all();
+    }
+}
+
+/// One operation's frames on stdout, batched and within its window.
 struct Frames {
+    id: u64,
+    flow: Arc<Flow>,
+    stdout: Stdout,
     buf: Vec<u8>,
     written: bool,
-    failed: bool,
+    /// Frame bytes produced so far (written or buffered).
+    sent: u64,
 }
 
 impl Frames {
-    fn push(&mut self, tag: u8, payload: &[u8]) {
-        let mut header = [0u8; wire::HEADER];
-        wire::frame_header(&mut header, tag, payload.len());
-        self.buf.extend_from_slice(&header);
-        self.buf.extend_from_slice(payload);
+    /// Adds a frame; `false` when the operation is cancelled (nothing more
+    /// is written of it).
+    fn push(&mut self, tag: u8, body: &[u8]) -> bool {
+        let frame = frames::frame(tag, self.id, body);
+        let len = frame.len() as u64;
+        let mut state = lock(&self.flow.state);
+        if !state.cancelled && self.out_of_credit(&state) {
+            // What is buffered must reach the host for it to give more.
+            drop(state);
+            self.flush();
+            state = lock(&self.flow.state);
+            while !state.cancelled && self.out_of_credit(&state) {
+                state = self
+                    .flow
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        if state.cancelled {
+            return false;
+        }
+        drop(state);
+        self.buf.extend_from_slice(&frame);
+        self.sent += len;
         if !self.written || self.buf.len() >= BATCH {
             self.flush();
         }
+        true
     }
 
-    /// Every event of `events` in an [`frames::EVENT`] frame; the error
-    /// that ends it is the operation's.
+    /// Whether more than the window is unacknowledged (so at most the
+    /// window and one frame are: the host credits whatever it consumed
+    /// once it caught up, so a wait always ends).
+    fn out_of_credit(&self, state: &FlowState) -> bool {
+        self.sent > state.acked + frames::WINDOW
+    }
+
+    /// Every event of `events` in an [`frames::EVENT`] frame, until the
+    /// operation is cancelled; the error that ends it is the operation's.
     async fn stream<E>(
         &mut self,
         mut events: std::pin::Pin<
@@ -120,27 +298,28 @@ impl Frames {
         encode: fn(&E) -> Vec<u8>,
     ) -> dsh_plugin_api::Result<()> {
         while let Some(event) = events.next().await {
-            self.push(frames::EVENT, &encode(&event?));
+            if !self.push(frames::EVENT, &encode(&event?)) {
+                break;
+            }
         }
         Ok(())
     }
 
     fn flush(&mut self) {
-        if self.failed || self.buf.is_empty() {
+        if self.buf.is_empty() {
             return;
         }
+        let _whole = lock(&self.stdout);
         // A host that went away: nothing more to say to it.
         if sys::write_all_fd(rustix::stdio::stdout(), &self.buf).is_err() {
-            self.failed = true;
             std::process::exit(2);
         }
         self.written = true;
         self.buf.clear();
     }
 
-    fn finish(mut self) -> i32 {
+    fn finish(mut self) {
         self.flush();
-        if self.failed { 2 } else { 0 }
     }
 }
 

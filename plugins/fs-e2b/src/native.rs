@@ -1,8 +1,7 @@
 //! The world-side operations (`walk`, `search`, `read_many`,
-//! docs/design.md §5.1) answered inside the sandbox: one `dsh-supervisor
-//! world` process per operation, running `dsh-fs-local`'s native engines
-//! with the world user's identity, its answer streamed back as frames on
-//! its stdout through envd's process API (docs/design.md §6.3).
+//! docs/design.md §5.1) answered inside the sandbox: one resident
+//! `dsh-supervisor world` process per provider, running `dsh-fs-local`'s
+//! native engines with the world user's identity (docs/design.md §6.3).
 //!
 //! The supervisor is installed once per provider, on the first world-side
 //! operation: its upload (as root, into `<runtime root>/fs-e2b-<instance>/`)
@@ -15,10 +14,19 @@
 //! so callers run the composition over the seam's primitives
 //! (`dsh_provider_kit::world`).
 //!
-//! Dropping a stream part-way kills its process (envd `SendSignal`,
-//! SIGKILL, from a task tracked like every detached piece of work).
+//! The process ([`Resident`]) is started on first need and serves every
+//! operation of the provider: a request is a frame written to its stdin
+//! (envd `SendInput`, from one writer task that batches what is queued and
+//! writes a ping when idle — the process's lease, see
+//! `dsh_supervisor::world`), the answers are frames on its stdout, which a
+//! reader task hands to the operation whose id they carry. Dropping a
+//! stream part-way sends a cancel for its id. If the process ends, every
+//! operation in flight gets an error saying so and the next call starts
+//! another. Disposal closes its stdin, which ends it.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -31,18 +39,19 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
 use dsh_supervisor::world::{self as frames, WorldOp, WorldRequest};
 use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
-use e2b_client::{CallOptions, ProcessEvent, ProcessStream, Signal, UploadOptions};
+use e2b_client::{CallOptions, Envd, ProcessEvent, ProcessStream, Signal, UploadOptions};
 use futures::StreamExt;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::errors::{Op, OwnedOp};
 use crate::world::{EnvdTransport, World};
 
 /// Bound on the upload and the install script.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long one world-side operation may run before envd kills it.
-const OPERATION_TIMEOUT: Duration = Duration::from_secs(600);
 /// Most of the supervisor's stderr kept for an error message.
 const STDERR_LIMIT: usize = 8 * 1024;
+/// How long disposal waits for the process's stdin to be closed.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Waits for the world user's name on stdin (none: the upload failed),
 /// installs the uploaded supervisor, then runs its `probe` (SHA-256 check,
@@ -92,6 +101,9 @@ impl<T: EnvdTransport> World<T> {
     /// Removes the installed supervisor's directory (at disposal): one
     /// envd `Remove` as root; a sandbox already gone is as good.
     pub(crate) async fn remove_native(&self) -> Result<()> {
+        if let Some(resident) = self.resident.lock().await.take() {
+            resident.close().await;
+        }
         let Some(Some(native)) = self.native.get() else {
             return Ok(());
         };
@@ -187,45 +199,81 @@ impl<T: EnvdTransport> World<T> {
         })
     }
 
-    /// Starts `op` in the sandbox; `Unsupported` when the supervisor is not
-    /// there (or the request is too large for its environment), so callers
+    /// The running supervisor, started when there is none (or the last
+    /// one ended); `Unsupported` when it is not installed, so callers
     /// compose the operation instead.
-    async fn start_native(
-        self: &Arc<Self>,
-        name: Op<'_>,
-        cwd: &str,
-        op: WorldOp,
-    ) -> Result<Answer<T>> {
-        let unsupported = |why: &str| Err(Error::new(ErrorKind::Unsupported, why.to_owned()));
+    async fn resident(&self, name: Op<'_>) -> Result<Arc<Resident>> {
         let Some(native) = self.native().await else {
-            return unsupported("the sandbox helper is not installed");
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the sandbox helper is not installed",
+            ));
         };
-        let request = WorldRequest {
-            identity: native.identity.clone(),
-            cwd: cwd.to_owned(),
-            op,
-        };
-        let encoded = wire::base64_encode(&request.encode());
-        if encoded.len() > wire::MAX_REQUEST_ENV {
-            return unsupported("the request is too large for the sandbox helper");
+        let mut slot = self.resident.lock().await;
+        if let Some(resident) = slot.as_ref()
+            && resident.shared.running()
+        {
+            return Ok(resident.clone());
         }
+        let start = frames::WorldStart {
+            identity: native.identity.clone(),
+            lease: frames::LEASE,
+        };
+        let start = wire::base64_encode(&start.encode());
         let command = native
             .root
             .exec(&native.helper, ["world"])
-            .env(wire::REQUEST_ENV, encoded);
+            .env(wire::REQUEST_ENV, start)
+            .stdin(true);
+        // No timeout: it lives as long as the provider (or its lease).
         let stream = self
             .envd
-            .start(&command, &native.root.options().timeout(OPERATION_TIMEOUT))
+            .start(&command, &native.root.options())
             .await
             .map_err(|err| name.remote(&err))?;
-        Ok(Answer {
+        let resident = Resident::spawn(self.envd.clone(), stream);
+        *slot = Some(resident.clone());
+        Ok(resident)
+    }
+
+    /// Starts `op` in the sandbox.
+    async fn start_native(&self, name: Op<'_>, cwd: &str, op: WorldOp) -> Result<Call> {
+        let request = WorldRequest {
+            cwd: cwd.to_owned(),
+            op,
+        }
+        .encode();
+        if request.len() + 8 > frames::MAX_INPUT_FRAME {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                "the request is too large for the sandbox helper",
+            ));
+        }
+        // Boxed: the install and start futures are large, and a debug
+        // build's caller may be on a small stack.
+        let resident = Box::pin(self.resident(name)).await?;
+        let (sender, answers) = mpsc::unbounded_channel();
+        let id = resident.next_id.fetch_add(1, Ordering::Relaxed);
+        match lock(&resident.shared.ops).as_mut() {
+            Some(ops) => ops.insert(id, sender),
+            None => {
+                return Err(name.error(
+                    ErrorKind::Io,
+                    format_args!("the sandbox helper ended: {}", resident.shared.end_reason()),
+                ));
+            }
+        };
+        let call = Call {
             op: name.to_owned(),
-            world: self.clone(),
-            pid: stream.pid(),
-            stream: Some(stream),
-            buf: BytesMut::new(),
-            stderr: Vec::new(),
-        })
+            resident,
+            id,
+            answers,
+            consumed: 0,
+            done: false,
+        };
+        call.resident
+            .send(frames::frame(frames::REQUEST, id, &request));
+        Ok(call)
     }
 
     /// `walk` in the sandbox.
@@ -283,12 +331,12 @@ impl<T: EnvdTransport> World<T> {
         decode: fn(&[u8]) -> std::result::Result<E, wire::DecodeError>,
         is_end: fn(&E) -> bool,
     ) -> Result<futures::stream::BoxStream<'static, Result<E>>> {
-        let mut answer = self.start_native(name, cwd, op).await?;
-        let first = answer.event(decode, is_end).await?;
-        let rest = futures::stream::unfold(Some(answer), move |answer| async move {
-            let mut answer = answer?;
-            match answer.event(decode, is_end).await {
-                Ok(Some(event)) => Some((Ok(event), Some(answer))),
+        let mut call = self.start_native(name, cwd, op).await?;
+        let first = call.event(decode, is_end).await?;
+        let rest = futures::stream::unfold(Some(call), move |call| async move {
+            let mut call = call?;
+            match call.event(decode, is_end).await {
+                Ok(Some(event)) => Some((Ok(event), Some(call))),
                 Ok(None) => None,
                 Err(err) => Some((Err(err), None)),
             }
@@ -303,36 +351,257 @@ impl<T: EnvdTransport> World<T> {
         paths: Vec<String>,
         limits: ReadManyLimits,
     ) -> Result<Vec<ReadManyItem>> {
-        let mut answer = self
+        let mut call = self
             .start_native(
                 Op::new("read_many", cwd),
                 cwd,
                 WorldOp::ReadMany { paths, limits },
             )
             .await?;
-        match answer.frame().await? {
-            Some((frames::ITEMS, payload)) => {
-                answer.finished();
-                frames::decode_items(&payload).map_err(|err| answer.garbled(&err.0))
+        match call.frame().await? {
+            (frames::ITEMS, payload) => {
+                call.done = true;
+                frames::decode_items(&payload).map_err(|err| call.garbled(&err.0))
             }
-            _ => Err(answer.garbled("no items")),
+            (tag, _) => Err(call.garbled(&format!("frame {tag} where the items belong"))),
         }
     }
 }
 
-/// One running `dsh-supervisor world`: its frames as they arrive. Dropped
-/// before its answer ended, it kills the process.
-struct Answer<T: EnvdTransport> {
-    op: OwnedOp,
-    world: Arc<World<T>>,
-    pid: u32,
-    /// `None` once the answer ended.
-    stream: Option<ProcessStream>,
-    buf: BytesMut,
-    stderr: Vec<u8>,
+/// What the reader hands an operation: a frame (tag, body after the id),
+/// or why the process ended.
+type Delivery = std::result::Result<(u8, Bytes), String>;
+
+/// What the writer task is asked.
+enum Input {
+    /// Frames to write to the process's stdin.
+    Frames(Vec<u8>),
+    /// Close its stdin (the process ends), then acknowledge.
+    Close(oneshot::Sender<()>),
 }
 
-impl<T: EnvdTransport> Answer<T> {
+/// A running `dsh-supervisor world` serving this provider's world-side
+/// operations.
+pub(crate) struct Resident {
+    next_id: AtomicU64,
+    /// To the writer task; when the last sender is dropped it closes stdin.
+    input: mpsc::UnboundedSender<Input>,
+    shared: Arc<Shared>,
+}
+
+/// What the process's reader and writer tasks share with its callers.
+struct Shared {
+    pid: u32,
+    /// The operations awaiting frames, by id; `None` once the process
+    /// ended.
+    ops: Mutex<Option<HashMap<u64, mpsc::UnboundedSender<Delivery>>>>,
+    /// Why it ended, once it did.
+    ended: Mutex<Option<String>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn running(&self) -> bool {
+        lock(&self.ops).is_some()
+    }
+
+    fn end_reason(&self) -> String {
+        lock(&self.ended)
+            .clone()
+            .unwrap_or_else(|| "no reason known".into())
+    }
+
+    /// The process is over (the first reason stays): every operation in
+    /// flight is told why, later ones are refused.
+    fn end(&self, reason: String) {
+        let reason = lock(&self.ended).get_or_insert(reason).clone();
+        for (_, op) in lock(&self.ops).take().into_iter().flatten() {
+            let _ = op.send(Err(reason.clone()));
+        }
+    }
+
+    fn deliver(&self, id: u64, tag: u8, body: Bytes) {
+        // An operation no longer listening was cancelled: its late frames
+        // are dropped.
+        if let Some(op) = lock(&self.ops).as_ref().and_then(|ops| ops.get(&id)) {
+            let _ = op.send(Ok((tag, body)));
+        }
+    }
+}
+
+impl Resident {
+    /// Its reader and writer tasks, on the current runtime. They are not
+    /// the provider's tracked tasks: they last as long as the process.
+    fn spawn<T: EnvdTransport>(envd: Envd<T>, stream: ProcessStream) -> Arc<Resident> {
+        let shared = Arc::new(Shared {
+            pid: stream.pid(),
+            ops: Mutex::new(Some(HashMap::new())),
+            ended: Mutex::new(None),
+        });
+        let (input, queue) = mpsc::unbounded_channel();
+        tokio::spawn(read(stream, shared.clone(), envd.clone()));
+        tokio::spawn(write(queue, shared.clone(), envd));
+        Arc::new(Resident {
+            next_id: AtomicU64::new(1),
+            input,
+            shared,
+        })
+    }
+
+    fn send(&self, frame: Vec<u8>) {
+        // A writer that is gone has ended the process, and told its
+        // operations.
+        let _ = self.input.send(Input::Frames(frame));
+    }
+
+    /// Closes the process's stdin, which ends it (killed if that fails);
+    /// waits at most [`CLOSE_TIMEOUT`].
+    async fn close(&self) {
+        let (done, closed) = oneshot::channel();
+        if self.input.send(Input::Close(done)).is_ok() {
+            let _ = tokio::time::timeout(CLOSE_TIMEOUT, closed).await;
+        }
+    }
+}
+
+/// The reader task: the process's stdout, frame by frame, to the operations
+/// by id, until it ends.
+async fn read<T: EnvdTransport>(mut stream: ProcessStream, shared: Arc<Shared>, envd: Envd<T>) {
+    let mut buf = BytesMut::new();
+    let mut stderr = Vec::new();
+    // Whether the process may still run.
+    let (reason, running) = 'read: loop {
+        match stream.next().await {
+            Some(Ok(ProcessEvent::Stdout(bytes))) => {
+                buf.extend_from_slice(&bytes);
+                while buf.len() >= wire::HEADER {
+                    let len = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]) as usize;
+                    if buf.len() < wire::HEADER + len {
+                        break;
+                    }
+                    let tag = buf[0];
+                    buf.advance(wire::HEADER);
+                    let mut body = buf.split_to(len).freeze();
+                    if body.len() < 8 {
+                        break 'read (
+                            "its answer is broken (a frame without an id)".to_owned(),
+                            true,
+                        );
+                    }
+                    let id = body.get_u64_le();
+                    shared.deliver(id, tag, body);
+                }
+            }
+            Some(Ok(ProcessEvent::Stderr(bytes))) => {
+                let room = STDERR_LIMIT.saturating_sub(stderr.len());
+                stderr.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            }
+            Some(Ok(ProcessEvent::Pty(_))) => {}
+            Some(Ok(ProcessEvent::End(status))) => {
+                break (format!("it ended ({})", status.status), false);
+            }
+            None => break ("its output stream ended".to_owned(), true),
+            Some(Err(err)) => break (format!("its output stream failed: {err}"), true),
+        }
+    };
+    let stderr = String::from_utf8_lossy(&stderr);
+    let stderr = stderr.trim();
+    shared.end(if stderr.is_empty() {
+        reason
+    } else {
+        format!("{reason}: {stderr}")
+    });
+    if running {
+        // It must not run on unheard (gone already is as good).
+        let _ = envd
+            .send_signal(shared.pid, Signal::Kill, &CallOptions::default())
+            .await;
+    }
+}
+
+/// The writer task: queued frames to the process's stdin, together in one
+/// `SendInput`; a [`frames::PING`] after [`frames::HEARTBEAT`] of quiet;
+/// stdin closed when asked or when the [`Resident`] is gone.
+async fn write<T: EnvdTransport>(
+    mut queue: mpsc::UnboundedReceiver<Input>,
+    shared: Arc<Shared>,
+    envd: Envd<T>,
+) {
+    let ping = || {
+        let mut header = vec![0u8; wire::HEADER];
+        wire::frame_header(&mut header, frames::PING, 0);
+        header
+    };
+    let pid = shared.pid;
+    let closed = loop {
+        let first = match tokio::time::timeout(frames::HEARTBEAT, queue.recv()).await {
+            Err(_) => Input::Frames(ping()),
+            Ok(None) => break None,
+            Ok(Some(input)) => input,
+        };
+        let (mut batch, mut close) = (Vec::new(), None);
+        let mut next = Some(first);
+        while let Some(input) = next {
+            match input {
+                Input::Frames(frames) => batch.extend_from_slice(&frames),
+                Input::Close(done) => {
+                    close = Some(done);
+                    break;
+                }
+            }
+            next = queue.try_recv().ok();
+        }
+        if !batch.is_empty()
+            && let Err(err) = envd
+                .send_stdin(pid, Bytes::from(batch), &CallOptions::default())
+                .await
+        {
+            if shared.running() {
+                shared.end(format!("writing to its stdin failed: {err}"));
+                let _ = envd
+                    .send_signal(pid, Signal::Kill, &CallOptions::default())
+                    .await;
+            }
+            return;
+        }
+        if close.is_some() {
+            break close;
+        }
+    };
+    // An ended process's pid is not to be addressed again.
+    if shared.running()
+        && envd
+            .close_stdin(pid, &CallOptions::default())
+            .await
+            .is_err()
+    {
+        // An envd without `CloseStdin` (or a process gone already).
+        let _ = envd
+            .send_signal(pid, Signal::Kill, &CallOptions::default())
+            .await;
+    }
+    if let Some(done) = closed {
+        let _ = done.send(());
+    }
+}
+
+/// One operation in flight: its frames as they arrive. Dropped before its
+/// answer ended, it cancels the operation.
+struct Call {
+    op: OwnedOp,
+    resident: Arc<Resident>,
+    id: u64,
+    answers: mpsc::UnboundedReceiver<Delivery>,
+    /// Frame bytes taken and not yet credited back.
+    consumed: u64,
+    /// The answer ended (nothing to cancel).
+    done: bool,
+}
+
+impl Call {
     /// The next event, `None` after the last; an [`frames::ERROR`] frame is
     /// the error it carries.
     async fn event<E>(
@@ -340,98 +609,79 @@ impl<T: EnvdTransport> Answer<T> {
         decode: fn(&[u8]) -> std::result::Result<E, wire::DecodeError>,
         is_end: fn(&E) -> bool,
     ) -> Result<Option<E>> {
-        if self.stream.is_none() {
+        if self.done {
             return Ok(None);
         }
         match self.frame().await? {
-            Some((frames::EVENT, payload)) => {
+            (frames::EVENT, payload) => {
                 let event = decode(&payload).map_err(|err| self.garbled(&err.0))?;
                 if is_end(&event) {
-                    self.finished();
+                    self.done = true;
                 }
                 Ok(Some(event))
             }
-            _ => Err(self.garbled("no end")),
+            (tag, _) => Err(self.garbled(&format!("frame {tag} where an event belongs"))),
         }
     }
 
     /// The next frame; an [`frames::ERROR`] frame is returned as its error,
-    /// the process's end before a frame as `None`.
-    async fn frame(&mut self) -> Result<Option<(u8, Bytes)>> {
-        loop {
-            if self.buf.len() >= wire::HEADER {
-                let len = u32::from_le_bytes([self.buf[1], self.buf[2], self.buf[3], self.buf[4]])
-                    as usize;
-                if self.buf.len() >= wire::HEADER + len {
-                    let tag = self.buf[0];
-                    self.buf.advance(wire::HEADER);
-                    let payload = self.buf.split_to(len).freeze();
-                    if tag == frames::ERROR {
-                        self.finished();
-                        let err = frames::decode_error(&payload)
-                            .unwrap_or_else(|err| self.garbled(&err.0));
-                        return Err(err);
-                    }
-                    return Ok(Some((tag, payload)));
-                }
-            }
-            let Some(stream) = self.stream.as_mut() else {
-                return Ok(None);
-            };
-            match stream.next().await {
-                Some(Ok(ProcessEvent::Stdout(bytes))) => self.buf.extend_from_slice(&bytes),
-                Some(Ok(ProcessEvent::Stderr(bytes))) => {
-                    let room = STDERR_LIMIT.saturating_sub(self.stderr.len());
-                    self.stderr
-                        .extend_from_slice(&bytes[..bytes.len().min(room)]);
-                }
-                Some(Ok(ProcessEvent::Pty(_))) => {}
-                Some(Ok(ProcessEvent::End(_))) | None => {
-                    self.stream = None;
-                    return Ok(None);
-                }
-                Some(Err(err)) => return Err(self.op.op().remote(&err)),
-            }
+    /// the process's end as an error saying so.
+    async fn frame(&mut self) -> Result<(u8, Bytes)> {
+        let delivery = self.answers.recv().await;
+        let (tag, body) = match delivery {
+            Some(Ok(frame)) => frame,
+            Some(Err(reason)) => return Err(self.ended(&reason)),
+            None => return Err(self.ended("no reason known")),
+        };
+        self.consumed += (wire::HEADER + 8 + body.len()) as u64;
+        // Credit back a quarter of the window at a time: a supervisor held
+        // back has more than the window unacknowledged, so once its frames
+        // are taken the credit is on its way.
+        if self.consumed >= frames::WINDOW / 4 {
+            self.resident.send(frames::frame(
+                frames::CREDIT,
+                self.id,
+                &self.consumed.to_le_bytes(),
+            ));
+            self.consumed = 0;
         }
+        if tag == frames::ERROR {
+            self.done = true;
+            return Err(frames::decode_error(&body).unwrap_or_else(|err| self.garbled(&err.0)));
+        }
+        Ok((tag, body))
     }
 
-    /// The answer is complete: nothing is left to kill.
-    fn finished(&mut self) {
-        self.stream = None;
+    /// The error of an operation whose process ended under it.
+    fn ended(&mut self, reason: &str) -> Error {
+        self.done = true;
+        self.op.op().error(
+            ErrorKind::Io,
+            format_args!(
+                "the sandbox helper (pid {}) ended while the operation was in flight: {reason}",
+                self.resident.shared.pid
+            ),
+        )
     }
 
     /// The error of an answer that is not what the wire says.
     fn garbled(&self, what: &str) -> Error {
-        let stderr = String::from_utf8_lossy(&self.stderr);
         self.op.op().error(
             ErrorKind::Io,
-            format_args!(
-                "the sandbox helper's answer is broken ({what}){}{}",
-                if stderr.trim().is_empty() { "" } else { ": " },
-                stderr.trim()
-            ),
+            format_args!("the sandbox helper's answer is broken ({what})"),
         )
     }
 }
 
-impl<T: EnvdTransport> Drop for Answer<T> {
+impl Drop for Call {
     fn drop(&mut self) {
-        if self.stream.take().is_none() {
-            return;
+        if let Some(ops) = lock(&self.resident.shared.ops).as_mut() {
+            ops.remove(&self.id);
         }
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let world = self.world.clone();
-        let pid = self.pid;
-        let kill = async move {
-            // Gone already is as good.
-            let _ = world
-                .envd
-                .send_signal(pid, Signal::Kill, &CallOptions::default())
-                .await;
-        };
-        handle.spawn(self.world.tasks.track_future(kill));
+        if !self.done {
+            self.resident
+                .send(frames::frame(frames::CANCEL, self.id, &[]));
+        }
     }
 }
 

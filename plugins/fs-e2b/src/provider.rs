@@ -134,6 +134,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 upload_attrs: std::sync::OnceLock::new(),
                 tasks: TaskTracker::new(),
                 native: tokio::sync::OnceCell::new(),
+                resident: tokio::sync::Mutex::new(None),
             }),
             cwd: info.cwd.clone(),
         })

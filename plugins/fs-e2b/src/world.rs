@@ -68,13 +68,15 @@ pub(crate) struct World<T> {
     /// What a fresh upload's file gets from this envd, once learned (see
     /// [`crate::direct`]).
     pub upload_attrs: std::sync::OnceLock<UploadAttrs>,
-    /// Detached work (commits, staging clean-up, killing an abandoned
-    /// world-side operation) that must finish even when the operation that
-    /// started it was dropped.
+    /// Detached work (commits, staging clean-up) that must finish even when
+    /// the operation that started it was dropped.
     pub tasks: TaskTracker,
     /// The supervisor answering world-side operations in the sandbox, once
     /// installed (`None`: it could not be; see [`crate::native`]).
     pub native: tokio::sync::OnceCell<Option<crate::native::Native>>,
+    /// That supervisor's process serving the world-side operations, once
+    /// started (see [`crate::native`]).
+    pub resident: tokio::sync::Mutex<Option<Arc<crate::native::Resident>>>,
 }
 
 impl<T: EnvdTransport> World<T> {

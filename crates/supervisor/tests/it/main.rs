@@ -1,5 +1,6 @@
 //! dsh-supervisor's integration tests, one binary: the real helper binary's
-//! durable commands and its self-checking `probe`.
+//! durable commands, its self-checking `probe` and its resident `world`.
 
 mod durable;
 mod probe;
+mod world;

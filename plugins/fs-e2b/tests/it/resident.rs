@@ -1,0 +1,206 @@
+//! The world-side operations' process in the sandbox (docs/design.md §6.3):
+//! one `dsh-supervisor world` per provider, started on first use, serving
+//! operations side by side; a dropped stream stops its operation and
+//! nothing else; a process that ends fails the operation in flight with
+//! an error saying so and the next call starts another; disposal ends it.
+//!
+//! Needs root and the built server (`cargo build -p e2b-local`).
+
+use std::time::{Duration, Instant};
+
+use dsh_plugin_api::fs::{FsProvider, ReadManyLimits, WalkEvent, WalkSpec, WalkStream};
+use e2b_client::{CallOptions, Signal};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::support::{CWD, Env};
+
+/// Directories of [`FILES`] files each in the big tree: its walk answers
+/// several times the supervisor's window of credit.
+const DIRS: usize = 8;
+const FILES: usize = 1000;
+
+async fn fixture(env: &Env) {
+    env.sh(
+        r#"mkdir -p "$1/small/d" && printf 'alpha\n' > "$1/small/d/a.txt" && cd "$1" && for d in $(seq -w 1 $2); do mkdir -p "big/directory-with-a-long-name-$d" && (cd "big/directory-with-a-long-name-$d" && seq -f "file-with-a-long-name-%05g.txt" 1 $3 | xargs touch); done"#,
+        &[CWD, &DIRS.to_string(), &FILES.to_string()],
+    )
+    .await;
+}
+
+fn spec() -> WalkSpec {
+    WalkSpec {
+        max_depth: 8,
+        max_entries: 1_000_000,
+        globs: Vec::new(),
+        gitignore: false,
+        beneath: false,
+    }
+}
+
+async fn walk(fs: &dyn FsProvider, root: &str) -> WalkStream {
+    fs.walk(&format!("{CWD}/{root}"), spec())
+        .await
+        .expect("walk")
+}
+
+async fn entries(stream: WalkStream) -> Vec<String> {
+    stream
+        .try_filter_map(|event| async move {
+            Ok(match event {
+                WalkEvent::Entry(entry) => Some(entry.relative),
+                WalkEvent::End(_) => None,
+            })
+        })
+        .try_collect()
+        .await
+        .expect("walk events")
+}
+
+/// The fixture, and a walk of the big tree whose first event was taken;
+/// the pid of the one process serving it.
+async fn big_walk_started(env: &Env, fs: &dyn FsProvider) -> (WalkStream, Vec<u32>) {
+    fixture(env).await;
+    let mut big = walk(fs, "big").await;
+    big.next().await.expect("a first event").expect("an entry");
+    let pids = world_processes(env).await;
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    (big, pids)
+}
+
+/// The pids of the running `dsh-supervisor world` processes.
+async fn world_processes(env: &Env) -> Vec<u32> {
+    env.sandbox
+        .envd()
+        .list_processes(&CallOptions::default())
+        .await
+        .expect("list processes")
+        .into_iter()
+        .filter(|process| process.cmd.ends_with("/dsh-supervisor") && process.args == ["world"])
+        .map(|process| process.pid)
+        .collect()
+}
+
+/// The thread count of `pid` (its main thread and one per operation).
+async fn threads(env: &Env, pid: u32) -> usize {
+    env.sh(
+        r#"sed -n 's/^Threads:[[:space:]]*//p' "/proc/$1/status""#,
+        &[&pid.to_string()],
+    )
+    .await
+    .trim()
+    .parse()
+    .expect("a thread count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_process_serves_the_provider_side_by_side_until_disposal() {
+    let env = Env::start().await;
+    fixture(&env).await;
+    let fs = env.through_owner();
+    assert!(world_processes(&env).await.is_empty());
+
+    let mut big = walk(fs.as_ref(), "big").await;
+    let first = big.next().await.expect("a first event").expect("an entry");
+    assert!(matches!(first, WalkEvent::Entry(_)));
+    // While the big walk is open, other operations come and go.
+    let items = fs
+        .read_many(
+            vec![format!("{CWD}/small/d/a.txt")],
+            ReadManyLimits {
+                max_file_bytes: 100,
+                max_total_bytes: 100,
+                beneath: None,
+            },
+        )
+        .await
+        .expect("read_many");
+    assert_eq!(
+        items[0].result.as_ref().expect("read").text.as_str(),
+        "alpha\n"
+    );
+    assert_eq!(
+        entries(walk(fs.as_ref(), "small").await).await,
+        ["d", "d/a.txt"]
+    );
+    let pids = world_processes(&env).await;
+    assert_eq!(pids.len(), 1, "one process: {pids:?}");
+    let rest = entries(big).await;
+    assert_eq!(
+        rest.len() + 1,
+        DIRS * (FILES + 1),
+        "every entry of the big walk"
+    );
+    assert_eq!(entries(walk(fs.as_ref(), "small").await).await.len(), 2);
+    assert_eq!(
+        world_processes(&env).await,
+        pids,
+        "the same process serves on"
+    );
+
+    assert!(fs.quiesce(Duration::from_secs(10)).await);
+    fs.remove_installed().await.expect("dispose");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !world_processes(&env).await.is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the process outlived the disposal"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_stream_stops_its_operation_only() {
+    let env = Env::start().await;
+    let fs = env.direct();
+    let (big, pids) = big_walk_started(&env, &fs).await;
+    // Held back by its window, the walk's thread waits for credit.
+    assert_eq!(threads(&env, pids[0]).await, 2);
+    drop(big);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while threads(&env, pids[0]).await > 1 {
+        assert!(Instant::now() < deadline, "the abandoned walk runs on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(entries(walk(&fs, "small").await).await, ["d", "d/a.txt"]);
+    assert_eq!(
+        world_processes(&env).await,
+        pids,
+        "the same process serves on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ended_process_fails_the_operation_in_flight_and_the_next_call_starts_another() {
+    let env = Env::start().await;
+    let fs = env.direct();
+    let (mut big, pids) = big_walk_started(&env, &fs).await;
+    env.sandbox
+        .envd()
+        .send_signal(pids[0], Signal::Kill, &CallOptions::default())
+        .await
+        .expect("kill the process");
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(10), big.next())
+            .await
+            .expect("the walk goes on or fails")
+        {
+            Some(Ok(WalkEvent::Entry(_))) => {}
+            Some(Ok(WalkEvent::End(_))) | None => panic!("the walk ended as if complete"),
+            Some(Err(err)) => break err,
+        }
+    };
+    let message = err.to_string();
+    assert!(
+        message.contains("walk: the sandbox helper")
+            && message.contains("ended while the operation was in flight")
+            && message.contains("signal: killed"),
+        "{message}"
+    );
+    assert!(big.next().await.is_none(), "nothing after the error");
+
+    assert_eq!(entries(walk(&fs, "small").await).await, ["d", "d/a.txt"]);
+    let restarted = world_processes(&env).await;
+    assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted, pids, "another process");
+}
