@@ -423,7 +423,7 @@ impl LanguageServer {
                 })
             });
         match waited {
-            Ok(Ok((true, _))) => Ok(self.latest(path)),
+            Ok(Ok((true, _))) => Ok(self.published(path)),
             Ok(Ok((false, mut count))) => {
                 // A server that gives no versions may publish a document in parts (syntax, then
                 // types): later publishes are awaited while they keep coming, each within a
@@ -439,7 +439,7 @@ impl LanguageServer {
                         Ok(Ok(all)) => {
                             count = all.get(path).map_or(count, |p| p.count);
                         }
-                        _ => return Ok(self.latest(path)),
+                        _ => return Ok(self.published(path)),
                     }
                 }
             }
@@ -988,8 +988,8 @@ async fn follow(
 }
 
 impl LanguageServer {
-    /// The diagnostics last published for document `path`.
-    fn latest(&self, path: &str) -> Vec<Diagnostic> {
+    /// The diagnostics last published for document `path` (none if none were).
+    pub fn published(&self, path: &str) -> Vec<Diagnostic> {
         self.published
             .borrow()
             .get(path)

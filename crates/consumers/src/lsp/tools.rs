@@ -19,7 +19,7 @@ use lsp_types::DiagnosticSeverity;
 use super::config::LspConfig;
 use super::position::TextPosition;
 use super::server::{FileEdits, Location, Symbol};
-use super::servers::{Acquired, Servers};
+use super::servers::{Acquired, Running, Servers};
 use crate::Outcome;
 
 /// How long diagnostics are waited for by default (no tool blocks an agent longer than 30 s
@@ -47,6 +47,39 @@ const EMPTY_RETRY: Duration = Duration::from_millis(250);
 /// Until what age a server's empty workspace search is asked again; until [`INDEXING_WAIT`]
 /// it is reported as possibly incomplete.
 const EMPTY_PATIENCE: Duration = Duration::from_secs(10);
+
+/// One file's diagnostics as its server published them, with what turns them into items.
+struct FileAnalysis {
+    running: Arc<Running>,
+    path: String,
+    /// The file's version sent and analysed.
+    version: String,
+    notice: Option<String>,
+    found: Vec<lsp_types::Diagnostic>,
+}
+
+impl FileAnalysis {
+    fn items(&self) -> Vec<DiagnosticItem> {
+        let server = &self.running.server;
+        let at = |p: lsp_types::Position| server.text_position(&self.path, p);
+        self.found
+            .iter()
+            .cloned()
+            .map(|d| DiagnosticItem {
+                path: self.path.clone(),
+                start: at(d.range.start),
+                end: at(d.range.end),
+                severity: severity_name(d.severity).to_owned(),
+                message: d.message,
+                source: d.source,
+                code: d.code.map(|c| match c {
+                    lsp_types::NumberOrString::Number(n) => n.to_string(),
+                    lsp_types::NumberOrString::String(s) => s,
+                }),
+            })
+            .collect()
+    }
+}
 
 /// The language tools of one world.
 pub struct Lsp {
@@ -338,32 +371,51 @@ impl Lsp {
             .await
             .is_ok_and(|m| m.kind == dsh_plugin_api::fs::FileKind::Directory);
         if !is_dir {
-            let (diagnostics, version, notice) =
-                self.file_diagnostics(&op, &request.path, timeout).await?;
+            let analysis = self.file_diagnostics(&op, &request.path, timeout).await?;
+            let diagnostics = analysis.items();
             return Ok(DiagnosticsResult::of(
                 place,
-                Some(version),
+                Some(analysis.version),
                 1,
                 false,
                 diagnostics,
-                notice,
+                analysis.notice,
             ));
         }
+        let started = Instant::now();
         let (files, truncated) = self.servers.files_under(&place, MAX_DIAGNOSED_FILES).await;
         let calls: Vec<_> = files
             .iter()
             .map(|file| self.file_diagnostics(&op, file, timeout))
             .collect();
         // The first failure ends the call: the files after it are not waited for.
-        let per_file: Vec<_> = futures::stream::iter(calls)
+        let mut per_file: Vec<FileAnalysis> = futures::stream::iter(calls)
             .buffered(DIAGNOSED_AT_ONCE)
             .try_collect()
             .await?;
+        // A server given several documents at once may publish a document's version first
+        // empty and then in full (pyright does, about 0.2 s apart): once every file has its
+        // first publish, each server is let settle (bounded by what is left of the timeout)
+        // and every file's latest publish is taken.
+        let mut settled: Vec<Arc<Running>> = Vec::new();
+        for analysis in &per_file {
+            if !settled
+                .iter()
+                .any(|done| Arc::ptr_eq(done, &analysis.running))
+            {
+                settled.push(Arc::clone(&analysis.running));
+                let left = timeout.saturating_sub(started.elapsed());
+                let _ = analysis.running.server.settle(&analysis.path, left).await;
+            }
+        }
+        for analysis in &mut per_file {
+            analysis.found = analysis.running.server.published(&analysis.path);
+        }
         let mut diagnostics = Vec::new();
         let mut notices = Vec::new();
-        for (found, _, notice) in per_file {
-            diagnostics.extend(found);
-            notices.extend(notice);
+        for analysis in per_file {
+            diagnostics.extend(analysis.items());
+            notices.extend(analysis.notice);
         }
         let notice = (!notices.is_empty()).then(|| notices.join("; "));
         Ok(DiagnosticsResult::of(
@@ -383,7 +435,7 @@ impl Lsp {
         op: &str,
         path: &str,
         timeout: Duration,
-    ) -> Result<(Vec<DiagnosticItem>, String, Option<String>)> {
+    ) -> Result<FileAnalysis> {
         let started = Instant::now();
         let (acquired, path, version) = self.open(op, path, Some(timeout)).await?;
         let found = acquired
@@ -392,25 +444,13 @@ impl Lsp {
             .diagnostics(&path, timeout.saturating_sub(started.elapsed()))
             .await
             .map_err(|e| e.context(op))?;
-        let diagnostics = found
-            .into_iter()
-            .map(|d| {
-                let at = |p: lsp_types::Position| acquired.running.server.text_position(&path, p);
-                DiagnosticItem {
-                    path: path.clone(),
-                    start: at(d.range.start),
-                    end: at(d.range.end),
-                    severity: severity_name(d.severity).to_owned(),
-                    message: d.message,
-                    source: d.source,
-                    code: d.code.map(|c| match c {
-                        lsp_types::NumberOrString::Number(n) => n.to_string(),
-                        lsp_types::NumberOrString::String(s) => s,
-                    }),
-                }
-            })
-            .collect();
-        Ok((diagnostics, version, acquired.notice))
+        Ok(FileAnalysis {
+            running: acquired.running,
+            path,
+            version,
+            notice: acquired.notice,
+            found,
+        })
     }
 
     /// The position `request` names in the open document `path`.

@@ -630,3 +630,53 @@ async fn a_question_to_a_server_that_never_answers_ends_within_the_question_wait
     assert!(shutting.elapsed() < Duration::from_secs(10));
     assert_eq!(silent_servers(), 0);
 }
+
+/// Diagnostics of a directory are each file's full analysis: pyright, given several documents at
+/// once, publishes a document's version first empty and then in full, and the empty one must not
+/// be taken for the answer (an agent asking about a package was told it was clean).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_directory_of_python_files_reports_the_error_pyright_publishes_after_an_empty_list() {
+    let world = LocalWorld::new();
+    let tools = tools(&world);
+    write(&tools, "calc/pyrightconfig.json", "{}\n").await;
+    // Three rounds, each sending every file anew (a new version of each): the race is pyright's.
+    for round in 0..3 {
+        let mark = format!("# round {round}\n");
+        write(
+            &tools,
+            "calc/__init__.py",
+            &format!("from .stats import mean\n{mark}"),
+        )
+        .await;
+        write(
+            &tools,
+            "calc/stats.py",
+            &format!(
+                "def mean(values: list[float]) -> float:\n    return sum(values) / len(values)\n{mark}"
+            ),
+        )
+        .await;
+        write(
+            &tools,
+            "calc/report.py",
+            &format!(
+                "from .stats import mean\n\n\ndef report(values: list[float]) -> str:\n    \
+                 return 'mean: ' + mean(values)\n{mark}"
+            ),
+        )
+        .await;
+        let found = tools
+            .lsp
+            .lsp_diagnostics(diagnostics("calc"))
+            .await
+            .expect("pyright-langserver runs (scripts/setup.sh installs it)");
+        assert_eq!(found.files, 3, "round {round}: {found:#?}");
+        assert_eq!(found.errors, 1, "round {round}: {found:#?}");
+        assert!(
+            found.diagnostics[0].path.ends_with("calc/report.py")
+                && found.diagnostics[0].start.line == 5,
+            "round {round}: {found:#?}"
+        );
+    }
+    assert!(tools.shutdown().await.is_empty());
+}
