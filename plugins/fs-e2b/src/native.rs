@@ -212,6 +212,7 @@ impl<T: EnvdTransport> World<T> {
         let mut slot = self.resident.lock().await;
         if let Some(resident) = slot.as_ref()
             && resident.shared.running()
+            && !resident.input.is_closed()
         {
             return Ok(resident.clone());
         }
@@ -452,9 +453,12 @@ impl Resident {
     }
 
     fn send(&self, frame: Vec<u8>) {
-        // A writer that is gone has ended the process, and told its
-        // operations.
-        let _ = self.input.send(Input::Frames(frame));
+        if self.input.send(Input::Frames(frame)).is_err() {
+            // The writer is gone: it ended the process, or its runtime
+            // ended (then the process ends with its lease).
+            self.shared
+                .end("its writer task is gone (its runtime ended)".into());
+        }
     }
 
     /// Closes the process's stdin, which ends it (killed if that fails);

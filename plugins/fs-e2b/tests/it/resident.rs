@@ -204,3 +204,40 @@ async fn an_ended_process_fails_the_operation_in_flight_and_the_next_call_starts
     assert_eq!(restarted.len(), 1, "{restarted:?}");
     assert_ne!(restarted, pids, "another process");
 }
+
+/// A provider whose first world-side call ran on a runtime that has
+/// ended (its process's reader and writer tasks with it) starts another
+/// process on the next call instead of waiting on the dead one.
+#[test]
+fn a_provider_outliving_the_runtime_of_its_process_starts_another() {
+    let runtime = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let first = runtime();
+    let env = first.block_on(async {
+        let env = Env::start().await;
+        fixture(&env).await;
+        env
+    });
+    let fs = env.direct();
+    let pids = first.block_on(async {
+        assert_eq!(entries(walk(&fs, "small").await).await.len(), 2);
+        world_processes(&env).await
+    });
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    drop(first);
+    runtime().block_on(async {
+        let walked = tokio::time::timeout(Duration::from_secs(30), async {
+            entries(walk(&fs, "small").await).await
+        })
+        .await
+        .expect("the walk is answered, not left waiting on the ended tasks");
+        assert_eq!(walked, ["d", "d/a.txt"]);
+        let now = world_processes(&env).await;
+        assert!(now.iter().any(|pid| !pids.contains(pid)), "{now:?}");
+    });
+}
