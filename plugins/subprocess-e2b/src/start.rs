@@ -260,7 +260,7 @@ async fn start<T: EnvdTransport>(
         }
     }
     let stdin = (plan.stdin == StdinMode::Pipe)
-        .then(|| StdinWriter::new(control.envd().clone(), helper, pid));
+        .then(|| StdinWriter::new(Arc::clone(&world), control.envd().clone(), helper, pid));
     let handle: Arc<dyn Process> = Arc::new(E2bProcess::new(
         group.clone(),
         outputs.clone(),

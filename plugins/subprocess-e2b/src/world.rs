@@ -19,6 +19,7 @@ use crate::config::Settings;
 use crate::control::Controller;
 use crate::registry::Registry;
 use crate::setup::{self, Setup};
+use crate::stdin::InputRoute;
 use crate::transport::EnvdTransport;
 
 /// Bound on removing the private state at disposal.
@@ -43,6 +44,8 @@ pub struct World<T: EnvdTransport> {
     install_dir: String,
     spill_dir: String,
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
+    /// How stdin reaches envd, asked once (`stdin`).
+    input_route: tokio::sync::OnceCell<InputRoute>,
     /// Whether preparing the sandbox was ever attempted (so disposal knows
     /// whether there is private state to remove).
     prepared: AtomicBool,
@@ -79,6 +82,7 @@ impl<T: EnvdTransport> World<T> {
             settings,
             instance,
             ready: tokio::sync::OnceCell::new(),
+            input_route: tokio::sync::OnceCell::new(),
             prepared: AtomicBool::new(false),
             registry: Registry::new("the subprocess provider"),
             tracker: TaskTracker::new(),
@@ -144,6 +148,19 @@ impl<T: EnvdTransport> World<T> {
             Some(dir) => Ok(format!("{}/{dir}", self.cwd.trim_end_matches('/'))),
             None => Ok(self.cwd.clone()),
         }
+    }
+
+    /// How stdin reaches envd in this sandbox: asked of envd at the first
+    /// write of any command (`helper` is that command's), then known. A
+    /// failed probe is not remembered.
+    pub async fn input_route(
+        &self,
+        helper: u32,
+    ) -> std::result::Result<InputRoute, e2b_client::Error> {
+        self.input_route
+            .get_or_try_init(|| InputRoute::probe(&self.envd, helper))
+            .await
+            .copied()
     }
 
     pub fn registry(&self) -> &Registry {

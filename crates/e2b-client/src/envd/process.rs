@@ -6,6 +6,7 @@ use std::fmt;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use connectrpc::StreamMessage;
@@ -17,7 +18,7 @@ use envd_proto::process::__buffa::view::oneof::process_event::{
 use futures::{Stream, StreamExt};
 use http_body::Body;
 
-use super::options::{Bound, CallOptions, StreamOptions};
+use super::options::{Bound, CallOptions, DEFAULT_KEEPALIVE_INTERVAL, StreamOptions};
 use super::stream::{self, Fault, RawStream, StreamItem};
 use super::{Access, Envd};
 use crate::classify::Stage;
@@ -516,6 +517,25 @@ impl Stream for ProcessStream {
     }
 }
 
+/// `input`'s items as `Some`, with a `None` (a keepalive) whenever it has
+/// yielded nothing for `interval`; ends when `input` ends.
+fn keepalive_when_idle<S>(
+    input: S,
+    interval: Duration,
+) -> impl Stream<Item = Option<ProcessInput>> + Send + 'static
+where
+    S: Stream<Item = ProcessInput> + Send + 'static,
+{
+    futures::stream::unfold(Box::pin(input), move |mut input| async move {
+        // `next` is cancel-safe: an item is never lost to the timeout.
+        match tokio::time::timeout(interval, input.next()).await {
+            Ok(Some(item)) => Some((Some(item), input)),
+            Ok(None) => None,
+            Err(_) => Some((None, input)),
+        }
+    })
+}
+
 impl<T> Envd<T>
 where
     T: ClientTransport,
@@ -777,14 +797,22 @@ where
     }
 
     /// Streams `input` to the process over one client-streaming request
-    /// (`StreamInput`), returning when `input` ends and envd has taken it.
-    /// Here an unset `options.timeout` means no bound (the stream lasts as
-    /// long as the caller feeds it).
+    /// (`StreamInput`), returning when `input` ends and envd has written
+    /// every item (envd answers only then, or at the first item it could not
+    /// write, which ends the request). Here an unset `options.timeout` means
+    /// no bound (the stream lasts as long as the caller feeds it).
+    ///
+    /// While `input` yields nothing for [`DEFAULT_KEEPALIVE_INTERVAL`] a
+    /// keepalive event is sent (envd ignores it): an idle request body is
+    /// what proxies on the way time out.
     ///
     /// Dropping the future aborts the request; input not yet sent is lost.
     ///
     /// # Errors
-    /// As [`Envd::send_stdin`].
+    /// As [`Envd::send_stdin`]; an envd without `StreamInput` answers
+    /// `unimplemented` (as [`Error::Rpc`]).
+    ///
+    /// [`DEFAULT_KEEPALIVE_INTERVAL`]: crate::DEFAULT_KEEPALIVE_INTERVAL
     pub async fn stream_input<S>(
         &self,
         selector: impl Into<Selector>,
@@ -814,14 +842,17 @@ where
             ))),
             ..Default::default()
         };
-        let data = input.map(|item| pb::StreamInputRequest {
-            event: Some(InputEvent::Data(Box::new(
-                pb::stream_input_request::DataEvent {
-                    input: buffa::MessageField::some(item.to_proto()),
-                    ..Default::default()
-                },
-            ))),
-            ..Default::default()
+        let data = keepalive_when_idle(input, DEFAULT_KEEPALIVE_INTERVAL).map(|item| {
+            pb::StreamInputRequest {
+                event: Some(match item {
+                    Some(item) => InputEvent::Data(Box::new(pb::stream_input_request::DataEvent {
+                        input: buffa::MessageField::some(item.to_proto()),
+                        ..Default::default()
+                    })),
+                    None => InputEvent::Keepalive(Box::default()),
+                }),
+                ..Default::default()
+            }
         });
         let requests = futures::stream::once(async move { start }).chain(data);
         self.unary(
@@ -911,6 +942,37 @@ mod tests {
         assert_eq!(Selector::Tag("a".into()).to_string(), "tag \"a\"");
         let context = Context::new("signal process", "tag");
         assert!(Selector::Tag(String::new()).validate(&context).is_err());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_input_gets_keepalives_and_items_are_never_lost() {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut events = Box::pin(keepalive_when_idle(rx, Duration::from_secs(50)));
+        let first = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(120)).await;
+            tx.unbounded_send(ProcessInput::Stdin(Bytes::from_static(b"a")))
+                .unwrap();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            tx.unbounded_send(ProcessInput::Stdin(Bytes::from_static(b"b")))
+                .unwrap();
+        });
+        let mut seen = Vec::new();
+        while let Some(item) = events.next().await {
+            seen.push(item.map(|input| match input {
+                ProcessInput::Stdin(bytes) | ProcessInput::Pty(bytes) => bytes,
+            }));
+        }
+        first.await.unwrap();
+        assert_eq!(
+            seen,
+            [
+                None,
+                None,
+                Some(Bytes::from_static(b"a")),
+                Some(Bytes::from_static(b"b"))
+            ],
+            "a keepalive at 50 s and 100 s of silence, none between items 10 s apart"
+        );
     }
 
     #[test]

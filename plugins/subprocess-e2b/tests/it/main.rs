@@ -7,5 +7,6 @@ mod conformance;
 mod dylib;
 mod faults;
 mod spawn;
+mod stdin;
 mod support;
 mod terminal;

@@ -6,6 +6,8 @@
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
+pub mod wire;
+
 use std::sync::Arc;
 use std::time::Duration;
 
