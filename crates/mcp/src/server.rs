@@ -204,13 +204,17 @@ impl ServerHandler for DshMcp {
                 None,
             )
         };
+        // The call is polled first: one that ends at once (most do: a read, a listing) never
+        // registers with the cancellation token, which polling it first would cost every call
+        // (a lock to enqueue a waiter and one to remove it). A call cancelled while it can
+        // still end is answered with its result, which rmcp drops for a cancelled request.
         // Without a progress token there is nothing to report: no timer is armed, which
         // would cost a call that waits a registration in the runtime's timer wheel.
         let Some(token) = context.meta.get_progress_token() else {
             return tokio::select! {
                 biased;
-                () = context.ct.cancelled() => Err(cancelled()),
                 result = &mut call => Ok(result.into()),
+                () = context.ct.cancelled() => Err(cancelled()),
             };
         };
         // The first tick one period from now: awaiting an immediate first tick costs a turn of
@@ -221,8 +225,8 @@ impl ServerHandler for DshMcp {
         loop {
             tokio::select! {
                 biased;
-                () = context.ct.cancelled() => return Err(cancelled()),
                 result = &mut call => return Ok(result.into()),
+                () = context.ct.cancelled() => return Err(cancelled()),
                 _ = ticks.tick() => {
                     reported += 1;
                     let progress = ProgressNotificationParam::new(token.clone(), reported.into())

@@ -5,7 +5,10 @@
 //! request's `id` when one can be read and `null` otherwise, so a client
 //! waiting for that id gets its answer instead of waiting forever.
 
-use rmcp::model::{ClientJsonRpcMessage, ErrorCode};
+use rmcp::model::{
+    CallToolRequest, ClientJsonRpcMessage, ClientRequest, ErrorCode, JsonRpcMessage, JsonRpcRequest,
+};
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 /// The most one message may take (16 MiB, rmcp's own bound for a stdio line
@@ -55,6 +58,9 @@ impl Rejected {
 /// order mark is ignored).
 pub(crate) fn decode(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Rejected> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    if let Some(call) = tool_call(bytes) {
+        return Ok(call);
+    }
     // The usual case parses once; only a refusal looks again, for the id.
     let err = match serde_json::from_slice::<ClientJsonRpcMessage>(bytes) {
         Ok(message) => return Ok(message),
@@ -79,6 +85,37 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<ClientJsonRpcMessage, Rejected> {
         message: format!("dsh mcp: invalid request: not an MCP client message: {err}"),
         notification,
     })
+}
+
+/// `bytes` as the `tools/call` request they are, decoded as that type alone;
+/// `None` for anything else, which [`decode`] decodes as any client message.
+///
+/// rmcp's client request is an untagged union: decoded as one, a message is
+/// tried against each request type in turn, and every failed try builds an
+/// error (allocated, formatted, its position found) that is thrown away.
+/// `tools/call` is the 14th type, `ping` the first, so a tool call paid 13
+/// such tries that a ping does not — most of what decoding a tool call cost
+/// beyond a ping (issue 26, the per-call toll). Only messages that carry the
+/// method as a compact member (`"method":"tools/call"`, as the official SDKs
+/// write it) are tried here; such bytes cannot occur inside a JSON string, and
+/// the result is what the union gives, since no type before `tools/call`
+/// accepts that method and the message's shape is checked the same way (a
+/// stray `result` or `error` makes it no request). A message this does not
+/// take, valid or not, is decoded by the union as before.
+fn tool_call(bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
+    memchr::memmem::find(bytes, br#""method":"tools/call""#)?;
+    match serde_json::from_slice::<JsonRpcMessage<CallToolRequest, IgnoredAny, IgnoredAny>>(bytes) {
+        Ok(JsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc,
+            id,
+            request,
+        })) => Some(ClientJsonRpcMessage::Request(JsonRpcRequest {
+            jsonrpc,
+            id,
+            request: ClientRequest::CallToolRequest(request),
+        })),
+        _ => None,
+    }
 }
 
 /// A JSON-RPC request id: a string or a number.
@@ -224,6 +261,7 @@ impl IdScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rmcp::model::GetMeta;
 
     fn scan(text: &str, piece: usize) -> Option<Value> {
         let mut scanner = IdScanner::default();
@@ -287,5 +325,79 @@ mod tests {
 
         let ok = decode(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
         assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    /// The client message rmcp's own decoding makes of `text`, or its error.
+    fn as_rmcp_decodes(text: &str) -> Result<ClientJsonRpcMessage, String> {
+        serde_json::from_str::<ClientJsonRpcMessage>(text).map_err(|err| err.to_string())
+    }
+
+    /// `tools/call`, decoded as that type alone, is the message rmcp's union
+    /// makes of it — its arguments, id and `_meta` (the progress token)
+    /// included — and whatever is not a request of that method (a nested
+    /// member that says it, a stray `result`, a malformed call) is left to the
+    /// union, so it is refused or accepted exactly as before.
+    #[test]
+    fn a_tool_call_decodes_as_the_union_decodes_it_and_nothing_else_is_taken_for_one() {
+        let calls = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"list_terminals","arguments":{}}}"#,
+            // The TypeScript SDK's order: the id last.
+            r#"{"method":"tools/call","params":{"name":"read_file","arguments":{"path":"a \"method\":\"tools/call\""},"_meta":{"progressToken":3}},"jsonrpc":"2.0","id":"req-9"}"#,
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"run"}}"#,
+        ];
+        for text in calls {
+            let ours = tool_call(text.as_bytes()).expect("taken as a tool call");
+            let theirs = as_rmcp_decodes(text).unwrap();
+            assert_eq!(
+                serde_json::to_value(&ours).unwrap(),
+                serde_json::to_value(&theirs).unwrap(),
+                "{text}"
+            );
+            let (JsonRpcMessage::Request(ours), JsonRpcMessage::Request(theirs)) = (ours, theirs)
+            else {
+                panic!("{text}: not requests");
+            };
+            assert!(
+                matches!(ours.request, ClientRequest::CallToolRequest(_)),
+                "{text}"
+            );
+            // `_meta` is kept beside the request, where the handler reads the progress token.
+            assert_eq!(
+                ours.request.get_meta().get_progress_token(),
+                theirs.request.get_meta().get_progress_token(),
+                "{text}"
+            );
+            assert_eq!(
+                ours.request.get_meta().get_progress_token().is_some(),
+                text.contains("progressToken"),
+                "{text}"
+            );
+        }
+        let not_calls = [
+            // Said by a nested member only.
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"x":{"method":"tools/call"}}}}"#,
+            // A response in the shape of a call.
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"x"},"result":{}}"#,
+            // A notification.
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"x"}}"#,
+            // Malformed: params not an object, no name.
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":7}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{}}"#,
+            // The method written with a space: the union's.
+            r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "x"}}"#,
+        ];
+        for text in not_calls {
+            assert!(tool_call(text.as_bytes()).is_none(), "{text}");
+            // And decode gives what the union gives.
+            match (decode(text.as_bytes()), as_rmcp_decodes(text)) {
+                (Ok(ours), Ok(theirs)) => assert_eq!(
+                    serde_json::to_value(&ours).unwrap(),
+                    serde_json::to_value(&theirs).unwrap(),
+                    "{text}"
+                ),
+                (Err(refused), Err(why)) => assert!(refused.message.contains(&why), "{text}"),
+                (ours, theirs) => panic!("{text}: {ours:?} where rmcp gives {theirs:?}"),
+            }
+        }
     }
 }
