@@ -8,14 +8,16 @@
 //             start `true` and read its output; 100 MiB of command output read to the end
 //             (with the peak RSS of the `dsh mcp` process)
 //   toll      a tool doing no I/O (list_terminals) against an MCP ping of the same dsh mcp,
-//             back to back and after 200 ms of think time (target ≤ 1.2×)
+//             back to back and after 200 ms of think time (target ≤ 1.2×), the two calls
+//             alternated call by call
 //   e2b-local the same dsh scenario on a one-sandbox e2b-local composition, against local
 //   code      the code runtime (issue 27) on both compositions: a binding call against a
 //             direct MCP call, a session's cold start against the interpreter's, and an agent
 //             task tool by tool against one code_run
 //
 // Usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick]
-//                       [--only peers|code] [--json FILE]
+//                       [--only toll|peers|code] [--json FILE]
+// Every leg runs by default; --only runs one (toll needs no peer and takes about 75 s).
 // Environment: DSH_BIN (the dsh binary, required); for the e2b-local leg DSH_E2B_CONFIG (the
 // manifest, e.g. config/e2b-local.yaml) and E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY (the
 // server's `export` lines) — without them that leg is skipped. tests/benches/mcp/run.sh sets it all up.
@@ -33,6 +35,8 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 // ---------------------------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------------------------
+
+const LEGS = ["toll", "peers", "code"];
 
 function parseArgs(argv) {
   const opts = { rounds: 20, batch: 10, bulkRuns: 3, bulkMiB: 100, json: null, only: null, quick: false };
@@ -53,12 +57,12 @@ function parseArgs(argv) {
       case "--quick": Object.assign(opts, { rounds: 5, batch: 3, bulkRuns: 1, bulkMiB: 8, quick: true }); break;
       default:
         console.error(
-          "usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick] [--only peers|code] [--json FILE]",
+          "usage: node bench.mjs [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick] [--only toll|peers|code] [--json FILE]",
         );
         process.exit(2);
     }
   }
-  if (opts.only !== null && !["peers", "code"].includes(opts.only)) throw new Error(`--only ${opts.only}: peers or code`);
+  if (opts.only !== null && !LEGS.includes(opts.only)) throw new Error(`--only ${opts.only}: one of ${LEGS.join(", ")}`);
   for (const k of ["rounds", "batch", "bulkRuns", "bulkMiB"]) {
     if (!(Number.isInteger(opts[k]) && opts[k] > 0)) throw new Error(`--${k}: a positive integer`);
   }
@@ -105,6 +109,8 @@ function fmtRatio(ratios) {
   return `${median(ratios).toFixed(3)}x [${f(quantile(ratios, 0.25))}-${f(quantile(ratios, 0.75))}]`;
 }
 const pad = (s, n) => String(s).padStart(n);
+// A median time with its interquartile range.
+const fmtSpread = (v) => `${fmtTime(median(v))} [${fmtTime(quantile(v, 0.25))}-${fmtTime(quantile(v, 0.75))}]`;
 const padEnd = (s, n) => String(s).padEnd(n);
 
 function machine() {
@@ -341,6 +347,31 @@ async function interleaved(contenders, rounds, batch, gapMs = 0) {
 }
 
 const paired = (a, b) => a.map((x, i) => x / b[i]);
+
+// Two contenders alternated call by call: each round runs `pairs` pairs of calls, the first of a
+// pair switching from one pair to the next (and from one round to the next), each call preceded by
+// `gapMs` of untimed think time. One untimed warm-up round first. Returns each contender's
+// per-round time per call (ms): the median of its calls in the round, so one call that met a
+// busy CPU does not move the round.
+async function alternated(a, b, rounds, pairs, gapMs = 0) {
+  const times = { a: [], b: [] };
+  const fns = { a, b };
+  for (let round = -1; round < rounds; round++) {
+    const calls = { a: [], b: [] };
+    for (let i = 0; i < pairs; i++) {
+      for (const k of (round + i) % 2 ? ["a", "b"] : ["b", "a"]) {
+        if (gapMs) await sleep(gapMs);
+        const t0 = performance.now();
+        await fns[k]();
+        calls[k].push(performance.now() - t0);
+      }
+    }
+    if (round < 0) continue;
+    times.a.push(median(calls.a));
+    times.b.push(median(calls.b));
+  }
+  return times;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Bulk output: 100 MiB read to the end
@@ -722,6 +753,47 @@ function printCode(rows, count, verdict, W, line) {
   console.log(line);
 }
 
+// The per-call toll (issue 26, item 7): a tool doing no I/O (list_terminals) against an MCP ping
+// of the same dsh mcp (local), back to back and with think time before each call, and
+// list_commands beside them (informational: it lists the world's durable commands, which the
+// local provider asks of a dsh-supervisor process it starts). The two calls of a figure alternate
+// call by call, the first of each pair switching every pair, so both meet the same machine state;
+// each round gives a time per call of each (the median of its calls) and their ratio, and the
+// figure is the median of the rounds with its interquartile range. The wake-up line is what think time adds to each call (the
+// spaced median less the back-to-back one): the transport's thread wake-ups, which a tool call and
+// a ping share.
+async function tollLeg(dsh, { count, verdict, W, line }) {
+  const tool = () => dsh.call("list_terminals", {});
+  const ping = () => dsh.client.ping();
+  // Spaced: each call's wake-up varies far more than the calls differ, so a round takes the
+  // median of 8 pairs; --rounds of them (64 s by default).
+  const figures = [
+    { label: "a tool doing no I/O: list_terminals vs ping, back to back", a: tool, rounds: opts.rounds * 3, pairs: opts.batch, gapMs: 0, target: 1.2 },
+    { label: `the same, ${SPACED_MS} ms of think time before each call`, a: tool, rounds: opts.rounds, pairs: 8, gapMs: SPACED_MS, target: 1.2 },
+    { label: "list_commands (asks the world for its durable commands) vs ping", a: () => dsh.call("list_commands", {}), rounds: opts.rounds, pairs: opts.batch, gapMs: 0, target: null },
+  ];
+  const rows = [];
+  for (const f of figures) {
+    const t = await alternated(f.a, ping, f.rounds, f.pairs, f.gapMs);
+    const row = { label: f.label, tool: t.a, ping: t.b, ratio: paired(t.a, t.b), target: f.target, rounds: f.rounds, pairs: f.pairs, gapMs: f.gapMs };
+    rows.push(row);
+    console.log(`#   ${f.label}: ${fmtSpread(row.tool)} vs ${fmtSpread(row.ping)}, ${fmtRatio(row.ratio)} (${f.rounds} rounds of ${f.pairs} pairs)`);
+  }
+  results.toll = rows;
+  console.log("");
+  console.log(`${padEnd("the per-call toll — a tool call against an MCP ping of the same dsh mcp (local)", W)}${pad("tool", 11)}${pad("ping", 11)}${pad("tool/ping [p25-p75]", 22)}${pad("target", 9)} verdict`);
+  console.log(line);
+  for (const r of rows) {
+    const v = count(verdict(median(r.ratio), r.target));
+    console.log(`  ${padEnd(r.label, W - 2)}${pad(fmtTime(median(r.tool)), 11)}${pad(fmtTime(median(r.ping)), 11)}${pad(fmtRatio(r.ratio), 22)}${pad(r.target === null ? "—" : `≤ ${r.target.toFixed(2)}x`, 9)} ${v}`);
+  }
+  const [b2b, spaced] = rows;
+  const wake = (k) => fmtTime(median(spaced[k]) - median(b2b[k]));
+  console.log(`  ${padEnd(`what ${SPACED_MS} ms of think time adds to a call (wake-ups): list_terminals ${wake("tool")}, ping ${wake("ping")}`, W - 2)}`);
+  console.log(`  ${padEnd(`per-round times, p25-p75: back to back ${fmtSpread(b2b.tool)} / ${fmtSpread(b2b.ping)}; spaced ${fmtSpread(spaced.tool)} / ${fmtSpread(spaced.ping)}`, W - 2)}`);
+  console.log(line);
+}
+
 // The peers leg: dsh local against the npm peers, then dsh on e2b-local against dsh local (when
 // `e2b` is given). Verdicts are counted with `tally.count`.
 async function peerLeg(dsh, e2b, { count, verdict, W, line }) {
@@ -753,12 +825,6 @@ async function peerLeg(dsh, e2b, { count, verdict, W, line }) {
     { group: "protocol", label: "MCP ping (no tool): ping vs ping", peer: "server-filesystem", dsh: () => dsh.client.ping(), other: () => fsPeer.client.ping(), e2b: null, target: null },
     { group: "protocol", label: "a tool doing no I/O: list_terminals vs list_allowed_directories", peer: "server-filesystem", dsh: () => dsh.call("list_terminals", {}), other: () => fsPeer.call("list_allowed_directories", {}), e2b: null, target: null },
     { group: "protocol-dc", label: "a tool doing no I/O: list_terminals vs list_sessions", peer: "desktop-commander", dsh: () => dsh.call("list_terminals", {}), other: () => dc.call("list_sessions", {}), e2b: null, target: null },
-    // The per-call toll (issue 26): a tool doing no I/O against an MCP ping of the same server,
-    // back to back and with think time before each call. list_commands is shown beside it: it
-    // also lists the world's durable commands, which the provider reads from the world.
-    { group: "toll", label: "a tool doing no I/O: list_terminals vs ping", peer: "dsh ping", dsh: () => dsh.call("list_terminals", {}), other: () => dsh.client.ping(), e2b: null, target: 1.2 },
-    { group: "toll", label: `the same, ${SPACED_MS} ms of think time before each call`, peer: "dsh ping", dsh: () => dsh.call("list_terminals", {}), other: () => dsh.client.ping(), e2b: null, target: 1.2, gapMs: SPACED_MS },
-    { group: "toll", label: "list_commands (reads the world's durable commands) vs ping", peer: "dsh ping", dsh: () => dsh.call("list_commands", {}), other: () => dsh.client.ping(), e2b: null, target: null },
     { label: "read 1 KiB: read_file vs read_text_file", peer: "server-filesystem", dsh: dshF.read, other: peerF.read, e2b: e2bF?.read, target: 0.5 },
     { label: "write 1 KiB: write_file vs write_file", peer: "server-filesystem", dsh: dshF.write, other: peerF.write, e2b: e2bF?.write, target: 0.5 },
     { label: "edit, one unique replacement: edit_file vs edit_file", peer: "server-filesystem", dsh: dshF.edit, other: peerF.edit, e2b: e2bF?.edit, target: 0.5 },
@@ -862,7 +928,6 @@ async function peerLeg(dsh, e2b, { count, verdict, W, line }) {
         {
           protocol: `protocol floor (informational) — vs @modelcontextprotocol/server-filesystem ${versions.fsPeer}`,
           "protocol-dc": `protocol floor (informational) — vs @wonderwhy-er/desktop-commander ${versions.dc}`,
-          toll: "the per-call toll — a tool call against an MCP ping of the same dsh mcp (local)",
           "server-filesystem": `files — @modelcontextprotocol/server-filesystem ${versions.fsPeer}, one round trip each`,
           "desktop-commander": `commands — @wonderwhy-er/desktop-commander ${versions.dc}`,
           spaced: `commands, ${SPACED_MS} ms of think time before each call (untimed) — @wonderwhy-er/desktop-commander ${versions.dc}`,
@@ -970,7 +1035,7 @@ try {
   const dsh = await start("dsh (local)", DSH_BIN, ["mcp"], { cwd: dirs.dsh, env: baseEnv });
   servers.push(dsh);
   let e2b = null;
-  if (withE2b) {
+  if (withE2b && opts.only !== "toll") {
     e2b = await start("dsh (e2b-local)", DSH_BIN, ["mcp", "--config", E2B_CONFIG], { cwd: dirs.dsh, env: { ...process.env } });
     servers.push(e2b);
   }
@@ -995,8 +1060,10 @@ try {
     else if (v === "MISSED") missed++;
     return v;
   };
-  if (opts.only !== "code") await peerLeg(dsh, e2b, { count, verdict, W, line });
-  if (opts.only !== "peers") {
+  const runs = (leg) => opts.only === null || opts.only === leg;
+  if (runs("toll")) await tollLeg(dsh, { count, verdict, W, line });
+  if (runs("peers")) await peerLeg(dsh, e2b, { count, verdict, W, line });
+  if (runs("code")) {
     console.log("# code runtime");
     results.code = await codeFigures([["dsh (local)", dsh], ...(e2b ? [["dsh (e2b-local)", e2b]] : [])]);
     printCode(results.code, count, verdict, W, line);

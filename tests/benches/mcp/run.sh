@@ -15,8 +15,10 @@
 # e2b-local on ephemeral ports (needs root), runs bench.mjs, and stops the server.
 #
 # Usage: tests/benches/mcp/run.sh [--rounds N] [--batch K] [--bulk-runs R] [--bulk-mib M] [--quick]
-#                           [--only peers|code] [--json FILE]
-#   --only code          bench.mjs measures only the code runtime (issue 27), --only peers all but it
+#                           [--only toll|peers|code] [--json FILE]
+#   --only LEG           bench.mjs runs one leg: toll (the per-call toll, issue 26: builds dsh and
+#                        the local plugins only, no peers, no e2b-local, no world.mjs; about
+#                        75 s), peers (against the npm peers, and e2b-local), code (issue 27)
 #   DSH_BENCH_NO_E2B=1   skip the e2b-local leg (no root needed)
 #   DSH_BENCH_DIR=DIR    where the local scratch files go (default $TMPDIR)
 set -euo pipefail
@@ -28,9 +30,20 @@ for tool in node npm cargo; do
   command -v "$tool" >/dev/null 2>&1 || { echo "bench: '$tool' is required but not on PATH" >&2; exit 1; }
 done
 
-echo "bench: building dsh and e2b-local (release)" >&2
-cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local \
+toll_only=
+prev=
+for arg in "$@"; do
+  [ "$prev" = --only ] && [ "$arg" = toll ] && toll_only=1
+  prev=$arg
+done
+if [ -n "$toll_only" ]; then
+  echo "bench: building dsh (release)" >&2
+  cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local
+else
+  echo "bench: building dsh and e2b-local (release)" >&2
+  cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local \
   -p dsh-e2b-owner -p dsh-fs-e2b -p dsh-subprocess-e2b -p e2b-local
+fi
 
 # The peers, pinned; reinstalled only when package.json / package-lock.json change.
 stamp=$(sha256sum "$bench/package.json" "$bench/package-lock.json" | sha256sum | cut -d' ' -f1)
@@ -43,6 +56,11 @@ else
 fi
 
 export DSH_BIN="$root/target/release/dsh"
+
+if [ -n "$toll_only" ]; then
+  (cd "$bench" && node bench.mjs "$@")
+  exit
+fi
 
 if [ -n "${DSH_BENCH_NO_E2B:-}" ]; then
   (cd "$bench" && node bench.mjs "$@" && node world.mjs "$@")
