@@ -83,8 +83,17 @@ impl Upstream {
         // stalled stream's unread frames (at most ~5 MiB of framing overhead even for
         // 13-byte events) far below the 32 MiB budget of a 64 MiB connection window, and
         // still streams at memory speed over the Unix socket.
+        //
+        // No bound on the streams reset for the peer's "errors": when the client of a complete
+        // HTTP/1.1 answer (its Content-Length read) drops the body, the front resets the stream
+        // (CANCEL), and envd's END_STREAM, already on its way, draws a STREAM_CLOSED reset that
+        // h2 counts as envd's protocol error — after 1,024 of them (the code runtime's bench met
+        // them within some 33,000 requests of one sandbox) it closed the connection
+        // (ENHANCE_YOUR_CALM, "too_many_internal_resets"), and every stream of the sandbox with
+        // it. The bound guards against a hostile peer; this one is our envd on a Unix socket.
         let client = Client::builder(TokioExecutor::new())
             .http2_only(true)
+            .http2_max_local_error_reset_streams(None)
             .http2_initial_stream_window_size(STREAM_WINDOW)
             .http2_initial_connection_window_size(CONNECTION_WINDOW)
             .pool_idle_timeout(Duration::from_secs(60))
