@@ -77,9 +77,10 @@ pub use config::{
 };
 pub use envd::{
     ByteRange, CallOptions, Command, DEFAULT_KEEPALIVE_INTERVAL, Download, DownloadOptions,
-    EntryInfo, Envd, EnvdOptions, ExitStatus, FileType, FsEvent, FsEventKind, ProcessEvent,
-    ProcessInfo, ProcessInput, ProcessStream, PtySize, Selector, Signal, StreamOptions,
-    UploadOptions, UploadPart, WatchOptions, WatchStream, WriteInfo,
+    EntryInfo, Envd, EnvdOptions, ExitStatus, FileType, FsEvent, FsEventKind, InputRoute,
+    InputRouteCell, ProcessEvent, ProcessInfo, ProcessInput, ProcessStream, PtySize, Selector,
+    Signal, StdinError, StdinRequest, StdinWriter, StreamOptions, UploadOptions, UploadPart,
+    WatchOptions, WatchStream, WriteInfo,
 };
 pub use error::{Context, Error, Result};
 pub use http_stack::{HttpStack, PlainHttp};

@@ -16,13 +16,15 @@
 //!
 //! The process ([`Resident`]) is started on first need and serves every
 //! operation of the provider: a request is a frame written to its stdin
-//! (envd `SendInput`, from one writer task that batches what is queued and
-//! writes a ping when idle — the process's lease, see
-//! `dsh_supervisor::world`), the answers are frames on its stdout, which a
-//! reader task hands to the operation whose id they carry. Dropping a
-//! stream part-way sends a cancel for its id. If the process ends, every
-//! operation in flight gets an error saying so and the next call starts
-//! another. Disposal closes its stdin, which ends it.
+//! (one writer task batches what is queued onto one long-lived envd
+//! `StreamInput`, [`e2b_client::StdinWriter`] — `SendInput` per batch on
+//! an envd without it — and writes a ping when idle: the process's lease,
+//! see `dsh_supervisor::world`), the answers are frames on its stdout,
+//! which a reader task hands to the operation whose id they carry. Dropping
+//! a stream part-way sends a cancel for its id. If the process ends, or its
+//! input stream is cut (frames on it may be lost), every operation in
+//! flight gets an error saying so, the process is killed and the next call
+//! starts another. Disposal closes its stdin, which ends it.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,7 +41,9 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
 use dsh_supervisor::world::{self as frames, WorldOp, WorldRequest};
 use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
-use e2b_client::{CallOptions, Envd, ProcessEvent, ProcessStream, Signal, UploadOptions};
+use e2b_client::{
+    CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter, UploadOptions,
+};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
 
@@ -232,7 +236,18 @@ impl<T: EnvdTransport> World<T> {
             .start(&command, &native.root.options())
             .await
             .map_err(|err| name.remote(&err))?;
-        let resident = Resident::spawn(self.envd.clone(), stream);
+        let pid = stream.pid();
+        let route = match self.input_route.get(&self.envd, pid).await {
+            Ok(route) => route,
+            Err(err) => {
+                let _ = self
+                    .envd
+                    .send_signal(pid, Signal::Kill, &CallOptions::default())
+                    .await;
+                return Err(name.remote(&err));
+            }
+        };
+        let resident = Resident::spawn(self.envd.clone(), stream, route);
         *slot = Some(resident.clone());
         Ok(resident)
     }
@@ -434,17 +449,39 @@ impl Shared {
 }
 
 impl Resident {
-    /// Its reader and writer tasks, on the current runtime. They are not
-    /// the provider's tracked tasks: they last as long as the process.
-    fn spawn<T: EnvdTransport>(envd: Envd<T>, stream: ProcessStream) -> Arc<Resident> {
+    /// Its reader and writer tasks (and its stdin's stream, by `route`),
+    /// on the current runtime. They are not the provider's tracked tasks:
+    /// they last as long as the process.
+    fn spawn<T: EnvdTransport>(
+        envd: Envd<T>,
+        stream: ProcessStream,
+        route: InputRoute,
+    ) -> Arc<Resident> {
+        let pid = stream.pid();
         let shared = Arc::new(Shared {
-            pid: stream.pid(),
+            pid,
             ops: Mutex::new(Some(HashMap::new())),
             ended: Mutex::new(None),
         });
         let (input, queue) = mpsc::unbounded_channel();
-        tokio::spawn(read(stream, shared.clone(), envd.clone()));
-        tokio::spawn(write(queue, shared.clone(), envd));
+        let (writer, request) = StdinWriter::new(envd.clone(), pid, route);
+        if let Some(request) = request {
+            let (shared, envd) = (shared.clone(), envd.clone());
+            tokio::spawn(async move {
+                // A cut stream may have lost frames: the operations in
+                // flight are told now, not at the next write.
+                if let Err(err) = request.await {
+                    fail(
+                        &shared,
+                        &envd,
+                        format!("writing to its stdin failed: {err}"),
+                    )
+                    .await;
+                }
+            });
+        }
+        tokio::spawn(read(stream, shared.clone(), envd));
+        tokio::spawn(write(queue, shared.clone(), writer));
         Arc::new(Resident {
             next_id: AtomicU64::new(1),
             input,
@@ -526,20 +563,30 @@ async fn read<T: EnvdTransport>(mut stream: ProcessStream, shared: Arc<Shared>, 
     }
 }
 
+/// Ends a running process whose stdin failed: every operation in flight
+/// told `reason`, the process killed (its pid is not addressed once ended).
+async fn fail<T: EnvdTransport>(shared: &Shared, envd: &Envd<T>, reason: String) {
+    if shared.running() {
+        shared.end(reason);
+        let _ = envd
+            .send_signal(shared.pid, Signal::Kill, &CallOptions::default())
+            .await;
+    }
+}
+
 /// The writer task: queued frames to the process's stdin, together in one
-/// `SendInput`; a [`frames::PING`] after [`frames::HEARTBEAT`] of quiet;
-/// stdin closed when asked or when the [`Resident`] is gone.
+/// write; a [`frames::PING`] after [`frames::HEARTBEAT`] of quiet; stdin
+/// closed when asked or when the [`Resident`] is gone.
 async fn write<T: EnvdTransport>(
     mut queue: mpsc::UnboundedReceiver<Input>,
     shared: Arc<Shared>,
-    envd: Envd<T>,
+    mut writer: StdinWriter<T>,
 ) {
     let ping = || {
         let mut header = vec![0u8; wire::HEADER];
         wire::frame_header(&mut header, frames::PING, 0);
         header
     };
-    let pid = shared.pid;
     let closed = loop {
         let first = match tokio::time::timeout(frames::HEARTBEAT, queue.recv()).await {
             Err(_) => Input::Frames(ping()),
@@ -559,16 +606,15 @@ async fn write<T: EnvdTransport>(
             next = queue.try_recv().ok();
         }
         if !batch.is_empty()
-            && let Err(err) = envd
-                .send_stdin(pid, Bytes::from(batch), &CallOptions::default())
-                .await
+            && let Err(err) = writer.write(Bytes::from(batch)).await
         {
-            if shared.running() {
-                shared.end(format!("writing to its stdin failed: {err}"));
-                let _ = envd
-                    .send_signal(pid, Signal::Kill, &CallOptions::default())
-                    .await;
-            }
+            let envd = writer.envd().clone();
+            fail(
+                &shared,
+                &envd,
+                format!("writing to its stdin failed: {err}"),
+            )
+            .await;
             return;
         }
         if close.is_some() {
@@ -577,15 +623,11 @@ async fn write<T: EnvdTransport>(
     };
     // An ended process's pid is not to be addressed again.
     if shared.running()
-        && envd
-            .close_stdin(pid, &CallOptions::default())
-            .await
-            .is_err()
+        && let Err(err) = writer.close().await
     {
-        // An envd without `CloseStdin` (or a process gone already).
-        let _ = envd
-            .send_signal(pid, Signal::Kill, &CallOptions::default())
-            .await;
+        // An envd without `CloseStdin`, or frames not delivered.
+        let envd = writer.envd().clone();
+        fail(&shared, &envd, format!("closing its stdin failed: {err}")).await;
     }
     if let Some(done) = closed {
         let _ = done.send(());

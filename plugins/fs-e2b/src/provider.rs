@@ -135,6 +135,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 tasks: TaskTracker::new(),
                 native: tokio::sync::OnceCell::new(),
                 resident: tokio::sync::Mutex::new(None),
+                input_route: e2b_client::InputRouteCell::new(),
             }),
             cwd: info.cwd.clone(),
         })

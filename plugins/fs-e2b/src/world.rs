@@ -77,6 +77,8 @@ pub(crate) struct World<T> {
     /// That supervisor's process serving the world-side operations, once
     /// started (see [`crate::native`]).
     pub resident: tokio::sync::Mutex<Option<Arc<crate::native::Resident>>>,
+    /// How that process's stdin reaches envd, once probed.
+    pub input_route: e2b_client::InputRouteCell,
 }
 
 impl<T: EnvdTransport> World<T> {

@@ -19,7 +19,6 @@ use crate::config::Settings;
 use crate::control::Controller;
 use crate::registry::Registry;
 use crate::setup::{self, Setup};
-use crate::stdin::InputRoute;
 use crate::transport::EnvdTransport;
 
 /// Bound on removing the private state at disposal.
@@ -45,7 +44,7 @@ pub struct World<T: EnvdTransport> {
     spill_dir: String,
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
     /// How stdin reaches envd, asked once (`stdin`).
-    input_route: tokio::sync::OnceCell<InputRoute>,
+    input_route: e2b_client::InputRouteCell,
     /// Whether preparing the sandbox was ever attempted (so disposal knows
     /// whether there is private state to remove).
     prepared: AtomicBool,
@@ -82,7 +81,7 @@ impl<T: EnvdTransport> World<T> {
             settings,
             instance,
             ready: tokio::sync::OnceCell::new(),
-            input_route: tokio::sync::OnceCell::new(),
+            input_route: e2b_client::InputRouteCell::new(),
             prepared: AtomicBool::new(false),
             registry: Registry::new("the subprocess provider"),
             tracker: TaskTracker::new(),
@@ -156,11 +155,8 @@ impl<T: EnvdTransport> World<T> {
     pub async fn input_route(
         &self,
         helper: u32,
-    ) -> std::result::Result<InputRoute, e2b_client::Error> {
-        self.input_route
-            .get_or_try_init(|| InputRoute::probe(&self.envd, helper))
-            .await
-            .copied()
+    ) -> std::result::Result<e2b_client::InputRoute, e2b_client::Error> {
+        self.input_route.get(&self.envd, helper).await
     }
 
     pub fn registry(&self) -> &Registry {

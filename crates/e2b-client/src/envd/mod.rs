@@ -15,6 +15,7 @@ mod gzip;
 mod multipart;
 mod options;
 mod process;
+mod stdin;
 mod stream;
 
 use std::fmt::Display;
@@ -41,6 +42,7 @@ pub use process::{
     Command, ExitStatus, ProcessEvent, ProcessInfo, ProcessInput, ProcessStream, PtySize, Selector,
     Signal,
 };
+pub use stdin::{InputRoute, InputRouteCell, StdinError, StdinRequest, StdinWriter};
 
 /// Settings of an [`Envd`] that are not per call.
 #[derive(Debug, Clone)]

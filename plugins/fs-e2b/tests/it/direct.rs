@@ -4,60 +4,11 @@
 //! upload's attributes — and the staged way, with its guarantees, for
 //! everything else.
 
-use std::sync::{Arc, Mutex};
-
-use dsh_e2b_gateway::{OwnerTransport, envd_options};
-use dsh_fs_e2b::{FsE2b, STAGING_PREFIX};
+use dsh_fs_e2b::STAGING_PREFIX;
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};
-use e2b_client::{ClientTransport, Envd};
-use http::{Request, Response};
 
-use crate::support::{CWD, Env};
-
-/// The owner's transport, recording `METHOD path` of every request.
-#[derive(Clone)]
-struct Recorder {
-    inner: OwnerTransport,
-    seen: Arc<Mutex<Vec<String>>>,
-}
-
-impl ClientTransport for Recorder {
-    type ResponseBody = <OwnerTransport as ClientTransport>::ResponseBody;
-    type Error = <OwnerTransport as ClientTransport>::Error;
-
-    fn send(
-        &self,
-        request: Request<connectrpc::client::ClientBody>,
-    ) -> connectrpc::client::BoxFuture<'static, Result<Response<Self::ResponseBody>, Self::Error>>
-    {
-        self.seen
-            .lock()
-            .unwrap()
-            .push(format!("{} {}", request.method(), request.uri().path()));
-        self.inner.send(request)
-    }
-}
-
-impl Recorder {
-    /// What was sent since the last call, in order.
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.seen.lock().unwrap())
-    }
-}
-
-fn recorded_provider(env: &Env) -> (FsE2b<Recorder>, Recorder) {
-    let recorder = Recorder {
-        inner: OwnerTransport::new(env.owner()),
-        seen: Arc::default(),
-    };
-    let fs = FsE2b::new(
-        Envd::new(recorder.clone(), envd_options(&env.info)),
-        &env.info,
-    )
-    .expect("provider");
-    (fs, recorder)
-}
+use crate::support::{CWD, Env, recorded_provider};
 
 const STAT: &str = "POST /filesystem.Filesystem/Stat";
 const MOVE: &str = "POST /filesystem.Filesystem/Move";

@@ -3,6 +3,8 @@
 //! operations side by side; a dropped stream stops its operation and
 //! nothing else; a process that ends fails the operation in flight with
 //! an error saying so and the next call starts another; disposal ends it.
+//! Its requests travel on one envd `StreamInput`; a cut one fails the
+//! operations in flight as an ended process does.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
@@ -12,7 +14,7 @@ use dsh_plugin_api::fs::{FsProvider, ReadManyLimits, WalkEvent, WalkSpec, WalkSt
 use e2b_client::{CallOptions, Signal};
 use futures::{StreamExt, TryStreamExt};
 
-use crate::support::{CWD, Env};
+use crate::support::{CWD, Env, SEND_INPUT, STREAM_INPUT, recorded_provider};
 
 /// Directories of [`FILES`] files each in the big tree: its walk answers
 /// several times the supervisor's window of credit.
@@ -65,6 +67,20 @@ async fn big_walk_started(env: &Env, fs: &dyn FsProvider) -> (WalkStream, Vec<u3
     let pids = world_processes(env).await;
     assert_eq!(pids.len(), 1, "{pids:?}");
     (big, pids)
+}
+
+/// The error that ends `walk` (within 10 s of each event), as text.
+async fn failure(walk: &mut WalkStream) -> String {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), walk.next())
+            .await
+            .expect("the walk goes on or fails")
+        {
+            Some(Ok(WalkEvent::Entry(_))) => {}
+            Some(Ok(WalkEvent::End(_))) | None => panic!("the walk ended as if complete"),
+            Some(Err(err)) => return err.to_string(),
+        }
+    }
 }
 
 /// The pids of the running `dsh-supervisor world` processes.
@@ -180,17 +196,7 @@ async fn an_ended_process_fails_the_operation_in_flight_and_the_next_call_starts
         .send_signal(pids[0], Signal::Kill, &CallOptions::default())
         .await
         .expect("kill the process");
-    let err = loop {
-        match tokio::time::timeout(Duration::from_secs(10), big.next())
-            .await
-            .expect("the walk goes on or fails")
-        {
-            Some(Ok(WalkEvent::Entry(_))) => {}
-            Some(Ok(WalkEvent::End(_))) | None => panic!("the walk ended as if complete"),
-            Some(Err(err)) => break err,
-        }
-    };
-    let message = err.to_string();
+    let message = failure(&mut big).await;
     assert!(
         message.contains("walk: the sandbox helper")
             && message.contains("ended while the operation was in flight")
@@ -202,6 +208,56 @@ async fn an_ended_process_fails_the_operation_in_flight_and_the_next_call_starts
     assert_eq!(entries(walk(&fs, "small").await).await, ["d", "d/a.txt"]);
     let restarted = world_processes(&env).await;
     assert_eq!(restarted.len(), 1, "{restarted:?}");
+    assert_ne!(restarted, pids, "another process");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_requests_travel_on_one_input_stream() {
+    let env = Env::start().await;
+    fixture(&env).await;
+    let (fs, recorder) = recorded_provider(&env);
+    assert_eq!(entries(walk(&fs, "small").await).await.len(), 2);
+    let first = recorder.take();
+    let count = |calls: &[String], call: &str| calls.iter().filter(|c| *c == call).count();
+    // envd asked once whether it serves `StreamInput`, then the stream.
+    assert_eq!(count(&first, STREAM_INPUT), 2, "{first:?}");
+    for _ in 0..20 {
+        assert_eq!(entries(walk(&fs, "small").await).await, ["d", "d/a.txt"]);
+    }
+    let rest = recorder.take();
+    assert_eq!(
+        (count(&rest, STREAM_INPUT), count(&rest, SEND_INPUT)),
+        (0, 0),
+        "20 walks on the stream already open: {rest:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_input_stream_fails_the_operation_in_flight_and_the_next_call_starts_another() {
+    let env = Env::start().await;
+    let (fs, recorder) = recorded_provider(&env);
+    let (mut big, pids) = big_walk_started(&env, &fs).await;
+    recorder.cut_input_streams();
+    // The walk in flight fails: its requests on the cut stream may be lost.
+    let message = failure(&mut big).await;
+    assert!(
+        message.contains("walk: the sandbox helper")
+            && message.contains("ended while the operation was in flight")
+            && message.contains("writing to its stdin failed")
+            && message.contains("connection reset (test)"),
+        "{message}"
+    );
+    assert_eq!(entries(walk(&fs, "small").await).await, ["d", "d/a.txt"]);
+    // The cut one is killed (its kill may still be on its way).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let restarted = loop {
+        let now = world_processes(&env).await;
+        if !now.contains(&pids[0]) || Instant::now() > deadline {
+            break now;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(restarted.len(), 1, "the cut one was killed: {restarted:?}");
     assert_ne!(restarted, pids, "another process");
 }
 

@@ -6,20 +6,22 @@
 
 pub mod commands;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_conformance::{KitOptions, Outcome, Seam, World, cases, run};
-use dsh_e2b_gateway::{GatewayOwner, OwnerTransport};
+use dsh_e2b_gateway::{GatewayOwner, OwnerTransport, envd_options};
 use dsh_fs_e2b::{FsE2b, FsE2bPlugin};
 use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::owner::SandboxInfo;
 use e2b_client::{
-    Api, Command, ConnectionOptions, NewSandbox, ProcessEvent, Sandbox, SandboxTransport,
-    StreamOptions,
+    Api, ClientTransport, Command, ConnectionOptions, Envd, NewSandbox, ProcessEvent, Sandbox,
+    SandboxTransport, StreamOptions,
 };
 use e2b_local::harness::LocalServer;
 use futures::StreamExt;
+use http::{Request, Response};
+use tokio::sync::watch;
 
 /// The world's cwd in every test sandbox.
 pub const CWD: &str = "/home/user/workspace";
@@ -230,4 +232,73 @@ pub async fn run_fs_half_and(env: &Env, fs: Arc<dyn FsProvider>, also: &[&str]) 
         not_passed.join("\n")
     );
     assert!(report.cleanup_errors.is_empty(), "{report}");
+}
+
+/// The owner's transport, recording `METHOD path` of every request; it can
+/// cut every envd `StreamInput` in flight as a reset connection would.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: OwnerTransport,
+    seen: Arc<Mutex<Vec<String>>>,
+    cuts: Arc<watch::Sender<u64>>,
+}
+
+pub const STREAM_INPUT: &str = "POST /process.Process/StreamInput";
+pub const SEND_INPUT: &str = "POST /process.Process/SendInput";
+
+impl ClientTransport for Recorder {
+    type ResponseBody = <OwnerTransport as ClientTransport>::ResponseBody;
+    type Error = <OwnerTransport as ClientTransport>::Error;
+
+    fn send(
+        &self,
+        request: Request<connectrpc::client::ClientBody>,
+    ) -> connectrpc::client::BoxFuture<'static, Result<Response<Self::ResponseBody>, Self::Error>>
+    {
+        let call = format!("{} {}", request.method(), request.uri().path());
+        let cut = call == STREAM_INPUT;
+        self.seen.lock().unwrap().push(call);
+        let sent = self.inner.send(request);
+        if !cut {
+            return sent;
+        }
+        let mut cuts = self.cuts.subscribe();
+        let start = *cuts.borrow();
+        Box::pin(async move {
+            tokio::select! {
+                response = sent => response,
+                _ = cuts.wait_for(|now| *now > start) => {
+                    Err(connectrpc::ConnectError::unavailable("connection reset (test)"))
+                }
+            }
+        })
+    }
+}
+
+impl Recorder {
+    /// What was sent since the last call, in order.
+    pub fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+
+    /// Fails every `StreamInput` in flight (the request aborted in the
+    /// owner); later ones are left alone.
+    pub fn cut_input_streams(&self) {
+        self.cuts.send_modify(|epoch| *epoch += 1);
+    }
+}
+
+/// A provider on a [`Recorder`] of the owner's transport.
+pub fn recorded_provider(env: &Env) -> (FsE2b<Recorder>, Recorder) {
+    let recorder = Recorder {
+        inner: OwnerTransport::new(env.owner()),
+        seen: Arc::default(),
+        cuts: Arc::new(watch::channel(0).0),
+    };
+    let fs = FsE2b::new(
+        Envd::new(recorder.clone(), envd_options(&env.info)),
+        &env.info,
+    )
+    .expect("provider");
+    (fs, recorder)
 }
