@@ -8,8 +8,8 @@ use dsh_consumers::Tools;
 use dsh_consumers::lsp::LspConfig;
 use dsh_host::Host;
 use dsh_mcp::{DshMcp, HttpOptions, McpOptions, SessionLimits};
-use dsh_plugin_api::{OwnerKind, ServiceKind};
 use dsh_plugin_api::subprocess::SubprocessProvider;
+use dsh_plugin_api::{OwnerKind, ServiceKind};
 
 use crate::Stop;
 use crate::args::McpArgs;
