@@ -916,6 +916,11 @@ impl Outcome for RenameResult {
     }
 }
 
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::server::TextEdit;
@@ -954,9 +959,4 @@ mod tests {
             .is_err()
         );
     }
-}
-
-/// `duration` in whole milliseconds, saturating.
-fn millis(duration: Duration) -> u64 {
-    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
