@@ -161,9 +161,56 @@ def _flush_output():
 
 # Binding calls: each a "call" frame answered by a "reply" frame with the same id, from any
 # thread (sync functions) or event loop (the `dsh.aio` coroutines), concurrently.
+#
+# The channel is read by one thread at a time, the leader, under `_channel`: a thread waiting for
+# its reply leads itself, so a call made in sequence wakes one thread per reply instead of a
+# reader thread and then the caller (each wake-up is a scheduling delay on a busy machine). The
+# reader thread leads only between runs (for the next "run") and while coroutine calls wait, since
+# nothing else would read for them.
 _calls = {}
-_calls_lock = threading.Lock()
 _call_ids = itertools.count(1)
+_channel = threading.Condition()
+_leading = False
+_in_run = False
+_async_waiting = 0
+_pending = bytearray()
+
+
+def _read_frames():
+    """Reads one chunk as the leader (without holding `_channel`) and returns its whole frames."""
+    chunk = os.read(CHANNEL_IN, 1 << 20)
+    if not chunk:
+        # The host closed the channel: nothing more will be asked of this runner.
+        _end()
+    _pending.extend(chunk)
+    frames = []
+    while True:
+        end = _pending.find(b"\n")
+        if end < 0:
+            return frames
+        frames.append(json.loads(base64.b64decode(bytes(_pending[:end]), validate=True)))
+        del _pending[: end + 1]
+
+
+def _lead_once():
+    """With `_channel` held and no leader: reads one chunk as the leader and dispatches it."""
+    global _leading, _in_run
+    _leading = True
+    _channel.release()
+    try:
+        frames = _read_frames()
+    finally:
+        _channel.acquire()
+        _leading = False
+    for message in frames:
+        if message["t"] == "run":
+            _in_run = True
+            _runs.put(message)
+        elif message["t"] == "reply":
+            settle = _calls.pop(message["id"], None)
+            if settle is not None:
+                settle(message)
+    _channel.notify_all()
 
 
 class BindingError(Exception):
@@ -184,7 +231,7 @@ def _arguments(name, args, kwargs):
 
 def _start_call(name, arguments, settle):
     call_id = next(_call_ids)
-    with _calls_lock:
+    with _channel:
         _calls[call_id] = settle
     _send({"t": "call", "id": call_id, "name": name, "args": arguments})
 
@@ -199,15 +246,14 @@ def _outcome(reply):
 def _sync_binding(name):
     def call(*args, **kwargs):
         arguments = _arguments(name, args, kwargs)
-        done = threading.Event()
         box = []
-
-        def settle(reply):
-            box.append(reply)
-            done.set()
-
-        _start_call(name, arguments, settle)
-        done.wait()
+        _start_call(name, arguments, box.append)
+        with _channel:
+            while not box:
+                if _leading:
+                    _channel.wait()
+                else:
+                    _lead_once()
         outcome = _outcome(box[0])
         if isinstance(outcome, BindingError):
             raise outcome
@@ -219,6 +265,7 @@ def _sync_binding(name):
 
 def _async_binding(name):
     async def call(*args, **kwargs):
+        global _async_waiting
         arguments = _arguments(name, args, kwargs)
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -232,7 +279,15 @@ def _async_binding(name):
             else:
                 future.set_result(outcome)
 
-        _start_call(name, arguments, lambda reply: loop.call_soon_threadsafe(resolve, reply))
+        def settle(reply):
+            global _async_waiting
+            _async_waiting -= 1
+            loop.call_soon_threadsafe(resolve, reply)
+
+        with _channel:
+            _async_waiting += 1
+            _channel.notify_all()
+        _start_call(name, arguments, settle)
         return await future
 
     call.__name__ = name
@@ -256,26 +311,13 @@ _runs = queue.Queue()
 
 
 def _read_channel():
-    pending = bytearray()
-    while True:
-        chunk = os.read(CHANNEL_IN, 1 << 20)
-        if not chunk:
-            # The host closed the channel: nothing more will be asked of this runner.
-            _end()
-        pending += chunk
+    """The reader thread: leads when nobody else reads and someone needs the channel read."""
+    with _channel:
         while True:
-            end = pending.find(b"\n")
-            if end < 0:
-                break
-            message = json.loads(base64.b64decode(bytes(pending[:end]), validate=True))
-            del pending[: end + 1]
-            if message["t"] == "run":
-                _runs.put(message)
-            elif message["t"] == "reply":
-                with _calls_lock:
-                    settle = _calls.pop(message["id"], None)
-                if settle is not None:
-                    settle(message)
+            if _leading or (_in_run and not _async_waiting):
+                _channel.wait()
+            else:
+                _lead_once()
 
 
 _globals = {"__name__": "__main__", "__builtins__": __builtins__, "dsh": dsh}
@@ -344,11 +386,15 @@ def _execute(message):
 
 
 def main():
+    global _in_run
     threading.Thread(target=_pump, daemon=True).start()
     threading.Thread(target=_read_channel, daemon=True).start()
     _send({"t": "ready", "version": sys.version.split()[0]})
     while True:
         _execute(_runs.get())
+        with _channel:
+            _in_run = False
+            _channel.notify_all()
 
 
 main()
