@@ -35,6 +35,10 @@ const BROKEN: &str = "int main(void) {\n  int x = undeclared;\n  return x;\n}\n"
 const FIXED: &str = "int main(void) {\n  int x = 1;\n  return x;\n}\n";
 /// Files of the generated TypeScript project.
 const TS_FILES: usize = 500;
+/// Warm reference queries per world, interleaved.
+const WARM_ROUNDS: usize = 15;
+/// Warm references on e2b-local against local (issue 25).
+const WARM_TARGET: f64 = 1.5;
 
 fn main() -> Result<()> {
     let rounds: usize = match std::env::var("DSH_BENCH_ROUNDS") {
@@ -153,45 +157,73 @@ async fn run(rounds: usize) -> Result<()> {
         lsp.shutdown().await;
     }
 
-    println!(
-        "\nreferences to one function used by {TS_FILES} files (typescript-language-server)\n"
-    );
-    println!(
-        "{:<12} {:>12} {:>12} {:>12}",
-        "world", "cold ms", "warm ms", "references"
-    );
+    // Both worlds' servers stay up: a cold query each, then warm queries interleaved round by
+    // round, so a load that comes and goes hits both alike.
+    let mut projects = Vec::new();
     for (name, host, dir) in &worlds {
         let fs = host.fs()?;
         let project = format!("{dir}/ts-project");
         write_project(fs.as_ref(), &project).await?;
         let lsp = Lsp::new(fs.clone(), host.subprocess()?, LspConfig::default());
-        let request = || ReferencesRequest {
-            at: PositionRequest {
-                path: format!("{project}/core.ts"),
-                line: Some(1),
-                column: Some(17),
-                symbol: None,
-            },
-            include_declaration: Some(true),
-        };
+        projects.push((*name, lsp, project));
+    }
+    let request = |project: &str| ReferencesRequest {
+        at: PositionRequest {
+            path: format!("{project}/core.ts"),
+            line: Some(1),
+            column: Some(17),
+            symbol: None,
+        },
+        include_declaration: Some(true),
+    };
+    let mut cold = Vec::new();
+    for (name, lsp, project) in &projects {
         let started = Instant::now();
-        let cold = lsp.lsp_references(request()).await?;
-        let cold_time = started.elapsed();
-        let started = Instant::now();
-        let warm = lsp.lsp_references(request()).await?;
-        let warm_time = started.elapsed();
-        ensure!(
-            cold.locations.len() == warm.locations.len(),
-            "{name}: cold found {}, warm {}",
-            cold.locations.len(),
-            warm.locations.len()
-        );
+        let found = lsp.lsp_references(request(project)).await?;
+        cold.push((started.elapsed(), found.locations.len()));
+        ensure!(found.locations.len() > TS_FILES, "{name}: {found:?}");
+    }
+    let mut warm = vec![Vec::new(); projects.len()];
+    for _ in 0..WARM_ROUNDS {
+        for ((name, lsp, project), samples) in projects.iter().zip(&mut warm) {
+            let started = Instant::now();
+            let found = lsp.lsp_references(request(project)).await?;
+            samples.push(started.elapsed());
+            ensure!(
+                found.locations.len() == cold[0].1,
+                "{name}: warm found {}, cold {}",
+                found.locations.len(),
+                cold[0].1
+            );
+        }
+    }
+    println!(
+        "\nreferences to one function used by {TS_FILES} files (typescript-language-server; \
+         warm: {WARM_ROUNDS} interleaved rounds)\n"
+    );
+    println!(
+        "{:<12} {:>10} {:>12} {:>10} {:>12} {:>12}",
+        "world", "cold ms", "warm p25 ms", "median ms", "p75 ms", "references"
+    );
+    for (((name, ..), (cold_time, found)), samples) in projects.iter().zip(&cold).zip(&warm) {
         println!(
-            "{name:<12} {:>12.1} {:>12.1} {:>12}",
-            millis(cold_time),
-            millis(warm_time),
-            warm.locations.len()
+            "{name:<12} {:>10.1} {:>12.1} {:>10.1} {:>12.1} {found:>12}",
+            millis(*cold_time),
+            millis(quantile(samples, 0.25)),
+            millis(quantile(samples, 0.5)),
+            millis(quantile(samples, 0.75)),
         );
+    }
+    let ratio = quantile(&warm[1], 0.5).as_secs_f64() / quantile(&warm[0], 0.5).as_secs_f64();
+    println!(
+        "warm e2b-local / local: {ratio:.2}x (target <= {WARM_TARGET:.1}x: {})",
+        if ratio <= WARM_TARGET {
+            "met"
+        } else {
+            "MISSED"
+        }
+    );
+    for (_, lsp, _) in &projects {
         lsp.shutdown().await;
     }
     local.dispose().await?;
