@@ -15,8 +15,8 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -133,35 +133,50 @@ impl<D: Describe> LocalTree<D> {
     fn list_blocking(&self, relative: &str) -> Result<Vec<DirEntry>> {
         let dir = self.open_below(relative, OFlags::RDONLY | OFlags::DIRECTORY)?;
         let op = self.op();
-        let mut names = Vec::new();
-        for entry in
-            rustix::fs::Dir::read_from(dir.as_fd()).map_err(|errno| op.io(&errno.into()))?
-        {
-            let entry = entry.map_err(|errno| op.io(&errno.into()))?;
-            let name = entry.file_name().to_bytes();
-            if name != b"." && name != b".." {
-                names.push(name.to_vec());
+        let mut found = Vec::new();
+        // Each entry is one `lstat` relative to the directory opened beneath the root
+        // (std's `DirEntry::metadata` is `statx(dirfd, name, AT_SYMLINK_NOFOLLOW)`), reached
+        // through the descriptor's /proc entry, which names that very directory, not a path
+        // to it. Opening each entry to `fstat` it cost three syscalls an entry, half of a
+        // 1,000-entry `list_dir` (tests/benches/README.md). Without /proc (or with one that
+        // names another directory there), entries are opened.
+        let through_proc = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        match same_file(&dir, &through_proc).and_then(|()| std::fs::read_dir(&through_proc)) {
+            Ok(entries) => {
+                for entry in entries {
+                    let entry = entry.map_err(|err| op.io(&err))?;
+                    match entry.metadata() {
+                        Ok(meta) => found.push((entry.file_name().into_vec(), Some(meta))),
+                        // Removed while listing.
+                        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(err) => return Err(op.io(&err)),
+                    }
+                }
+            }
+            Err(_) => {
+                for entry in
+                    rustix::fs::Dir::read_from(dir.as_fd()).map_err(|errno| op.io(&errno.into()))?
+                {
+                    let entry = entry.map_err(|errno| op.io(&errno.into()))?;
+                    let name = entry.file_name().to_bytes();
+                    if name != b"." && name != b".." {
+                        found.push((name.to_vec(), None));
+                    }
+                }
             }
         }
-        names.sort_unstable();
-        let mut entries = Vec::with_capacity(names.len());
-        for name in names {
-            let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let entry = match rustix::fs::openat(&dir, name.as_slice(), flags, Mode::empty()) {
-                Ok(entry) => File::from(entry),
-                // Removed while listing.
-                Err(Errno::NOENT) => continue,
-                Err(errno) => return Err(op.io(&errno.into())),
-            };
-            let meta = entry.metadata().map_err(|err| op.io(&err))?;
-            let target = if meta.file_type().is_symlink() {
-                // Through the entry's own descriptor: the name may be
-                // something else by now.
-                let target = rustix::fs::readlinkat(&entry, "", Vec::new())
-                    .map_err(|errno| op.io(&errno.into()))?;
-                Some(name_string(OsStr::from_bytes(target.as_bytes())))
-            } else {
-                None
+        found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut entries = Vec::with_capacity(found.len());
+        for (name, meta) in found {
+            let (meta, target) = match meta {
+                Some(meta) if !meta.file_type().is_symlink() => (meta, None),
+                // A symlink (or an entry not yet seen): opened, so its target is read through
+                // its own descriptor with the metadata that descriptor gives — the name may
+                // be something else by now.
+                _ => match self.open_entry(&dir, &name)? {
+                    Some(opened) => opened,
+                    None => continue,
+                },
             };
             let name = name_string(OsStr::from_bytes(&name));
             let path = dsh_provider_kit::world::below(relative, &name);
@@ -175,6 +190,31 @@ impl<D: Describe> LocalTree<D> {
             });
         }
         Ok(entries)
+    }
+
+    /// `name` in `dir` opened without following it: its metadata and, for a
+    /// symlink, its stored target; `None` when it was removed meanwhile.
+    fn open_entry(
+        &self,
+        dir: &File,
+        name: &[u8],
+    ) -> Result<Option<(std::fs::Metadata, Option<String>)>> {
+        let op = self.op();
+        let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let entry = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+            Ok(entry) => File::from(entry),
+            Err(Errno::NOENT) => return Ok(None),
+            Err(errno) => return Err(op.io(&errno.into())),
+        };
+        let meta = entry.metadata().map_err(|err| op.io(&err))?;
+        let target = if meta.file_type().is_symlink() {
+            let target = rustix::fs::readlinkat(&entry, "", Vec::new())
+                .map_err(|errno| op.io(&errno.into()))?;
+            Some(name_string(OsStr::from_bytes(target.as_bytes())))
+        } else {
+            None
+        };
+        Ok(Some((meta, target)))
     }
 
     fn read_blocking(&self, relative: &str, max: u64) -> Result<(Bytes, u64)> {
@@ -211,6 +251,17 @@ impl<D: Describe> Tree for LocalTree<D> {
 
 /// Whether `dir` holds `.git` and its `.gitignore`'s text (see
 /// [`Tree::ancestors`]).
+/// `Ok` when `path` names the file `file` is open on (device and inode).
+fn same_file(file: &File, path: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let (open, named) = (file.metadata()?, std::fs::metadata(path)?);
+    if (open.dev(), open.ino()) == (named.dev(), named.ino()) {
+        Ok(())
+    } else {
+        Err(std::io::Error::other("another file"))
+    }
+}
+
 fn ancestor(dir: &Path) -> (bool, Option<String>) {
     let is_repo_root = std::fs::symlink_metadata(dir.join(".git"))
         .is_ok_and(|meta| meta.is_dir() || meta.is_file());
