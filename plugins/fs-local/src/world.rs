@@ -249,8 +249,6 @@ impl<D: Describe> Tree for LocalTree<D> {
     }
 }
 
-/// Whether `dir` holds `.git` and its `.gitignore`'s text (see
-/// [`Tree::ancestors`]).
 /// `Ok` when `path` names the file `file` is open on (device and inode).
 fn same_file(file: &File, path: &str) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
@@ -262,6 +260,8 @@ fn same_file(file: &File, path: &str) -> std::io::Result<()> {
     }
 }
 
+/// Whether `dir` holds `.git` and its `.gitignore`'s text (see
+/// [`Tree::ancestors`]).
 fn ancestor(dir: &Path) -> (bool, Option<String>) {
     let is_repo_root = std::fs::symlink_metadata(dir.join(".git"))
         .is_ok_and(|meta| meta.is_dir() || meta.is_file());
