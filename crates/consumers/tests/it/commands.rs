@@ -530,10 +530,13 @@ async fn reads_by_cursor_never_split_a_character() {
 async fn a_foreground_run_past_its_wait_goes_on_in_the_background() {
     let world = LocalWorld::new();
     let commands = world.commands();
+    // The second line waits for a file the test creates after the hand-over,
+    // so a loaded machine cannot print it (or miss "begun") inside the wait.
+    let gate = world.dir.path().join("cwd/gate");
     let started = Instant::now();
     let handed = run(
         &commands,
-        json!({"command": "echo begun; sleep 0.6; echo more; sleep 100", "wait_ms": 300, "env": world.marked_env()}),
+        json!({"command": "echo begun; until [ -e gate ]; do sleep 0.05; done; echo more; sleep 100", "wait_ms": 1500, "env": world.marked_env()}),
     )
     .await;
     assert!(
@@ -554,6 +557,7 @@ async fn a_foreground_run_past_its_wait_goes_on_in_the_background() {
     );
     let listed = commands.list_commands(request(json!({}))).await.unwrap();
     assert!(listed.commands[0].background, "{listed:?}");
+    std::fs::write(&gate, "").unwrap();
     let more = read(
         &commands,
         json!({"id": handed.id, "cursor": 6, "until": "pattern", "pattern": "^more$", "wait_ms": 10000}),
