@@ -5,7 +5,6 @@
 //! walked entry's version is its `lstat`'s (docs/design.md §5.1).
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
 use sha2::{Digest, Sha256};
 
@@ -64,9 +63,13 @@ impl EntryState<'_> {
             field(value.as_bytes());
         }
         let digest = hash.finalize();
+        // By nibble, not `write!`: the formatter was about 3.5% of a
+        // 1,000-entry listing's time in the sandbox.
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut token = String::with_capacity(VERSION_BYTES * 2);
         for byte in &digest[..VERSION_BYTES] {
-            let _ = write!(token, "{byte:02x}");
+            token.push(char::from(DIGITS[usize::from(byte >> 4)]));
+            token.push(char::from(DIGITS[usize::from(byte & 0xf)]));
         }
         token
     }
@@ -83,7 +86,7 @@ pub fn go_mode_string(st_mode: u32) -> String {
     let (dir, chr, blk, fifo, lnk, sock) = (
         0o040_000, 0o020_000, 0o060_000, 0o010_000, 0o120_000, 0o140_000,
     );
-    let mut letters = String::new();
+    let mut letters = String::with_capacity(12);
     for (set, letter) in [
         (is(dir), 'd'),
         (is(lnk), 'L'),

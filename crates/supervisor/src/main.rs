@@ -51,6 +51,7 @@ mod probe;
 mod run;
 mod sys;
 mod worldside;
+mod xattr_names;
 
 use std::time::Duration;
 

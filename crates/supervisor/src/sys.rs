@@ -1,12 +1,12 @@
 //! The calls the helper needs that rustix does not offer safely: `fork`,
 //! `execve`, `_exit`, the process-wide identity changes, signal
-//! dispositions and masks, `signalfd` and `close_range`. Everything else
+//! dispositions and masks, `signalfd`, `close_range` and `listxattrat`. Everything else
 //! goes through rustix at the call site. Reading and writing retry on
 //! EINTR.
 
 use std::ffi::{CStr, c_char, c_int};
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use rustix::process::Pid;
 
@@ -40,6 +40,30 @@ pub fn become_user(uid: u32, gid: u32, groups: &[u32]) -> io::Result<()> {
     // SAFETY: no pointers.
     check(unsafe { libc::setuid(uid) })?;
     Ok(())
+}
+
+/// `listxattrat(dir, name, 0, list, len)` (Linux 6.13): the extended
+/// attribute names of `name` in `dir`, symlinks followed, NUL-separated in
+/// `list`; how many bytes. `NOSYS` on older kernels.
+pub fn listxattrat(dir: BorrowedFd<'_>, name: &CStr, list: &mut [u8]) -> rustix::io::Result<usize> {
+    // One number on every architecture (calls added since Linux 5.1 share a
+    // table); the libc crate does not name it yet.
+    const SYS_LISTXATTRAT: libc::c_long = 465;
+    // SAFETY: `name` is NUL-terminated and `list` writable for its length,
+    // which is all the kernel writes.
+    let len = unsafe {
+        libc::syscall(
+            SYS_LISTXATTRAT,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            0 as libc::c_uint,
+            list.as_mut_ptr(),
+            list.len(),
+        )
+    };
+    usize::try_from(len).map_err(|_| {
+        rustix::io::Errno::from_raw_os_error(io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    })
 }
 
 /// Sets the filesystem identity (files are then created, and permissions
@@ -183,4 +207,55 @@ pub fn close_from(first: u32) {
     // SAFETY: no pointers. Called before the helper opened anything it
     // keeps, so no owned descriptor is closed behind its owner's back.
     unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's release as (major, minor).
+    fn kernel() -> (u32, u32) {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut numbers = release
+            .split(|c: char| !c.is_ascii_digit())
+            .map(|part| part.parse().unwrap_or(0));
+        (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0))
+    }
+
+    #[test]
+    fn listxattrat_lists_a_names_attributes_relative_to_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("file"), b"x").unwrap();
+        let tagged = rustix::fs::setxattr(
+            dir.path().join("file").as_path(),
+            "user.e2b.k",
+            b"v",
+            rustix::fs::XattrFlags::empty(),
+        );
+        if tagged == Err(rustix::io::Errno::NOTSUP) {
+            panic!("the temporary directory's filesystem has no user extended attributes");
+        }
+        tagged.unwrap();
+        let opened = std::fs::File::open(dir.path()).unwrap();
+        let mut list = [0u8; 256];
+        match listxattrat(opened.as_fd(), c"file", &mut list) {
+            Ok(len) => assert!(
+                list[..len]
+                    .split(|&b| b == 0)
+                    .any(|name| name == b"user.e2b.k"),
+                "{:?}",
+                String::from_utf8_lossy(&list[..len])
+            ),
+            // Only a kernel from before the call (Linux 6.13) may lack it.
+            Err(rustix::io::Errno::NOSYS) => {
+                assert!(kernel() < (6, 13), "{:?}", kernel());
+                return;
+            }
+            Err(err) => panic!("listxattrat: {err}"),
+        }
+        assert_eq!(
+            listxattrat(opened.as_fd(), c"missing", &mut list),
+            Err(rustix::io::Errno::NOENT)
+        );
+    }
 }

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
-use dsh_fs_local::native::{Describe, LocalTree, kind_of, read_many};
+use dsh_fs_local::native::{Describe, Listed, LocalTree, kind_of, read_many};
 use dsh_plugin_api::Error;
 use dsh_plugin_api::fs::{Metadata, Version};
 use dsh_provider_kit::world::{search_tree, walk_tree};
@@ -37,7 +37,7 @@ use dsh_supervisor::world::{
 use futures::StreamExt;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::sys;
+use crate::{sys, xattr_names};
 
 /// Output is written once this much is buffered (and the first frame at
 /// once, so the host sees a walk start).
@@ -370,7 +370,32 @@ fn type_code(meta: &std::fs::Metadata) -> i32 {
 }
 
 impl Describe for Envd {
-    fn describe(&self, path: &Path, meta: &std::fs::Metadata, target: Option<String>) -> Metadata {
+    fn describe(
+        &self,
+        entry: &Listed<'_>,
+        meta: &std::fs::Metadata,
+        target: Option<String>,
+    ) -> Metadata {
+        let names = xattr_names::names(entry.path, Some((entry.dir, entry.name)), meta);
+        self.metadata(entry.path, meta, target, names.as_deref())
+    }
+
+    fn version(&self, path: &Path, meta: &std::fs::Metadata) -> Version {
+        let names = xattr_names::names(path, None, meta);
+        self.metadata(path, meta, None, names.as_deref()).version
+    }
+}
+
+impl Envd {
+    /// The metadata of `path`, whose `lstat` is `meta` and extended
+    /// attribute names `xattrs` ([`xattr_names::names`]).
+    fn metadata(
+        &self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+        target: Option<String>,
+        xattrs: Option<&[u8]>,
+    ) -> Metadata {
         let file_type = meta.file_type();
         let (code, mode, resolved) = if file_type.is_symlink() {
             // envd reports the fully resolved target, or the link itself
@@ -399,7 +424,7 @@ impl Describe for Envd {
             group: &Envd::name(&self.groups, meta.gid()),
             modified,
             symlink_target: resolved.as_deref(),
-            metadata: &e2b_metadata(path),
+            metadata: &e2b_metadata(path, xattrs),
         }
         .version();
         let since = Duration::new(seconds.unsigned_abs(), nanos.clamp(0, 999_999_999) as u32);
@@ -417,22 +442,18 @@ impl Describe for Envd {
             version: Version(version),
         }
     }
-
-    fn version(&self, path: &Path, meta: &std::fs::Metadata) -> Version {
-        self.describe(path, meta, None).version
-    }
 }
 
-/// The `user.e2b.*` extended attributes of `path` (followed, as envd reads
-/// them), without the prefix; unreadable ones are left out.
-fn e2b_metadata(path: &Path) -> BTreeMap<String, String> {
+/// The `user.e2b.*` extended attributes among `path`'s `names` (values read
+/// through `path`, followed), without the prefix; unreadable ones are left
+/// out.
+fn e2b_metadata(path: &Path, names: Option<&[u8]>) -> BTreeMap<String, String> {
     const PREFIX: &[u8] = b"user.e2b.";
     let mut metadata = BTreeMap::new();
-    let mut names = vec![0u8; 4096];
-    let Ok(len) = rustix::fs::listxattr(path, &mut names[..]) else {
+    let Some(names) = names else {
         return metadata;
     };
-    for name in names[..len].split(|&byte| byte == 0) {
+    for name in names.split(|&byte| byte == 0) {
         let Some(key) = name.strip_prefix(PREFIX) else {
             continue;
         };

@@ -42,7 +42,7 @@ mod write;
 /// the seam's kind of a file type.
 pub mod native {
     pub use crate::meta::kind_of;
-    pub use crate::world::{Describe, Host, LocalTree, read_many};
+    pub use crate::world::{Describe, Host, Listed, LocalTree, read_many};
 }
 
 pub use chunks::CHUNK_LEN;

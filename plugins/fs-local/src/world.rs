@@ -15,7 +15,7 @@
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
@@ -38,20 +38,41 @@ use crate::{beneath, paths};
 /// world's own metadata and versions, which must be what the provider's
 /// `lstat` and `read_text` answer for the same state.
 pub trait Describe: Send + Sync + 'static {
-    /// The seam's metadata of the entry at `path` (absolute) whose `lstat`
-    /// is `meta` (taken through the entry's own descriptor); `target` is a
-    /// symlink's stored text.
-    fn describe(&self, path: &Path, meta: &std::fs::Metadata, target: Option<String>) -> Metadata;
+    /// The seam's metadata of the listed entry `entry` whose `lstat` is
+    /// `meta` (taken relative to the directory it was listed in, or through
+    /// the entry's own descriptor); `target` is a symlink's stored text.
+    fn describe(
+        &self,
+        entry: &Listed<'_>,
+        meta: &std::fs::Metadata,
+        target: Option<String>,
+    ) -> Metadata;
 
     /// The version of the regular file at `path` whose `fstat` is `meta`.
     fn version(&self, path: &Path, meta: &std::fs::Metadata) -> Version;
+}
+
+/// An entry met listing a directory, as [`Describe::describe`] sees it.
+pub struct Listed<'a> {
+    /// Its absolute path (symlinks in the root followed).
+    pub path: &'a Path,
+    /// The directory it was listed in, opened beneath the root, and its
+    /// name there: reading more of the entry relative to them looks up one
+    /// name instead of every component of `path`.
+    pub dir: BorrowedFd<'a>,
+    pub name: &'a OsStr,
 }
 
 /// This provider's own description: host metadata and versions.
 pub struct Host;
 
 impl Describe for Host {
-    fn describe(&self, _: &Path, meta: &std::fs::Metadata, target: Option<String>) -> Metadata {
+    fn describe(
+        &self,
+        _: &Listed<'_>,
+        meta: &std::fs::Metadata,
+        target: Option<String>,
+    ) -> Metadata {
         project(meta, target)
     }
 
@@ -167,23 +188,26 @@ impl<D: Describe> LocalTree<D> {
         }
         found.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut entries = Vec::with_capacity(found.len());
-        for (name, meta) in found {
+        for (raw, meta) in found {
             let (meta, target) = match meta {
                 Some(meta) if !meta.file_type().is_symlink() => (meta, None),
                 // A symlink (or an entry not yet seen): opened, so its target is read through
                 // its own descriptor with the metadata that descriptor gives — the name may
                 // be something else by now.
-                _ => match self.open_entry(&dir, &name)? {
+                _ => match self.open_entry(&dir, &raw)? {
                     Some(opened) => opened,
                     None => continue,
                 },
             };
-            let name = name_string(OsStr::from_bytes(&name));
+            let name = name_string(OsStr::from_bytes(&raw));
             let path = dsh_provider_kit::world::below(relative, &name);
+            let listed = Listed {
+                path: &self.canonical.join(&path),
+                dir: dir.as_fd(),
+                name: OsStr::from_bytes(&raw),
+            };
             entries.push(DirEntry {
-                metadata: self
-                    .describe
-                    .describe(&self.canonical.join(&path), &meta, target),
+                metadata: self.describe.describe(&listed, &meta, target),
                 path,
                 name,
                 resolved: None,
