@@ -10,7 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::{FsProvider, ReadManyLimits, WalkEvent, WalkSpec, WalkStream};
+use dsh_plugin_api::fs::{FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream};
 use e2b_client::{CallOptions, Signal};
 use futures::{StreamExt, TryStreamExt};
 
@@ -296,4 +296,49 @@ fn a_provider_outliving_the_runtime_of_its_process_starts_another() {
         let now = world_processes(&env).await;
         assert!(now.iter().any(|pid| !pids.contains(pid)), "{now:?}");
     });
+}
+
+/// The versions of `root`'s entries as a walk gives them, by relative path.
+async fn walked_versions(fs: &dyn FsProvider, root: &str) -> Vec<(String, Version)> {
+    walk(fs, root)
+        .await
+        .try_filter_map(|event| async move {
+            Ok(match event {
+                WalkEvent::Entry(entry) => Some((entry.relative, entry.metadata.version)),
+                WalkEvent::End(_) => None,
+            })
+        })
+        .try_collect()
+        .await
+        .expect("walk events")
+}
+
+/// The process remembers entries' attribute names by inode and change time
+/// (`dsh-supervisor`'s `xattr_names`): an attribute set on a file old
+/// enough to be remembered still moves its walked version, which stays its
+/// `lstat`'s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_walked_version_follows_an_attribute_set_on_a_remembered_file() {
+    let env = Env::start().await;
+    env.sh(
+        r#"mkdir -p "$1/tagged" && printf 'x' > "$1/tagged/f""#,
+        &[CWD],
+    )
+    .await;
+    // Past the 2 s within which a change time is read each time.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let fs = env.direct();
+    let path = format!("{CWD}/tagged/f");
+    let before = walked_versions(&fs, "tagged").await;
+    assert_eq!(before, walked_versions(&fs, "tagged").await);
+    assert_eq!(before[0].1, fs.lstat(&path).await.expect("lstat").version);
+
+    env.sh(
+        r#"python3 -c 'import os, sys; os.setxattr(sys.argv[1], "user.e2b.k", b"v")' "$1""#,
+        &[&path],
+    )
+    .await;
+    let after = walked_versions(&fs, "tagged").await;
+    assert_ne!(after, before, "the attribute moves the version");
+    assert_eq!(after[0].1, fs.lstat(&path).await.expect("lstat").version);
 }
