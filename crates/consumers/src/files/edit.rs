@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use dsh_plugin_api::fs::{Edit, FsProvider, ReadStream, Version, WriteGuard};
+use dsh_plugin_api::fs::{Edit, ReadStream, Version};
 use dsh_plugin_api::stream::TextStream;
-use dsh_plugin_api::{Bytes, Error, ErrorKind, Result};
+use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_provider_kit::literal::{self, EditFailure};
 use futures::StreamExt;
 use futures::future::try_join_all;
 
+use super::commit::{FileChange, commit};
 use super::errors::{from_seam, invalid, read_error, refuse};
 use super::{Files, diff};
 use crate::Outcome;
@@ -166,12 +167,9 @@ struct Target {
     if_version: Option<Version>,
 }
 
-/// A file planned: the version and text it was planned on, and its new text.
+/// A file planned: the change and how many replacements make it.
 struct Planned {
-    path: String,
-    base: Version,
-    original: String,
-    text: String,
+    change: FileChange,
     replacements: usize,
 }
 
@@ -213,20 +211,29 @@ impl Files {
         loop {
             let planned = self.plan(&targets).await?;
             let diff = diffs(&planned);
+            let (changes, replacements): (Vec<_>, Vec<_>) = planned
+                .into_iter()
+                .map(|file| (file.change, file.replacements))
+                .unzip();
             if dry_run {
-                return Ok(result(planned, None, diff));
+                return Ok(result(&changes, &replacements, None, diff));
             }
-            let (planned, committed) = commit(Arc::clone(&self.fs), planned).await;
+            let (changes, committed) = commit(Arc::clone(&self.fs), changes).await;
             match committed {
-                Ok(versions) => return Ok(result(planned, Some(versions), diff)),
+                Ok(versions) => {
+                    return Ok(result(&changes, &replacements, Some(versions), diff));
+                }
                 Err(failed)
-                    if failed.retry
+                    if failed.retry()
                         && targets[failed.index].if_version.is_none()
                         && attempt < EDIT_ATTEMPTS =>
                 {
                     attempt += 1;
                 }
-                Err(failed) => return Err(failed.error),
+                Err(failed) => {
+                    let path = changes[failed.index].path.clone();
+                    return Err(failed.explain(|err| from_seam(TOOL, &path, err)));
+                }
             }
         }
     }
@@ -550,11 +557,13 @@ fn plan_file(target: &Target, original: String, base: Version) -> Result<Planned
         }
     }
     Ok(Planned {
-        path: target.path.clone(),
-        base,
-        original,
+        change: FileChange {
+            path: target.path.clone(),
+            base,
+            original,
+            text: patched.text,
+        },
         replacements: patched.replacements.iter().sum(),
-        text: patched.text,
     })
 }
 
@@ -563,24 +572,32 @@ fn diffs(planned: &[Planned]) -> String {
     let mut all = String::new();
     for file in planned {
         let room = diff::DIFF_MAX_BYTES.saturating_sub(all.len());
+        let file = &file.change;
         all.push_str(&diff::unified(&file.path, &file.original, &file.text, room));
     }
     all
 }
 
-/// The call's result; `versions` are the committed ones (none on a dry run).
-fn result(planned: Vec<Planned>, versions: Option<Vec<Version>>, diff: String) -> EditFileResult {
+/// The call's result: the files `changes` made with `replacements` each;
+/// `versions` are the committed ones (none on a dry run).
+fn result(
+    changes: &[FileChange],
+    replacements: &[usize],
+    versions: Option<Vec<Version>>,
+    diff: String,
+) -> EditFileResult {
     let mut versions = versions.map(Vec::into_iter);
-    let files: Vec<EditedFile> = planned
-        .into_iter()
-        .map(|file| EditedFile {
-            path: file.path,
+    let files: Vec<EditedFile> = changes
+        .iter()
+        .zip(replacements)
+        .map(|(change, &replacements)| EditedFile {
+            path: change.path.clone(),
             version: versions
                 .as_mut()
                 .and_then(Iterator::next)
                 .map(|version| version.0),
-            base_version: file.base.0,
-            replacements: file.replacements as u64,
+            base_version: change.base.0.clone(),
+            replacements: replacements as u64,
         })
         .collect();
     EditFileResult {
@@ -588,101 +605,5 @@ fn result(planned: Vec<Planned>, versions: Option<Vec<Version>>, diff: String) -
         dry_run: versions.is_none(),
         files,
         diff,
-    }
-}
-
-/// Why a commit failed: the error to return, which file failed, and
-/// whether planning again may succeed (that file changed after it was
-/// read, and nothing this call wrote is left).
-struct Failed {
-    error: Error,
-    index: usize,
-    retry: bool,
-}
-
-/// Writes `planned` file by file, each guarded by the version it was
-/// planned on; when a write fails, restores the files written before it
-/// (see [`Files::edit_file`]). Runs in a task of its own, so it finishes
-/// even if the call's future is dropped; returns the plans with the
-/// committed versions or the failure.
-async fn commit(
-    fs: Arc<dyn FsProvider>,
-    planned: Vec<Planned>,
-) -> (Vec<Planned>, std::result::Result<Vec<Version>, Failed>) {
-    let task = tokio::spawn(async move {
-        let mut written: Vec<Version> = Vec::with_capacity(planned.len());
-        for (index, file) in planned.iter().enumerate() {
-            let guard = WriteGuard::IfVersion(file.base.clone());
-            let content = Bytes::from(file.text.clone());
-            match fs.write(&file.path, content, guard).await {
-                Ok(version) => written.push(version),
-                Err(err) => {
-                    let failed =
-                        restore(fs.as_ref(), &planned[..index], written, &file.path, err).await;
-                    return (planned, Err(failed));
-                }
-            }
-        }
-        (planned, Ok(written))
-    });
-    match task.await {
-        Ok(outcome) => outcome,
-        // The task only awaits the seam; it ends early only by a panic,
-        // which is the caller's to see.
-        Err(err) => std::panic::resume_unwind(err.into_panic()),
-    }
-}
-
-/// Writes back the content the `written` files had before this call, each
-/// guarded by the version this call left (`versions`), and words the
-/// failure `err` of the next file, `failed_path`, with what became of each.
-async fn restore(
-    fs: &dyn FsProvider,
-    written: &[Planned],
-    versions: Vec<Version>,
-    failed_path: &str,
-    err: Error,
-) -> Failed {
-    let index = written.len();
-    let mut notes = Vec::with_capacity(written.len());
-    let mut all_restored = true;
-    for (file, version) in written.iter().zip(versions) {
-        let content = Bytes::from(file.original.clone());
-        match fs
-            .write(&file.path, content, WriteGuard::IfVersion(version.clone()))
-            .await
-        {
-            Ok(restored) => notes.push(format!("{} restored (version {restored})", file.path)),
-            Err(restoring) => {
-                all_restored = false;
-                notes.push(format!(
-                    "{} NOT restored ({restoring}): it keeps this call's edit (version {version})",
-                    file.path
-                ));
-            }
-        }
-    }
-    let retry = err.kind() == ErrorKind::Conflict && all_restored;
-    let mut error = from_seam(TOOL, failed_path, err);
-    if !notes.is_empty() {
-        let state = if all_restored {
-            "no file is changed"
-        } else {
-            "some files are changed"
-        };
-        error = Error::new(
-            error.kind(),
-            format!(
-                "{}; {state}: the files written before it were put back: {}",
-                error.message(),
-                notes.join(", ")
-            ),
-        )
-        .with_subject(error.subject().unwrap_or_default());
-    }
-    Failed {
-        error,
-        index,
-        retry,
     }
 }

@@ -33,6 +33,7 @@
 //! `remove_path` of a tree may have removed part of it (as the seam's
 //! `remove` does).
 
+pub(crate) mod commit;
 mod diff;
 mod edit;
 mod errors;

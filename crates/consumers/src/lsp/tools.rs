@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::{FsProvider, WriteGuard};
+use dsh_plugin_api::fs::FsProvider;
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use futures::{StreamExt, TryStreamExt};
@@ -21,6 +21,7 @@ use super::position::TextPosition;
 use super::server::{FileEdits, Location, Symbol};
 use super::servers::{Acquired, Running, Servers};
 use crate::Outcome;
+use crate::files::commit::{FileChange, commit};
 
 /// How long diagnostics are waited for by default (no tool blocks an agent longer than 30 s
 /// unless asked to).
@@ -254,8 +255,8 @@ pub struct RenameResult {
     /// Whether every file was written.
     pub applied: bool,
     /// Files that changed after the server computed the edits: found before writing, nothing
-    /// is written; found while writing (changed in between), the files written before it keep
-    /// their new versions. Call again.
+    /// is written; found while writing (changed in between), the files written before it are
+    /// put back. Call again.
     pub conflicts: Vec<String>,
     #[serde(flatten)]
     pub notes: Notes,
@@ -641,7 +642,9 @@ impl Lsp {
     /// Renames the symbol at a position (or named) across the workspace: the server's edits,
     /// written through the `fs` seam — only if every file is still the text the edits were
     /// computed against (else nothing is written and the conflicts are named), each written
-    /// guarded by the version read.
+    /// guarded by the version read, all or nothing: should a write fail, the files written
+    /// before it are put back (`files::commit`); a file that changed meanwhile is then a
+    /// conflict, any other failure the call's error, saying what was put back.
     pub async fn lsp_rename(&self, request: RenameRequest) -> Result<RenameResult> {
         let op = format!("lsp_rename {} to {:?}", request.at.path, request.new_name);
         if request.new_name.is_empty() {
@@ -658,7 +661,7 @@ impl Lsp {
         let fs = self.servers.fs();
         // Every file read first: each must still be the text the edits were computed against
         // (else it changed meanwhile: a conflict, and nothing is written at all).
-        let mut prepared = Vec::with_capacity(planned.len());
+        let mut changes = Vec::with_capacity(planned.len());
         let mut conflicts = Vec::new();
         for (file, computed_on) in &planned {
             let current = fs.read_text(&file.path).await.map_err(|e| e.context(&op))?;
@@ -668,35 +671,36 @@ impl Lsp {
             }
             let text = apply_edits(computed_on, &file.edits)
                 .map_err(|e| Error::new(ErrorKind::Remote, format!("{op}: {}: {e}", file.path)))?;
-            prepared.push((current.version, text));
-        }
-        let apply = request.apply.unwrap_or(true) && conflicts.is_empty();
-        let mut files = Vec::with_capacity(planned.len());
-        let mut prepared = prepared.into_iter();
-        for (file, _) in planned {
-            let version = match (apply, prepared.next()) {
-                (true, Some((version, text))) if conflicts.is_empty() => {
-                    // Guarded: a file changed between the read above and this write is a
-                    // conflict too (the files written before it stay written, with versions).
-                    match fs
-                        .write(&file.path, text.into(), WriteGuard::IfVersion(version))
-                        .await
-                    {
-                        Ok(version) => Some(version.0),
-                        Err(err) if err.kind() == ErrorKind::Conflict => {
-                            conflicts.push(file.path.clone());
-                            None
-                        }
-                        Err(err) => return Err(err.context(&op)),
-                    }
-                }
-                _ => None,
-            };
-            files.push(RenamedFile {
-                edits: file,
-                version,
+            changes.push(FileChange {
+                path: file.path.clone(),
+                base: current.version,
+                original: computed_on.clone(),
+                text,
             });
         }
+        let apply = request.apply.unwrap_or(true) && conflicts.is_empty();
+        let mut versions = Vec::new();
+        if apply {
+            // All or nothing: a file changed between the read above and its write is a
+            // conflict too, and the files written before it are put back.
+            match commit(fs.clone(), changes).await.1 {
+                Ok(written) => versions = written,
+                Err(failed)
+                    if failed.error.kind() == ErrorKind::Conflict && failed.all_restored() =>
+                {
+                    conflicts.push(planned[failed.index].0.path.clone());
+                }
+                Err(failed) => return Err(failed.explain(|err| err.context(&op))),
+            }
+        }
+        let mut versions = versions.into_iter();
+        let files = planned
+            .into_iter()
+            .map(|(file, _)| RenamedFile {
+                edits: file,
+                version: versions.next().map(|version| version.0),
+            })
+            .collect();
         Ok(RenameResult {
             applied: apply && conflicts.is_empty(),
             files,

@@ -243,7 +243,7 @@ async fn a_refused_edit_names_its_file_and_edit_and_nothing_is_written() {
 /// What the hook does before write number `n` (0-based) of `path`: it may
 /// change the world (another writer) or refuse the write (the world
 /// refusing it).
-type Hook = Box<dyn Fn(usize, &str) -> BoxFuture<'static, Result<()>> + Send + Sync>;
+pub type Hook = Box<dyn Fn(usize, &str) -> BoxFuture<'static, Result<()>> + Send + Sync>;
 
 /// A decorator of the local provider running a [`Hook`] before each `write`.
 struct BeforeWrite {
@@ -262,13 +262,18 @@ impl FsHooks for BeforeWrite {
     }
 }
 
-/// The file tools of `world` with `hook` before each write.
-fn hooked(world: &World, hook: Hook) -> Files {
+/// `fs` with `hook` before each of its writes.
+pub fn before_write(fs: Arc<dyn FsProvider>, hook: Hook) -> Arc<dyn FsProvider> {
     let hooks = BeforeWrite {
         writes: AtomicUsize::new(0),
         hook,
     };
-    Files::new(Arc::new(DecoratedFs::new(world.fs.clone(), hooks)))
+    Arc::new(DecoratedFs::new(fs, hooks))
+}
+
+/// The file tools of `world` with `hook` before each write.
+fn hooked(world: &World, hook: Hook) -> Files {
+    Files::new(before_write(world.fs.clone(), hook))
 }
 
 /// Three files of two lines each, and a request editing each one.

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use dsh_consumers::Tools;
 use dsh_consumers::lsp::tools::{
-    DiagnosticsRequest, PositionRequest, ReferencesRequest, RenameRequest, SymbolsRequest,
+    DiagnosticsRequest, PositionRequest, ReferencesRequest, RenameRequest, RenameResult,
+    SymbolsRequest,
 };
-use dsh_plugin_api::ErrorKind;
+use dsh_plugin_api::{Error, ErrorKind};
 use serde_json::json;
 
+use crate::file_edits::before_write;
 use crate::world::LocalWorld;
 
 fn tools(world: &LocalWorld) -> Tools {
@@ -47,6 +49,18 @@ fn diagnostics(path: &str) -> DiagnosticsRequest {
 async fn write(tools: &Tools, path: &str, content: &str) -> String {
     let request = serde_json::from_value(json!({"path": path, "content": content})).unwrap();
     tools.files.write_file(request).await.unwrap().version
+}
+
+/// `greet` in `proj/lib.py` renamed to `welcome`, applied.
+async fn rename_greet(tools: &Tools) -> dsh_plugin_api::Result<RenameResult> {
+    tools
+        .lsp
+        .lsp_rename(RenameRequest {
+            at: named("proj/lib.py", "greet"),
+            new_name: "welcome".to_owned(),
+            apply: None,
+        })
+        .await
 }
 
 async fn run(tools: &Tools, command: &str) {
@@ -254,15 +268,7 @@ async fn python_definition_references_hover_symbols_and_rename_across_files() {
         "{symbols:#?}"
     );
 
-    let renamed = tools
-        .lsp
-        .lsp_rename(RenameRequest {
-            at: named("proj/lib.py", "greet"),
-            new_name: "welcome".to_owned(),
-            apply: None,
-        })
-        .await
-        .unwrap();
+    let renamed = rename_greet(&tools).await.unwrap();
     assert!(
         renamed.applied && renamed.conflicts.is_empty(),
         "{renamed:#?}"
@@ -290,6 +296,44 @@ async fn python_definition_references_hover_symbols_and_rename_across_files() {
             .and_then(|f| f.version.clone())
     );
     assert!(tools.shutdown().await.is_empty());
+}
+
+/// A rename whose second file's write fails puts the first back: nothing is
+/// left half renamed, and the error says what was restored.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rename_whose_write_fails_puts_back_the_files_written_before() {
+    let world = LocalWorld::new();
+    let setup = tools(&world);
+    write(&setup, "proj/pyrightconfig.json", "{}\n").await;
+    let lib = "def greet(name: str) -> str:\n    return 'hi ' + name\n";
+    let app = "from lib import greet\n\nprint(greet('you'))\n";
+    write(&setup, "proj/lib.py", lib).await;
+    write(&setup, "proj/app.py", app).await;
+    // The rename's second write is refused.
+    let fs = before_write(
+        world.fs.clone(),
+        Box::new(|n, path| {
+            let refused = (n == 1).then(|| {
+                Error::new(ErrorKind::PermissionDenied, "write: refused by the test")
+                    .with_subject(path)
+            });
+            Box::pin(async move { refused.map_or(Ok(()), Err) })
+        }),
+    );
+    let tools = Tools::new(fs, world.subprocess.clone());
+    let err = rename_greet(&tools)
+        .await
+        .expect_err("the second write is refused");
+    assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");
+    let message = err.to_string();
+    assert!(message.contains("refused by the test"), "{message}");
+    assert!(message.contains("no file is changed"), "{message}");
+    assert!(message.contains(".py restored (version "), "{message}");
+    let read = |name: &str| std::fs::read_to_string(world.dir.path().join("cwd/proj").join(name));
+    assert_eq!(read("lib.py").unwrap(), lib);
+    assert_eq!(read("app.py").unwrap(), app);
+    assert!(tools.shutdown().await.is_empty());
+    assert!(setup.shutdown().await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread")]
