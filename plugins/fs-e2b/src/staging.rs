@@ -82,7 +82,8 @@ parent=${target%/*}
 [[ -n $parent ]] || parent=/
 if [[ -z $name || -d $target ]]; then printf '%s\0' "$target"; exit 91; fi
 stage=${parent%/}/.dsh-stage-$2
-if ! mkdir -m 0700 -- "$stage"; then
+# Tried again when the parent is there by then: another write made it meanwhile.
+if ! mkdir -m 0700 -- "$stage" 2>/dev/null && ! { [[ -d $parent ]] && mkdir -m 0700 -- "$stage"; }; then
   if [[ ! -e $parent ]]; then printf '%s\0' "$parent"; exit 95; fi
   if [[ ! -d $parent ]]; then printf '%s\0' "$parent"; exit 93; fi
   printf '%s\0' "$parent"

@@ -14,6 +14,7 @@ use dsh_plugin_api::fs::{Edit, FileKind, FsProvider, WriteGuard};
 use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::stream::collect_bytes;
 use dsh_plugin_api::{Bytes, ErrorKind};
+use futures::StreamExt;
 
 use crate::support::{CWD, Env};
 
@@ -388,5 +389,37 @@ async fn bad_input_is_refused_before_anything_changes() {
     for cwd in ["relative", "/with\0nul"] {
         let err = FsE2b::new(env.sandbox.envd().clone(), &bad(cwd)).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{cwd:?}");
+    }
+}
+
+/// Writes racing to create the same missing directories all succeed, on an
+/// envd acting as the user and on one acting as root: a staging directory
+/// whose parent another write made meanwhile is made on a second try (its
+/// first `mkdir` fails with `ENOENT`, and by the check that follows the
+/// parent exists).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_racing_to_create_the_same_directories_all_succeed() {
+    for args in [&[][..], &["--envd-file-access", "as-root"][..]] {
+        let env = Env::start_with(args).await;
+        let fs = env.through_owner();
+        for round in 0..8 {
+            let writes = (0..96).map(|index| {
+                let fs = fs.clone();
+                let path = format!("{CWD}/race-{round}/d{}/f{index}.txt", index % 6);
+                async move {
+                    fs.write(&path, Bytes::from("x"), WriteGuard::Overwrite)
+                        .await
+                        .map_err(|err| format!("{args:?} {path}: {err}"))
+                }
+            });
+            let written: Vec<_> = futures::stream::iter(writes)
+                .buffer_unordered(16)
+                .collect()
+                .await;
+            for result in written {
+                result.unwrap();
+            }
+        }
+        assert!(fs.quiesce(Duration::from_secs(10)).await);
     }
 }
