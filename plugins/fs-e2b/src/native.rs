@@ -45,7 +45,7 @@ use e2b_client::{
     CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter, UploadOptions,
 };
 use futures::StreamExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::errors::{Op, OwnedOp};
 use crate::world::{EnvdTransport, World};
@@ -56,6 +56,10 @@ const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 const STDERR_LIMIT: usize = 8 * 1024;
 /// How long disposal waits for the process's stdin to be closed.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a failed stdin write waits for the reader to see the process's
+/// end: envd refuses input to a process that has just ended before its end
+/// event arrives, and the end (`signal: killed`) is the reason worth telling.
+const END_GRACE: Duration = Duration::from_secs(1);
 
 /// Waits for the world user's name on stdin (none: the upload failed),
 /// installs the uploaded supervisor, then runs its `probe` (SHA-256 check,
@@ -413,6 +417,8 @@ struct Shared {
     ops: Mutex<Option<HashMap<u64, mpsc::UnboundedSender<Delivery>>>>,
     /// Why it ended, once it did.
     ended: Mutex<Option<String>>,
+    /// Turns `true` when it ended.
+    ended_signal: watch::Sender<bool>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -437,6 +443,7 @@ impl Shared {
         for (_, op) in lock(&self.ops).take().into_iter().flatten() {
             let _ = op.send(Err(reason.clone()));
         }
+        self.ended_signal.send_replace(true);
     }
 
     fn deliver(&self, id: u64, tag: u8, body: Bytes) {
@@ -462,6 +469,7 @@ impl Resident {
             pid,
             ops: Mutex::new(Some(HashMap::new())),
             ended: Mutex::new(None),
+            ended_signal: watch::Sender::new(false),
         });
         let (input, queue) = mpsc::unbounded_channel();
         let (writer, request) = StdinWriter::new(envd.clone(), pid, route);
@@ -565,7 +573,11 @@ async fn read<T: EnvdTransport>(mut stream: ProcessStream, shared: Arc<Shared>, 
 
 /// Ends a running process whose stdin failed: every operation in flight
 /// told `reason`, the process killed (its pid is not addressed once ended).
+/// Should the reader see the process end within [`END_GRACE`], its reason
+/// is the one told.
 async fn fail<T: EnvdTransport>(shared: &Shared, envd: &Envd<T>, reason: String) {
+    let mut ended = shared.ended_signal.subscribe();
+    let _ = tokio::time::timeout(END_GRACE, ended.wait_for(|ended| *ended)).await;
     if shared.running() {
         shared.end(reason);
         let _ = envd

@@ -261,6 +261,29 @@ async fn a_cut_input_stream_fails_the_operation_in_flight_and_the_next_call_star
     assert_ne!(restarted, pids, "another process");
 }
 
+/// envd refuses input to a process that has just ended before its end event
+/// arrives: the operation in flight is told the end's reason, not the
+/// refused write's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_ending_as_its_input_fails_is_reported_by_its_end() {
+    let env = Env::start().await;
+    let (fs, recorder) = recorded_provider(&env);
+    let (mut big, pids) = big_walk_started(&env, &fs).await;
+    recorder.cut_input_streams();
+    env.sandbox
+        .envd()
+        .send_signal(pids[0], Signal::Kill, &CallOptions::default())
+        .await
+        .expect("kill the process");
+    let message = failure(&mut big).await;
+    assert!(
+        message.contains("ended while the operation was in flight")
+            && message.contains("signal: killed")
+            && !message.contains("connection reset (test)"),
+        "{message}"
+    );
+}
+
 /// A provider whose first world-side call ran on a runtime that has
 /// ended (its process's reader and writer tasks with it) starts another
 /// process on the next call instead of waiting on the dead one.
