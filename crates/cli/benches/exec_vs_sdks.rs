@@ -23,7 +23,12 @@
 //! create and kill only. Their sum, per round, is what a cold `dsh exec` costs
 //! if everything it adds in the sandbox (owner setup, helper install, the
 //! command) took no time; it is printed over the JS SDK's whole create → run →
-//! kill.
+//! kill. What a cold `dsh exec` spends beyond that floor, over what the SDK
+//! spends beyond its create and kill (its `commands.run('true')`), is
+//! printed for a sandbox from `base` (the helper uploaded) and from a template
+//! built by `dsh template`'s recipe (the helper in it; target ≤ 1×). A cold
+//! `node` process doing the JS SDK's create → run → kill, process start and
+//! module loading included, is the last contender (target: dsh ≤ 0.5× it).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -52,23 +57,37 @@ fn main() -> Result<()> {
     }
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/e2b-local.yaml");
     let server = LocalServer::start();
-    let cold = |args: &[&str]| ColdDsh {
-        dsh: dsh.clone(),
-        manifest: manifest.clone(),
-        args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-        env: server.env(),
+    let scratch = tempfile::tempdir()?;
+    let with_helper = template_manifest(&dsh, &manifest, &server, scratch.path())?;
+    let cold = |manifest: &Path, args: &[&str]| {
+        let mut command = Command::new(&dsh);
+        command.arg("--config").arg(manifest).args(args);
+        Cold::new(
+            format!("dsh {} (cold, release)", args.join(" ")),
+            command,
+            &server,
+        )
     };
     let js = SdkDriver::js("lifecycle");
     // In the order of the row indices below.
     let mut contenders = vec![
-        Contender::Cold(cold(&["exec", "--", "true"])),
+        Contender::Cold(cold(&manifest, &["exec", "--", "true"])),
+        Contender::Cold(Cold {
+            name: "dsh exec -- true (cold, template with the helper)".to_owned(),
+            ..cold(&with_helper, &["exec", "--", "true"])
+        }),
         Contender::Warm(js.steps(&server, &[])?, ""),
         Contender::Warm(SdkDriver::python("lifecycle").steps(&server, &[])?, ""),
-        Contender::Cold(cold(&["plugins"])),
+        Contender::Cold(cold(&manifest, &["plugins"])),
         Contender::Warm(
             js.steps(&server, &["--without-command"])?,
             ", create + kill only",
         ),
+        Contender::Cold(Cold::new(
+            format!("{} (cold node process)", js.name),
+            js.command(&server, "once", &[]),
+            &server,
+        )),
     ];
     // One untimed round: the page cache, e2b-local's first worlds.
     for contender in &mut contenders {
@@ -82,50 +101,92 @@ fn main() -> Result<()> {
         }
     }
     println!(
-        "\n{rounds} interleaved rounds; a fresh dsh process per round, the SDKs warm in one process each\n"
+        "\n{rounds} interleaved rounds; a fresh process per round for the cold ones, the SDKs' \
+         steps warm in one process each\n"
     );
     println!(
-        "{:<44} {:>10} {:>18} {:>12}",
+        "{:<52} {:>10} {:>18} {:>12}",
         "contender", "median ms", "p25-p75 ms", "dsh / it"
     );
     for (contender, times) in contenders.iter().zip(&samples) {
-        let ratios: Vec<f64> = samples[DSH_EXEC]
-            .iter()
-            .zip(times)
-            .map(|(ours, theirs)| ours.as_secs_f64() / theirs.as_secs_f64())
-            .collect();
         println!(
-            "{:<44} {:>10.1} {:>8.1}-{:<9.1} {:>11.2}x",
+            "{:<52} {:>10.1} {:>8.1}-{:<9.1} {:>11.2}x",
             contender.name(),
             millis(quantile(times, 0.5)),
             millis(quantile(times, 0.25)),
             millis(quantile(times, 0.75)),
-            median_f64(ratios),
+            paired(&samples[DSH_EXEC], times),
         );
     }
-    let floor: Vec<f64> = (0..rounds)
-        .map(|round| {
-            (samples[DSH_PLUGINS][round] + samples[JS_BARE][round]).as_secs_f64()
-                / samples[JS][round].as_secs_f64()
-        })
-        .collect();
+    let floor = |round: usize| samples[DSH_PLUGINS][round] + samples[JS_BARE][round];
+    let per_round = |f: &dyn Fn(usize) -> f64| median_f64((0..rounds).map(f).collect());
     println!(
         "\nfloor of a cold start (dsh plugins + JS create + kill) / the JS SDK's whole run: {:.2}x",
-        median_f64(floor)
+        per_round(&|r| floor(r).as_secs_f64() / samples[JS][r].as_secs_f64())
     );
-    println!("target: dsh median <= 50 ms and <= the JS SDK's (dsh / it <= 1)");
+    // What dsh spends beyond the floor (owner setup, helper, the command) over what the SDK
+    // spends beyond its create + kill (its commands.run('true')).
+    let in_sandbox = |row: usize| {
+        per_round(&|r| {
+            (samples[row][r].as_secs_f64() - floor(r).as_secs_f64())
+                / (samples[JS][r].as_secs_f64() - samples[JS_BARE][r].as_secs_f64())
+        })
+    };
+    println!(
+        "dsh exec minus the floor / the JS SDK's commands.run('true'): {:.2}x with the helper in \
+         the template, {:.2}x uploading it (target <= 1x with it)",
+        in_sandbox(DSH_TEMPLATE),
+        in_sandbox(DSH_EXEC)
+    );
+    println!(
+        "dsh exec (template) / a cold node process doing create -> run -> kill: {:.2}x (target <= 0.5x)",
+        paired(&samples[DSH_TEMPLATE], &samples[JS_COLD])
+    );
     Ok(())
 }
 
-// Rows of the contenders (and their samples): the cold `dsh exec`, the JS SDK's whole run, the
-// cold `dsh plugins` and the JS SDK's create + kill (Python's whole run is row 2).
+/// A manifest like `manifest` whose sandboxes come from a template built by `dsh template`'s
+/// recipe with the JS SDK's builder on `server` (so they hold dsh's helper).
+fn template_manifest(
+    dsh: &Path,
+    manifest: &Path,
+    server: &LocalServer,
+    scratch: &Path,
+) -> Result<PathBuf> {
+    let context = scratch.join("context");
+    let written = Command::new(dsh).arg("template").arg(&context).status()?;
+    ensure!(written.success(), "dsh template: {written}");
+    let modules =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/sdk-peers/js/node_modules");
+    std::os::unix::fs::symlink(modules, context.join("node_modules"))?;
+    let built = Command::new("node")
+        .arg(context.join("build.mjs"))
+        .arg("dsh-bench-helper")
+        .envs(server.env())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .context("run node (scripts/install-sdk-peers.sh)")?;
+    ensure!(built.success(), "node build.mjs: {built}");
+    let text = std::fs::read_to_string(manifest)?;
+    let path = scratch.join("template.yaml");
+    std::fs::write(
+        &path,
+        text.replace("template: base", "template: dsh-bench-helper"),
+    )?;
+    Ok(path)
+}
+
+// Rows of the contenders (and their samples).
 const DSH_EXEC: usize = 0;
-const JS: usize = 1;
-const DSH_PLUGINS: usize = 3;
-const JS_BARE: usize = 4;
+const DSH_TEMPLATE: usize = 1;
+const JS: usize = 2;
+const DSH_PLUGINS: usize = 4;
+const JS_BARE: usize = 5;
+const JS_COLD: usize = 6;
 
 enum Contender {
-    Cold(ColdDsh),
+    Cold(Cold),
     /// A warm SDK driver and what its iterations leave out (empty: nothing).
     Warm(Steps, &'static str),
 }
@@ -133,7 +194,7 @@ enum Contender {
 impl Contender {
     fn name(&self) -> String {
         match self {
-            Contender::Cold(cold) => format!("dsh {} (cold, release)", cold.args.join(" ")),
+            Contender::Cold(cold) => cold.name.clone(),
             Contender::Warm(warm, scope) => format!("{} (warm{scope})", warm.name()),
         }
     }
@@ -146,31 +207,39 @@ impl Contender {
     }
 }
 
-/// A fresh `dsh --config <manifest> <args>` process per iteration, timed from spawn to
-/// exit, its output discarded.
-struct ColdDsh {
-    dsh: PathBuf,
-    manifest: PathBuf,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
+/// A fresh process per iteration, timed from spawn to exit, its output discarded.
+struct Cold {
+    name: String,
+    command: Command,
 }
 
-impl ColdDsh {
-    fn once(&self) -> Result<Duration> {
-        let start = Instant::now();
-        let status = Command::new(&self.dsh)
-            .arg("--config")
-            .arg(&self.manifest)
-            .args(&self.args)
-            .envs(self.env.iter().map(|(name, value)| (name, value)))
+impl Cold {
+    /// `command` with `server`'s variables.
+    fn new(name: String, mut command: Command, server: &LocalServer) -> Cold {
+        command
+            .envs(server.env())
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .status()
-            .context("run dsh")?;
+            .stdout(Stdio::null());
+        Cold { name, command }
+    }
+
+    fn once(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        let status = self.command.status().context("start a cold contender")?;
         let took = start.elapsed();
-        ensure!(status.success(), "dsh {}: {status}", self.args.join(" "));
+        ensure!(status.success(), "{}: {status}", self.name);
         Ok(took)
     }
+}
+
+/// The median over rounds of `ours / theirs`.
+fn paired(ours: &[Duration], theirs: &[Duration]) -> f64 {
+    median_f64(
+        ours.iter()
+            .zip(theirs)
+            .map(|(ours, theirs)| ours.as_secs_f64() / theirs.as_secs_f64())
+            .collect(),
+    )
 }
 
 fn median_f64(mut values: Vec<f64>) -> f64 {

@@ -74,6 +74,11 @@ pub enum Command {
     /// its tools as functions: `dsh.grep(…)`, `dsh.read_file(…)`, `dsh.run(…)`.
     #[command(subcommand)]
     Code(CodeCommand),
+    /// Write an E2B template build context (DIR/dsh-supervisor and
+    /// DIR/build.mjs, a `Template()` builder program) whose sandboxes hold
+    /// dsh's sandbox helper, so the E2B providers start without uploading
+    /// it. Needs no composition.
+    Template(TemplateArgs),
     /// List the world's durable commands (`exec --detach`): id, pid, state,
     /// bytes of output, argv.
     Ps,
@@ -108,6 +113,16 @@ pub struct KillArgs {
 #[derive(Debug, Args)]
 pub struct ForgetArgs {
     pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct TemplateArgs {
+    /// The build context's directory (created if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// The template it builds on.
+    #[arg(long, value_name = "TEMPLATE", default_value = "base")]
+    pub from: String,
 }
 
 #[derive(Debug, Subcommand)]

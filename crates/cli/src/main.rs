@@ -14,6 +14,7 @@ mod mcp;
 mod plugins;
 mod stdout;
 mod streams;
+mod template;
 mod terminal;
 
 use std::future::Future;
@@ -70,6 +71,9 @@ fn init_logging(level: Option<&str>) {
 }
 
 async fn run(cli: Cli) -> i32 {
+    if let Command::Template(args) = &cli.command {
+        return template::write(args).unwrap_or_else(report);
+    }
     let composition = match &cli.config {
         Some(path) => Composition::load(path),
         None => Composition::embedded_local(),
@@ -143,6 +147,7 @@ async fn run(cli: Cli) -> i32 {
             }
             Err(failure) => Err(failure),
         },
+        Command::Template(_) => unreachable!("written before the composition loads"),
         Command::Lsp(command) => match lsp::config(cli.lsp_config.as_deref()) {
             Ok(lsp_config) => {
                 with_host(&composition, |host, _| {

@@ -20,7 +20,8 @@
 //!   classification stays in `e2b-client`.
 //!
 //! Plus what both sides share: [`ControlShell`] (internal commands as root,
-//! no login shell, a fresh random `HOME`), [`plugin_error`] (an
+//! no login shell, a fresh random `HOME`), [`install_helper`] (the sandbox
+//! helper from the template or uploaded, then probed), [`plugin_error`] (an
 //! `e2b_client` error in the plugin vocabulary) and [`Liveness`] (asking
 //! the control plane whether the sandbox still exists).
 //!
@@ -44,6 +45,7 @@ mod control;
 mod errors;
 mod gone;
 mod headers;
+mod helper;
 mod liveness;
 mod owner;
 mod owner_transport;
@@ -55,6 +57,7 @@ pub use control::{
     RUNTIME_ROOT_ENV,
 };
 pub use errors::plugin_error;
+pub use helper::{InstallPaths, Installed, install as install_helper, preinstalled};
 pub use liveness::{ControlPlaneLiveness, LIVENESS_TIMEOUT, Liveness, Presence};
 pub use owner::GatewayOwner;
 pub use owner_transport::{OwnerTransport, envd_client, envd_options};

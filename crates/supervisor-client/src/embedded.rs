@@ -6,10 +6,30 @@ pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervis
 /// [`HELPER`]'s SHA-256, hex, computed by the build script.
 pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.sha256"));
 
+/// Where a sandbox template holds the helper: `<TEMPLATE_HOME>/<SHA-256>/dsh-supervisor`.
+pub const TEMPLATE_HOME: &str = "/usr/local/libexec/dsh";
+
+/// Where a sandbox template holds [`HELPER`] (`dsh template` puts it there).
+/// The digest in the path means a template made for another build of dsh is
+/// simply not found (docs/design.md §6.4).
+pub fn template_path() -> String {
+    format!("{TEMPLATE_HOME}/{HELPER_DIGEST}/dsh-supervisor")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use sha2::{Digest, Sha256};
+
+    #[test]
+    fn the_template_path_names_the_digest() {
+        let path = template_path();
+        assert_eq!(
+            path.len(),
+            TEMPLATE_HOME.len() + 1 + 64 + "/dsh-supervisor".len()
+        );
+        assert!(path.contains(HELPER_DIGEST), "{path}");
+    }
 
     #[test]
     fn the_digest_is_of_the_embedded_helper() {

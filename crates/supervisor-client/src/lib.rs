@@ -4,7 +4,8 @@
 //! - [`HELPER`]: the `dsh-supervisor` program, built static by this crate's
 //!   build script and embedded. `dsh-subprocess-e2b` installs it in each
 //!   sandbox; `dsh-subprocess-local` installs it on the host to supervise
-//!   durable commands (docs/design.md §5.2.1, §6.3).
+//!   durable commands (docs/design.md §5.2.1, §6.3); a sandbox template may
+//!   hold it at [`template_path`] instead.
 //! - [`answers`]: the helper's `durable-*` answers in the seam's types.
 //! - [`FollowedProcess`]: a durable command's handle, built from the
 //!   provider's own handle on a `durable-follow` helper.
@@ -16,7 +17,7 @@ pub mod control;
 mod embedded;
 mod followed;
 
-pub use embedded::{HELPER, HELPER_DIGEST};
+pub use embedded::{HELPER, HELPER_DIGEST, TEMPLATE_HOME, template_path};
 pub use followed::{
     DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
 };

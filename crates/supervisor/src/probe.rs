@@ -14,7 +14,8 @@
 //! user's uid, gid, groups (space-separated, the primary group first, as
 //! `id -G`), login home; then the ambient environment as `env -0` prints it
 //! (this process's, as envd gave it). It removes `UPLOAD`, the uploaded
-//! file the helper was installed from, once the check passed. The account
+//! file the helper was installed from, once the check passed (`-`: none,
+//! the helper is a template's copy). The account
 //! comes from `/etc/passwd` and `/etc/group`: a static program has no NSS,
 //! and sandboxes keep their accounts in files.
 
@@ -124,7 +125,8 @@ pub fn main(user: &str, upload: &str, expected: &str) -> i32 {
             return DAMAGED;
         }
     }
-    if let Err(err) = std::fs::remove_file(upload)
+    if upload != "-"
+        && let Err(err) = std::fs::remove_file(upload)
         && err.kind() != std::io::ErrorKind::NotFound
     {
         eprintln!("dsh: removing the uploaded helper {upload}: {err}");

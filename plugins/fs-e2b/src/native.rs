@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use dsh_e2b_gateway::{CONTROL_USER, ControlShell};
+use dsh_e2b_gateway::{CONTROL_USER, ControlShell, InstallPaths, install_helper};
 use dsh_plugin_api::fs::{
     ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream, WalkEvent, WalkSpec,
     WalkStream,
@@ -40,10 +40,7 @@ use dsh_plugin_api::fs::{
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
 use dsh_supervisor::world::{self as frames, WorldOp, WorldRequest};
-use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
-use e2b_client::{
-    CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter, UploadOptions,
-};
+use e2b_client::{CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -61,22 +58,11 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
 /// event arrives, and the end (`signal: killed`) is the reason worth telling.
 const END_GRACE: Duration = Duration::from_secs(1);
 
-/// Waits for the world user's name on stdin (none: the upload failed),
-/// installs the uploaded supervisor, then runs its `probe` (SHA-256 check,
-/// the upload removed, the user's account printed). `$1` upload, `$2` final
-/// path, `$3` SHA-256. A copy (`install`), not a rename: see
-/// `dsh-subprocess-e2b`'s setup for why ("Text file busy").
-const INSTALL_AND_PROBE: &str = r#"
-read -r user || { printf 'dsh: the helper was not uploaded\n' >&2; exit 4; }
-install -m 0700 -- "$1" "$2" || exit 3
-exec "$2" probe "$user" "$1" "$3"
-"#;
-
 /// The installed supervisor and who the world's user is.
 #[derive(Debug, Clone)]
 pub(crate) struct Native {
-    /// Its directory, removed on disposal.
-    dir: String,
+    /// Its directory, removed on disposal; `None` for the template's copy.
+    dir: Option<String>,
     helper: String,
     identity: Identity,
     /// Root's shell: the supervisor starts as root and takes on
@@ -90,7 +76,9 @@ impl<T: EnvdTransport> World<T> {
     async fn native(&self) -> Option<&Native> {
         self.native
             .get_or_init(|| async {
-                match self.install().await {
+                // Boxed: the install's future is large, and every
+                // world-side operation's future would carry it inline.
+                match Box::pin(self.install()).await {
                     Ok(native) => Some(native),
                     Err(err) => {
                         tracing::warn!(
@@ -112,11 +100,11 @@ impl<T: EnvdTransport> World<T> {
         if let Some(resident) = self.resident.lock().await.take() {
             resident.close().await;
         }
-        let Some(Some(native)) = self.native.get() else {
+        let Some(Some(Native { dir: Some(dir), .. })) = self.native.get() else {
             return Ok(());
         };
-        match self.remove_as_root(&native.dir).await {
-            Err(err) if !err.is_sandbox_gone() => Err(Op::new("dispose", &native.dir).remote(&err)),
+        match self.remove_as_root(dir).await {
+            Err(err) if !err.is_sandbox_gone() => Err(Op::new("dispose", dir).remote(&err)),
             _ => Ok(()),
         }
     }
@@ -144,21 +132,9 @@ impl<T: EnvdTransport> World<T> {
 
     async fn install_in(&self, dir: String) -> Result<Native> {
         let root = ControlShell::new(&self.runtime_root);
-        let upload = format!("{dir}/dsh-supervisor.part");
-        let helper = format!("{dir}/dsh-supervisor");
-        let uploaded = async {
-            self.envd
-                .upload(
-                    &upload,
-                    futures::stream::once(async {
-                        Ok::<_, std::io::Error>(Bytes::from_static(HELPER))
-                    }),
-                    &UploadOptions::default()
-                        .user(CONTROL_USER)
-                        .content_length(HELPER.len() as u64)
-                        .timeout(SETUP_TIMEOUT),
-                )
-                .await
+        let paths = InstallPaths {
+            upload: format!("{dir}/dsh-supervisor.part"),
+            installed: format!("{dir}/dsh-supervisor"),
         };
         let user = async {
             if let Some(user) = &self.user {
@@ -175,21 +151,10 @@ impl<T: EnvdTransport> World<T> {
                 .await?;
             Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
         };
-        let feed = async {
-            let (uploaded, user) = tokio::join!(uploaded, user);
-            uploaded?;
-            user.map(|user: String| Bytes::from(format!("{user}\n")))
-        };
-        let script = root
-            .script(
-                INSTALL_AND_PROBE,
-                [upload.as_str(), helper.as_str(), HELPER_DIGEST],
-            )
-            .stdin(true);
-        let output = root
-            .run_fed(&self.envd, &script, feed, SETUP_TIMEOUT, 1 << 20)
+        let installed = install_helper(&self.envd, &root, &paths, user, SETUP_TIMEOUT, 1 << 20)
             .await
             .map_err(|err| Error::io(format!("install the sandbox helper: {err}")))?;
+        let output = installed.output;
         if !output.status.success() {
             return Err(Error::io(format!(
                 "install the sandbox helper: the install script failed ({}): {}",
@@ -200,8 +165,8 @@ impl<T: EnvdTransport> World<T> {
         let identity = parse_probe(&output.stdout)
             .map_err(|message| Error::io(format!("install the sandbox helper: {message}")))?;
         Ok(Native {
-            dir,
-            helper,
+            dir: (!installed.preinstalled).then_some(dir),
+            helper: installed.helper,
             identity,
             root,
         })

@@ -77,7 +77,6 @@ mod world;
 use dsh_supervisor::wire;
 
 pub use config::Config;
-pub use dsh_supervisor_client::{HELPER, HELPER_DIGEST};
 pub use liveness::OwnerLiveness;
 pub use plugin::SubprocessE2bPlugin;
 pub use provider::E2bSubprocess;

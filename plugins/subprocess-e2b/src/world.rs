@@ -115,12 +115,14 @@ impl<T: EnvdTransport> World<T> {
         self.ready
             .get_or_try_init(|| async {
                 self.prepared.store(true, Ordering::Release);
-                let setup = setup::prepare(
+                // Boxed: a large future, once per provider, kept out of
+                // every operation's.
+                let setup = Box::pin(setup::prepare(
                     &self.envd,
                     &self.shell,
                     &self.install_dir,
                     &self.settings.user,
-                )
+                ))
                 .await?;
                 let control = Controller::new(
                     self.envd.clone(),

@@ -3,6 +3,8 @@
 // `dsh --config config/e2b-local.yaml exec -- true` does: create a sandbox, run `true` in it,
 // kill it. Connects with E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY.
 //
+//   node lifecycle.mjs once    one create → run → kill in a fresh process, then exit: what a cold
+//                              JS program costs, process start and module loading included
 //   node lifecycle.mjs steps [--without-command]
 //                              reads one line per iteration on stdin; after each, prints the
 //                              iteration's milliseconds on a line of its own (the bench
@@ -10,7 +12,8 @@
 //                              an iteration is create and kill only: the part of dsh's cold start
 //                              that no client can avoid.
 //
-// One untimed iteration first warms the process (module loading, the first connections).
+// In steps mode one untimed iteration first warms the process (module loading, the first
+// connections).
 import { createInterface } from 'node:readline'
 import { createRequire } from 'node:module'
 
@@ -19,8 +22,8 @@ const { Sandbox } = require('e2b')
 
 const [mode, ...options] = process.argv.slice(2)
 const withoutCommand = options.length === 1 && options[0] === '--without-command'
-if (mode !== 'steps' || (options.length > 0 && !withoutCommand)) {
-  console.error('usage: node lifecycle.mjs steps [--without-command]')
+if (!['once', 'steps'].includes(mode) || (options.length > 0 && (mode === 'once' || !withoutCommand))) {
+  console.error('usage: node lifecycle.mjs once | steps [--without-command]')
   process.exit(2)
 }
 
@@ -34,6 +37,7 @@ const once = async () => {
 }
 
 await once()
+if (mode === 'once') process.exit(0)
 console.log('ready')
 for await (const _ of createInterface({ input: process.stdin })) {
   const start = performance.now()

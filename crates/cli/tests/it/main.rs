@@ -12,6 +12,7 @@ mod e2b_manifests;
 mod e2b_owner;
 mod e2b_production;
 mod e2b_shutdown;
+mod e2b_template;
 mod episode;
 mod exec;
 mod fs;

@@ -234,6 +234,12 @@ async fn a_spawn_given_up_at_any_point_leaves_nothing_running() {
         left.is_empty(),
         "given-up spawns left commands running:\n{left}"
     );
+    // A given-up spawn's group is let go once proven empty, which its
+    // rollback task does after the caller has moved on.
+    let deadline = tokio::time::Instant::now() + LIMIT;
+    while provider.owned() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(provider.owned(), 0);
     provider.dispose().await.expect("dispose");
 }

@@ -1,0 +1,128 @@
+//! `dsh template`: the build context it writes builds with E2B's own
+//! `Template()` builder (the official JS SDK) against e2b-local, and in a
+//! sandbox from that template both E2B providers run the template's helper
+//! instead of uploading their own; in a sandbox from `base` they upload it.
+//!
+//! Needs root (e2b-local) and the SDK peers (`scripts/install-sdk-peers.sh`).
+
+use std::path::Path;
+use std::process::{Command as Process, Output};
+
+use e2b_local::harness::LocalServer;
+
+use crate::mcp::peers;
+use crate::support::{config_dir, dsh, require};
+
+/// Runs `dsh` with `server`'s variables.
+fn dsh_on(server: &LocalServer, args: &[&str]) -> Output {
+    dsh()
+        .envs(server.env())
+        .args(args)
+        .output()
+        .expect("run dsh")
+}
+
+/// The shipped e2b-local manifest with its sandbox made from `template`.
+fn manifest(dir: &Path, template: &str) -> String {
+    let text = std::fs::read_to_string(config_dir().join("e2b-local.yaml")).expect("read");
+    let path = dir.join(format!("{template}.yaml"));
+    std::fs::write(
+        &path,
+        text.replace("template: base", &format!("template: {template}")),
+    )
+    .expect("write");
+    path.display().to_string()
+}
+
+/// The argv of every process in the sandbox while a program ran that used
+/// both providers' helpers: a search (`dsh-fs-e2b`'s world-side process)
+/// and a command (`dsh-subprocess-e2b`'s supervisor) listing the processes.
+fn helpers_seen(server: &LocalServer, manifest: &str, dir: &Path) -> String {
+    let program = dir.join("ps.py");
+    std::fs::write(
+        &program,
+        "dsh.write_file(path='t.txt', content='needle\\n')\n\
+         assert dsh.grep(pattern='needle', path='.')['matches']\n\
+         print(dsh.run(command='ps -eo args')['output'])\n",
+    )
+    .expect("write the program");
+    let output = dsh_on(
+        server,
+        &[
+            "--config",
+            manifest,
+            "code",
+            "run",
+            &program.display().to_string(),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "{output:?}");
+    stdout
+}
+
+#[test]
+fn a_template_from_dsh_template_spares_both_providers_the_upload() {
+    require(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
+    let server = LocalServer::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let context = dir.path().join("context");
+
+    let written = dsh()
+        .arg("template")
+        .arg(&context)
+        .output()
+        .expect("dsh template");
+    assert!(written.status.success(), "{written:?}");
+    let recipe = context.join("build.mjs");
+    assert_eq!(
+        String::from_utf8_lossy(&written.stdout).trim(),
+        recipe.display().to_string()
+    );
+    assert!(context.join("dsh-supervisor").is_file());
+
+    // The recipe as a user runs it, with the SDK where node finds it.
+    std::os::unix::fs::symlink(
+        peers().join("js/node_modules"),
+        context.join("node_modules"),
+    )
+    .expect("link the SDK");
+    let name = format!("dsh-helper-{}", std::process::id());
+    let built = Process::new("node")
+        .arg(&recipe)
+        .arg(&name)
+        .envs(server.env())
+        .output()
+        .expect("run node");
+    assert!(built.status.success(), "node build.mjs: {built:?}");
+    assert!(
+        !String::from_utf8_lossy(&built.stdout).trim().is_empty(),
+        "the recipe prints the template's id"
+    );
+
+    let template_dir = "/usr/local/libexec/dsh/";
+    let seen = helpers_seen(&server, &manifest(dir.path(), &name), dir.path());
+    let from_template: Vec<&str> = seen
+        .lines()
+        .filter(|line| line.starts_with(template_dir))
+        .collect();
+    assert!(
+        from_template
+            .iter()
+            .any(|line| line.ends_with("dsh-supervisor world")),
+        "dsh-fs-e2b runs the template's helper: {seen}"
+    );
+    assert!(
+        from_template.iter().any(|line| !line.ends_with(" world")),
+        "dsh-subprocess-e2b runs the template's helper: {seen}"
+    );
+    assert!(
+        !seen.contains("/var/lib/dsh-e2b"),
+        "nothing uploaded runs: {seen}"
+    );
+
+    // From `base`, both upload their own.
+    let seen = helpers_seen(&server, &manifest(dir.path(), "base"), dir.path());
+    assert!(!seen.contains(template_dir), "{seen}");
+    assert!(seen.contains("/var/lib/dsh-e2b"), "{seen}");
+}
