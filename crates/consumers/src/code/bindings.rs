@@ -354,7 +354,8 @@ fn python_stub(bindings: &BTreeMap<String, Binding>) -> String {
     let mut out = String::from(
         "\"\"\"The world's tools: dsh.<name>(**args) sends one call to the host and returns its \
          result (a dict); dsh.aio.<name> is the same as a coroutine (asyncio.gather runs calls \
-         concurrently). A failed call raises dsh.BindingError (.kind, message).\"\"\"\n\
+         concurrently). An argument named by a Python keyword takes a trailing _ (from_=...). A \
+         failed call raises dsh.BindingError (.kind, message).\"\"\"\n\
          from typing import Any, Literal\n\n\
          class BindingError(Exception):\n    kind: str\n\n",
     );
@@ -368,13 +369,14 @@ fn python_stub(bindings: &BTreeMap<String, Binding>) -> String {
                 .iter()
                 .partition(|(name, _)| required.contains(&name.as_str()));
             for (name, property) in mandatory {
+                let name = py_name(name);
                 parameters.push(format!("{name}: {}", py_type(property, schema, 1)));
             }
             for (name, property) in optional {
-                parameters.push(format!(
-                    "{name}: {} | None = None",
-                    py_type(property, schema, 1)
-                ));
+                let name = py_name(name);
+                let mut members = py_members(property, schema, 1);
+                members.push(PyMember::Plain("None".to_owned()));
+                parameters.push(format!("{name}: {} = None", py_union(members)));
             }
         }
         let parameters = if parameters.is_empty() {
@@ -397,49 +399,158 @@ fn python_stub(bindings: &BTreeMap<String, Binding>) -> String {
     out
 }
 
+/// Python's keywords: an argument so named is written with a trailing `_`
+/// (`from_`), which the runner drops (runner.py, `_arguments`).
+const PY_KEYWORDS: [&str; 35] = [
+    "False", "None", "True", "and", "as", "assert", "async", "await", "break", "class", "continue",
+    "def", "del", "elif", "else", "except", "finally", "for", "from", "global", "if", "import",
+    "in", "is", "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while",
+    "with", "yield",
+];
+
+/// An argument's name as a Python parameter.
+fn py_name(name: &str) -> String {
+    if PY_KEYWORDS.contains(&name) {
+        format!("{name}_")
+    } else {
+        name.to_owned()
+    }
+}
+
 /// `schema` as a Python annotation.
 fn py_type(schema: &Value, root: &Value, depth: usize) -> String {
+    py_union(py_members(schema, root, depth))
+}
+
+/// A member of a Python union annotation.
+#[derive(PartialEq)]
+enum PyMember {
+    /// A literal value (JSON text, also Python's for strings, numbers).
+    Literal(String),
+    Plain(String),
+}
+
+/// Union members as one annotation: each member once, the literal values
+/// gathered into one `Literal[…]` where the first of them stood.
+fn py_union(members: Vec<PyMember>) -> String {
+    let literals: Vec<&str> = members.iter().fold(Vec::new(), |mut seen, member| {
+        if let PyMember::Literal(value) = member
+            && !seen.contains(&value.as_str())
+        {
+            seen.push(value);
+        }
+        seen
+    });
+    let mut out: Vec<String> = Vec::new();
+    for member in &members {
+        let text = match member {
+            PyMember::Literal(_) => format!("Literal[{}]", literals.join(", ")),
+            PyMember::Plain(plain) => plain.clone(),
+        };
+        if !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    out.join(" | ")
+}
+
+/// The members of the union `schema` is (one for a plain type).
+fn py_members(schema: &Value, root: &Value, depth: usize) -> Vec<PyMember> {
     if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
         return match resolve(reference, root) {
-            Some(target) if depth < 8 => py_type(target, root, depth + 1),
-            _ => "Any".to_owned(),
+            Some(target) if depth < 8 => py_members(target, root, depth + 1),
+            _ => vec![PyMember::Plain("Any".to_owned())],
         };
     }
+    if let Some(value) = schema.get("const") {
+        return vec![PyMember::Literal(value.to_string())];
+    }
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        let values: Vec<String> = values.iter().map(Value::to_string).collect();
-        return format!("Literal[{}]", values.join(", "));
+        return values
+            .iter()
+            .map(|value| PyMember::Literal(value.to_string()))
+            .collect();
     }
     for key in ["anyOf", "oneOf"] {
         if let Some(options) = schema.get(key).and_then(Value::as_array) {
             return options
                 .iter()
-                .map(|option| py_type(option, root, depth + 1))
-                .collect::<Vec<_>>()
-                .join(" | ");
+                .flat_map(|option| py_members(option, root, depth + 1))
+                .collect();
         }
     }
-    let single = |kind: &str| match kind {
-        "string" => "str".to_owned(),
-        "integer" => "int".to_owned(),
-        "number" => "float".to_owned(),
-        "boolean" => "bool".to_owned(),
-        "null" => "None".to_owned(),
-        "array" => {
-            let item = schema
-                .get("items")
-                .map_or_else(|| "Any".to_owned(), |items| py_type(items, root, depth + 1));
-            format!("list[{item}]")
-        }
-        _ => "dict[str, Any]".to_owned(),
+    let single = |kind: &str| {
+        PyMember::Plain(match kind {
+            "string" => "str".to_owned(),
+            "integer" => "int".to_owned(),
+            "number" => "float".to_owned(),
+            "boolean" => "bool".to_owned(),
+            "null" => "None".to_owned(),
+            "array" => {
+                let item = schema
+                    .get("items")
+                    .map_or_else(|| "Any".to_owned(), |items| py_type(items, root, depth + 1));
+                format!("list[{item}]")
+            }
+            _ => "dict[str, Any]".to_owned(),
+        })
     };
     match schema.get("type") {
-        Some(Value::String(kind)) => single(kind),
-        Some(Value::Array(kinds)) => kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .map(single)
-            .collect::<Vec<_>>()
-            .join(" | "),
-        _ => "Any".to_owned(),
+        Some(Value::String(kind)) => vec![single(kind)],
+        Some(Value::Array(kinds)) => kinds.iter().filter_map(Value::as_str).map(single).collect(),
+        _ => vec![PyMember::Plain("Any".to_owned())],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn python_annotations_name_each_member_once() {
+        let root = json!({"$defs": {"Mode": {"type": "string", "enum": ["lines", "a, b"]}}});
+        let annotation = |schema: Value| py_type(&schema, &root, 1);
+        assert_eq!(
+            annotation(json!({"anyOf": [{"$ref": "#/$defs/Mode"}, {"type": "null"}]})),
+            r#"Literal["lines", "a, b"] | None"#
+        );
+        assert_eq!(
+            annotation(
+                json!({"oneOf": [{"const": "x"}, {"type": "string"}, {"const": "y"}, {"const": "x"}]})
+            ),
+            r#"Literal["x", "y"] | str"#
+        );
+        assert_eq!(
+            annotation(json!({"type": ["integer", "null"]})),
+            "int | None"
+        );
+        assert_eq!(
+            annotation(json!({"type": "array", "items": {"type": ["string", "null"]}})),
+            "list[str | None]"
+        );
+    }
+
+    #[test]
+    fn an_optional_nullable_parameter_says_none_once() {
+        let binding = Binding::new(
+            "pick",
+            "Picks.",
+            json!({"type": "object", "properties": {
+                "n": {"type": ["integer", "null"]},
+                "mode": {"anyOf": [{"const": "a"}, {"const": "b"}, {"type": "null"}]},
+                "tag": {"type": "string"}
+            }, "required": ["tag"]}),
+            |_| async { Ok(Value::Null) },
+        )
+        .expect("a binding");
+        let stub = python_stub(&BTreeMap::from([("pick".to_owned(), binding)]));
+        assert!(
+            stub.contains(
+                r#"def pick(*, tag: str, mode: Literal["a", "b"] | None = None, n: int | None = None)"#
+            ),
+            "{stub}"
+        );
     }
 }

@@ -13,6 +13,7 @@ import base64
 import inspect
 import itertools
 import json
+import keyword
 import linecache
 import os
 import queue
@@ -225,7 +226,11 @@ def _arguments(name, args, kwargs):
     if args and (len(args) > 1 or not isinstance(args[0], dict)):
         raise TypeError(f"dsh.{name} takes keyword arguments (or one dict of them)")
     merged = dict(args[0]) if args else {}
-    merged.update(kwargs)
+    # `from_=...` for an argument named by a Python keyword (`from`), as the stub writes it.
+    merged.update(
+        (key[:-1] if key.endswith("_") and keyword.iskeyword(key[:-1]) else key, value)
+        for key, value in kwargs.items()
+    )
     return merged
 
 

@@ -677,3 +677,38 @@ fn rand_digits() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |now| now.subsec_nanos())
 }
+
+/// The Python stub the model is given is Python (`python3` parses it), and
+/// what it writes works: `move_path(from_=…, to=…)` for the argument named by a
+/// keyword.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_stub_parses_and_its_keyword_spelling_works() {
+    let world = World::local().await;
+    let tools = tools(&world);
+    let stub = tools.code.declarations(Language::Python);
+    assert!(
+        stub.contains("def move_path(*, from_: str, to: str)"),
+        "{stub}"
+    );
+    let mut parse = std::process::Command::new("python3")
+        .args(["-c", "import ast, sys; ast.parse(sys.stdin.read())"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3");
+    std::io::Write::write_all(&mut parse.stdin.take().expect("stdin"), stub.as_bytes())
+        .expect("write the stub");
+    assert!(
+        parse.wait().expect("wait").success(),
+        "the stub is not Python:\n{stub}"
+    );
+
+    let name = format!("kw-{}", rand_digits());
+    let program = format!(
+        "dsh.write_file(path='{name}.a', content='x')\n\
+         dsh.move_path(from_='{name}.a', to='{name}.b')\n\
+         dsh.read_file(path='{name}.b')['content']"
+    );
+    let result = run(&tools, Language::Python, &program).await;
+    assert_eq!(result.value, json!("x"), "{result:?}");
+    world.dispose().await;
+}
