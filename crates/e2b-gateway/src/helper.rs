@@ -62,7 +62,7 @@ exec "$2" probe "$user" "$1" "$3"
 
 /// Installs the helper ([`HELPER`]) for `shell`'s (root's) use and runs its `probe` for the
 /// user `user` resolves to: the template's copy when the sandbox has one
-/// ([`preinstalled`] at [`template_path`]), else uploaded to `paths.upload` and
+/// (at [`template_path`], root's alone), else uploaded to `paths.upload` and
 /// installed at `paths.installed`. `timeout` bounds the look, the upload and
 /// the script; at most `output_limit` bytes of the probe's output are kept.
 ///
@@ -134,7 +134,7 @@ where
 /// neither writable by group or others. Anything else, an error included,
 /// is "no" (the helper is uploaded instead); the install script checks
 /// ownership again where it runs.
-pub async fn preinstalled<T: EnvdReadable>(envd: &Envd<T>, path: &str, timeout: Duration) -> bool {
+async fn preinstalled<T: EnvdReadable>(envd: &Envd<T>, path: &str, timeout: Duration) -> bool {
     let options = CallOptions::default().user(CONTROL_USER).timeout(timeout);
     let dir = path.rsplit_once('/').map_or("/", |(dir, _)| dir);
     let (file, dir) = tokio::join!(envd.stat(path, &options), envd.stat(dir, &options));
