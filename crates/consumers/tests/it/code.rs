@@ -702,13 +702,15 @@ async fn the_python_stub_parses_and_its_keyword_spelling_works() {
         "the stub is not Python:\n{stub}"
     );
 
-    let name = format!("kw-{}", rand_digits());
+    // A fresh directory: the local world's cwd is this crate's source directory.
+    let dir = sh(&tools, "mktemp -d").await.trim().to_owned();
     let program = format!(
-        "dsh.write_file(path='{name}.a', content='x')\n\
-         dsh.move_path(from_='{name}.a', to='{name}.b')\n\
-         dsh.read_file(path='{name}.b')['content']"
+        "dsh.write_file(path='{dir}/a', content='x')\n\
+         dsh.move_path(from_='{dir}/a', to='{dir}/b')\n\
+         dsh.read_file(path='{dir}/b')['content']"
     );
     let result = run(&tools, Language::Python, &program).await;
     assert_eq!(result.value, json!("x"), "{result:?}");
+    sh(&tools, &format!("rm -r -- '{dir}'")).await;
     world.dispose().await;
 }
