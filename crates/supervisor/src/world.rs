@@ -16,8 +16,15 @@
 //!   written, so one slow reader holds back its own operation and no
 //!   other), [`PING`] (the host lives);
 //! - out: [`EVENT`] frames (a walk's or search's events in order, the last
-//!   one its `End`), one [`ITEMS`] frame (a `read_many`'s answer), or an
-//!   [`ERROR`] frame that ends the operation with the seam's error.
+//!   one its `End`), one [`ITEMS`] frame (a `read_many`'s answer), one
+//!   [`HELD`] frame (a hold has its file), or an [`ERROR`] frame that ends
+//!   the operation with the seam's error.
+//!
+//! A hold ([`WorldOp::Hold`]) is not part of the seam: it keeps a file's
+//! inode referenced until the host cancels it, so that a rename over the
+//! file (a write's publication) does not free it in the host's time — the
+//! pages and blocks of a large file take tens of milliseconds to free; the
+//! supervisor frees them when the hold ends (docs/design.md §6.3).
 //!
 //! It ends on stdin's end (the provider's disposal closes it), and when
 //! nothing arrived for its lease ([`LEASE`]) — envd keeps a process's stdin
@@ -50,6 +57,8 @@ pub const EVENT: u8 = b'e';
 pub const ITEMS: u8 = b'r';
 /// Out: the error that ended the operation.
 pub const ERROR: u8 = b'x';
+/// Out: a hold has its file (no body); the hold lasts until cancelled.
+pub const HELD: u8 = b'h';
 
 /// Frame bytes of one operation written and not yet acknowledged by a
 /// [`CREDIT`] past which the supervisor writes no more of it.
@@ -154,6 +163,11 @@ pub enum WorldOp {
         paths: Vec<String>,
         limits: ReadManyLimits,
     },
+    /// Keeps `path` (its final component not followed) referenced until
+    /// cancelled; answered [`HELD`], or an error when it cannot be opened.
+    Hold {
+        path: String,
+    },
 }
 
 /// One world-side operation, relative paths joining `cwd`.
@@ -214,6 +228,10 @@ impl WorldRequest {
                 w.u64(limits.max_total_bytes);
                 opt_str(&mut w, limits.beneath.as_deref());
             }
+            WorldOp::Hold { path } => {
+                w.u8(b'h');
+                w.str(path);
+            }
         }
         w.into_bytes()
     }
@@ -267,6 +285,9 @@ impl WorldRequest {
                     max_total_bytes: r.u64("max_total_bytes")?,
                     beneath: read_opt_str(&mut r, "beneath")?,
                 },
+            },
+            b'h' => WorldOp::Hold {
+                path: r.str("path")?,
             },
             other => return Err(DecodeError(format!("world operation {other}"))),
         };
@@ -618,6 +639,9 @@ mod tests {
                     max_total_bytes: 20,
                     beneath: Some("/w".into()),
                 },
+            },
+            WorldOp::Hold {
+                path: "/w/big file".into(),
             },
         ];
         for op in ops {

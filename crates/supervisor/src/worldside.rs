@@ -13,7 +13,8 @@
 //! written as they are produced — the first at once, then in batches of up
 //! to 32 KiB — and at most [`frames::WINDOW`] bytes ahead of the host's
 //! credits, so a host that stops reading one operation stops that one only.
-//! A cancelled operation stops at its next event. The process ends on
+//! A cancelled operation stops at its next event; a hold
+//! ([`WorldOp::Hold`]) closes its file when cancelled. The process ends on
 //! stdin's end, when nothing arrived for its lease, or when stdout is gone.
 
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +37,7 @@ use dsh_supervisor::world::{
 };
 use futures::StreamExt;
 use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::fs::{Mode, OFlags};
 
 use crate::{sys, xattr_names};
 
@@ -181,6 +183,18 @@ fn serve(request: Result<WorldRequest, wire::DecodeError>, mut out: Frames) {
                 out.push(frames::ITEMS, &encode_items(&items));
                 Ok(())
             }
+            WorldOp::Hold { path } => {
+                let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let held = rustix::fs::open(cwd.join(&path), flags, Mode::empty())
+                    .map_err(|err| Error::from_io(&format!("hold {path}"), &err.into()))?;
+                if out.push(frames::HELD, &[]) {
+                    out.until_cancelled();
+                }
+                // The last reference to a file replaced meanwhile: its
+                // pages and blocks are freed here, in this thread's time.
+                drop(held);
+                Ok(())
+            }
         }
     });
     if let Err(err) = answered {
@@ -303,6 +317,18 @@ impl Frames {
             }
         }
         Ok(())
+    }
+
+    /// Waits until the host cancels the operation.
+    fn until_cancelled(&self) {
+        let mut state = lock(&self.flow.state);
+        while !state.cancelled {
+            state = self
+                .flow
+                .changed
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
     }
 
     fn flush(&mut self) {

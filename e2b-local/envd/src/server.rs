@@ -323,14 +323,20 @@ const RECEIVE_STREAM_WINDOW: u32 = 8 << 20;
 /// HTTP/2 receive window of a whole connection: four uploads at full speed.
 const RECEIVE_CONNECTION_WINDOW: u32 = 32 << 20;
 
-/// A connection builder for HTTP/1.1 and h2c with the daemon's receive windows (above), which
-/// e2b-local's front uses too.
+/// Largest HTTP/2 frame the daemon accepts: E2B's envd and edge are Go servers, whose HTTP/2
+/// default is 1 MiB. hyper's default, 16 KiB, cut an upload into 4,096 frames per 64 MiB, each
+/// relayed by the front on its own.
+const RECEIVE_MAX_FRAME_SIZE: u32 = 1 << 20;
+
+/// A connection builder for HTTP/1.1 and h2c with the daemon's receive windows and frame size
+/// (above), which e2b-local's front uses too.
 pub fn connection_builder() -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
         .initial_stream_window_size(RECEIVE_STREAM_WINDOW)
-        .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW);
+        .initial_connection_window_size(RECEIVE_CONNECTION_WINDOW)
+        .max_frame_size(RECEIVE_MAX_FRAME_SIZE);
     builder
 }
 

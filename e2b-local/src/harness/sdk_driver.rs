@@ -166,7 +166,25 @@ impl Steps {
 
     /// One iteration, as long as the driver measured it.
     pub fn once(&mut self) -> io::Result<Duration> {
-        writeln!(self.input, "go")?;
+        self.step("go")
+    }
+
+    /// Ends the driver (its input closed, as its end of steps) and waits
+    /// for it; an error unless it exits successfully.
+    pub fn finish(mut self) -> io::Result<()> {
+        drop(self.input);
+        let status = self.child.wait()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(io::Error::other(format!("{} ended: {status}", self.name)))
+        }
+    }
+
+    /// One iteration of the kind `word` names (for a driver whose steps
+    /// differ), as long as the driver measured it.
+    pub fn step(&mut self, word: &str) -> io::Result<Duration> {
+        writeln!(self.input, "{word}")?;
         self.input.flush()?;
         let mut line = String::new();
         if self.output.read_line(&mut line)? == 0 {

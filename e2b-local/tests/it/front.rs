@@ -146,6 +146,59 @@ async fn serves_h2c_with_prior_knowledge() {
     assert_eq!(response.status(), StatusCode::NO_CONTENT);
 }
 
+/// The parameters of the first SETTINGS frame an h2c server sends, read off the wire.
+async fn server_settings(address: &str) -> Vec<(u16, u32)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    // The client preface, then an empty SETTINGS frame.
+    stream
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("preface");
+    let mut header = [0u8; 9];
+    stream
+        .read_exact(&mut header)
+        .await
+        .expect("a frame header");
+    assert_eq!(header[3], 0x4, "the server's first frame is SETTINGS");
+    let len = u32::from_be_bytes([0, header[0], header[1], header[2]]) as usize;
+    let mut payload = vec![0u8; len];
+    stream.read_exact(&mut payload).await.expect("the settings");
+    payload
+        .chunks_exact(6)
+        .map(|entry| {
+            let id = u16::from_be_bytes([entry[0], entry[1]]);
+            (
+                id,
+                u32::from_be_bytes([entry[2], entry[3], entry[4], entry[5]]),
+            )
+        })
+        .collect()
+}
+
+/// E2B's edge and envd are Go servers, whose HTTP/2 default reads frames of up to 1 MiB;
+/// hyper's default (16 KiB) cut uploads into 64 times more frames (docs/e2b-protocol.md §12).
+#[tokio::test(flavor = "multi_thread")]
+async fn advertises_the_frame_size_and_upload_window_of_e2b_s_servers() {
+    let server = LocalServer::start();
+    let address = server
+        .sandbox_url()
+        .strip_prefix("http://")
+        .expect("a plain front")
+        .trim_end_matches('/')
+        .to_owned();
+    let settings = server_settings(&address).await;
+    let setting = |id: u16| settings.iter().find(|(at, _)| *at == id).map(|(_, v)| *v);
+    assert_eq!(setting(0x5), Some(1 << 20), "MAX_FRAME_SIZE: {settings:?}");
+    assert_eq!(
+        setting(0x4),
+        Some(8 << 20),
+        "INITIAL_WINDOW_SIZE: {settings:?}"
+    );
+}
+
 /// Starts `bash -c script` in sandbox `id` with a Connect JSON `Start` over HTTP/1.1 and
 /// returns the response with its stream unread.
 async fn start_bash(server: &LocalServer, id: &str, script: &str) -> http::Response<Incoming> {

@@ -1,5 +1,7 @@
 //! The world-side operations (`walk`, `search`, `read_many`,
-//! docs/design.md §5.1) answered inside the sandbox: one resident
+//! docs/design.md §5.1) answered inside the sandbox, and the hold that
+//! keeps a large replaced file's freeing out of a write's time
+//! ([`Hold`]): one resident
 //! `dsh-supervisor world` process per provider, running `dsh-fs-local`'s
 //! native engines with the world user's identity (docs/design.md §6.3).
 //!
@@ -351,6 +353,29 @@ impl<T: EnvdTransport> World<T> {
             (tag, _) => Err(call.garbled(&format!("frame {tag} where the items belong"))),
         }
     }
+
+    /// Holds the file at the absolute `path` (its final component not
+    /// followed) in the sandbox helper, installed and started if need be;
+    /// an error when the helper cannot be had or the file cannot be opened.
+    pub(crate) async fn hold_native(self: &Arc<Self>, path: &str) -> Result<Hold> {
+        let op = Op::new("hold", path);
+        let hold = WorldOp::Hold {
+            path: path.to_owned(),
+        };
+        let mut call = self.start_native(op, "/", hold).await?;
+        match call.frame().await? {
+            (frames::HELD, _) => Ok(Hold { _call: call }),
+            (tag, _) => Err(call.garbled(&format!("frame {tag} where the hold belongs"))),
+        }
+    }
+}
+
+/// A file kept referenced by the sandbox helper ([`WorldOp::Hold`]):
+/// replacing it meanwhile does not free it in the caller's time. Dropping
+/// the hold lets go (a cancel to the helper, which then frees the file on
+/// its own thread).
+pub(crate) struct Hold {
+    _call: Call,
 }
 
 /// What the reader hands an operation: a frame (tag, body after the id),

@@ -61,6 +61,12 @@ pub const STAGING_PREFIX: &str = ".dsh-stage-";
 /// second one runs.
 const SECOND_CLEANUP_AFTER: Duration = Duration::from_secs(1);
 
+/// The size of a replaced file from which the sandbox helper holds it
+/// while the staged file is renamed over it ([`crate::native::Hold`]):
+/// freeing a file of 64 MiB took the rename 5–18 ms on this project's
+/// machines (docs/design.md §6.1), a hold takes one round trip.
+const HOLD_FROM: u64 = 8 << 20;
+
 /// Largest piece an upload body is cut into (cheap `Bytes` slices; each
 /// crosses the owner's boundary as one chunk).
 const UPLOAD_PIECE: usize = 1 << 20;
@@ -172,6 +178,8 @@ impl Refusal {
 pub(crate) struct Existing {
     /// Permission bits (`0o7777` mask).
     pub mode: u32,
+    /// Its size in bytes.
+    pub size: u64,
 }
 
 /// A staged file beside its target, not yet published.
@@ -362,12 +370,22 @@ impl<T: EnvdTransport> Staged<T> {
         let work = async move {
             let _lock = lock;
             let op = owned.op();
+            // Kept past the rename and the clean-up: the replaced file is
+            // then freed by the helper once this write is done, not in its
+            // time. Without one (no helper, a file gone) the rename frees it.
+            let hold = match &self.existing {
+                Some(existing) if existing.size >= HOLD_FROM => {
+                    self.world.hold_native(&self.target).await.ok()
+                }
+                _ => None,
+            };
             if self.world.acts_as_root() {
                 let args = [self.file.as_str(), self.target.as_str(), self.dir.as_str()];
                 let output = self
                     .world
                     .control(op, &self.world.shell.script(PUBLISH, args))
                     .await?;
+                drop(hold);
                 if !output.status.success() {
                     return Err(command_failed(op, "publishing (mv)", &output));
                 }
@@ -387,6 +405,7 @@ impl<T: EnvdTransport> Staged<T> {
             if moved.is_err() || self.dir != self.file {
                 self.remove_dir().await;
             }
+            drop(hold);
             moved.map_err(|err| op.remote(&err))
         };
         world
@@ -599,6 +618,7 @@ async fn existing_file<T: EnvdTransport>(
     let followed = world.follow(op, path, entry).await.ok()??;
     (kind_of(&followed.entry) == FileKind::File).then(|| Existing {
         mode: mode_of(&followed.entry),
+        size: followed.entry.size,
     })
 }
 

@@ -7,12 +7,17 @@
 //
 // `edit_small_ms` is an agent's edit done with the SDK: read the file as text, replace one
 // character, write it back.
-//   node fs.mjs throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
+//   node fs.mjs steps      <sandboxId> <large file>
+//                          warms (one read, one write), prints `ready`, then reads one step a
+//                          line on stdin — `read` the large file, or `write` its content to
+//                          <large file>.js-write — and prints the step's milliseconds on a line
+//                          of its own (the bench interleaves these with its other clients)
 //   node fs.mjs stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
 //
 // `stream` reads the file as a stream and reports this process's peak RSS (VmHWM of
 // /proc/self/status: the kernel's high-water mark of this program's own memory).
 import { readFileSync } from 'node:fs'
+import { createInterface } from 'node:readline'
 import { createRequire } from 'node:module'
 
 // The SDK is installed in tests/sdk-peers/js (scripts/install-sdk-peers.sh), not beside this file.
@@ -21,8 +26,8 @@ const { Sandbox } = require('e2b')
 
 const [mode, sandboxId, path, countArg] = process.argv.slice(2)
 const count = Number(countArg ?? 0)
-if (!['latency', 'throughput', 'stream'].includes(mode) || !sandboxId || !path) {
-  console.error('usage: node fs.mjs latency|throughput|stream <sandboxId> <path> [count]')
+if (!['latency', 'steps', 'stream'].includes(mode) || !sandboxId || !path) {
+  console.error('usage: node fs.mjs latency|steps|stream <sandboxId> <path> [count]')
   process.exit(2)
 }
 
@@ -66,25 +71,26 @@ if (mode === 'latency') {
   }
   await sbx.files.remove(target)
   console.log(JSON.stringify({ stat_ms: stat, read_small_ms: read, write_small_ms: write, edit_small_ms: edit }))
-} else if (mode === 'throughput') {
+} else if (mode === 'steps') {
   const size = (await sbx.files.getInfo(path)).size
-  const read = []
-  const write = []
-  let content
-  for (let i = 0; i < count; i++) {
-    read.push(
-      await timed(async () => {
-        content = await sbx.files.read(path, { format: 'bytes' })
-      }),
-    )
-    if (content.length !== size) throw new Error(`read ${content.length} bytes, expected ${size}`)
-  }
   const target = `${path}.js-write`
-  for (let i = 0; i < count; i++) {
-    write.push(await timed(() => sbx.files.write(target, content)))
+  const read = async () => {
+    const bytes = await sbx.files.read(path, { format: 'bytes' })
+    if (bytes.length !== size) throw new Error(`read ${bytes.length} bytes, expected ${size}`)
+    return bytes
+  }
+  // Warm: the first read, and the first write (which creates the target: every timed write
+  // replaces it, as the bench's other clients do).
+  const content = await read()
+  await sbx.files.write(target, content)
+  console.log('ready')
+  for await (const line of createInterface({ input: process.stdin })) {
+    const step = line.trim()
+    if (step !== 'read' && step !== 'write') throw new Error(`unknown step ${JSON.stringify(step)}: read or write`)
+    const ms = await timed(() => (step === 'read' ? read() : sbx.files.write(target, content)))
+    console.log(ms.toFixed(3))
   }
   await sbx.files.remove(target)
-  console.log(JSON.stringify({ read_ms: read, write_ms: write, bytes: size }))
 } else {
   const stream = await sbx.files.read(path, { format: 'stream' })
   let bytes = 0

@@ -9,7 +9,11 @@ stdout; the bench computes medians and ratios.
 
 `edit_small_ms` is an agent's edit done with the SDK: read the file as text, replace one
 character, write it back.
-  python fs.py throughput <sandboxId> <large file> <runs>        -> {read_ms, write_ms, bytes}
+  python fs.py steps      <sandboxId> <large file>
+                          warms (one read, one write), prints `ready`, then reads one step a
+                          line on stdin — `read` the large file, or `write` its content to
+                          <large file>.py-write — and prints the step's milliseconds on a line
+                          of its own (the bench interleaves these with its other clients)
   python fs.py stream     <sandboxId> <file>                     -> {bytes, vm_hwm_kib}
 
 `stream` reads the file as a stream and reports this process's peak RSS (VmHWM of
@@ -38,8 +42,8 @@ def vm_hwm_kib():
 
 
 def main(argv):
-    if len(argv) < 3 or argv[0] not in ("latency", "throughput", "stream"):
-        print("usage: fs.py latency|throughput|stream <sandboxId> <path> [count]", file=sys.stderr)
+    if len(argv) < 3 or argv[0] not in ("latency", "steps", "stream"):
+        print("usage: fs.py latency|steps|stream <sandboxId> <path> [count]", file=sys.stderr)
         return 2
     mode, sandbox_id, path = argv[0], argv[1], argv[2]
     count = int(argv[3]) if len(argv) > 3 else 0
@@ -75,22 +79,32 @@ def main(argv):
                 {"stat_ms": stat, "read_small_ms": read, "write_small_ms": write, "edit_small_ms": edit}
             )
         )
-    elif mode == "throughput":
+    elif mode == "steps":
         size = sbx.files.get_info(path).size
-        read, write = [], []
-        content = b""
-        for _ in range(count):
-            ms, content = timed(lambda: sbx.files.read(path, format="bytes"))
+        target = path + ".py-write"
+
+        def read():
+            content = sbx.files.read(path, format="bytes")
             if len(content) != size:
                 raise RuntimeError(f"read {len(content)} bytes, expected {size}")
-            read.append(ms)
-        # This SDK reads bytearray but writes only bytes (and str, IO).
-        content = bytes(content)
-        target = path + ".py-write"
-        for _ in range(count):
-            write.append(timed(lambda: sbx.files.write(target, content))[0])
+            # This SDK reads bytearray but writes only bytes (and str, IO).
+            return bytes(content)
+
+        # Warm: the first read, and the first write (which creates the target: every timed
+        # write replaces it, as the bench's other clients do).
+        content = read()
+        sbx.files.write(target, content)
+        print("ready", flush=True)
+        for line in sys.stdin:
+            step = line.strip()
+            if step == "read":
+                ms, _ = timed(read)
+            elif step == "write":
+                ms, _ = timed(lambda: sbx.files.write(target, content))
+            else:
+                raise RuntimeError(f"unknown step {step!r}: read or write")
+            print(f"{ms:.3f}", flush=True)
         sbx.files.remove(target)
-        print(json.dumps({"read_ms": read, "write_ms": write, "bytes": size}))
     else:
         total = 0
         for chunk in sbx.files.read(path, format="stream"):

@@ -310,3 +310,71 @@ fn without_input_it_ends_when_its_lease_runs_out() {
     assert_eq!(world.ended_within(lease * 5), Some(0));
     assert!(world.stdin.is_some());
 }
+
+/// How many of the process's descriptors lead to a deleted file.
+fn deleted_files_open(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("the process's descriptors")
+        .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+        .filter(|target| target.to_string_lossy().ends_with(" (deleted)"))
+        .count()
+}
+
+#[test]
+fn a_hold_keeps_a_replaced_file_until_cancelled_and_refuses_a_missing_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("target"), b"old content").expect("the target");
+    std::fs::write(dir.path().join("staged"), b"new content").expect("the staged file");
+    let mut world = World::start(frames::LEASE);
+    let pid = world.child.id();
+    world.request(
+        1,
+        dir.path(),
+        WorldOp::Hold {
+            path: "target".into(),
+        },
+    );
+    world.until("the hold", |frames| {
+        frames
+            .iter()
+            .any(|(id, tag, _)| *id == 1 && *tag == frames::HELD)
+    });
+    // Replaced while held: the old file lives on in the supervisor.
+    std::fs::rename(dir.path().join("staged"), dir.path().join("target")).expect("rename");
+    assert_eq!(deleted_files_open(pid), 1, "the replaced file is held");
+    assert_eq!(world.threads(), 2, "the hold waits on its own thread");
+
+    // Cancelled, it lets go: the file is freed and the thread ends.
+    world.send(frames::CANCEL, 1, &[]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while world.threads() > 1 || deleted_files_open(pid) > 0 {
+        assert!(Instant::now() < deadline, "the cancelled hold goes on");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        std::fs::read(dir.path().join("target")).expect("read"),
+        b"new content"
+    );
+
+    // Nothing to hold: the operation's error, and no thread left.
+    world.request(
+        2,
+        dir.path(),
+        WorldOp::Hold {
+            path: "absent".into(),
+        },
+    );
+    world.until("the refusal", |frames| {
+        frames
+            .iter()
+            .any(|(id, tag, _)| *id == 2 && *tag == frames::ERROR)
+    });
+    let error = world
+        .frames()
+        .into_iter()
+        .find(|(id, tag, _)| *id == 2 && *tag == frames::ERROR)
+        .map(|(_, _, body)| frames::decode_error(&body).expect("an error"))
+        .expect("the error frame");
+    assert_eq!(error.kind(), dsh_plugin_api::ErrorKind::NotFound, "{error}");
+    assert!(error.message().contains("absent"), "{error}");
+}

@@ -1,6 +1,8 @@
 //! `dsh-fs-e2b` against the official E2B SDKs on the same e2b-local, in the
 //! same run: stat latency, read and write of 1 KiB and 64 MiB, and the
 //! peak RSS of a process that streams a file of 64 MiB and of 512 MiB.
+//! The 64 MiB transfers are interleaved: each round every client reads and
+//! writes once (the order rotating), and their ratios are paired per round.
 //!
 //! Ours is the shipped composition — `dsh-e2b-owner` + `dsh-fs-e2b` loaded as
 //! plugins through `dsh-host`, every call crossing the plugin ABI and the
@@ -11,7 +13,7 @@
 //! Run: `scripts/install-sdk-peers.sh && cargo build -p e2b-local && cargo
 //! bench -p dsh-fs-e2b --bench fs_vs_sdks` (as root: e2b-local needs it).
 //! Knobs: `DSH_BENCH_ITERATIONS` (latency samples, default 200),
-//! `DSH_BENCH_RUNS` (64 MiB transfers, default 5), `DSH_BENCH_RSS_MIB`
+//! `DSH_BENCH_RUNS` (rounds of 64 MiB transfers, default 11), `DSH_BENCH_RSS_MIB`
 //! (the large streamed file, default 512).
 
 mod child;
@@ -26,7 +28,7 @@ use e2b_local::harness::LocalServer;
 
 /// Size of the small file.
 const SMALL: usize = 1024;
-/// Size of the large file.
+/// Size of the large file (the bench's row names say 64 MiB).
 const LARGE: usize = 64 << 20;
 
 /// What one client measured.
@@ -87,7 +89,7 @@ async fn run(server: &LocalServer) -> Result<()> {
             huge: format!("{cwd}/bench-huge"),
             huge_len: knob("DSH_BENCH_RSS_MIB", 512)? << 20,
             iterations: knob("DSH_BENCH_ITERATIONS", 200)?,
-            runs: knob("DSH_BENCH_RUNS", 5)?,
+            runs: knob("DSH_BENCH_RUNS", 11)?,
         })
     };
     let world = ours::World::start(server).await?;
@@ -100,6 +102,33 @@ async fn run(server: &LocalServer) -> Result<()> {
     let mut js = peers::measure(&peers::js(), server, &world.sandbox_id, &plan)?;
     eprintln!("measuring the Python SDK");
     let mut python = peers::measure(&peers::python(), server, &world.sandbox_id, &plan)?;
+    eprintln!("measuring 64 MiB transfers, interleaved");
+    let mut js_steps = peers::transfers(&peers::js(), server, &world.sandbox_id, &plan)?;
+    let mut python_steps = peers::transfers(&peers::python(), server, &world.sandbox_id, &plan)?;
+    let content = world.warm_large(&plan).await?;
+    // Each round every client reads and writes once; who goes first rotates.
+    for round in 0..plan.runs {
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => {
+                    dsh.read_large.push(world.read_large(&plan).await?);
+                    dsh.write_large
+                        .push(world.write_large(&plan, &content).await?);
+                }
+                1 => {
+                    js.read_large.push(js_steps.step("read")?);
+                    js.write_large.push(js_steps.step("write")?);
+                }
+                _ => {
+                    python.read_large.push(python_steps.step("read")?);
+                    python.write_large.push(python_steps.step("write")?);
+                }
+            }
+        }
+    }
+    js_steps.finish()?;
+    python_steps.finish()?;
+    world.remove_large_copy(&plan).await?;
     eprintln!("measuring peak RSS while streaming");
     for (figures, client) in [
         (&mut dsh, child::Client::Dsh),

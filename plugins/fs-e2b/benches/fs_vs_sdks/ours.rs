@@ -114,7 +114,7 @@ impl World {
         Ok(())
     }
 
-    /// Stat, small and large reads and writes, as many times as planned.
+    /// Stat, small reads, writes and edits, as many times as planned.
     pub async fn measure(&self, plan: &Plan) -> Result<Figures> {
         let fs = &self.fs;
         let mut figures = Figures::default();
@@ -169,33 +169,47 @@ impl World {
                 .await?,
             );
         }
-        let mut large = Vec::new();
-        for _ in 0..plan.runs {
-            figures.read_large.push(
-                timed(|| async {
-                    large = collect_bytes(fs.read_bytes(&plan.large).await?.chunks).await?;
-                    anyhow::ensure!(large.len() == LARGE, "read {} bytes", large.len());
-                    Ok(())
-                })
-                .await?,
-            );
-        }
-        let target = format!("{}.dsh-write", plan.large);
-        for _ in 0..plan.runs {
-            let content = large.clone();
-            figures.write_large.push(
-                timed(|| async {
-                    fs.write(&target, Bytes::from(content), WriteGuard::Overwrite)
-                        .await
-                        .map(drop)
-                })
-                .await?,
-            );
-        }
-        for path in [format!("{}.dsh-write", plan.small), target] {
-            fs.remove(&path).await?;
-        }
+        fs.remove(&target).await?;
         Ok(figures)
+    }
+
+    /// The large file's content, read once, and written once to its copy
+    /// (so that every timed write replaces a file, as the peers' do).
+    pub async fn warm_large(&self, plan: &Plan) -> Result<Vec<u8>> {
+        let content = collect_bytes(self.fs.read_bytes(&plan.large).await?.chunks).await?;
+        anyhow::ensure!(content.len() == LARGE, "read {} bytes", content.len());
+        self.write_large(plan, &content).await?;
+        Ok(content)
+    }
+
+    /// One read of the large file, timed.
+    pub async fn read_large(&self, plan: &Plan) -> Result<Duration> {
+        timed(|| async {
+            let read = collect_bytes(self.fs.read_bytes(&plan.large).await?.chunks).await?;
+            anyhow::ensure!(read.len() == LARGE, "read {} bytes", read.len());
+            Ok(())
+        })
+        .await
+    }
+
+    /// One write of `content` over the large file's copy, timed (the copy
+    /// of `content` made before).
+    pub async fn write_large(&self, plan: &Plan, content: &[u8]) -> Result<Duration> {
+        let content = Bytes::from(content.to_vec());
+        let target = large_copy(plan);
+        timed(|| async {
+            self.fs
+                .write(&target, content, WriteGuard::Overwrite)
+                .await
+                .map(drop)
+        })
+        .await
+    }
+
+    /// Removes the large file's copy.
+    pub async fn remove_large_copy(&self, plan: &Plan) -> Result<()> {
+        self.fs.remove(&large_copy(plan)).await?;
+        Ok(())
     }
 
     /// Disposes the composition (the sandbox is killed).
@@ -217,6 +231,11 @@ pub async fn stream(endpoints: &Endpoints, sandbox_id: &str, path: &str) -> Resu
     drop(chunks);
     host.dispose().await?;
     Ok(total)
+}
+
+/// Where ours writes the large file's content.
+fn large_copy(plan: &Plan) -> String {
+    format!("{}.dsh-write", plan.large)
 }
 
 async fn timed<F, Fut, E>(work: F) -> Result<Duration>

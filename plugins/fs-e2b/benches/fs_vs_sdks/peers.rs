@@ -3,7 +3,7 @@
 //! against the same sandbox through e2b-local's [`SdkDriver`].
 
 use anyhow::Result;
-use e2b_local::harness::{LocalServer, SdkDriver, millisecond_samples};
+use e2b_local::harness::{LocalServer, SdkDriver, Steps, millisecond_samples};
 
 use crate::{Figures, Plan};
 
@@ -16,7 +16,7 @@ pub fn python() -> SdkDriver {
     SdkDriver::python("fs")
 }
 
-/// Latency and throughput samples of `peer`.
+/// Latency samples of `peer`.
 pub fn measure(
     peer: &SdkDriver,
     server: &LocalServer,
@@ -25,15 +25,22 @@ pub fn measure(
 ) -> Result<Figures> {
     let iterations = plan.iterations.to_string();
     let latency = peer.run_json(server, "latency", &[sandbox_id, &plan.small, &iterations])?;
-    let runs = plan.runs.to_string();
-    let throughput = peer.run_json(server, "throughput", &[sandbox_id, &plan.large, &runs])?;
     Ok(Figures {
         stat: millisecond_samples(&latency, "stat_ms")?,
         read_small: millisecond_samples(&latency, "read_small_ms")?,
         write_small: millisecond_samples(&latency, "write_small_ms")?,
         edit_small: millisecond_samples(&latency, "edit_small_ms")?,
-        read_large: millisecond_samples(&throughput, "read_ms")?,
-        write_large: millisecond_samples(&throughput, "write_ms")?,
         ..Figures::default()
     })
+}
+
+/// `peer` warmed for the large file's transfers, one `read` or `write` a
+/// step.
+pub fn transfers(
+    peer: &SdkDriver,
+    server: &LocalServer,
+    sandbox_id: &str,
+    plan: &Plan,
+) -> Result<Steps> {
+    Ok(peer.steps(server, &[sandbox_id, &plan.large])?)
 }

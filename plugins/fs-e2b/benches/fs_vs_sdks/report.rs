@@ -1,4 +1,5 @@
-//! The table: medians per client, each with its ratio against each peer.
+//! The table: medians per client, each with its ratio against each peer;
+//! then the 64 MiB transfers' ratios paired per round, with the targets.
 
 use std::time::Duration;
 
@@ -8,6 +9,19 @@ fn median(samples: &[Duration]) -> Duration {
     let mut sorted = samples.to_vec();
     sorted.sort_unstable();
     sorted.get(sorted.len() / 2).copied().unwrap_or_default()
+}
+
+/// The median and quartiles of the peer's time over ours, round by round
+/// (> 1 favours ours).
+fn paired(ours: &[Duration], peer: &[Duration]) -> [f64; 3] {
+    let mut ratios: Vec<f64> = ours
+        .iter()
+        .zip(peer)
+        .map(|(ours, peer)| peer.as_secs_f64() / ours.as_secs_f64())
+        .collect();
+    ratios.sort_unstable_by(f64::total_cmp);
+    let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+    [at(0.5), at(0.25), at(0.75)]
 }
 
 fn ms(duration: Duration) -> f64 {
@@ -98,4 +112,40 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
     println!(
         "\"vs\" columns: how many times better dsh-fs-e2b is (peer/ours for times and memory, ours/peer for throughput); > 1 favours dsh."
     );
+    println!();
+    println!(
+        "64 MiB transfers paired per round ({} interleaved rounds; peer's time / dsh-fs-e2b's, median [p25-p75]):",
+        plan.runs
+    );
+    // The targets: issue 28 (write ≥ 1× Python and ≥ 3× JS); reads have none.
+    let rows = [
+        (
+            "read ",
+            &dsh.read_large,
+            &js.read_large,
+            &python.read_large,
+            None,
+        ),
+        (
+            "write",
+            &dsh.write_large,
+            &js.write_large,
+            &python.write_large,
+            Some((3.0, 1.0)),
+        ),
+    ];
+    for (name, ours, js, py, targets) in rows {
+        let [js_median, js_low, js_high] = paired(ours, js);
+        let [py_median, py_low, py_high] = paired(ours, py);
+        let verdict = |ratio: f64, target: Option<f64>| match target {
+            Some(target) if ratio >= target => format!(" (target >= {target}x: met)"),
+            Some(target) => format!(" (target >= {target}x: MISSED)"),
+            None => String::new(),
+        };
+        println!(
+            "  {name}  vs js {js_median:.2}x [{js_low:.2}-{js_high:.2}]{}   vs py {py_median:.2}x [{py_low:.2}-{py_high:.2}]{}",
+            verdict(js_median, targets.map(|(js, _)| js)),
+            verdict(py_median, targets.map(|(_, py)| py)),
+        );
+    }
 }

@@ -4,13 +4,17 @@
 //! nothing else; a process that ends fails the operation in flight with
 //! an error saying so and the next call starts another; disposal ends it.
 //! Its requests travel on one envd `StreamInput`; a cut one fails the
-//! operations in flight as an ended process does.
+//! operations in flight as an ended process does. A write replacing a
+//! large file has it hold the replaced file over the rename and let go.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::fs::{FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream};
+use dsh_plugin_api::Bytes;
+use dsh_plugin_api::fs::{
+    FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
+};
 use e2b_client::{CallOptions, Signal};
 use futures::{StreamExt, TryStreamExt};
 
@@ -361,4 +365,60 @@ async fn a_walked_version_follows_an_attribute_set_on_a_remembered_file() {
     let after = walked_versions(&fs, "tagged").await;
     assert_ne!(after, before, "the attribute moves the version");
     assert_eq!(after[0].1, fs.lstat(&path).await.expect("lstat").version);
+}
+
+/// How many descriptors of `pid` lead to a deleted file.
+async fn deleted_files_held(env: &Env, pid: u32) -> usize {
+    env.sh(
+        r#"find "/proc/$1/fd" -lname '* (deleted)' | wc -l"#,
+        &[&pid.to_string()],
+    )
+    .await
+    .trim()
+    .parse()
+    .expect("a count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename() {
+    let env = Env::start().await;
+    let fs = env.through_owner();
+    let path = format!("{CWD}/large.bin");
+    let write = |fill: u8, len: usize| {
+        let fs = fs.clone();
+        let path = path.clone();
+        async move {
+            fs.write(&path, Bytes::from(vec![fill; len]), WriteGuard::Overwrite)
+                .await
+                .expect("write")
+        }
+    };
+    // Staged writes (over the direct way's limit) of a new file and over a
+    // small one: nothing worth holding, no process.
+    write(b'a', 1 << 20).await;
+    write(b'b', 1 << 20).await;
+    assert!(world_processes(&env).await.is_empty());
+    write(b'c', 9 << 20).await;
+    assert!(world_processes(&env).await.is_empty());
+
+    // Over a file of 9 MiB: held by the process, then let go.
+    write(b'd', 9 << 20).await;
+    let pids = world_processes(&env).await;
+    assert_eq!(
+        pids.len(),
+        1,
+        "the process holds the replaced file: {pids:?}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while deleted_files_held(&env, pids[0]).await > 0 || threads(&env, pids[0]).await > 1 {
+        assert!(Instant::now() < deadline, "the hold outlived the write");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let other = env.sh(r#"tr -d d < "$1" | wc -c"#, &[&path]).await;
+    assert_eq!(other.trim(), "0", "only the new content");
+    assert_eq!(
+        env.sh(r#"stat -c %s "$1""#, &[&path]).await.trim(),
+        (9 << 20).to_string()
+    );
+    assert!(fs.quiesce(Duration::from_secs(10)).await);
 }
