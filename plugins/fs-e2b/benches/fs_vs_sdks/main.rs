@@ -96,6 +96,11 @@ async fn run(server: &LocalServer) -> Result<()> {
     let plan = plan_base(&world.cwd)?;
     eprintln!("fixtures in sandbox {}", world.sandbox_id);
     world.fixtures(&plan).await?;
+    // The fixtures (and whatever was built before the bench) written back
+    // now: a disk busy writing back hundreds of MiB slows the transfers
+    // that follow (a rename and a new file's first blocks most), unevenly.
+    let synced = std::process::Command::new("sync").status()?;
+    anyhow::ensure!(synced.success(), "sync: {synced}");
     eprintln!("measuring dsh-fs-e2b");
     let mut dsh = world.measure(&plan).await?;
     eprintln!("measuring the JS SDK");
