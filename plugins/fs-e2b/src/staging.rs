@@ -375,7 +375,13 @@ impl<T: EnvdTransport> Staged<T> {
             // time. Without one (no helper, a file gone) the rename frees it.
             let hold = match &self.existing {
                 Some(existing) if existing.size >= HOLD_FROM => {
-                    self.world.hold_native(&self.target).await.ok()
+                    match self.world.hold_native(&self.target).await {
+                        Ok(hold) => Some(hold),
+                        Err(err) => {
+                            tracing::debug!(target = %self.target, %err, "no hold on the replaced file");
+                            None
+                        }
+                    }
                 }
                 _ => None,
             };
