@@ -379,9 +379,9 @@ async fn deleted_files_held(env: &Env, pid: u32) -> usize {
     .expect("a count")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename() {
-    let env = Env::start().await;
+/// Staged writes of 1 MiB and 9 MiB, new and over the last, then over the
+/// 9 MiB file: only the last holds the replaced file, and lets it go.
+async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
     let fs = env.through_owner();
     let path = format!("{CWD}/large.bin");
     let write = |fill: u8, len: usize| {
@@ -421,4 +421,15 @@ async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename(
         (9 << 20).to_string()
     );
     assert!(fs.quiesce(Duration::from_secs(10)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename() {
+    a_large_replaced_file_is_held_over_the_rename(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_replacing_a_large_file_holds_it_over_the_mv_of_an_envd_acting_as_root() {
+    let env = Env::start_with(&["--envd-file-access", "as-root"]).await;
+    a_large_replaced_file_is_held_over_the_rename(env).await;
 }
