@@ -71,13 +71,28 @@ pub struct RawConfig {
     cwd: Option<String>,
     timeout_ms: Option<u64>,
     keep_alive: Option<bool>,
-    sandbox_id: Option<String>,
+    /// `Some(None)` when written without a value (`sandboxId:`, what a
+    /// recipe's empty substitution leaves): refused, not taken as absent —
+    /// that would create a sandbox where one was meant to be reconnected.
+    #[serde(default, deserialize_with = "given")]
+    #[schemars(with = "Option<String>")]
+    sandbox_id: Option<Option<String>>,
     on_dispose: Option<OnDispose>,
     api_url: Option<String>,
     sandbox_url: Option<String>,
     domain: Option<String>,
     ca_file: Option<String>,
     metadata: Option<BTreeMap<String, String>>,
+}
+
+/// A field's value when it is present: `Some(None)` for an explicit null
+/// (with `#[serde(default)]`, absent stays `None`).
+fn given<'de, D, T>(deserializer: D) -> std::result::Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(deserializer).map(Some)
 }
 
 /// How the sandbox is acquired.
@@ -134,7 +149,7 @@ impl OwnerConfig {
         let cwd = normalize_cwd(raw.cwd.as_deref().unwrap_or(DEFAULT_CWD))
             .map_err(|why| bad("cwd", why))?;
         let timeout_ms = raw.timeout_ms.unwrap_or(DEFAULT_TIMEOUT.as_millis() as u64);
-        let acquisition = match raw.sandbox_id {
+        let acquisition = match raw.sandbox_id.flatten() {
             Some(sandbox_id) => Acquisition::Connect { sandbox_id },
             None => {
                 let mut metadata = raw.metadata.unwrap_or_default();
@@ -235,7 +250,11 @@ pub fn field_problems(raw: &RawConfig) -> Vec<FieldError> {
         _ => {}
     }
     match &raw.sandbox_id {
-        Some(sandbox_id) => {
+        Some(None) => problems.push(FieldError::new(
+            "sandboxId",
+            "has no value; give the sandbox's id, or remove it to create a sandbox",
+        )),
+        Some(Some(sandbox_id)) => {
             for (field, given) in [
                 ("template", raw.template.is_some()),
                 ("metadata", raw.metadata.is_some()),
@@ -523,6 +542,7 @@ mod tests {
             ),
             (json!({"template": " "}), "config.template: is empty"),
             (json!({"sandboxId": ""}), "config.sandboxId: is empty"),
+            (json!({"sandboxId": null}), "config.sandboxId: has no value"),
             (
                 json!({"sandboxId": "abc", "template": "base"}),
                 "config.template: applies only to a created sandbox",
