@@ -660,7 +660,8 @@ async fn run_step(
 
 /// The root script that applies a staged `COPY`: the archive unpacked (gzip or not), owner and
 /// mode set, then each match of `src` copied — a directory's contents into `dest`, a file to
-/// `dest` (into it when it ends with `/` or is a directory).
+/// `dest` (into it when it ends with `/`, is a directory, or `src` matched more than one entry:
+/// several sources need a directory, as with Docker's and E2B's `COPY`).
 fn copy_script(stage: &str, src: &str, dest: &str, owner: &str, mode: Option<&str>) -> String {
     let stage = shell_quote(stage);
     let dest_q = shell_quote(dest);
@@ -674,14 +675,16 @@ fn copy_script(stage: &str, src: &str, dest: &str, owner: &str, mode: Option<&st
         script.push_str(&format!("chmod -R {mode} .\n"));
     }
     let into = if dest.ends_with('/') { "true" } else { "false" };
+    let pattern = glob_quote(src);
     script.push_str(&format!(
-        "found=0\nfor p in {}; do\n  [ -e \"$p\" ] || [ -L \"$p\" ] || continue\n  found=1\n  \
+        "found=0\nfor p in {pattern}; do if [ -e \"$p\" ] || [ -L \"$p\" ]; then found=$((found + 1)); fi; done\n\
+         into={into}\nif [ $found -gt 1 ]; then into=true; fi\n\
+         for p in {pattern}; do\n  [ -e \"$p\" ] || [ -L \"$p\" ] || continue\n  \
          if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then mkdirs {dest_q}; cp -a \"$p\"/. {dest_q}/\n  \
-         elif {into} || [ -d {dest_q} ]; then mkdirs {dest_q}; cp -a \"$p\" {dest_q}/\n  \
+         elif $into || [ -d {dest_q} ]; then mkdirs {dest_q}; cp -a \"$p\" {dest_q}/\n  \
          else mkdirs \"$(dirname {dest_q})\"; cp -a \"$p\" {dest_q}\n  fi\ndone\n\
          cd /\nrm -rf {stage}\n\
-         [ $found = 1 ] || {{ echo 'COPY: nothing in the upload matches {}' >&2; exit 1; }}\n",
-        glob_quote(src),
+         [ $found -gt 0 ] || {{ echo 'COPY: nothing in the upload matches {}' >&2; exit 1; }}\n",
         src.replace('\'', "")
     ));
     script
@@ -908,6 +911,77 @@ mod tests {
         assert_eq!(glob_quote("a b$(x)"), "a\\ b\\$\\(x\\)");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(escape_double_quoted(r#"$PATH:"`x`\"#), r#"$PATH:\"\`x\`\\"#);
+    }
+
+    /// Runs [`copy_script`] with bash on an archive of a `folder/` of two files and a relative
+    /// symlink, copying `src` to `dest` under a fresh directory (returned, with `dest`).
+    fn copied(src: &str, dest: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        let context = root.join("context");
+        std::fs::create_dir_all(context.join("folder")).unwrap();
+        std::fs::write(context.join("folder/a.txt"), "a").unwrap();
+        std::fs::write(context.join("folder/b.txt"), "b").unwrap();
+        std::os::unix::fs::symlink("a.txt", context.join("folder/link")).unwrap();
+        let stage = root.join("stage");
+        std::fs::create_dir(&stage).unwrap();
+        let archived = std::process::Command::new("tar")
+            .arg("-c")
+            .arg("-f")
+            .arg(stage.join("archive"))
+            .arg("-C")
+            .arg(&context)
+            .arg("folder")
+            .status()
+            .unwrap();
+        assert!(archived.success());
+        let dest = root.join("out").join(dest);
+        let owner = String::from_utf8(
+            std::process::Command::new("id")
+                .arg("-un")
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap();
+        let script = copy_script(
+            stage.to_str().unwrap(),
+            src,
+            dest.to_str().unwrap(),
+            owner.trim(),
+            None,
+        );
+        let ran = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert!(
+            ran.status.success(),
+            "{}",
+            String::from_utf8_lossy(&ran.stderr)
+        );
+        (dir, dest)
+    }
+
+    #[test]
+    fn a_glob_of_several_entries_is_copied_into_a_directory_one_entry_to_the_name() {
+        let (_dir, dest) = copied("folder/*", "folder");
+        assert!(dest.is_dir(), "several matches make a directory");
+        assert_eq!(std::fs::read_to_string(dest.join("a.txt")).unwrap(), "a");
+        assert_eq!(std::fs::read_to_string(dest.join("b.txt")).unwrap(), "b");
+        assert_eq!(
+            std::fs::read_link(dest.join("link")).unwrap().to_str(),
+            Some("a.txt")
+        );
+        let (_one_dir, one) = copied("folder/a*", "single");
+        assert_eq!(
+            std::fs::read_to_string(&one).unwrap(),
+            "a",
+            "one match is copied to the name"
+        );
+        let (_into_dir, into) = copied("folder/a*", "dir/");
+        assert_eq!(std::fs::read_to_string(into.join("a.txt")).unwrap(), "a");
     }
 
     #[test]

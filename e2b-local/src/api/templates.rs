@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::json_body::{parse, read_body};
 use super::list_query::{MAX_LIMIT, parse_limit, query_pairs, unknown_parameter};
 use crate::template_build::{self, BuildRequest};
-use crate::templates::{Build, BuildStatus, LogEntry, Refusal};
+use crate::templates::{BASE_TEMPLATE, Build, BuildStatus, LogEntry, Refusal};
 use crate::timefmt::rfc3339;
 
 type ApiResult<T> = Result<T, ApiError>;
@@ -340,18 +340,21 @@ struct AliasBody {
 }
 
 /// `GET /templates/aliases/{name}`: 200 with the template of that name (or id), else 404.
+/// `base`, which every sandbox may start from, is public (as E2B's own `base` is).
 pub async fn alias(State(state): State<ApiState>, Path(name): Path<String>) -> ApiResult<Response> {
     let op = "get template by alias";
-    let template_id = state
-        .registry
-        .templates
-        .find(&name)
-        .ok_or_else(|| not_found(op, &format!("template {name:?}")))?;
-    Ok(Json(AliasBody {
-        template_id,
-        public: false,
-    })
-    .into_response())
+    let body = match state.registry.templates.find(&name) {
+        Some(template_id) => AliasBody {
+            template_id,
+            public: false,
+        },
+        None if name == BASE_TEMPLATE => AliasBody {
+            template_id: BASE_TEMPLATE.to_owned(),
+            public: true,
+        },
+        None => return Err(not_found(op, &format!("template {name:?}"))),
+    };
+    Ok(Json(body).into_response())
 }
 
 #[derive(Debug, Deserialize)]

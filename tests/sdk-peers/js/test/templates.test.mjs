@@ -56,6 +56,7 @@ test('a template with COPY, ENV, RUN, WORKDIR, USER and a start command; a sandb
   assert.ok(logs.includes('built-by-user'), `a RUN step's output is in the logs: ${logs.join(' | ')}`)
   assert.ok(await Template.exists(name))
   assert.equal(await Template.exists(unique('never-built')), false)
+  assert.ok(await Template.exists('base'), 'the template every sandbox may start from exists')
 
   for (const ref of [`${name}:v1`, name, info.templateId]) {
     const sbx = await sandbox(t, ref)

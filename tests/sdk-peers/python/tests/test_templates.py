@@ -50,6 +50,7 @@ def test_steps_start_command_and_sandboxes_by_name_tag_and_id(tmp_path, names, f
     assert any(m.startswith("[3/4] RUN") for m in logs), logs
     assert Template.exists(name)
     assert not Template.exists(unique("never-built"))
+    assert Template.exists("base"), "the template every sandbox may start from exists"
 
     for ref in (f"{name}:v1", name, info.template_id):
         sbx = from_template(ref)
