@@ -175,6 +175,11 @@ pub async fn serve(
         api_key: api_key.into(),
         idempotency: std::sync::Arc::default(),
     });
+    // With a domain, the front serves the API at `api.<domain>` too, as E2B does.
+    let api_host = config
+        .tls_domain
+        .as_deref()
+        .map(|domain| crate::front::api_host::ApiHost::new(domain, router.clone()));
     let api_task = tokio::spawn({
         let stop = stopped(stop_rx.clone());
         async move {
@@ -187,6 +192,7 @@ pub async fn serve(
         envd_listener,
         registry.clone(),
         tls,
+        api_host,
         stopped(stop_rx),
     ));
     on_ready(&info);

@@ -8,6 +8,7 @@
 //! (`Abort`), never closed as if the body were whole but cut short, which clients take for a
 //! body that fails to decode.
 
+pub mod api_host;
 pub mod proxy;
 pub mod route;
 pub mod tls;
@@ -33,11 +34,13 @@ use crate::registry::{Phase, Registry};
 
 /// Accepts connections on `listener` until `shutdown` resolves, then aborts every open
 /// connection (their sandboxes are being killed anyway). With `tls`, a connection whose first
-/// byte is a TLS handshake's is served over TLS. Runs on the caller's tokio runtime.
+/// byte is a TLS handshake's is served over TLS; with `api`, requests for its host go to the
+/// API ([`api_host`]). Runs on the caller's tokio runtime.
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
     tls: Option<tls::FrontTls>,
+    api: Option<api_host::ApiHost>,
     shutdown: impl Future<Output = ()>,
 ) {
     let mut connections = JoinSet::new();
@@ -50,6 +53,7 @@ pub async fn serve(
                     let _ = stream.set_nodelay(true);
                     let registry = registry.clone();
                     let tls = tls.clone();
+                    let api = api.clone();
                     connections.spawn(async move {
                         /// A TLS record of type handshake.
                         const HANDSHAKE: u8 = 0x16;
@@ -60,10 +64,10 @@ pub async fn serve(
                         let stream = Resettable { stream, abort: abort.clone() };
                         match tls {
                             Some(tls) if is_tls => match tls.acceptor.accept(stream).await {
-                                Ok(stream) => serve_connection(stream, registry, abort).await,
+                                Ok(stream) => serve_connection(stream, registry, api, abort).await,
                                 Err(err) => tracing::debug!("front TLS handshake: {err}"),
                             },
-                            _ => serve_connection(stream, registry, abort).await,
+                            _ => serve_connection(stream, registry, api, abort).await,
                         }
                     });
                 }
@@ -81,15 +85,25 @@ pub async fn serve(
 
 /// Serves one client connection (plain or TLS) until it ends; `abort` is the flag of its
 /// [`Resettable`] TCP stream.
-async fn serve_connection<S>(stream: S, registry: Arc<Registry>, abort: Abort)
-where
+async fn serve_connection<S>(
+    stream: S,
+    registry: Arc<Registry>,
+    api: Option<api_host::ApiHost>,
+    abort: Abort,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = service_fn(move |request: http::Request<Incoming>| {
         let registry = registry.clone();
+        let api = api.clone().filter(|api| api.serves(&request));
         // HTTP/2 resets the one stream whose body failed; HTTP/1 can only drop the connection.
         let abort = (request.version() < http::Version::HTTP_2).then(|| abort.clone());
-        async move { Ok::<_, Infallible>(handle(&registry, request, abort).await) }
+        async move {
+            Ok::<_, Infallible>(match api {
+                Some(api) => api.call(request).await,
+                None => handle(&registry, request, abort).await,
+            })
+        }
     });
     // envd's receive windows (the front relays uploads to it); with upgrades: a sandbox
     // server's WebSocket goes through.

@@ -613,8 +613,9 @@ while True:
 
 /// `--tls`: the same envd port speaks HTTPS too, with a certificate for `*.<domain>` from the
 /// local CA in the state dir: curl, trusting only that CA, reaches a server in a sandbox by its
-/// `https://<port>-<id>.<domain>` name and envd by its own; plain HTTP still works on the port;
-/// a name outside the domain is refused; the CA's key is root's only.
+/// `https://<port>-<id>.<domain>` name, envd by its own and the API as `api.<domain>` (as
+/// E2B's cloud serves it); plain HTTP still works on the port; a name outside the domain is
+/// refused; the CA's key is root's only.
 #[tokio::test(flavor = "multi_thread")]
 async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
     let parent = tempfile::tempdir().expect("tempdir");
@@ -656,6 +657,27 @@ async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
         "over tls\n\n200"
     );
     assert!(curl(format!("49983-{id}.e2b.test"), "/health").ends_with("\n204"));
+    // The API, by its name on the same port: the key's sandboxes, and E2B's 401 without it.
+    let listed = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(&ca)
+        .arg("--resolve")
+        .arg(format!("api.e2b.test:{port}:127.0.0.1"))
+        .arg("-H")
+        .arg(format!("X-API-KEY: {}", server.api_key()))
+        .arg(format!("https://api.e2b.test:{port}/sandboxes"))
+        .output()
+        .expect("run curl");
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    assert!(
+        listed
+            .as_array()
+            .expect("a list")
+            .iter()
+            .any(|sandbox| sandbox["sandboxID"] == id.as_str()),
+        "{listed}"
+    );
+    assert!(curl("api.e2b.test".to_owned(), "/sandboxes").ends_with("\n401"));
     // Plain HTTP on the same port.
     let plain = Http::default()
         .send(

@@ -1,7 +1,7 @@
 //! The production path, offline: `config/e2b.yaml` unchanged against e2b-local in domain mode —
 //! HTTPS on port 443 for `*.e2b.localhost` (names glibc's myhostname module resolves to
-//! loopback; scripts/setup.sh configures it), `E2B_DOMAIN` and `E2B_API_URL` as a self-hosted
-//! E2B is addressed, no `E2B_SANDBOX_URL`, the server's CA trusted through `SSL_CERT_FILE` as
+//! loopback; scripts/setup.sh configures it), only `E2B_DOMAIN` and the key as E2B's cloud is
+//! addressed (the API at `api.<domain>`), no `E2B_SANDBOX_URL`, the server's CA trusted through `SSL_CERT_FILE` as
 //! the SDKs trust it — through `dsh exec`, `dsh fs` and one `dsh mcp` round trip; and the same
 //! manifest naming the CA itself (`caFile`) instead.
 //!
@@ -31,7 +31,6 @@ fn dsh(server: &LocalServer, manifest: &Path) -> Command {
     }
     command
         .env("E2B_DOMAIN", DOMAIN)
-        .env("E2B_API_URL", server.api_url())
         .env("E2B_API_KEY", server.api_key())
         .env("SSL_CERT_FILE", server.state_dir().join("tls/ca.pem"))
         .arg("--config")

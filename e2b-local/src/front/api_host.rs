@@ -1,0 +1,71 @@
+//! E2B's API where E2B serves it: with `--tls --domain D`, requests on the front for
+//! `api.D` go to the API's own router (the same one its port serves), so a client given only
+//! `E2B_DOMAIN` — as against E2B's cloud — reaches both the API and the sandboxes.
+
+use std::convert::Infallible;
+
+use axum::Router;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Incoming;
+use tower::ServiceExt;
+
+use super::proxy::FrontBody;
+
+/// The API's host name and router.
+#[derive(Clone)]
+pub struct ApiHost {
+    host: String,
+    router: Router,
+}
+
+impl ApiHost {
+    /// The API at `api.<domain>`.
+    pub fn new(domain: &str, router: Router) -> ApiHost {
+        ApiHost {
+            host: format!("api.{domain}"),
+            router,
+        }
+    }
+
+    /// Whether `request` names the API's host (its `Host` header, else its URI's authority;
+    /// any port).
+    pub fn serves<B>(&self, request: &http::Request<B>) -> bool {
+        let host = request
+            .headers()
+            .get(http::header::HOST)
+            .and_then(|host| host.to_str().ok())
+            .or_else(|| request.uri().authority().map(|a| a.as_str()));
+        host.map(|host| host.rsplit_once(':').map_or(host, |(name, _)| name))
+            .is_some_and(|name| name.eq_ignore_ascii_case(&self.host))
+    }
+
+    /// The API's answer to `request`. The API answers in small JSON documents, taken whole
+    /// (the front's bodies are `Sync`, the router's are not).
+    pub async fn call(&self, request: http::Request<Incoming>) -> http::Response<FrontBody> {
+        let response = match self
+            .router
+            .clone()
+            .oneshot(request.map(axum::body::Body::new))
+            .await
+        {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        let (parts, body) = response.into_parts();
+        let body = match body.collect().await {
+            Ok(collected) => Full::new(collected.to_bytes())
+                .map_err(|never: Infallible| match never {})
+                .boxed(),
+            // The client sees the body fail, as from a sandbox.
+            Err(err) => {
+                let err: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
+                StreamBody::new(futures::stream::once(async move {
+                    Err::<hyper::body::Frame<Bytes>, _>(err)
+                }))
+                .boxed()
+            }
+        };
+        http::Response::from_parts(parts, body)
+    }
+}
