@@ -53,6 +53,9 @@ pub struct CreateSpec {
     pub auto_resume: bool,
     /// What the sandbox may reach beyond its own network.
     pub egress: crate::world::network::Egress,
+    /// The `Host` requests to the sandbox's ports carry instead of the one they came with
+    /// (`network.maskRequestHost`; `${PORT}` stands for the port).
+    pub mask_request_host: Option<String>,
     /// A snapshot whose files the sandbox starts with.
     pub files_from: Option<PathBuf>,
     /// Volumes to mount, each at its absolute path inside (checked by the API).
@@ -82,6 +85,8 @@ pub struct Sandbox {
     /// Whether that pause keeps memory.
     pub auto_pause_memory: bool,
     pub auto_resume: bool,
+    /// [`CreateSpec::mask_request_host`].
+    pub mask_request_host: Option<String>,
     /// The volumes it mounts.
     pub volume_mounts: Vec<VolumeMounted>,
     /// Its template's start ([`CreateSpec::start`]); forks start the same way.
@@ -289,6 +294,7 @@ impl Registry {
             auto_pause: AtomicBool::new(spec.auto_pause),
             auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
+            mask_request_host: spec.mask_request_host,
             volume_mounts: spec.volume_mounts,
             start: spec.start,
             timeout: spec.timeout,
@@ -426,6 +432,7 @@ impl Registry {
             auto_pause_memory: sandbox.auto_pause_memory,
             auto_resume: sandbox.auto_resume,
             egress: sandbox.world.egress(),
+            mask_request_host: sandbox.mask_request_host.clone(),
             files_from: Some(dir.clone()),
             volume_mounts: sandbox.volume_mounts.clone(),
             start: sandbox.start.clone(),

@@ -110,13 +110,18 @@ fn unsupported(op: &str, what: &str) -> ApiError {
 }
 
 impl NetworkConfig {
-    /// Refuses what the front cannot honour: private sandbox URLs, a masked Host, HTTPS ports.
+    /// Refuses what the front cannot honour: private sandbox URLs, HTTPS ports; and a masked
+    /// Host that is no header value.
     fn check(&self, op: &str) -> Result<(), ApiError> {
         if self.allow_public_traffic == Some(false) {
             return Err(unsupported(op, "network.allowPublicTraffic: false"));
         }
-        if self.mask_request_host.is_some() {
-            return Err(unsupported(op, "network.maskRequestHost"));
+        if let Some(mask) = &self.mask_request_host
+            && (mask.is_empty() || http::HeaderValue::from_str(mask).is_err())
+        {
+            return Err(ApiError::bad_request(format!(
+                "{op}: network.maskRequestHost {mask:?} is not a host"
+            )));
         }
         if self.https_ports.as_ref().is_some_and(|p| !p.is_empty()) {
             return Err(unsupported(op, "network.httpsPorts"));
@@ -442,9 +447,10 @@ mod tests {
                 "allowPublicTraffic: false is not supported",
             ),
             (
-                r#"{"maskRequestHost":"x.example"}"#,
-                "maskRequestHost is not supported",
+                r#"{"maskRequestHost":"x\nexample"}"#,
+                "maskRequestHost \"x\\nexample\" is not a host",
             ),
+            (r#"{"maskRequestHost":""}"#, "is not a host"),
             (r#"{"httpsPorts":[8443]}"#, "httpsPorts is not supported"),
             (r#"{"rules":{"api.example.com":[{}]}}"#, "network.rules"),
             (

@@ -131,6 +131,10 @@ async fn create(
         auto_pause_memory: request.auto_pause_memory.unwrap_or(true),
         auto_resume: request.auto_resume.is_some_and(|a| a.enabled),
         egress,
+        mask_request_host: request
+            .network
+            .as_ref()
+            .and_then(|network| network.mask_request_host.clone()),
     };
     // The outcome is recorded for the key even if this client leaves before it.
     let registry = state.registry.clone();

@@ -125,6 +125,14 @@ pub async fn forward_to_port(
             "invalid request target",
         );
     }
+    // `network.maskRequestHost`: the server in the sandbox sees the mask, `${PORT}` its port.
+    if let Some(value) = sandbox
+        .mask_request_host
+        .as_ref()
+        .and_then(|mask| HeaderValue::from_str(&mask.replace("${PORT}", &port.to_string())).ok())
+    {
+        parts.headers.insert(header::HOST, value);
+    }
     let stream = match sandbox.world.connect_port(port).await {
         Ok(stream) => stream,
         Err(err) => {

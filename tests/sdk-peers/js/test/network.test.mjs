@@ -108,3 +108,35 @@ test('sandboxes cannot reach each other directly', async (t) => {
   // ...but not to a.
   assert.match(await fetchFrom(a, bAddr, 8000), refused)
 })
+
+test('maskRequestHost: a server in the sandbox sees the mask as the Host, ${PORT} its port', async (t) => {
+  const sbx = await sandbox(t, { network: { maskRequestHost: 'custom-host.example.com:${PORT}' } })
+  await sbx.commands.run(
+    `python3 -c 'import http.server as h
+class Echo(h.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = self.headers["Host"].encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+h.HTTPServer(("127.0.0.1", 8767), Echo).serve_forever()'`,
+    { background: true },
+  )
+  const front = new URL(process.env.E2B_SANDBOX_URL)
+  const get = () =>
+    new Promise((resolve, reject) => {
+      http
+        .get({ host: front.hostname, port: front.port, path: '/', headers: { Host: sbx.getHost(8767) } }, (res) => {
+          let body = ''
+          res.on('data', (chunk) => (body += chunk))
+          res.on('end', () => resolve({ status: res.statusCode, body }))
+        })
+        .on('error', reject)
+    })
+  const deadline = Date.now() + 10_000
+  let reply = await get()
+  while (reply.status !== 200 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    reply = await get()
+  }
+  assert.deepEqual(reply, { status: 200, body: 'custom-host.example.com:8767' })
+})
