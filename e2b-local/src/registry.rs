@@ -56,6 +56,9 @@ pub struct CreateSpec {
     /// The `Host` requests to the sandbox's ports carry instead of the one they came with
     /// (`network.maskRequestHost`; `${PORT}` stands for the port).
     pub mask_request_host: Option<String>,
+    /// `network.allowPublicTraffic: false`: requests to the sandbox's ports must carry its
+    /// traffic access token (`e2b-traffic-access-token`).
+    pub private_traffic: bool,
     /// A snapshot whose files the sandbox starts with.
     pub files_from: Option<PathBuf>,
     /// Volumes to mount, each at its absolute path inside (checked by the API).
@@ -87,6 +90,8 @@ pub struct Sandbox {
     pub auto_resume: bool,
     /// [`CreateSpec::mask_request_host`].
     pub mask_request_host: Option<String>,
+    /// The token requests to its ports must carry ([`CreateSpec::private_traffic`]).
+    pub traffic_access_token: Option<String>,
     /// The volumes it mounts.
     pub volume_mounts: Vec<VolumeMounted>,
     /// Its template's start ([`CreateSpec::start`]); forks start the same way.
@@ -295,6 +300,7 @@ impl Registry {
             auto_pause_memory: spec.auto_pause_memory,
             auto_resume: spec.auto_resume,
             mask_request_host: spec.mask_request_host,
+            traffic_access_token: spec.private_traffic.then(crate::ids::access_token),
             volume_mounts: spec.volume_mounts,
             start: spec.start,
             timeout: spec.timeout,
@@ -433,6 +439,7 @@ impl Registry {
             auto_resume: sandbox.auto_resume,
             egress: sandbox.world.egress(),
             mask_request_host: sandbox.mask_request_host.clone(),
+            private_traffic: sandbox.traffic_access_token.is_some(),
             files_from: Some(dir.clone()),
             volume_mounts: sandbox.volume_mounts.clone(),
             start: sandbox.start.clone(),

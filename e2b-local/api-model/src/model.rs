@@ -110,12 +110,9 @@ fn unsupported(op: &str, what: &str) -> ApiError {
 }
 
 impl NetworkConfig {
-    /// Refuses what the front cannot honour: private sandbox URLs, HTTPS ports; and a masked
-    /// Host that is no header value.
+    /// Refuses what the front cannot honour: HTTPS ports; and a masked Host that is no header
+    /// value.
     fn check(&self, op: &str) -> Result<(), ApiError> {
-        if self.allow_public_traffic == Some(false) {
-            return Err(unsupported(op, "network.allowPublicTraffic: false"));
-        }
         if let Some(mask) = &self.mask_request_host
             && (mask.is_empty() || http::HeaderValue::from_str(mask).is_err())
         {
@@ -442,10 +439,6 @@ mod tests {
         }
         // What e2b-local cannot enforce in `network` is refused, each naming itself.
         for (network, says) in [
-            (
-                r#"{"allowPublicTraffic":false}"#,
-                "allowPublicTraffic: false is not supported",
-            ),
             (
                 r#"{"maskRequestHost":"x\nexample"}"#,
                 "maskRequestHost \"x\\nexample\" is not a host",

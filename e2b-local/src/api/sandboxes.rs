@@ -135,6 +135,10 @@ async fn create(
             .network
             .as_ref()
             .and_then(|network| network.mask_request_host.clone()),
+        private_traffic: request
+            .network
+            .as_ref()
+            .is_some_and(|network| network.allow_public_traffic == Some(false)),
     };
     // The outcome is recorded for the key even if this client leaves before it.
     let registry = state.registry.clone();
@@ -455,7 +459,7 @@ pub(super) fn sandbox_body(sandbox: &Sandbox) -> SandboxBody {
         client_id: CLIENT_ID.to_owned(),
         envd_version: e2b_local_envd::ENVD_VERSION,
         envd_access_token: sandbox.access_token.clone(),
-        traffic_access_token: None,
+        traffic_access_token: sandbox.traffic_access_token.clone(),
         domain: None,
     }
 }

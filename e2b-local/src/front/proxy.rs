@@ -125,6 +125,22 @@ pub async fn forward_to_port(
             "invalid request target",
         );
     }
+    // `network.allowPublicTraffic: false`: only requests carrying the sandbox's token.
+    if let Some(token) = &sandbox.traffic_access_token
+        && parts
+            .headers
+            .get("e2b-traffic-access-token")
+            .map(HeaderValue::as_bytes)
+            != Some(token.as_bytes())
+    {
+        return error_response(
+            StatusCode::FORBIDDEN,
+            &sandbox.id,
+            "The sandbox's traffic needs its traffic access token (e2b-traffic-access-token)",
+        );
+    }
+    // The proxy's credential, not the server's business.
+    parts.headers.remove("e2b-traffic-access-token");
     // `network.maskRequestHost`: the server in the sandbox sees the mask, `${PORT}` its port.
     if let Some(value) = sandbox
         .mask_request_host

@@ -109,8 +109,8 @@ test('sandboxes cannot reach each other directly', async (t) => {
   assert.match(await fetchFrom(a, bAddr, 8000), refused)
 })
 
-test('maskRequestHost: a server in the sandbox sees the mask as the Host, ${PORT} its port', async (t) => {
-  const sbx = await sandbox(t, { network: { maskRequestHost: 'custom-host.example.com:${PORT}' } })
+/** Starts, in `sbx`, a server on `port` answering each GET with the Host it was sent. */
+async function hostEcho(sbx, port) {
   await sbx.commands.run(
     `python3 -c 'import http.server as h
 class Echo(h.BaseHTTPRequestHandler):
@@ -118,25 +118,54 @@ class Echo(h.BaseHTTPRequestHandler):
         body = self.headers["Host"].encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
-h.HTTPServer(("127.0.0.1", 8767), Echo).serve_forever()'`,
+h.HTTPServer(("127.0.0.1", ${port}), Echo).serve_forever()'`,
     { background: true },
   )
+}
+
+/** GET / of `port` in `sbx` through the front (E2B_SANDBOX_URL) with `headers`, once the
+ * server answers (any status but 502) or 10 s passed. */
+async function viaFront(sbx, port, headers = {}) {
   const front = new URL(process.env.E2B_SANDBOX_URL)
   const get = () =>
     new Promise((resolve, reject) => {
       http
-        .get({ host: front.hostname, port: front.port, path: '/', headers: { Host: sbx.getHost(8767) } }, (res) => {
-          let body = ''
-          res.on('data', (chunk) => (body += chunk))
-          res.on('end', () => resolve({ status: res.statusCode, body }))
-        })
+        .get(
+          { host: front.hostname, port: front.port, path: '/', headers: { Host: sbx.getHost(port), ...headers } },
+          (res) => {
+            let body = ''
+            res.on('data', (chunk) => (body += chunk))
+            res.on('end', () => resolve({ status: res.statusCode, body }))
+          },
+        )
         .on('error', reject)
     })
   const deadline = Date.now() + 10_000
   let reply = await get()
-  while (reply.status !== 200 && Date.now() < deadline) {
+  while (reply.status === 502 && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100))
     reply = await get()
   }
-  assert.deepEqual(reply, { status: 200, body: 'custom-host.example.com:8767' })
+  return reply
+}
+
+test('maskRequestHost: a server in the sandbox sees the mask as the Host, ${PORT} its port', async (t) => {
+  const sbx = await sandbox(t, { network: { maskRequestHost: 'custom-host.example.com:${PORT}' } })
+  await hostEcho(sbx, 8767)
+  assert.deepEqual(await viaFront(sbx, 8767), { status: 200, body: 'custom-host.example.com:8767' })
+})
+
+test('allowPublicTraffic: false lets only requests with the traffic access token through', async (t) => {
+  const sbx = await sandbox(t, { network: { allowPublicTraffic: false } })
+  assert.ok(sbx.trafficAccessToken, 'a token comes with the sandbox')
+  await hostEcho(sbx, 8768)
+  const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken }
+  assert.deepEqual(await viaFront(sbx, 8768, token), { status: 200, body: sbx.getHost(8768) })
+  assert.equal((await viaFront(sbx, 8768)).status, 403)
+  assert.equal((await viaFront(sbx, 8768, { 'e2b-traffic-access-token': 'wrong' })).status, 403)
+  // Public by default: no token, and none needed.
+  const open = await sandbox(t)
+  assert.equal(open.trafficAccessToken, undefined)
+  await hostEcho(open, 8768)
+  assert.equal((await viaFront(open, 8768)).status, 200)
 })
