@@ -133,8 +133,16 @@ pub async fn file_upload(
     let present = tokio::fs::try_exists(state.registry.templates.upload(&hash))
         .await
         .map_err(|e| ApiError::internal(format!("{op}: {e}")))?;
+    // Through the front over TLS (the API at `api.<domain>`), the client's scheme is https.
+    let scheme = match headers
+        .get(crate::front::api_host::FORWARDED_PROTO)
+        .map(http::HeaderValue::as_bytes)
+    {
+        Some(b"https") => "https",
+        _ => "http",
+    };
     let url = format!(
-        "http://{host}/template-uploads/{hash}?token={}",
+        "{scheme}://{host}/template-uploads/{hash}?token={}",
         state.registry.templates.upload_token
     );
     let body = FileUpload {

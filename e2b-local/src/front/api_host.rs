@@ -12,6 +12,9 @@ use tower::ServiceExt;
 
 use super::proxy::FrontBody;
 
+/// The scheme a request reached the front with, as the API sees it.
+pub const FORWARDED_PROTO: &str = "x-forwarded-proto";
+
 /// The API's host name and router.
 #[derive(Clone)]
 pub struct ApiHost {
@@ -40,9 +43,27 @@ impl ApiHost {
             .is_some_and(|name| name.eq_ignore_ascii_case(&self.host))
     }
 
-    /// The API's answer to `request`. The API answers in small JSON documents, taken whole
-    /// (the front's bodies are `Sync`, the router's are not).
-    pub async fn call(&self, request: http::Request<Incoming>) -> http::Response<FrontBody> {
+    /// The API's answer to `request`, which came over TLS or not (`X-Forwarded-Proto`, so
+    /// that the URLs the API hands out name the scheme the client used). The API answers in
+    /// small JSON documents, taken whole (the front's bodies are `Sync`, the router's are not).
+    pub async fn call(
+        &self,
+        mut request: http::Request<Incoming>,
+        tls: bool,
+    ) -> http::Response<FrontBody> {
+        request.headers_mut().insert(
+            FORWARDED_PROTO,
+            http::HeaderValue::from_static(if tls { "https" } else { "http" }),
+        );
+        // HTTP/2 names the host in the URI only; the API reads `Host`.
+        if !request.headers().contains_key(http::header::HOST)
+            && let Some(host) = request
+                .uri()
+                .authority()
+                .and_then(|a| http::HeaderValue::from_str(a.as_str()).ok())
+        {
+            request.headers_mut().insert(http::header::HOST, host);
+        }
         let response = match self
             .router
             .clone()

@@ -64,10 +64,10 @@ pub async fn serve(
                         let stream = Resettable { stream, abort: abort.clone() };
                         match tls {
                             Some(tls) if is_tls => match tls.acceptor.accept(stream).await {
-                                Ok(stream) => serve_connection(stream, registry, api, abort).await,
+                                Ok(stream) => serve_connection(stream, registry, api, true, abort).await,
                                 Err(err) => tracing::debug!("front TLS handshake: {err}"),
                             },
-                            _ => serve_connection(stream, registry, api, abort).await,
+                            _ => serve_connection(stream, registry, api, false, abort).await,
                         }
                     });
                 }
@@ -83,12 +83,13 @@ pub async fn serve(
     connections.abort_all();
 }
 
-/// Serves one client connection (plain or TLS) until it ends; `abort` is the flag of its
-/// [`Resettable`] TCP stream.
+/// Serves one client connection (plain or, with `tls`, TLS) until it ends; `abort` is the flag
+/// of its [`Resettable`] TCP stream.
 async fn serve_connection<S>(
     stream: S,
     registry: Arc<Registry>,
     api: Option<api_host::ApiHost>,
+    tls: bool,
     abort: Abort,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -100,7 +101,7 @@ async fn serve_connection<S>(
         let abort = (request.version() < http::Version::HTTP_2).then(|| abort.clone());
         async move {
             Ok::<_, Infallible>(match api {
-                Some(api) => api.call(request).await,
+                Some(api) => api.call(request, tls).await,
                 None => handle(&registry, request, abort).await,
             })
         }

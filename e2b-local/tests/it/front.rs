@@ -678,6 +678,35 @@ async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
         "{listed}"
     );
     assert!(curl("api.e2b.test".to_owned(), "/sandboxes").ends_with("\n401"));
+    // The URLs it hands out name the scheme and host the client used: a template's upload link.
+    let template = api
+        .call(Method::POST, "/v3/templates", r#"{"name":"over-tls"}"#)
+        .await
+        .json()["templateID"]
+        .as_str()
+        .expect("a template id")
+        .to_owned();
+    let hash = "a".repeat(64);
+    let linked = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(&ca)
+        .arg("--resolve")
+        .arg(format!("api.e2b.test:{port}:127.0.0.1"))
+        .arg("-H")
+        .arg(format!("X-API-KEY: {}", server.api_key()))
+        .arg(format!(
+            "https://api.e2b.test:{port}/templates/{template}/files/{hash}"
+        ))
+        .output()
+        .expect("run curl");
+    let linked: serde_json::Value = serde_json::from_slice(&linked.stdout).expect("JSON");
+    let url = linked["url"].as_str().expect("an upload URL");
+    assert!(
+        url.starts_with(&format!(
+            "https://api.e2b.test:{port}/template-uploads/{hash}?token="
+        )),
+        "{url}"
+    );
     // Plain HTTP on the same port.
     let plain = Http::default()
         .send(
