@@ -167,17 +167,22 @@ pub async fn forward_to_port(
             .headers
             .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     }
-    let (mut sender, connection) =
-        match hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await {
-            Ok(pair) => pair,
-            Err(err) => {
-                return error_response(
-                    StatusCode::BAD_GATEWAY,
-                    &sandbox.id,
-                    &format!("port {port}: {err}"),
-                );
-            }
-        };
+    // Header names in Title-Case, as E2B's proxy (Go) writes them: a server that reports them
+    // as received (Python's `http.server`) sees `Host`, not `host`.
+    let (mut sender, connection) = match hyper::client::conn::http1::Builder::new()
+        .title_case_headers(true)
+        .handshake(hyper_util::rt::TokioIo::new(stream))
+        .await
+    {
+        Ok(pair) => pair,
+        Err(err) => {
+            return error_response(
+                StatusCode::BAD_GATEWAY,
+                &sandbox.id,
+                &format!("port {port}: {err}"),
+            );
+        }
+    };
     let id = sandbox.id.clone();
     tokio::spawn(async move {
         if let Err(err) = connection.with_upgrades().await {

@@ -109,13 +109,14 @@ test('sandboxes cannot reach each other directly', async (t) => {
   assert.match(await fetchFrom(a, bAddr, 8000), refused)
 })
 
-/** Starts, in `sbx`, a server on `port` answering each GET with the Host it was sent. */
+/** Starts, in `sbx`, a server on `port` answering each GET with its Host header line as it
+ * was received (the name's case too). */
 async function hostEcho(sbx, port) {
   await sbx.commands.run(
     `python3 -c 'import http.server as h
 class Echo(h.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = self.headers["Host"].encode()
+        body = "".join(k + ": " + v for k, v in self.headers.items() if k.lower() == "host").encode()
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
 h.HTTPServer(("127.0.0.1", ${port}), Echo).serve_forever()'`,
@@ -152,7 +153,7 @@ async function viaFront(sbx, port, headers = {}) {
 test('maskRequestHost: a server in the sandbox sees the mask as the Host, ${PORT} its port', async (t) => {
   const sbx = await sandbox(t, { network: { maskRequestHost: 'custom-host.example.com:${PORT}' } })
   await hostEcho(sbx, 8767)
-  assert.deepEqual(await viaFront(sbx, 8767), { status: 200, body: 'custom-host.example.com:8767' })
+  assert.deepEqual(await viaFront(sbx, 8767), { status: 200, body: 'Host: custom-host.example.com:8767' })
 })
 
 test('allowPublicTraffic: false lets only requests with the traffic access token through', async (t) => {
@@ -160,7 +161,7 @@ test('allowPublicTraffic: false lets only requests with the traffic access token
   assert.ok(sbx.trafficAccessToken, 'a token comes with the sandbox')
   await hostEcho(sbx, 8768)
   const token = { 'e2b-traffic-access-token': sbx.trafficAccessToken }
-  assert.deepEqual(await viaFront(sbx, 8768, token), { status: 200, body: sbx.getHost(8768) })
+  assert.deepEqual(await viaFront(sbx, 8768, token), { status: 200, body: `Host: ${sbx.getHost(8768)}` })
   assert.equal((await viaFront(sbx, 8768)).status, 403)
   assert.equal((await viaFront(sbx, 8768, { 'e2b-traffic-access-token': 'wrong' })).status, 403)
   // Public by default: no token, and none needed.
