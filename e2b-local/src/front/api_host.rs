@@ -2,15 +2,37 @@
 //! `api.D` go to the API's own router (the same one its port serves), so a client given only
 //! `E2B_DOMAIN` — as against E2B's cloud — reaches both the API and the sandboxes.
 
-use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use axum::Router;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, StreamBody};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame, Incoming};
+use tokio::sync::mpsc;
 use tower::ServiceExt;
 
 use super::proxy::FrontBody;
+
+/// Frames of an answer between the router's body and the client's.
+const RELAYED_FRAMES: usize = 4;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// An answer's frames as the task relays them.
+struct Relayed(mpsc::Receiver<Result<Frame<Bytes>, BoxError>>);
+
+impl Body for Relayed {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.0.poll_recv(cx)
+    }
+}
 
 /// The scheme a request reached the front with, as the API sees it.
 pub const FORWARDED_PROTO: &str = "x-forwarded-proto";
@@ -44,8 +66,9 @@ impl ApiHost {
     }
 
     /// The API's answer to `request`, which came over TLS or not (`X-Forwarded-Proto`, so
-    /// that the URLs the API hands out name the scheme the client used). The API answers in
-    /// small JSON documents, taken whole (the front's bodies are `Sync`, the router's are not).
+    /// that the URLs the API hands out name the scheme the client used). The answer streams
+    /// (a volume's file may be large) through a task and a small channel: the front's bodies
+    /// are `Sync`, the router's are not.
     pub async fn call(
         &self,
         mut request: http::Request<Incoming>,
@@ -74,19 +97,19 @@ impl ApiHost {
             Err(never) => match never {},
         };
         let (parts, body) = response.into_parts();
-        let body = match body.collect().await {
-            Ok(collected) => Full::new(collected.to_bytes())
-                .map_err(|never: Infallible| match never {})
-                .boxed(),
-            // The client sees the body fail, as from a sandbox.
-            Err(err) => {
-                let err: Box<dyn std::error::Error + Send + Sync> = Box::new(err);
-                StreamBody::new(futures::stream::once(async move {
-                    Err::<hyper::body::Frame<Bytes>, _>(err)
-                }))
-                .boxed()
+        let (frames, relayed) = mpsc::channel(RELAYED_FRAMES);
+        // Ends with the body, or when the client is gone (the channel closed).
+        tokio::spawn(async move {
+            let mut body = body;
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|err| Box::new(err) as BoxError);
+                let failed = frame.is_err();
+                if frames.send(frame).await.is_err() || failed {
+                    break;
+                }
             }
-        };
+        });
+        let body = Relayed(relayed).boxed();
         http::Response::from_parts(parts, body)
     }
 }

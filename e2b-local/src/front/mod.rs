@@ -126,6 +126,10 @@ async fn handle(
         Ok(routed) => routed,
         Err(unroutable) => return proxy::unroutable(&unroutable),
     };
+    // Before anything else: a request a private sandbox refuses does not resume it.
+    if let Some(refused) = proxy::traffic_refused(&sandbox, port, &parts.headers) {
+        return refused;
+    }
     if matches!(sandbox.phase(), Phase::Paused { .. }) {
         // autoResume: traffic to a paused sandbox resumes it with its create-time timeout.
         if let Err(err) = registry.connect(&sandbox.id, sandbox.timeout, true).await {

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use serde::Serialize;
 
-use super::route::Unroutable;
+use super::route::{ENVD_PORT, Unroutable};
 use crate::registry::Sandbox;
 
 /// Body type of every front response.
@@ -125,22 +125,8 @@ pub async fn forward_to_port(
             "invalid request target",
         );
     }
-    // `network.allowPublicTraffic: false`: only requests carrying the sandbox's token.
-    if let Some(token) = &sandbox.traffic_access_token
-        && parts
-            .headers
-            .get("e2b-traffic-access-token")
-            .map(HeaderValue::as_bytes)
-            != Some(token.as_bytes())
-    {
-        return error_response(
-            StatusCode::FORBIDDEN,
-            &sandbox.id,
-            "The sandbox's traffic needs its traffic access token (e2b-traffic-access-token)",
-        );
-    }
-    // The proxy's credential, not the server's business.
-    parts.headers.remove("e2b-traffic-access-token");
+    // The proxy's credential ([`traffic_refused`]), not the server's business.
+    parts.headers.remove(TRAFFIC_TOKEN);
     // `network.maskRequestHost`: the server in the sandbox sees the mask, `${PORT}` its port.
     if let Some(value) = sandbox
         .mask_request_host
@@ -246,6 +232,39 @@ fn readdress(parts: &mut http::request::Parts, prefix: &str, fallback_host: Opti
         }
         Err(_) => false,
     }
+}
+
+/// The header a private sandbox's traffic carries its token in.
+const TRAFFIC_TOKEN: &str = "e2b-traffic-access-token";
+
+/// `network.allowPublicTraffic: false`: the 403 of a request to one of the sandbox's ports
+/// (not envd's) without its traffic access token; `None` when it may pass. Checked before the
+/// request resumes a paused sandbox; the comparison takes the same time wherever they differ.
+pub fn traffic_refused(
+    sandbox: &Sandbox,
+    port: u16,
+    headers: &HeaderMap,
+) -> Option<Response<FrontBody>> {
+    let token = sandbox.traffic_access_token.as_ref()?;
+    if port == ENVD_PORT {
+        return None;
+    }
+    let given = headers.get(TRAFFIC_TOKEN).map(HeaderValue::as_bytes);
+    let matches = given.is_some_and(|given| {
+        given.len() == token.len()
+            && given
+                .iter()
+                .zip(token.as_bytes())
+                .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+                == 0
+    });
+    (!matches).then(|| {
+        error_response(
+            StatusCode::FORBIDDEN,
+            &sandbox.id,
+            "The sandbox's traffic needs its traffic access token (e2b-traffic-access-token)",
+        )
+    })
 }
 
 /// An upstream response as the front's, its body still streaming.

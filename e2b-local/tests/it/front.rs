@@ -376,6 +376,62 @@ async fn traffic_resumes_a_paused_sandbox_with_auto_resume() {
     );
 }
 
+/// `allowPublicTraffic: false`: a request to one of the sandbox's ports without its traffic
+/// token is refused (403) before it could resume the paused sandbox; with the token it resumes
+/// it as any traffic does. envd's port needs no traffic token.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_private_sandbox_refuses_traffic_without_its_token_before_resuming() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    let http = Http::default();
+    let body = json!({"templateID": "base", "timeout": 60, "autoResume": {"enabled": true},
+        "network": {"allowPublicTraffic": false}});
+    let created = api.create(body).await;
+    let id = created["sandboxID"].as_str().unwrap().to_owned();
+    let token = created["trafficAccessToken"]
+        .as_str()
+        .expect("a traffic access token")
+        .to_owned();
+    let pause = api
+        .call(Method::POST, &format!("/sandboxes/{id}/pause"), "")
+        .await;
+    assert_eq!(pause.status, StatusCode::NO_CONTENT);
+    let port = |extra: &[(&'static str, String)]| {
+        let mut headers = vec![
+            ("e2b-sandbox-id", id.clone()),
+            ("e2b-sandbox-port", "8000".to_owned()),
+        ];
+        headers.extend(extra.iter().cloned());
+        headers
+    };
+    for headers in [
+        port(&[]),
+        port(&[("e2b-traffic-access-token", "wrong".to_owned())]),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let refused = health(&http, &server, &headers).await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN);
+        assert_eq!(
+            api.info(&id).await.json()["state"],
+            json!("paused"),
+            "not resumed"
+        );
+    }
+    let with_token = port(&[("e2b-traffic-access-token", token)]);
+    let headers: Vec<(&str, &str)> = with_token.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    // Nothing listens on 8000: the sandbox resumed and said so.
+    let resumed = health(&http, &server, &headers).await;
+    assert_eq!(resumed.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(api.info(&id).await.json()["state"], json!("running"));
+    // envd's own port is not behind the traffic token.
+    assert_eq!(
+        health(&http, &server, &[("e2b-sandbox-id", &id)])
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+}
+
 /// Splits a Connect stream body into its envelopes' (flags, payload).
 fn envelopes(mut body: &[u8]) -> Vec<(u8, &[u8])> {
     let mut out = Vec::new();

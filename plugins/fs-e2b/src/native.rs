@@ -49,6 +49,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use crate::errors::{Op, OwnedOp};
 use crate::world::{EnvdTransport, World};
 
+/// How long a write waits for the helper to hold the file it replaces
+/// before it renames without (the hold saves it milliseconds).
+const HOLD_TIMEOUT: Duration = Duration::from_millis(500);
 /// Bound on the upload and the install script.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most of the supervisor's stderr kept for an error message.
@@ -355,17 +358,49 @@ impl<T: EnvdTransport> World<T> {
     }
 
     /// Holds the file at the absolute `path` (its final component not
-    /// followed) in the sandbox helper, installed and started if need be;
-    /// an error when the helper cannot be had or the file cannot be opened.
+    /// followed) in the sandbox helper's running process. Not running yet,
+    /// the helper is installed and started by a task for the writes to
+    /// come — a write does not wait for it — and this one gets
+    /// `Unsupported`; so it does when the file cannot be opened, or the
+    /// helper does not answer within [`HOLD_TIMEOUT`].
     pub(crate) async fn hold_native(self: &Arc<Self>, path: &str) -> Result<Hold> {
         let op = Op::new("hold", path);
+        let running = self.resident.try_lock().is_ok_and(|slot| {
+            slot.as_ref()
+                .is_some_and(|resident| resident.shared.running() && !resident.input.is_closed())
+        });
+        if !running {
+            let world = Arc::clone(self);
+            self.tasks.spawn_on(
+                async move {
+                    let name = Op::new("hold", "the sandbox helper");
+                    let _ = Box::pin(world.resident(name)).await;
+                },
+                &World::<T>::handle(),
+            );
+            return Err(op.error(
+                ErrorKind::Unsupported,
+                "the sandbox helper is not running yet (it is started for the writes to come)",
+            ));
+        }
         let hold = WorldOp::Hold {
             path: path.to_owned(),
         };
         let mut call = self.start_native(op, "/", hold).await?;
-        match call.frame().await? {
-            (frames::HELD, _) => Ok(Hold { _call: call }),
-            (tag, _) => Err(call.garbled(&format!("frame {tag} where the hold belongs"))),
+        match tokio::time::timeout(HOLD_TIMEOUT, call.frame()).await {
+            Ok(Ok((frames::HELD, _))) => {
+                self.holds.fetch_add(1, Ordering::Relaxed);
+                Ok(Hold { _call: call })
+            }
+            Ok(Ok((tag, _))) => Err(call.garbled(&format!("frame {tag} where the hold belongs"))),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Err(op.error(
+                ErrorKind::Timeout,
+                format_args!(
+                    "the sandbox helper did not hold it within {} ms",
+                    HOLD_TIMEOUT.as_millis()
+                ),
+            )),
         }
     }
 }

@@ -135,6 +135,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 tasks: TaskTracker::new(),
                 native: tokio::sync::OnceCell::new(),
                 resident: tokio::sync::Mutex::new(None),
+                holds: std::sync::atomic::AtomicU64::new(0),
                 input_route: e2b_client::InputRouteCell::new(),
             }),
             cwd: info.cwd.clone(),
@@ -156,6 +157,12 @@ impl<T: EnvdTransport> FsE2b<T> {
         let done = tokio::time::timeout(limit, tasks.wait()).await.is_ok();
         tasks.reopen();
         done
+    }
+
+    /// How many replaced files the sandbox helper held over a write's
+    /// rename (docs/design.md §6.1): what a test or a diagnosis checks.
+    pub fn holds(&self) -> u64 {
+        self.world.holds.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Removes what the provider installed in the sandbox (the supervisor

@@ -79,6 +79,9 @@ pub(crate) struct World<T> {
     pub resident: tokio::sync::Mutex<Option<Arc<crate::native::Resident>>>,
     /// How that process's stdin reaches envd, once probed.
     pub input_route: e2b_client::InputRouteCell,
+    /// Replaced files that process held over their writes' renames (see
+    /// [`crate::native::Hold`]).
+    pub holds: std::sync::atomic::AtomicU64,
 }
 
 impl<T: EnvdTransport> World<T> {

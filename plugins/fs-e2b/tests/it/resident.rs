@@ -379,8 +379,10 @@ async fn deleted_files_held(env: &Env, pid: u32) -> usize {
     .expect("a count")
 }
 
-/// Staged writes of 1 MiB and 9 MiB, new and over the last, then over the
-/// 9 MiB file: only the last holds the replaced file, and lets it go.
+/// Staged writes of 1 MiB and 9 MiB, new and over the last, then twice over
+/// the 9 MiB file: the first of those starts the process for the writes to
+/// come (not waiting for it), the second has it hold the replaced file, and
+/// let it go.
 async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
     let fs = env.through_owner();
     let path = format!("{CWD}/large.bin");
@@ -401,14 +403,25 @@ async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
     write(b'c', 9 << 20).await;
     assert!(world_processes(&env).await.is_empty());
 
-    // Over a file of 9 MiB: held by the process, then let go.
+    // Over a file of 9 MiB: the process is started meanwhile, and holds nothing yet.
+    write(b'c', 9 << 20).await;
+    assert_eq!(fs.holds(), 0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let pids = loop {
+        let pids = world_processes(&env).await;
+        if !pids.is_empty() {
+            break pids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no process started for the writes to come"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(pids.len(), 1, "{pids:?}");
+    // The next one is held by the process over its rename, then let go.
     write(b'd', 9 << 20).await;
-    let pids = world_processes(&env).await;
-    assert_eq!(
-        pids.len(),
-        1,
-        "the process holds the replaced file: {pids:?}"
-    );
+    assert_eq!(fs.holds(), 1, "the replaced file was held");
     let deadline = Instant::now() + Duration::from_secs(10);
     while deleted_files_held(&env, pids[0]).await > 0 || threads(&env, pids[0]).await > 1 {
         assert!(Instant::now() < deadline, "the hold outlived the write");
