@@ -713,18 +713,22 @@ async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
         "over tls\n\n200"
     );
     assert!(curl(format!("49983-{id}.e2b.test"), "/health").ends_with("\n204"));
-    // The API, by its name on the same port: the key's sandboxes, and E2B's 401 without it.
-    let listed = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "20", "--cacert"])
-        .arg(&ca)
-        .arg("--resolve")
-        .arg(format!("api.e2b.test:{port}:127.0.0.1"))
-        .arg("-H")
-        .arg(format!("X-API-KEY: {}", server.api_key()))
-        .arg(format!("https://api.e2b.test:{port}/sandboxes"))
-        .output()
-        .expect("run curl");
-    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("JSON");
+    // The API, by its name on the same port, with the key: its JSON answer to GET `path`.
+    let api_json = |path: String| -> serde_json::Value {
+        let output = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert"])
+            .arg(&ca)
+            .arg("--resolve")
+            .arg(format!("api.e2b.test:{port}:127.0.0.1"))
+            .arg("-H")
+            .arg(format!("X-API-KEY: {}", server.api_key()))
+            .arg(format!("https://api.e2b.test:{port}{path}"))
+            .output()
+            .expect("run curl");
+        serde_json::from_slice(&output.stdout).expect("JSON")
+    };
+    // The key's sandboxes, and E2B's 401 without it.
+    let listed = api_json("/sandboxes".to_owned());
     assert!(
         listed
             .as_array()
@@ -743,19 +747,7 @@ async fn tls_serves_sandbox_ports_and_envd_under_a_local_ca() {
         .expect("a template id")
         .to_owned();
     let hash = "a".repeat(64);
-    let linked = std::process::Command::new("curl")
-        .args(["-sS", "--max-time", "20", "--cacert"])
-        .arg(&ca)
-        .arg("--resolve")
-        .arg(format!("api.e2b.test:{port}:127.0.0.1"))
-        .arg("-H")
-        .arg(format!("X-API-KEY: {}", server.api_key()))
-        .arg(format!(
-            "https://api.e2b.test:{port}/templates/{template}/files/{hash}"
-        ))
-        .output()
-        .expect("run curl");
-    let linked: serde_json::Value = serde_json::from_slice(&linked.stdout).expect("JSON");
+    let linked = api_json(format!("/templates/{template}/files/{hash}"));
     let url = linked["url"].as_str().expect("an upload URL");
     assert!(
         url.starts_with(&format!(
