@@ -551,26 +551,66 @@ for _ in range(${BINDING_CALLS}):
 (time.perf_counter() - t0) * 1000 / ${BINDING_CALLS}`,
 };
 
+// The layers alone: the same call refused on the host before any world I/O (read_file without
+// its path), as a binding and as a direct MCP call — the runner's channel against the model
+// protocol's layer, which is what the binding figure's ratio comes down to (its read is the same).
+const refusedPrograms = {
+  javascript: `const t0 = performance.now();
+for (let i = 0; i < ${BINDING_CALLS}; i++) {
+  try { await dsh.read_file({}); throw new Error("read_file without a path was not refused"); }
+  catch (e) { if (!String(e.message).includes("missing field")) throw e; }
+}
+return (performance.now() - t0) / ${BINDING_CALLS};`,
+  python: `import time
+t0 = time.perf_counter()
+for _ in range(${BINDING_CALLS}):
+    try:
+        dsh.read_file()
+    except Exception as e:
+        if "missing field" not in str(e):
+            raise
+    else:
+        raise ValueError("read_file without a path was not refused")
+(time.perf_counter() - t0) * 1000 / ${BINDING_CALLS}`,
+};
+
+async function mcpRefused(dsh) {
+  try {
+    await dsh.call("read_file", {});
+  } catch (e) {
+    if (String(e.message).includes("missing field")) return;
+    throw e;
+  }
+  throw new Error(`${dsh.name} read_file without a path was not refused`);
+}
+
+// One binding against one direct MCP call, interleaved; `program` times its calls itself.
+async function bindingAgainstMcp(dsh, session, program, mcpCall, rounds) {
+  const t = await interleaved(
+    {
+      binding: async () => {
+        const { value } = await codeRun(dsh, { session, code: program });
+        return value;
+      },
+      mcp: async () => {
+        const t0 = performance.now();
+        for (let i = 0; i < MCP_READS; i++) await mcpCall();
+        return (performance.now() - t0) / MCP_READS;
+      },
+    },
+    rounds,
+    1,
+  );
+  return { dsh: median(t.binding), other: median(t.mcp), ratio: paired(t.binding, t.mcp) };
+}
+
 async function bindingFigure(dsh, language, rounds) {
   const session = await sessionOpen(dsh, language);
   const dshF = dshFileOps(dsh);
   try {
-    const t = await interleaved(
-      {
-        binding: async () => {
-          const { value } = await codeRun(dsh, { session, code: bindingPrograms[language] });
-          return value;
-        },
-        mcp: async () => {
-          const t0 = performance.now();
-          for (let i = 0; i < MCP_READS; i++) await dshF.read();
-          return (performance.now() - t0) / MCP_READS;
-        },
-      },
-      rounds,
-      1,
-    );
-    return { dsh: median(t.binding), other: median(t.mcp), ratio: paired(t.binding, t.mcp) };
+    const read = await bindingAgainstMcp(dsh, session, bindingPrograms[language], () => dshF.read(), rounds);
+    const layers = await bindingAgainstMcp(dsh, session, refusedPrograms[language], () => mcpRefused(dsh), rounds);
+    return { ...read, layers };
   } finally {
     await sessionClose(dsh, session);
   }
@@ -712,7 +752,7 @@ async function codeFigures(worlds) {
     for (const language of ["javascript", "python"]) {
       row.binding[language] = await bindingFigure(dsh, language, rounds);
       const b = row.binding[language];
-      console.log(`#   ${world} ${language}: binding read_file ${fmtTime(b.dsh)} a call, MCP read_file ${fmtTime(b.other)}, ${fmtRatio(b.ratio)}`);
+      console.log(`#   ${world} ${language}: binding read_file ${fmtTime(b.dsh)} a call, MCP read_file ${fmtTime(b.other)}, ${fmtRatio(b.ratio)}; refused on the host: binding ${fmtTime(b.layers.dsh)}, MCP ${fmtTime(b.layers.other)}`);
     }
     for (const language of ["python", "javascript", "typescript"]) {
       row.cold[language] = await coldFigure(dsh, language, rounds);
@@ -736,6 +776,7 @@ function printCode(rows, count, verdict, W, line) {
     for (const [language, b] of Object.entries(r.binding)) {
       const v = count(verdict(median(b.ratio), 1));
       console.log(`  ${padEnd(`read_file 1 KiB: ${language} binding (${BINDING_CALLS} sequential calls, in-program) vs direct MCP read_file`, W - 2)}${pad(fmtTime(b.dsh), 11)}${pad(fmtTime(b.other), 11)}${pad(fmtRatio(b.ratio), 22)}${pad("≤ 1.00x", 9)} ${v}`);
+      console.log(`    ${padEnd(`the layers alone: ${language} binding vs MCP call, refused on the host (no world I/O)`, W - 4)}${pad(fmtTime(b.layers.dsh), 11)}${pad(fmtTime(b.layers.other), 11)}${pad(fmtRatio(b.layers.ratio), 22)}${pad("—", 9)} —`);
     }
     for (const [language, c] of Object.entries(r.cold)) {
       const peerName = coldPrograms[language].peer.slice(0, 2).join(" ");
