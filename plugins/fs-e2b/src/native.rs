@@ -36,8 +36,8 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use dsh_e2b_gateway::{CONTROL_USER, ControlShell, InstallPaths, install_helper};
 use dsh_plugin_api::fs::{
-    ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream, WalkEvent, WalkSpec,
-    WalkStream,
+    ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream, TextFile, WalkEvent,
+    WalkSpec, WalkStream,
 };
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
@@ -52,6 +52,9 @@ use crate::world::{EnvdTransport, World};
 /// How long a write waits for the helper to hold the file it replaces
 /// before it renames without (the hold saves it milliseconds).
 const HOLD_TIMEOUT: Duration = Duration::from_millis(500);
+/// The largest file [`World::read_text_native`] reads through the helper:
+/// one frame, and about what the envd way downloads in one round trip.
+const NATIVE_READ_MAX: u64 = 1 << 20;
 /// Bound on the upload and the install script.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most of the supervisor's stderr kept for an error message.
@@ -336,7 +339,7 @@ impl<T: EnvdTransport> World<T> {
 
     /// `read_many` in the sandbox.
     pub(crate) async fn read_many_native(
-        self: &Arc<Self>,
+        &self,
         cwd: &str,
         paths: Vec<String>,
         limits: ReadManyLimits,
@@ -357,6 +360,55 @@ impl<T: EnvdTransport> World<T> {
         }
     }
 
+    /// Whether the helper's process is running now (not waiting for it to
+    /// start, nor for an operation starting it).
+    fn resident_running(&self) -> bool {
+        self.resident.try_lock().is_ok_and(|slot| {
+            slot.as_ref()
+                .is_some_and(|resident| resident.shared.running() && !resident.input.is_closed())
+        })
+    }
+
+    /// The text of the file at the absolute `path` through the helper's
+    /// running process, in one round trip where envd takes two (`Stat`,
+    /// then the download): its `read_many`, which takes the version from
+    /// the `fstat` of the descriptor it then reads, as the `Stat` before a
+    /// download gives it (docs/design.md §6.3). `None` when the process is
+    /// not running (nothing waits for it), and for anything but a text
+    /// file of at most [`NATIVE_READ_MAX`] bytes the world's user may read:
+    /// the envd way answers those, errors included, as it always has.
+    pub(crate) async fn read_text_native(&self, path: &str) -> Option<TextFile> {
+        if !self.resident_running() {
+            return None;
+        }
+        let limits = ReadManyLimits {
+            max_file_bytes: NATIVE_READ_MAX,
+            max_total_bytes: NATIVE_READ_MAX,
+            beneath: None,
+        };
+        match self
+            .read_many_native("/", vec![path.to_owned()], limits)
+            .await
+        {
+            Ok(mut items) if items.len() == 1 => items.pop()?.result.ok(),
+            Ok(items) => {
+                tracing::debug!(
+                    path,
+                    items = items.len(),
+                    "the helper answered a read oddly"
+                );
+                None
+            }
+            Err(err) => {
+                tracing::debug!(path, %err, "the helper could not read");
+                None
+            }
+        }
+        .inspect(|_| {
+            self.native_reads.fetch_add(1, Ordering::Relaxed);
+        })
+    }
+
     /// Holds the file at the absolute `path` (its final component not
     /// followed) in the sandbox helper's running process. Not running yet,
     /// the helper is installed and started by a task for the writes to
@@ -365,11 +417,7 @@ impl<T: EnvdTransport> World<T> {
     /// helper does not answer within [`HOLD_TIMEOUT`].
     pub(crate) async fn hold_native(self: &Arc<Self>, path: &str) -> Result<Hold> {
         let op = Op::new("hold", path);
-        let running = self.resident.try_lock().is_ok_and(|slot| {
-            slot.as_ref()
-                .is_some_and(|resident| resident.shared.running() && !resident.input.is_closed())
-        });
-        if !running {
+        if !self.resident_running() {
             let world = Arc::clone(self);
             self.tasks.spawn_on(
                 async move {

@@ -136,6 +136,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 native: tokio::sync::OnceCell::new(),
                 resident: tokio::sync::Mutex::new(None),
                 holds: std::sync::atomic::AtomicU64::new(0),
+                native_reads: std::sync::atomic::AtomicU64::new(0),
                 input_route: e2b_client::InputRouteCell::new(),
             }),
             cwd: info.cwd.clone(),
@@ -163,6 +164,14 @@ impl<T: EnvdTransport> FsE2b<T> {
     /// rename (docs/design.md §6.1): what a test or a diagnosis checks.
     pub fn holds(&self) -> u64 {
         self.world.holds.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many texts the sandbox helper read (docs/design.md §6.3): what a
+    /// test or a diagnosis checks.
+    pub fn native_reads(&self) -> u64 {
+        self.world
+            .native_reads
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Removes what the provider installed in the sandbox (the supervisor

@@ -1,5 +1,6 @@
 //! Reads: whole UTF-8 files and streamed text or bytes, as `Stat` then a
-//! `/files` download.
+//! `/files` download — or, text of up to 1 MiB while the sandbox helper's
+//! process runs, one `read_many` of that process ([`crate::native`]).
 //!
 //! Against an envd that acts as root, the content is read by the world's
 //! user's own process instead of `/files` ([`crate::as_user`]), so the
@@ -84,8 +85,12 @@ impl<T: EnvdTransport> World<T> {
         Ok((file, pieces))
     }
 
-    /// `read_text`.
+    /// `read_text`: through the sandbox helper when its process runs
+    /// ([`World::read_text_native`]), else `Stat` and download.
     pub(crate) async fn read_text(&self, op: Op<'_>, path: &str) -> Result<TextFile> {
+        if let Some(file) = self.read_text_native(path).await {
+            return Ok(file);
+        }
         let (file, mut pieces) = self.open_content(op, path).await?;
         let version = version_of(&file.entry);
         let mut content = Vec::new();
@@ -107,12 +112,24 @@ impl<T: EnvdTransport> World<T> {
         Ok(TextFile { text, version })
     }
 
-    /// `stream_text`.
+    /// `stream_text`: a file the sandbox helper reads whole
+    /// ([`World::read_text_native`]) streamed from memory, else `Stat` and
+    /// download.
     pub(crate) async fn stream_text(
         &self,
         op: Op<'_>,
         path: &str,
     ) -> Result<ReadStream<TextStream>> {
+        if let Some(file) = self.read_text_native(path).await {
+            let size = file.text.len() as u64;
+            let whole = file.text.into_bytes();
+            let pieces: Pieces = futures::stream::once(async { Ok(whole) }).boxed();
+            return Ok(ReadStream {
+                version: file.version,
+                size,
+                chunks: text_stream(op.to_owned(), pieces).await?,
+            });
+        }
         let (file, pieces) = self.open_content(op, path).await?;
         let chunks = text_stream(op.to_owned(), pieces).await?;
         Ok(ReadStream {

@@ -82,6 +82,8 @@ pub(crate) struct World<T> {
     /// Replaced files that process held over their writes' renames (see
     /// [`crate::native::Hold`]).
     pub holds: std::sync::atomic::AtomicU64,
+    /// Texts that process read (see [`World::read_text_native`]).
+    pub native_reads: std::sync::atomic::AtomicU64,
 }
 
 impl<T: EnvdTransport> World<T> {

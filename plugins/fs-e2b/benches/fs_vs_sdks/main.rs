@@ -36,6 +36,9 @@ const LARGE: usize = 64 << 20;
 pub struct Figures {
     pub stat: Vec<Duration>,
     pub read_small: Vec<Duration>,
+    /// `read_text` of a 1 KiB text while the world helper's process runs
+    /// (ours only; one of its round trips instead of envd's two).
+    pub read_text_native: Vec<Duration>,
     pub write_small: Vec<Duration>,
     /// One character of the small file changed: `edit` for dsh, read +
     /// write for the SDKs.

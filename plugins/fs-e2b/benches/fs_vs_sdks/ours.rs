@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use dsh_host::{Host, ManifestFormat};
 use dsh_plugin_api::OwnerKind;
-use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
+use dsh_plugin_api::fs::{Edit, FsProvider, WalkSpec, WriteGuard};
 use dsh_plugin_api::stream::collect_bytes;
 use e2b_local::harness::LocalServer;
+use futures::TryStreamExt;
 
 use crate::{Figures, LARGE, Plan, SMALL};
 use dsh_plugin_api::Bytes;
@@ -169,6 +170,36 @@ impl World {
                 .await?,
             );
         }
+        // Last, for it starts the world helper's process (a walk does):
+        // texts are then read through it.
+        let text = format!("{}.txt", plan.small);
+        let fixture = format!("{}\n", "x".repeat(SMALL - 1));
+        fs.write(&text, Bytes::from(fixture), WriteGuard::Overwrite)
+            .await?;
+        let spec = WalkSpec {
+            max_depth: 1,
+            max_entries: 100,
+            globs: Vec::new(),
+            gitignore: false,
+            beneath: false,
+        };
+        let walked: Vec<_> = fs.walk(&self.cwd, spec).await?.try_collect().await?;
+        anyhow::ensure!(
+            !walked.is_empty(),
+            "the walk of {} answered nothing",
+            self.cwd
+        );
+        for _ in 0..plan.iterations {
+            figures.read_text_native.push(
+                timed(|| async {
+                    let read = fs.read_text(&text).await?;
+                    anyhow::ensure!(read.text.len() == SMALL, "read {} bytes", read.text.len());
+                    Ok(())
+                })
+                .await?,
+            );
+        }
+        fs.remove(&text).await?;
         fs.remove(&target).await?;
         Ok(figures)
     }

@@ -66,6 +66,15 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
             [dsh, js, python].map(|f| ms(median(&f.read_small))),
         ),
         (
+            "read_text 1 KiB, helper running (ms)".to_owned(),
+            Better::Lower,
+            [
+                ms(median(&dsh.read_text_native)),
+                ms(median(&js.read_small)),
+                ms(median(&python.read_small)),
+            ],
+        ),
+        (
             "write 1 KiB median (ms)".to_owned(),
             Better::Lower,
             [dsh, js, python].map(|f| ms(median(&f.write_small))),

@@ -6,15 +6,17 @@
 //! Its requests travel on one envd `StreamInput`; a cut one fails the
 //! operations in flight as an ended process does. A write replacing a
 //! large file has it hold the replaced file over the rename and let go.
+//! While it runs it reads texts of up to 1 MiB, answering exactly what
+//! envd's `Stat` and download answer.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
 use std::time::{Duration, Instant};
 
-use dsh_plugin_api::Bytes;
 use dsh_plugin_api::fs::{
     FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
 };
+use dsh_plugin_api::{Bytes, ErrorKind};
 use e2b_client::{CallOptions, Signal};
 use futures::{StreamExt, TryStreamExt};
 
@@ -445,4 +447,95 @@ async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename(
 async fn a_write_replacing_a_large_file_holds_it_over_the_mv_of_an_envd_acting_as_root() {
     let env = Env::start_with(&["--envd-file-access", "as-root"]).await;
     a_large_replaced_file_is_held_over_the_rename(env).await;
+}
+
+/// What `read_text` and `stream_text` answer for `path`: the text (whole,
+/// or streamed and joined) and version, or the error's kind.
+async fn read_both(fs: &dyn FsProvider, path: &str) -> [Result<(String, Version), ErrorKind>; 2] {
+    let whole = fs
+        .read_text(path)
+        .await
+        .map(|file| (file.text.to_string(), file.version))
+        .map_err(|err| err.kind());
+    let streamed = match fs.stream_text(path).await {
+        Ok(read) => {
+            let chunks: Vec<_> = read.chunks.collect().await;
+            let text: Result<String, _> = chunks
+                .into_iter()
+                .map(|chunk| chunk.map(|text| text.to_string()))
+                .collect();
+            match text {
+                Ok(text) => {
+                    assert_eq!(
+                        read.size,
+                        text.len() as u64,
+                        "{path}: the size is the text's"
+                    );
+                    Ok((text, read.version))
+                }
+                Err(err) => Err(err.kind()),
+            }
+        }
+        Err(err) => Err(err.kind()),
+    };
+    [whole, streamed]
+}
+
+/// Every kind of path read before the helper's process runs (envd's `Stat`
+/// and download, or the user's reading process against an envd acting as
+/// root) and again while it runs: the same texts, versions and errors;
+/// only the small texts came from the process.
+async fn reads_as_envd_does(env: Env) {
+    let fs = env.through_owner();
+    env.sh(
+        r#"cd "$1" && printf 'h\303\251llo\n' > text && ln -s text link && : > empty \
+        && printf 'a\0b' > binary && printf '\377\376' > invalid && mkdir dir && mkfifo fifo \
+        && head -c 2000000 /dev/zero | tr '\0' 'x' > big && printf 'no' > secret && chmod 000 secret"#,
+        &[CWD],
+    )
+    .await;
+    let names = [
+        "text", "link", "empty", "binary", "invalid", "dir", "fifo", "big", "secret", "absent",
+    ];
+    let mut before = Vec::new();
+    for name in names {
+        before.push(read_both(fs.as_ref(), &format!("{CWD}/{name}")).await);
+    }
+    assert!(
+        world_processes(&env).await.is_empty(),
+        "reads do not start it"
+    );
+    assert_eq!(fs.native_reads(), 0);
+
+    // Started by a walk; then the same reads.
+    entries(walk(fs.as_ref(), "dir").await).await;
+    assert_eq!(world_processes(&env).await.len(), 1);
+    for (name, expected) in names.into_iter().zip(&before) {
+        let path = format!("{CWD}/{name}");
+        assert_eq!(&read_both(fs.as_ref(), &path).await, expected, "{name}");
+    }
+    assert_eq!(
+        fs.native_reads(),
+        6,
+        "text, link and empty, each read whole and streamed, came from the process"
+    );
+    assert!(matches!(&before[0][0], Ok((text, _)) if text == "héllo\n"));
+    assert!(matches!(&before[7][0], Ok((text, _)) if text.len() == 2_000_000));
+    assert_eq!(before[3][0], Err(ErrorKind::Binary));
+    assert_eq!(before[4][0], Err(ErrorKind::InvalidUtf8));
+    assert_eq!(before[5][0], Err(ErrorKind::IsADirectory));
+    assert_eq!(before[6][0], Err(ErrorKind::InvalidInput));
+    assert_eq!(before[8][0], Err(ErrorKind::PermissionDenied));
+    assert_eq!(before[9][0], Err(ErrorKind::NotFound));
+    assert!(fs.quiesce(Duration::from_secs(10)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_reads_texts_as_envd_does() {
+    reads_as_envd_does(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_reads_texts_as_an_envd_acting_as_root_does() {
+    reads_as_envd_does(Env::start_with(&["--envd-file-access", "as-root"]).await).await;
 }
