@@ -50,6 +50,7 @@ mod launch;
 mod probe;
 mod run;
 mod sys;
+mod world_edit;
 mod worldside;
 mod xattr_names;
 

@@ -17,14 +17,20 @@
 //!   other), [`PING`] (the host lives);
 //! - out: [`EVENT`] frames (a walk's or search's events in order, the last
 //!   one its `End`), one [`ITEMS`] frame (a `read_many`'s answer), one
-//!   [`HELD`] frame (a hold has its file), or an [`ERROR`] frame that ends
-//!   the operation with the seam's error.
+//!   [`HELD`] frame (a hold has its file), one [`EDITED`] frame (an edit's
+//!   [`EditAnswer`]), or an [`ERROR`] frame that ends the operation with
+//!   the seam's error.
 //!
 //! A hold ([`WorldOp::Hold`]) is not part of the seam: it keeps a file's
 //! inode referenced until the host cancels it, so that a rename over the
 //! file (a write's publication) does not free it in the host's time — the
 //! pages and blocks of a large file take tens of milliseconds to free; the
 //! supervisor frees them when the hold ends (docs/design.md §6.3).
+//!
+//! An edit ([`WorldOp::Edit`]) is the seam's `edit` done where the file is,
+//! for the files it can do exactly as the envd way would: it answers
+//! [`EditAnswer::Declined`] — nothing changed — for any other, and the host
+//! edits that one the envd way.
 //!
 //! It ends on stdin's end (the provider's disposal closes it), and when
 //! nothing arrived for its lease ([`LEASE`]) — envd keeps a process's stdin
@@ -34,7 +40,7 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use dsh_plugin_api::fs::{
-    FileKind, Metadata, ReadManyItem, ReadManyLimits, SearchEvent, SearchLimit, SearchLimits,
+    Edit, FileKind, Metadata, ReadManyItem, ReadManyLimits, SearchEvent, SearchLimit, SearchLimits,
     SearchLine, SearchMode, SearchSpec, SearchSummary, TextFile, Version, WalkEntry, WalkEvent,
     WalkSpec, WalkSummary,
 };
@@ -59,6 +65,8 @@ pub const ITEMS: u8 = b'r';
 pub const ERROR: u8 = b'x';
 /// Out: a hold has its file (no body); the hold lasts until cancelled.
 pub const HELD: u8 = b'h';
+/// Out: an edit's answer ([`EditAnswer`]).
+pub const EDITED: u8 = b'd';
 
 /// Frame bytes of one operation written and not yet acknowledged by a
 /// [`CREDIT`] past which the supervisor writes no more of it.
@@ -168,6 +176,33 @@ pub enum WorldOp {
     Hold {
         path: String,
     },
+    /// Edits a file; answered by one [`EDITED`] frame.
+    Edit(EditRequest),
+}
+
+/// Applies `edits` to the regular file `path` resolves to, of at most
+/// `max_bytes`, if its version is `version` when one is given; the stored
+/// file gets the extended attribute `attribute` (name, value:
+/// `dsh-fs-e2b`'s write token).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditRequest {
+    pub path: String,
+    pub edits: Vec<Edit>,
+    pub version: Option<Version>,
+    pub max_bytes: u64,
+    pub attribute: (String, String),
+}
+
+/// What an edit did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EditAnswer {
+    /// Stored: the file's new version, and how many replacements were made.
+    Edited { version: Version, replacements: u64 },
+    /// The edits do not apply to the file's text (the literal engine's
+    /// failure, as the seam reports it); nothing changed.
+    Refused { failure: String },
+    /// Not done here, for this reason; nothing changed.
+    Declined { reason: String },
 }
 
 /// One world-side operation, relative paths joining `cwd`.
@@ -232,6 +267,26 @@ impl WorldRequest {
                 w.u8(b'h');
                 w.str(path);
             }
+            WorldOp::Edit(EditRequest {
+                path,
+                edits,
+                version,
+                max_bytes,
+                attribute,
+            }) => {
+                w.u8(b'e');
+                w.str(path);
+                w.u32(edits.len() as u32);
+                for edit in edits {
+                    w.str(&edit.old);
+                    w.str(&edit.new);
+                    w.u8(u8::from(edit.replace_all));
+                }
+                opt_str(&mut w, version.as_ref().map(|version| version.0.as_str()));
+                w.u64(*max_bytes);
+                w.str(&attribute.0);
+                w.str(&attribute.1);
+            }
         }
         w.into_bytes()
     }
@@ -289,6 +344,31 @@ impl WorldRequest {
             b'h' => WorldOp::Hold {
                 path: r.str("path")?,
             },
+            b'e' => {
+                let path = r.str("path")?;
+                let count = r.u32("edit count")? as usize;
+                // Each edit takes at least nine bytes: no count beyond them.
+                if count > bytes.len() / 9 {
+                    return Err(DecodeError(format!(
+                        "edit count {count} exceeds the request"
+                    )));
+                }
+                let mut edits = Vec::with_capacity(count);
+                for _ in 0..count {
+                    edits.push(Edit {
+                        old: r.str("old")?,
+                        new: r.str("new")?,
+                        replace_all: flag(&mut r, "replace_all")?,
+                    });
+                }
+                WorldOp::Edit(EditRequest {
+                    path,
+                    edits,
+                    version: read_opt_str(&mut r, "version")?.map(Version),
+                    max_bytes: r.u64("max_bytes")?,
+                    attribute: (r.str("attribute name")?, r.str("attribute value")?),
+                })
+            }
             other => return Err(DecodeError(format!("world operation {other}"))),
         };
         r.finish("the world request")?;
@@ -457,6 +537,49 @@ pub fn decode_items(payload: &[u8]) -> Result<Vec<ReadManyItem>, DecodeError> {
     }
     r.finish("the items")?;
     Ok(items)
+}
+
+/// The payload of the [`EDITED`] frame.
+pub fn encode_edit_answer(answer: &EditAnswer) -> Vec<u8> {
+    let mut w = Writer::default();
+    match answer {
+        EditAnswer::Edited {
+            version,
+            replacements,
+        } => {
+            w.u8(0);
+            w.str(&version.0);
+            w.u64(*replacements);
+        }
+        EditAnswer::Refused { failure } => {
+            w.u8(1);
+            w.str(failure);
+        }
+        EditAnswer::Declined { reason } => {
+            w.u8(2);
+            w.str(reason);
+        }
+    }
+    w.into_bytes()
+}
+
+pub fn decode_edit_answer(payload: &[u8]) -> Result<EditAnswer, DecodeError> {
+    let mut r = Reader::new(payload);
+    let answer = match r.u8("edit outcome")? {
+        0 => EditAnswer::Edited {
+            version: Version(r.str("version")?),
+            replacements: r.u64("replacements")?,
+        },
+        1 => EditAnswer::Refused {
+            failure: r.str("failure")?,
+        },
+        2 => EditAnswer::Declined {
+            reason: r.str("reason")?,
+        },
+        other => return Err(DecodeError(format!("edit outcome {other}"))),
+    };
+    r.finish("an edit's answer")?;
+    Ok(answer)
 }
 
 /// The payload of an [`ERROR`] frame.
@@ -643,6 +766,31 @@ mod tests {
             WorldOp::Hold {
                 path: "/w/big file".into(),
             },
+            WorldOp::Edit(EditRequest {
+                path: "/w/a.rs".into(),
+                edits: vec![
+                    Edit {
+                        old: "fn a".into(),
+                        new: "fn b".into(),
+                        replace_all: false,
+                    },
+                    Edit {
+                        old: "x".into(),
+                        new: String::new(),
+                        replace_all: true,
+                    },
+                ],
+                version: Some(Version("v1".into())),
+                max_bytes: 1 << 20,
+                attribute: ("user.e2b.dsh-write".into(), "0f".into()),
+            }),
+            WorldOp::Edit(EditRequest {
+                path: "b".into(),
+                edits: vec![],
+                version: None,
+                max_bytes: 0,
+                attribute: (String::new(), String::new()),
+            }),
         ];
         for op in ops {
             let request = WorldRequest {
@@ -747,6 +895,23 @@ mod tests {
         assert_eq!(decode_items(&encode_items(&items)), Ok(items));
         let err = Error::new(ErrorKind::NotFound, "walk: gone");
         assert_eq!(decode_error(&encode_error(&err)), Ok(err));
+        for answer in [
+            EditAnswer::Edited {
+                version: Version("v2".into()),
+                replacements: 3,
+            },
+            EditAnswer::Refused {
+                failure: "edit 1 of 1: no match".into(),
+            },
+            EditAnswer::Declined {
+                reason: "a symlink".into(),
+            },
+        ] {
+            let encoded = encode_edit_answer(&answer);
+            assert_eq!(decode_edit_answer(&encoded), Ok(answer));
+            assert!(decode_edit_answer(&encoded[..encoded.len() - 1]).is_err());
+        }
+        assert!(decode_edit_answer(&[3]).is_err());
         assert!(decode_walk_event(b"Q").is_err());
     }
 }

@@ -18,7 +18,9 @@ use crate::version::version_of;
 use crate::world::{EnvdTransport, World};
 use crate::write::check_guard;
 
-/// Applies `edits` to the canonical target of the absolute `path`.
+/// Applies `edits` to the canonical target of the absolute `path`: by the
+/// sandbox helper's running process where it can ([`World::edit_native`]),
+/// else the direct way, else staged.
 ///
 /// The target's lock is held from before the read until after the commit,
 /// so concurrent edits and writes through this process serialise and none
@@ -39,6 +41,14 @@ pub(crate) async fn edit<T: EnvdTransport>(
     guard: WriteGuard,
 ) -> Result<EditOutcome> {
     literal::validate(&edits).map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
+    // Where the file is, while the helper runs (locked on the path as
+    // given, as the direct way locks).
+    let lock = locks::lock(&world.sandbox_id, path).await;
+    let native = world.edit_native(op, path, &edits, &guard).await?;
+    drop(lock);
+    if let Some(outcome) = native {
+        return Ok(outcome);
+    }
     if let Some(outcome) = direct::edit(world, op, path, &edits, &guard).await? {
         return Ok(outcome);
     }

@@ -1,7 +1,8 @@
 //! The world-side operations (`walk`, `search`, `read_many`,
-//! docs/design.md §5.1) answered inside the sandbox, and the hold that
-//! keeps a large replaced file's freeing out of a write's time
-//! ([`Hold`]): one resident
+//! docs/design.md §5.1) answered inside the sandbox, small texts read and
+//! edited there while it runs ([`World::read_text_native`],
+//! [`World::edit_native`]), and the hold that keeps a large replaced file's
+//! freeing out of a write's time ([`Hold`]): one resident
 //! `dsh-supervisor world` process per provider, running `dsh-fs-local`'s
 //! native engines with the world user's identity (docs/design.md §6.3).
 //!
@@ -36,25 +37,27 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use dsh_e2b_gateway::{CONTROL_USER, ControlShell, InstallPaths, install_helper};
 use dsh_plugin_api::fs::{
-    ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream, TextFile, WalkEvent,
-    WalkSpec, WalkStream,
+    Edit, EditOutcome, ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream,
+    TextFile, WalkEvent, WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
-use dsh_supervisor::world::{self as frames, WorldOp, WorldRequest};
+use dsh_supervisor::world::{self as frames, EditAnswer, EditRequest, WorldOp, WorldRequest};
 use e2b_client::{CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::errors::{Op, OwnedOp};
+use crate::version::{WRITE_TOKEN_KEY, new_write_token};
 use crate::world::{EnvdTransport, World};
 
 /// How long a write waits for the helper to hold the file it replaces
 /// before it renames without (the hold saves it milliseconds).
 const HOLD_TIMEOUT: Duration = Duration::from_millis(500);
-/// The largest file [`World::read_text_native`] reads through the helper:
-/// one frame, and about what the envd way downloads in one round trip.
-const NATIVE_READ_MAX: u64 = 1 << 20;
+/// The largest file [`World::read_text_native`] reads and
+/// [`World::edit_native`] edits through the helper: one frame, and about
+/// what the envd way downloads in one round trip.
+const NATIVE_FILE_MAX: u64 = 1 << 20;
 /// Bound on the upload and the install script.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Most of the supervisor's stderr kept for an error message.
@@ -375,15 +378,15 @@ impl<T: EnvdTransport> World<T> {
     /// the `fstat` of the descriptor it then reads, as the `Stat` before a
     /// download gives it (docs/design.md §6.3). `None` when the process is
     /// not running (nothing waits for it), and for anything but a text
-    /// file of at most [`NATIVE_READ_MAX`] bytes the world's user may read:
+    /// file of at most [`NATIVE_FILE_MAX`] bytes the world's user may read:
     /// the envd way answers those, errors included, as it always has.
     pub(crate) async fn read_text_native(&self, path: &str) -> Option<TextFile> {
         if !self.resident_running() {
             return None;
         }
         let limits = ReadManyLimits {
-            max_file_bytes: NATIVE_READ_MAX,
-            max_total_bytes: NATIVE_READ_MAX,
+            max_file_bytes: NATIVE_FILE_MAX,
+            max_total_bytes: NATIVE_FILE_MAX,
             beneath: None,
         };
         match self
@@ -407,6 +410,77 @@ impl<T: EnvdTransport> World<T> {
         .inspect(|_| {
             self.native_reads.fetch_add(1, Ordering::Relaxed);
         })
+    }
+
+    /// `edit` of the absolute `path` done by the helper's running process
+    /// where the file is (`WorldOp::Edit`: read, apply, replace, as the
+    /// world's user), in one round trip where the envd way takes four or
+    /// more (docs/design.md §6.3). `Ok(None)` — nothing changed, the envd
+    /// way edits it — when the process is not running (nothing waits for
+    /// it), for a `CreateNew` guard, and for any file the helper declines
+    /// (see `dsh-supervisor`'s `world_edit`: anything but a plain text of at
+    /// most [`NATIVE_FILE_MAX`] bytes it can replace exactly as the envd way
+    /// would). Edits that do not apply are `InvalidInput`, as the envd way
+    /// reports them. An answer lost after the request went out is an error,
+    /// never retried the envd way: the edit may have been stored, and
+    /// applying it again could change the file twice.
+    ///
+    /// Cancellation: dropping the future after the request went out does
+    /// not stop the edit in the sandbox.
+    pub(crate) async fn edit_native(
+        &self,
+        op: Op<'_>,
+        path: &str,
+        edits: &[Edit],
+        guard: &WriteGuard,
+    ) -> Result<Option<EditOutcome>> {
+        let version = match guard {
+            WriteGuard::Overwrite => None,
+            WriteGuard::IfVersion(version) => Some(version.clone()),
+            WriteGuard::CreateNew => return Ok(None),
+        };
+        if !self.resident_running() {
+            return Ok(None);
+        }
+        let request = WorldOp::Edit(EditRequest {
+            path: path.to_owned(),
+            edits: edits.to_vec(),
+            version,
+            max_bytes: NATIVE_FILE_MAX,
+            attribute: (format!("user.e2b.{WRITE_TOKEN_KEY}"), new_write_token()),
+        });
+        // An error here is before anything was sent.
+        let mut call = match self.start_native(op, "/", request).await {
+            Ok(call) => call,
+            Err(err) => {
+                tracing::debug!(path, %err, "the helper could not take the edit");
+                return Ok(None);
+            }
+        };
+        let answer = match call.frame().await? {
+            (frames::EDITED, payload) => {
+                call.done = true;
+                frames::decode_edit_answer(&payload).map_err(|err| call.garbled(&err.0))?
+            }
+            (tag, _) => return Err(call.garbled(&format!("frame {tag} where the edit belongs"))),
+        };
+        match answer {
+            EditAnswer::Edited {
+                version,
+                replacements,
+            } => {
+                self.native_edits.fetch_add(1, Ordering::Relaxed);
+                Ok(Some(EditOutcome {
+                    version,
+                    replacements: usize::try_from(replacements).unwrap_or(usize::MAX),
+                }))
+            }
+            EditAnswer::Refused { failure } => Err(op.error(ErrorKind::InvalidInput, failure)),
+            EditAnswer::Declined { reason } => {
+                tracing::debug!(path, reason, "the helper declined the edit");
+                Ok(None)
+            }
+        }
     }
 
     /// Holds the file at the absolute `path` (its final component not

@@ -84,6 +84,8 @@ pub(crate) struct World<T> {
     pub holds: std::sync::atomic::AtomicU64,
     /// Texts that process read (see [`World::read_text_native`]).
     pub native_reads: std::sync::atomic::AtomicU64,
+    /// Edits that process stored (see [`World::edit_native`]).
+    pub native_edits: std::sync::atomic::AtomicU64,
 }
 
 impl<T: EnvdTransport> World<T> {

@@ -150,28 +150,9 @@ impl World {
                 .await?,
             );
         }
-        // One digit, then letters: each edit replaces the digit (a unique match).
-        let fixture = format!("9{}\n", "x".repeat(SMALL - 2));
-        fs.write(&target, Bytes::from(fixture), WriteGuard::Overwrite)
-            .await?;
-        for i in 0..plan.iterations {
-            let (old, new) = ((i + 9) % 10, i % 10);
-            figures.edit_small.push(
-                timed(|| async {
-                    let edit = Edit {
-                        old: old.to_string(),
-                        new: new.to_string(),
-                        replace_all: false,
-                    };
-                    let outcome = fs.edit(&target, vec![edit], WriteGuard::Overwrite).await?;
-                    anyhow::ensure!(outcome.replacements == 1, "{outcome:?}");
-                    Ok(())
-                })
-                .await?,
-            );
-        }
+        figures.edit_small = edits(fs.as_ref(), &target, plan.iterations).await?;
         // Last, for it starts the world helper's process (a walk does):
-        // texts are then read through it.
+        // texts are then read, and edited, through it.
         let text = format!("{}.txt", plan.small);
         let fixture = format!("{}\n", "x".repeat(SMALL - 1));
         fs.write(&text, Bytes::from(fixture), WriteGuard::Overwrite)
@@ -199,6 +180,7 @@ impl World {
                 .await?,
             );
         }
+        figures.edit_native = edits(fs.as_ref(), &target, plan.iterations).await?;
         fs.remove(&text).await?;
         fs.remove(&target).await?;
         Ok(figures)
@@ -278,4 +260,31 @@ where
     let start = Instant::now();
     work().await?;
     Ok(start.elapsed())
+}
+
+/// `iterations` edits of the small file `target`, timed: it is written
+/// first with one digit, then letters, and each edit replaces the digit (a
+/// unique match).
+async fn edits(fs: &dyn FsProvider, target: &str, iterations: usize) -> Result<Vec<Duration>> {
+    let fixture = format!("9{}\n", "x".repeat(SMALL - 2));
+    fs.write(target, Bytes::from(fixture), WriteGuard::Overwrite)
+        .await?;
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let (old, new) = ((i + 9) % 10, i % 10);
+        times.push(
+            timed(|| async {
+                let edit = Edit {
+                    old: old.to_string(),
+                    new: new.to_string(),
+                    replace_all: false,
+                };
+                let outcome = fs.edit(target, vec![edit], WriteGuard::Overwrite).await?;
+                anyhow::ensure!(outcome.replacements == 1, "{outcome:?}");
+                Ok(())
+            })
+            .await?,
+        );
+    }
+    Ok(times)
 }

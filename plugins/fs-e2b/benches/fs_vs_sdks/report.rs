@@ -85,6 +85,15 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
             [dsh, js, python].map(|f| ms(median(&f.edit_small))),
         ),
         (
+            "edit 1 KiB, helper running (ms; SDKs: read + write)".to_owned(),
+            Better::Lower,
+            [
+                ms(median(&dsh.edit_native)),
+                ms(median(&js.edit_small)),
+                ms(median(&python.edit_small)),
+            ],
+        ),
+        (
             format!("read 64 MiB (MiB/s, median of {})", plan.runs),
             Better::Higher,
             [dsh, js, python].map(|f| mib_per_s(&f.read_large)),
@@ -107,12 +116,12 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
     ];
     println!();
     println!(
-        "{:<40} {:>11} {:>14} {:>18} {:>9} {:>9}",
+        "{:<52} {:>11} {:>14} {:>18} {:>9} {:>9}",
         "figure", "dsh-fs-e2b", "js e2b@2.51.0", "py e2b==2.63.0", "vs js", "vs py"
     );
     for (name, better, [ours, js, py]) in rows {
         println!(
-            "{name:<40} {ours:>11.2} {js:>14.2} {py:>18.2} {:>8.2}x {:>8.2}x",
+            "{name:<52} {ours:>11.2} {js:>14.2} {py:>18.2} {:>8.2}x {:>8.2}x",
             advantage(ours, js, better),
             advantage(ours, py, better),
         );

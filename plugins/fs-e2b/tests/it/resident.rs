@@ -7,14 +7,15 @@
 //! operations in flight as an ended process does. A write replacing a
 //! large file has it hold the replaced file over the rename and let go.
 //! While it runs it reads texts of up to 1 MiB, answering exactly what
-//! envd's `Stat` and download answer.
+//! envd's `Stat` and download answer, and edits files as the envd way
+//! would, declining to it what it cannot edit so.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
 use std::time::{Duration, Instant};
 
 use dsh_plugin_api::fs::{
-    FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
+    Edit, FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::{Bytes, ErrorKind};
 use e2b_client::{CallOptions, Signal};
@@ -538,4 +539,166 @@ async fn a_running_helper_reads_texts_as_envd_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_helper_reads_texts_as_an_envd_acting_as_root_does() {
     reads_as_envd_does(Env::start_with(&["--envd-file-access", "as-root"]).await).await;
+}
+
+/// What an edit did to a file: the replacements, then the file's text (or
+/// the error's kind reading it) and `stat`'s owner, group and mode; or the
+/// edit's error kind.
+type Edited = Result<(usize, Result<String, ErrorKind>, String), ErrorKind>;
+
+/// The edit cases: a file name, its edits, its guard.
+fn edit_cases() -> Vec<(&'static str, Vec<Edit>, WriteGuard)> {
+    let one = |old: &str, new: &str| {
+        vec![Edit {
+            old: old.into(),
+            new: new.into(),
+            replace_all: false,
+        }]
+    };
+    let all = vec![Edit {
+        old: "x".into(),
+        new: "y".into(),
+        replace_all: true,
+    }];
+    let any = WriteGuard::Overwrite;
+    vec![
+        ("text", one("beta", "gamma"), any.clone()),
+        ("crlf", one("two", "2\nthree"), any.clone()),
+        ("link", one("target", "aimed"), any.clone()),
+        ("twice", all, any.clone()),
+        ("mode", one("mode", "still"), any.clone()),
+        ("readonly", one("ro", "rw"), any.clone()),
+        ("none", one("zzz", "y"), any.clone()),
+        ("ambiguous", one("x", "y"), any.clone()),
+        ("suid", one("suid", "plain"), any.clone()),
+        ("rootowned", one("r", "s"), any.clone()),
+        ("big", one("END", "FIN"), any.clone()),
+        ("binary", one("a", "c"), any.clone()),
+        ("invalid", one("a", "c"), any.clone()),
+        ("dir", one("a", "c"), any.clone()),
+        ("fifo", one("a", "c"), any.clone()),
+        ("absent", one("a", "c"), any.clone()),
+        (
+            "stale",
+            one("v", "w"),
+            WriteGuard::IfVersion(Version("stale".into())),
+        ),
+    ]
+}
+
+/// Runs every edit case in `dir`; each edit that succeeds answers the
+/// version a read then gives.
+async fn edit_all(env: &Env, fs: &dyn FsProvider, dir: &str) -> Vec<Edited> {
+    let mut outcomes = Vec::new();
+    for (name, edits, guard) in edit_cases() {
+        let path = format!("{CWD}/{dir}/{name}");
+        let outcome = match fs.edit(&path, edits, guard).await {
+            Ok(outcome) => {
+                let read = fs.read_text(&path).await;
+                if let Ok(read) = &read {
+                    assert_eq!(read.version, outcome.version, "{path}: the edit's version");
+                }
+                let attrs = env.sh(r#"stat -L -c '%U:%G:%a' "$1""#, &[&path]).await;
+                Ok((
+                    outcome.replacements,
+                    read.map(|read| read.text.to_string())
+                        .map_err(|err| err.kind()),
+                    attrs,
+                ))
+            }
+            Err(err) => Err(err.kind()),
+        };
+        outcomes.push(outcome);
+    }
+    outcomes
+}
+
+/// Every kind of edit done before the helper's process runs (envd's way:
+/// direct, staged, or the user's process against an envd acting as root)
+/// and again, on a copy, while it runs: the same outcomes, texts, owners
+/// and modes, nothing left beside the files; the plain texts the user owns
+/// were edited by the process, the rest declined to the envd way.
+async fn edits_as_envd_does(env: Env) {
+    let fs = env.through_owner();
+    env.sh(
+        r#"cd "$1" && for d in a b; do mkdir "$d" && (cd "$d" \
+        && printf 'alpha\nbeta\n' > text && printf 'one\r\ntwo\r\n' > crlf \
+        && printf 'target\n' > t2 && ln -s t2 link && printf 'x and x\n' > twice \
+        && printf 'mode\n' > mode && chmod 640 mode && printf 'ro\n' > readonly && chmod 444 readonly \
+        && printf 'abc\n' > none && printf 'x and x\n' > ambiguous \
+        && printf 'suid\n' > suid && chmod 4755 suid \
+        && { head -c 2000000 /dev/zero | tr '\0' 'x'; printf 'END\n'; } > big \
+        && printf 'a\0b' > binary && printf 'a\377\376' > invalid && mkdir dir && mkfifo fifo \
+        && printf 'v\n' > stale); done"#,
+        &[CWD],
+    )
+    .await;
+    let ran = env
+        .run_as(
+            "root",
+            r#"for d in a b; do printf 'r\n' > "$1/$d/rootowned" && chmod 666 "$1/$d/rootowned"; done"#,
+            &[CWD],
+        )
+        .await;
+    assert_eq!(ran.code, 0, "{}", ran.stderr_text());
+
+    let before = edit_all(&env, fs.as_ref(), "a").await;
+    assert!(
+        world_processes(&env).await.is_empty(),
+        "edits do not start it"
+    );
+    assert_eq!(fs.native_edits(), 0);
+
+    entries(walk(fs.as_ref(), "b").await).await;
+    assert_eq!(world_processes(&env).await.len(), 1);
+    let after = edit_all(&env, fs.as_ref(), "b").await;
+    for ((name, ..), (before, after)) in edit_cases().into_iter().zip(before.iter().zip(&after)) {
+        assert_eq!(before, after, "{name}");
+    }
+    assert_eq!(
+        fs.native_edits(),
+        6,
+        "text, crlf, link, twice, mode and readonly were edited by the process"
+    );
+    let listed = env
+        .sh(r#"cd "$1" && ls -A a && echo -- && ls -A b"#, &[CWD])
+        .await;
+    let (a, b) = listed.split_once("--\n").expect("two listings");
+    assert_eq!(a, b, "nothing left beside the files");
+    assert!(!a.contains(".dsh-stage-"), "{a}");
+
+    let user = env.sh("id -un; id -gn", &[]).await.replace('\n', ":");
+    let ok = |replacements: usize, text: &str, attrs: &str| -> Edited {
+        Ok((replacements, Ok(text.into()), format!("{attrs}\n")))
+    };
+    assert_eq!(before[0], ok(1, "alpha\ngamma\n", &format!("{user}644")));
+    assert_eq!(
+        before[1],
+        ok(1, "one\r\n2\r\nthree\r\n", &format!("{user}644"))
+    );
+    assert_eq!(before[2], ok(1, "aimed\n", &format!("{user}644")));
+    assert_eq!(before[3], ok(2, "y and y\n", &format!("{user}644")));
+    assert_eq!(before[4], ok(1, "still\n", &format!("{user}640")));
+    assert_eq!(before[5], ok(1, "rw\n", &format!("{user}444")));
+    assert_eq!(before[6], Err(ErrorKind::InvalidInput));
+    assert_eq!(before[7], Err(ErrorKind::InvalidInput));
+    // Declined by the process: the envd way's edit, as the user, leaves the
+    // file the user's.
+    assert_eq!(before[9], ok(1, "s\n", &format!("{user}666")));
+    assert!(matches!(&before[10], Ok((1, Ok(text), _)) if text.ends_with("xFIN\n")));
+    assert_eq!(before[11], Err(ErrorKind::Binary));
+    assert_eq!(before[12], Err(ErrorKind::InvalidUtf8));
+    assert_eq!(before[15], Err(ErrorKind::NotFound));
+    assert_eq!(before[16], Err(ErrorKind::Conflict));
+    assert!(fs.quiesce(Duration::from_secs(10)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_edits_as_envd_does() {
+    edits_as_envd_does(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_edits_as_an_envd_acting_as_root_does() {
+    edits_as_envd_does(Env::start_with(&["--envd-file-access", "as-root"]).await).await;
 }
