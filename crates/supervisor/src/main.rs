@@ -50,7 +50,7 @@ mod launch;
 mod probe;
 mod run;
 mod sys;
-mod world_edit;
+mod world_replace;
 mod worldside;
 mod xattr_names;
 

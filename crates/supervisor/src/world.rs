@@ -17,9 +17,9 @@
 //!   other), [`PING`] (the host lives);
 //! - out: [`EVENT`] frames (a walk's or search's events in order, the last
 //!   one its `End`), one [`ITEMS`] frame (a `read_many`'s answer), one
-//!   [`HELD`] frame (a hold has its file), one [`EDITED`] frame (an edit's
-//!   [`EditAnswer`]), or an [`ERROR`] frame that ends the operation with
-//!   the seam's error.
+//!   [`HELD`] frame (a hold has its file), one [`REPLACED`] frame (an
+//!   edit's or a write's [`ReplaceAnswer`]), or an [`ERROR`] frame that
+//!   ends the operation with the seam's error.
 //!
 //! A hold ([`WorldOp::Hold`]) is not part of the seam: it keeps a file's
 //! inode referenced until the host cancels it, so that a rename over the
@@ -27,10 +27,11 @@
 //! pages and blocks of a large file take tens of milliseconds to free; the
 //! supervisor frees them when the hold ends (docs/design.md §6.3).
 //!
-//! An edit ([`WorldOp::Edit`]) is the seam's `edit` done where the file is,
-//! for the files it can do exactly as the envd way would: it answers
-//! [`EditAnswer::Declined`] — nothing changed — for any other, and the host
-//! edits that one the envd way.
+//! An edit ([`WorldOp::Edit`]) and a write over an existing file
+//! ([`WorldOp::Write`]) are the seam's done where the file is, for the files
+//! they can do exactly as the envd way would: they answer
+//! [`ReplaceAnswer::Declined`] — nothing changed — for any other, and the
+//! host does that one the envd way.
 //!
 //! It ends on stdin's end (the provider's disposal closes it), and when
 //! nothing arrived for its lease ([`LEASE`]) — envd keeps a process's stdin
@@ -65,8 +66,8 @@ pub const ITEMS: u8 = b'r';
 pub const ERROR: u8 = b'x';
 /// Out: a hold has its file (no body); the hold lasts until cancelled.
 pub const HELD: u8 = b'h';
-/// Out: an edit's answer ([`EditAnswer`]).
-pub const EDITED: u8 = b'd';
+/// Out: an edit's or a write's answer ([`ReplaceAnswer`]).
+pub const REPLACED: u8 = b'd';
 
 /// Frame bytes of one operation written and not yet acknowledged by a
 /// [`CREDIT`] past which the supervisor writes no more of it.
@@ -176,28 +177,38 @@ pub enum WorldOp {
     Hold {
         path: String,
     },
-    /// Edits a file; answered by one [`EDITED`] frame.
-    Edit(EditRequest),
+    /// Applies `edits` to the file `target` names; answered by one
+    /// [`REPLACED`] frame.
+    Edit {
+        target: Replacing,
+        edits: Vec<Edit>,
+    },
+    /// Replaces the content of the existing file `target` names with
+    /// `content`; answered by one [`REPLACED`] frame.
+    Write {
+        target: Replacing,
+        content: Vec<u8>,
+    },
 }
 
-/// Applies `edits` to the regular file `path` resolves to, of at most
-/// `max_bytes`, if its version is `version` when one is given; the stored
-/// file gets the extended attribute `attribute` (name, value:
-/// `dsh-fs-e2b`'s write token).
+/// The existing file an edit or a write replaces: the regular file `path`
+/// resolves to (symlinks followed), of at most `max_bytes`, at `version`
+/// when one is given. The stored file gets the extended attribute
+/// `attribute` (name, value: `dsh-fs-e2b`'s write token).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EditRequest {
+pub struct Replacing {
     pub path: String,
-    pub edits: Vec<Edit>,
     pub version: Option<Version>,
     pub max_bytes: u64,
     pub attribute: (String, String),
 }
 
-/// What an edit did.
+/// What an edit or a write did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EditAnswer {
-    /// Stored: the file's new version, and how many replacements were made.
-    Edited { version: Version, replacements: u64 },
+pub enum ReplaceAnswer {
+    /// Stored: the file's new version, and how many replacements an edit
+    /// made (0 for a write).
+    Replaced { version: Version, replacements: u64 },
     /// The edits do not apply to the file's text (the literal engine's
     /// failure, as the seam reports it); nothing changed.
     Refused { failure: String },
@@ -267,25 +278,20 @@ impl WorldRequest {
                 w.u8(b'h');
                 w.str(path);
             }
-            WorldOp::Edit(EditRequest {
-                path,
-                edits,
-                version,
-                max_bytes,
-                attribute,
-            }) => {
+            WorldOp::Edit { target, edits } => {
                 w.u8(b'e');
-                w.str(path);
+                replacing(&mut w, target);
                 w.u32(edits.len() as u32);
                 for edit in edits {
                     w.str(&edit.old);
                     w.str(&edit.new);
                     w.u8(u8::from(edit.replace_all));
                 }
-                opt_str(&mut w, version.as_ref().map(|version| version.0.as_str()));
-                w.u64(*max_bytes);
-                w.str(&attribute.0);
-                w.str(&attribute.1);
+            }
+            WorldOp::Write { target, content } => {
+                w.u8(b'u');
+                replacing(&mut w, target);
+                w.bytes(content);
             }
         }
         w.into_bytes()
@@ -345,7 +351,7 @@ impl WorldRequest {
                 path: r.str("path")?,
             },
             b'e' => {
-                let path = r.str("path")?;
+                let target = read_replacing(&mut r)?;
                 let count = r.u32("edit count")? as usize;
                 // Each edit takes at least nine bytes: no count beyond them.
                 if count > bytes.len() / 9 {
@@ -361,14 +367,12 @@ impl WorldRequest {
                         replace_all: flag(&mut r, "replace_all")?,
                     });
                 }
-                WorldOp::Edit(EditRequest {
-                    path,
-                    edits,
-                    version: read_opt_str(&mut r, "version")?.map(Version),
-                    max_bytes: r.u64("max_bytes")?,
-                    attribute: (r.str("attribute name")?, r.str("attribute value")?),
-                })
+                WorldOp::Edit { target, edits }
             }
+            b'u' => WorldOp::Write {
+                target: read_replacing(&mut r)?,
+                content: r.bytes("content")?.to_vec(),
+            },
             other => return Err(DecodeError(format!("world operation {other}"))),
         };
         r.finish("the world request")?;
@@ -539,11 +543,11 @@ pub fn decode_items(payload: &[u8]) -> Result<Vec<ReadManyItem>, DecodeError> {
     Ok(items)
 }
 
-/// The payload of the [`EDITED`] frame.
-pub fn encode_edit_answer(answer: &EditAnswer) -> Vec<u8> {
+/// The payload of the [`REPLACED`] frame.
+pub fn encode_replace_answer(answer: &ReplaceAnswer) -> Vec<u8> {
     let mut w = Writer::default();
     match answer {
-        EditAnswer::Edited {
+        ReplaceAnswer::Replaced {
             version,
             replacements,
         } => {
@@ -551,11 +555,11 @@ pub fn encode_edit_answer(answer: &EditAnswer) -> Vec<u8> {
             w.str(&version.0);
             w.u64(*replacements);
         }
-        EditAnswer::Refused { failure } => {
+        ReplaceAnswer::Refused { failure } => {
             w.u8(1);
             w.str(failure);
         }
-        EditAnswer::Declined { reason } => {
+        ReplaceAnswer::Declined { reason } => {
             w.u8(2);
             w.str(reason);
         }
@@ -563,17 +567,17 @@ pub fn encode_edit_answer(answer: &EditAnswer) -> Vec<u8> {
     w.into_bytes()
 }
 
-pub fn decode_edit_answer(payload: &[u8]) -> Result<EditAnswer, DecodeError> {
+pub fn decode_replace_answer(payload: &[u8]) -> Result<ReplaceAnswer, DecodeError> {
     let mut r = Reader::new(payload);
     let answer = match r.u8("edit outcome")? {
-        0 => EditAnswer::Edited {
+        0 => ReplaceAnswer::Replaced {
             version: Version(r.str("version")?),
             replacements: r.u64("replacements")?,
         },
-        1 => EditAnswer::Refused {
+        1 => ReplaceAnswer::Refused {
             failure: r.str("failure")?,
         },
-        2 => EditAnswer::Declined {
+        2 => ReplaceAnswer::Declined {
             reason: r.str("reason")?,
         },
         other => return Err(DecodeError(format!("edit outcome {other}"))),
@@ -657,6 +661,23 @@ fn read_metadata(r: &mut Reader<'_>) -> Result<Metadata, DecodeError> {
         modified,
         symlink_target: read_opt_str(r, "symlink target")?,
         version: Version(r.str("version")?),
+    })
+}
+
+fn replacing(w: &mut Writer, target: &Replacing) {
+    w.str(&target.path);
+    opt_str(w, target.version.as_ref().map(|version| version.0.as_str()));
+    w.u64(target.max_bytes);
+    w.str(&target.attribute.0);
+    w.str(&target.attribute.1);
+}
+
+fn read_replacing(r: &mut Reader<'_>) -> Result<Replacing, DecodeError> {
+    Ok(Replacing {
+        path: r.str("path")?,
+        version: read_opt_str(r, "version")?.map(Version),
+        max_bytes: r.u64("max_bytes")?,
+        attribute: (r.str("attribute name")?, r.str("attribute value")?),
     })
 }
 
@@ -766,8 +787,13 @@ mod tests {
             WorldOp::Hold {
                 path: "/w/big file".into(),
             },
-            WorldOp::Edit(EditRequest {
-                path: "/w/a.rs".into(),
+            WorldOp::Edit {
+                target: Replacing {
+                    path: "/w/a.rs".into(),
+                    version: Some(Version("v1".into())),
+                    max_bytes: 1 << 20,
+                    attribute: ("user.e2b.dsh-write".into(), "0f".into()),
+                },
                 edits: vec![
                     Edit {
                         old: "fn a".into(),
@@ -780,17 +806,25 @@ mod tests {
                         replace_all: true,
                     },
                 ],
-                version: Some(Version("v1".into())),
-                max_bytes: 1 << 20,
-                attribute: ("user.e2b.dsh-write".into(), "0f".into()),
-            }),
-            WorldOp::Edit(EditRequest {
-                path: "b".into(),
+            },
+            WorldOp::Edit {
+                target: Replacing {
+                    path: "b".into(),
+                    version: None,
+                    max_bytes: 0,
+                    attribute: (String::new(), String::new()),
+                },
                 edits: vec![],
-                version: None,
-                max_bytes: 0,
-                attribute: (String::new(), String::new()),
-            }),
+            },
+            WorldOp::Write {
+                target: Replacing {
+                    path: "/w/new\n".into(),
+                    version: Some(Version("v3".into())),
+                    max_bytes: 7,
+                    attribute: ("user.e2b.dsh-write".into(), "1e".into()),
+                },
+                content: vec![0, 1, 2, 255],
+            },
         ];
         for op in ops {
             let request = WorldRequest {
@@ -896,22 +930,22 @@ mod tests {
         let err = Error::new(ErrorKind::NotFound, "walk: gone");
         assert_eq!(decode_error(&encode_error(&err)), Ok(err));
         for answer in [
-            EditAnswer::Edited {
+            ReplaceAnswer::Replaced {
                 version: Version("v2".into()),
                 replacements: 3,
             },
-            EditAnswer::Refused {
+            ReplaceAnswer::Refused {
                 failure: "edit 1 of 1: no match".into(),
             },
-            EditAnswer::Declined {
+            ReplaceAnswer::Declined {
                 reason: "a symlink".into(),
             },
         ] {
-            let encoded = encode_edit_answer(&answer);
-            assert_eq!(decode_edit_answer(&encoded), Ok(answer));
-            assert!(decode_edit_answer(&encoded[..encoded.len() - 1]).is_err());
+            let encoded = encode_replace_answer(&answer);
+            assert_eq!(decode_replace_answer(&encoded), Ok(answer));
+            assert!(decode_replace_answer(&encoded[..encoded.len() - 1]).is_err());
         }
-        assert!(decode_edit_answer(&[3]).is_err());
+        assert!(decode_replace_answer(&[3]).is_err());
         assert!(decode_walk_event(b"Q").is_err());
     }
 }

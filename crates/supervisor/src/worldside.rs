@@ -14,8 +14,9 @@
 //! to 32 KiB — and at most [`frames::WINDOW`] bytes ahead of the host's
 //! credits, so a host that stops reading one operation stops that one only.
 //! A cancelled operation stops at its next event; a hold
-//! ([`WorldOp::Hold`]) closes its file when cancelled; an edit
-//! ([`WorldOp::Edit`], `crate::world_edit`) runs to its end. The process ends on
+//! ([`WorldOp::Hold`]) closes its file when cancelled; an edit or a write
+//! ([`WorldOp::Edit`], [`WorldOp::Write`], `crate::world_replace`) runs to
+//! its end. The process ends on
 //! stdin's end, when nothing arrived for its lease, or when stdout is gone.
 
 use std::collections::{BTreeMap, HashMap};
@@ -33,14 +34,14 @@ use dsh_provider_kit::world::{search_tree, walk_tree};
 use dsh_supervisor::envd_entry::{EntryState, go_mode_string};
 use dsh_supervisor::wire::{self, Identity};
 use dsh_supervisor::world::{
-    self as frames, WorldOp, WorldRequest, WorldStart, encode_edit_answer, encode_error,
-    encode_items, encode_search_event, encode_walk_event,
+    self as frames, WorldOp, WorldRequest, WorldStart, encode_error, encode_items,
+    encode_replace_answer, encode_search_event, encode_walk_event,
 };
 use futures::StreamExt;
 use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::fs::{Mode, OFlags};
 
-use crate::{sys, world_edit, xattr_names};
+use crate::{sys, world_replace, xattr_names};
 
 /// Output is written once this much is buffered (and the first frame at
 /// once, so the host sees a walk start).
@@ -196,9 +197,14 @@ fn serve(request: Result<WorldRequest, wire::DecodeError>, mut out: Frames) {
                 drop(held);
                 Ok(())
             }
-            WorldOp::Edit(request) => {
-                let answer = world_edit::edit(describe.as_ref(), &cwd, &request)?;
-                out.push(frames::EDITED, &encode_edit_answer(&answer));
+            WorldOp::Edit { target, edits } => {
+                let answer = world_replace::edit(describe.as_ref(), &cwd, &target, &edits)?;
+                out.push(frames::REPLACED, &encode_replace_answer(&answer));
+                Ok(())
+            }
+            WorldOp::Write { target, content } => {
+                let answer = world_replace::write(describe.as_ref(), &cwd, &target, &content)?;
+                out.push(frames::REPLACED, &encode_replace_answer(&answer));
                 Ok(())
             }
         }

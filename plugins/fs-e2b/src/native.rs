@@ -1,7 +1,7 @@
 //! The world-side operations (`walk`, `search`, `read_many`,
-//! docs/design.md §5.1) answered inside the sandbox, small texts read and
-//! edited there while it runs ([`World::read_text_native`],
-//! [`World::edit_native`]), and the hold that keeps a large replaced file's
+//! docs/design.md §5.1) answered inside the sandbox, small texts read,
+//! edited and rewritten there while it runs ([`World::read_text_native`],
+//! [`World::edit_native`], [`World::write_native`]), and the hold that keeps a large replaced file's
 //! freeing out of a write's time ([`Hold`]): one resident
 //! `dsh-supervisor world` process per provider, running `dsh-fs-local`'s
 //! native engines with the world user's identity (docs/design.md §6.3).
@@ -38,11 +38,11 @@ use bytes::{Buf, Bytes, BytesMut};
 use dsh_e2b_gateway::{CONTROL_USER, ControlShell, InstallPaths, install_helper};
 use dsh_plugin_api::fs::{
     Edit, EditOutcome, ReadManyItem, ReadManyLimits, SearchEvent, SearchSpec, SearchStream,
-    TextFile, WalkEvent, WalkSpec, WalkStream, WriteGuard,
+    TextFile, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
 };
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use dsh_supervisor::wire::{self, Identity};
-use dsh_supervisor::world::{self as frames, EditAnswer, EditRequest, WorldOp, WorldRequest};
+use dsh_supervisor::world::{self as frames, ReplaceAnswer, Replacing, WorldOp, WorldRequest};
 use e2b_client::{CallOptions, Envd, InputRoute, ProcessEvent, ProcessStream, Signal, StdinWriter};
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -54,9 +54,10 @@ use crate::world::{EnvdTransport, World};
 /// How long a write waits for the helper to hold the file it replaces
 /// before it renames without (the hold saves it milliseconds).
 const HOLD_TIMEOUT: Duration = Duration::from_millis(500);
-/// The largest file [`World::read_text_native`] reads and
-/// [`World::edit_native`] edits through the helper: one frame, and about
-/// what the envd way downloads in one round trip.
+/// The largest file [`World::read_text_native`] reads,
+/// [`World::edit_native`] edits and [`World::write_native`] replaces (and
+/// writes) through the helper: one frame, and about what the envd way
+/// downloads in one round trip.
 const NATIVE_FILE_MAX: u64 = 1 << 20;
 /// Bound on the upload and the install script.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
@@ -416,17 +417,9 @@ impl<T: EnvdTransport> World<T> {
     /// where the file is (`WorldOp::Edit`: read, apply, replace, as the
     /// world's user), in one round trip where the envd way takes four or
     /// more (docs/design.md §6.3). `Ok(None)` — nothing changed, the envd
-    /// way edits it — when the process is not running (nothing waits for
-    /// it), for a `CreateNew` guard, and for any file the helper declines
-    /// (see `dsh-supervisor`'s `world_edit`: anything but a plain text of at
-    /// most [`NATIVE_FILE_MAX`] bytes it can replace exactly as the envd way
-    /// would). Edits that do not apply are `InvalidInput`, as the envd way
-    /// reports them. An answer lost after the request went out is an error,
-    /// never retried the envd way: the edit may have been stored, and
-    /// applying it again could change the file twice.
-    ///
-    /// Cancellation: dropping the future after the request went out does
-    /// not stop the edit in the sandbox.
+    /// way edits it — as [`World::replace_native`] says, and for any file
+    /// that is not plain text. Edits that do not apply are `InvalidInput`,
+    /// as the envd way reports them.
     pub(crate) async fn edit_native(
         &self,
         op: Op<'_>,
@@ -434,6 +427,67 @@ impl<T: EnvdTransport> World<T> {
         edits: &[Edit],
         guard: &WriteGuard,
     ) -> Result<Option<EditOutcome>> {
+        let edits = edits.to_vec();
+        let replaced = self
+            .replace_native(op, path, guard, |target| WorldOp::Edit { target, edits })
+            .await?;
+        Ok(replaced.map(|(version, replacements)| {
+            self.native_edits.fetch_add(1, Ordering::Relaxed);
+            EditOutcome {
+                version,
+                replacements: usize::try_from(replacements).unwrap_or(usize::MAX),
+            }
+        }))
+    }
+
+    /// `write` of `content` (at most [`NATIVE_FILE_MAX`] bytes) over the
+    /// existing file at the absolute `path`, done by the helper's running
+    /// process where the file is (`WorldOp::Write`), in one round trip
+    /// where the direct way takes two (`Stat` beside the upload, `Move`).
+    /// `Ok(None)` — nothing changed, the envd way writes it — as
+    /// [`World::replace_native`] says, for larger content, and when there
+    /// is no file to replace.
+    pub(crate) async fn write_native(
+        &self,
+        op: Op<'_>,
+        path: &str,
+        content: &Bytes,
+        guard: &WriteGuard,
+    ) -> Result<Option<Version>> {
+        if content.len() as u64 > NATIVE_FILE_MAX {
+            return Ok(None);
+        }
+        let content = content.to_vec();
+        let replaced = self
+            .replace_native(op, path, guard, |target| WorldOp::Write { target, content })
+            .await?;
+        Ok(replaced.map(|(version, _)| {
+            self.native_writes.fetch_add(1, Ordering::Relaxed);
+            version
+        }))
+    }
+
+    /// Asks the helper's running process for the edit or write `request`
+    /// makes of the file at the absolute `path` as it must be (the guard's
+    /// version, the write token's attribute); its new version and
+    /// replacements. `Ok(None)` — nothing changed — when
+    /// the process is not running (nothing waits for it), for a `CreateNew`
+    /// guard, and for any file the helper declines (`dsh-supervisor`'s
+    /// `world_replace`: anything of more than [`NATIVE_FILE_MAX`] bytes, or
+    /// that it cannot replace exactly as the envd way would). An answer
+    /// lost after the request went out is an error, never retried the envd
+    /// way: the file may have been replaced, and an edit applied again
+    /// could change it twice.
+    ///
+    /// Cancellation: dropping the future after the request went out does
+    /// not stop the operation in the sandbox.
+    async fn replace_native(
+        &self,
+        op: Op<'_>,
+        path: &str,
+        guard: &WriteGuard,
+        request: impl FnOnce(Replacing) -> WorldOp,
+    ) -> Result<Option<(Version, u64)>> {
         let version = match guard {
             WriteGuard::Overwrite => None,
             WriteGuard::IfVersion(version) => Some(version.clone()),
@@ -442,42 +496,35 @@ impl<T: EnvdTransport> World<T> {
         if !self.resident_running() {
             return Ok(None);
         }
-        let request = WorldOp::Edit(EditRequest {
+        let target = Replacing {
             path: path.to_owned(),
-            edits: edits.to_vec(),
             version,
             max_bytes: NATIVE_FILE_MAX,
             attribute: (format!("user.e2b.{WRITE_TOKEN_KEY}"), new_write_token()),
-        });
+        };
         // An error here is before anything was sent.
-        let mut call = match self.start_native(op, "/", request).await {
+        let mut call = match self.start_native(op, "/", request(target)).await {
             Ok(call) => call,
             Err(err) => {
-                tracing::debug!(path, %err, "the helper could not take the edit");
+                tracing::debug!(%err, "the helper could not take the operation");
                 return Ok(None);
             }
         };
         let answer = match call.frame().await? {
-            (frames::EDITED, payload) => {
+            (frames::REPLACED, payload) => {
                 call.done = true;
-                frames::decode_edit_answer(&payload).map_err(|err| call.garbled(&err.0))?
+                frames::decode_replace_answer(&payload).map_err(|err| call.garbled(&err.0))?
             }
-            (tag, _) => return Err(call.garbled(&format!("frame {tag} where the edit belongs"))),
+            (tag, _) => return Err(call.garbled(&format!("frame {tag} where its answer belongs"))),
         };
         match answer {
-            EditAnswer::Edited {
+            ReplaceAnswer::Replaced {
                 version,
                 replacements,
-            } => {
-                self.native_edits.fetch_add(1, Ordering::Relaxed);
-                Ok(Some(EditOutcome {
-                    version,
-                    replacements: usize::try_from(replacements).unwrap_or(usize::MAX),
-                }))
-            }
-            EditAnswer::Refused { failure } => Err(op.error(ErrorKind::InvalidInput, failure)),
-            EditAnswer::Declined { reason } => {
-                tracing::debug!(path, reason, "the helper declined the edit");
+            } => Ok(Some((version, replacements))),
+            ReplaceAnswer::Refused { failure } => Err(op.error(ErrorKind::InvalidInput, failure)),
+            ReplaceAnswer::Declined { reason } => {
+                tracing::debug!(reason, "the helper declined the operation");
                 Ok(None)
             }
         }

@@ -138,6 +138,7 @@ impl<T: EnvdTransport> FsE2b<T> {
                 holds: std::sync::atomic::AtomicU64::new(0),
                 native_reads: std::sync::atomic::AtomicU64::new(0),
                 native_edits: std::sync::atomic::AtomicU64::new(0),
+                native_writes: std::sync::atomic::AtomicU64::new(0),
                 input_route: e2b_client::InputRouteCell::new(),
             }),
             cwd: info.cwd.clone(),
@@ -180,6 +181,14 @@ impl<T: EnvdTransport> FsE2b<T> {
     pub fn native_edits(&self) -> u64 {
         self.world
             .native_edits
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many writes the sandbox helper stored (docs/design.md §6.3): what
+    /// a test or a diagnosis checks.
+    pub fn native_writes(&self) -> u64 {
+        self.world
+            .native_writes
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 

@@ -86,6 +86,8 @@ pub(crate) struct World<T> {
     pub native_reads: std::sync::atomic::AtomicU64,
     /// Edits that process stored (see [`World::edit_native`]).
     pub native_edits: std::sync::atomic::AtomicU64,
+    /// Writes that process stored (see [`World::write_native`]).
+    pub native_writes: std::sync::atomic::AtomicU64,
 }
 
 impl<T: EnvdTransport> World<T> {

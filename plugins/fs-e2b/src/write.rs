@@ -18,8 +18,10 @@ use crate::world::{EnvdTransport, World};
 
 /// Writes `content` to the canonical target of the absolute `path`.
 ///
-/// Whole content goes the direct way when it can ([`crate::direct`]: a
-/// `Stat` alongside the upload, and the `Move`). Otherwise, staged —
+/// Whole content replacing an existing file is one request to the sandbox
+/// helper's running process when it can ([`World::write_native`]), else
+/// goes the direct way when it can ([`crate::direct`]: a `Stat` alongside
+/// the upload, and the `Move`). Otherwise, staged —
 /// round trips: the preparing command, the upload, the rename and the
 /// staging directory's removal; a guarded write adds one `Stat` under the
 /// target's lock (a guarded stream one more before its upload, so a write
@@ -36,10 +38,18 @@ pub(crate) async fn write<T: EnvdTransport>(
     content: WriteContent,
     guard: WriteGuard,
 ) -> Result<Version> {
-    if let WriteContent::Whole(bytes) = &content
-        && let Some(version) = direct::write(world, op, path, bytes, &guard).await?
-    {
-        return Ok(version);
+    if let WriteContent::Whole(bytes) = &content {
+        // Where the file is, while the helper runs (locked on the path as
+        // given, as the direct way locks).
+        let lock = locks::lock(&world.sandbox_id, path).await;
+        let native = world.write_native(op, path, bytes, &guard).await?;
+        drop(lock);
+        if let Some(version) = native {
+            return Ok(version);
+        }
+        if let Some(version) = direct::write(world, op, path, bytes, &guard).await? {
+            return Ok(version);
+        }
     }
     let mut staged = Staged::prepare(world, op, path).await?;
     if matches!(content, WriteContent::Stream(_)) && guard != WriteGuard::Overwrite {

@@ -43,6 +43,9 @@ pub struct Figures {
     /// One character of the small file changed: `edit` for dsh, read +
     /// write for the SDKs.
     pub edit_small: Vec<Duration>,
+    /// The same writes while the world helper's process runs (ours only;
+    /// one of its round trips).
+    pub write_native: Vec<Duration>,
     /// The same edits while the world helper's process runs (ours only;
     /// one of its round trips).
     pub edit_native: Vec<Duration>,

@@ -139,20 +139,10 @@ impl World {
             );
         }
         let target = format!("{}.dsh-write", plan.small);
-        for i in 0..plan.iterations {
-            let content = vec![b'0' + (i % 10) as u8; SMALL];
-            figures.write_small.push(
-                timed(|| async {
-                    fs.write(&target, Bytes::from(content), WriteGuard::Overwrite)
-                        .await
-                        .map(drop)
-                })
-                .await?,
-            );
-        }
+        figures.write_small = writes(fs.as_ref(), &target, plan.iterations).await?;
         figures.edit_small = edits(fs.as_ref(), &target, plan.iterations).await?;
         // Last, for it starts the world helper's process (a walk does):
-        // texts are then read, and edited, through it.
+        // texts are then read, rewritten and edited through it.
         let text = format!("{}.txt", plan.small);
         let fixture = format!("{}\n", "x".repeat(SMALL - 1));
         fs.write(&text, Bytes::from(fixture), WriteGuard::Overwrite)
@@ -180,6 +170,7 @@ impl World {
                 .await?,
             );
         }
+        figures.write_native = writes(fs.as_ref(), &target, plan.iterations).await?;
         figures.edit_native = edits(fs.as_ref(), &target, plan.iterations).await?;
         fs.remove(&text).await?;
         fs.remove(&target).await?;
@@ -282,6 +273,24 @@ async fn edits(fs: &dyn FsProvider, target: &str, iterations: usize) -> Result<V
                 let outcome = fs.edit(target, vec![edit], WriteGuard::Overwrite).await?;
                 anyhow::ensure!(outcome.replacements == 1, "{outcome:?}");
                 Ok(())
+            })
+            .await?,
+        );
+    }
+    Ok(times)
+}
+
+/// `iterations` writes of 1 KiB over `target` (the first may create it),
+/// timed.
+async fn writes(fs: &dyn FsProvider, target: &str, iterations: usize) -> Result<Vec<Duration>> {
+    let mut times = Vec::with_capacity(iterations);
+    for i in 0..iterations {
+        let content = vec![b'0' + (i % 10) as u8; SMALL];
+        times.push(
+            timed(|| async {
+                fs.write(target, Bytes::from(content), WriteGuard::Overwrite)
+                    .await
+                    .map(drop)
             })
             .await?,
         );

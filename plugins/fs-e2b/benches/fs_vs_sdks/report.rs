@@ -80,6 +80,15 @@ pub fn print(plan: &Plan, dsh: &Figures, js: &Figures, python: &Figures) {
             [dsh, js, python].map(|f| ms(median(&f.write_small))),
         ),
         (
+            "write 1 KiB, helper running (ms)".to_owned(),
+            Better::Lower,
+            [
+                ms(median(&dsh.write_native)),
+                ms(median(&js.write_small)),
+                ms(median(&python.write_small)),
+            ],
+        ),
+        (
             "edit 1 KiB median (ms; SDKs: read + write)".to_owned(),
             Better::Lower,
             [dsh, js, python].map(|f| ms(median(&f.edit_small))),

@@ -7,13 +7,15 @@
 //! operations in flight as an ended process does. A write replacing a
 //! large file has it hold the replaced file over the rename and let go.
 //! While it runs it reads texts of up to 1 MiB, answering exactly what
-//! envd's `Stat` and download answer, and edits files as the envd way
-//! would, declining to it what it cannot edit so.
+//! envd's `Stat` and download answer, and edits and rewrites files as the
+//! envd way would, declining to it what it cannot do so.
 //!
 //! Needs root and the built server (`cargo build -p e2b-local`).
 
 use std::time::{Duration, Instant};
 
+use dsh_e2b_gateway::OwnerTransport;
+use dsh_fs_e2b::FsE2b;
 use dsh_plugin_api::fs::{
     Edit, FsProvider, ReadManyLimits, Version, WalkEvent, WalkSpec, WalkStream, WriteGuard,
 };
@@ -613,15 +615,11 @@ async fn edit_all(env: &Env, fs: &dyn FsProvider, dir: &str) -> Vec<Edited> {
     outcomes
 }
 
-/// Every kind of edit done before the helper's process runs (envd's way:
-/// direct, staged, or the user's process against an envd acting as root)
-/// and again, on a copy, while it runs: the same outcomes, texts, owners
-/// and modes, nothing left beside the files; the plain texts the user owns
-/// were edited by the process, the rest declined to the envd way.
-async fn edits_as_envd_does(env: Env) {
-    let fs = env.through_owner();
+/// The files the edit and write cases replace, in each of the
+/// space-separated `dirs` of the workspace.
+async fn replaceable_files(env: &Env, dirs: &str) {
     env.sh(
-        r#"cd "$1" && for d in a b; do mkdir "$d" && (cd "$d" \
+        r#"cd "$1" && for d in $2; do mkdir "$d" && (cd "$d" \
         && printf 'alpha\nbeta\n' > text && printf 'one\r\ntwo\r\n' > crlf \
         && printf 'target\n' > t2 && ln -s t2 link && printf 'x and x\n' > twice \
         && printf 'mode\n' > mode && chmod 640 mode && printf 'ro\n' > readonly && chmod 444 readonly \
@@ -630,42 +628,63 @@ async fn edits_as_envd_does(env: Env) {
         && { head -c 2000000 /dev/zero | tr '\0' 'x'; printf 'END\n'; } > big \
         && printf 'a\0b' > binary && printf 'a\377\376' > invalid && mkdir dir && mkfifo fifo \
         && printf 'v\n' > stale); done"#,
-        &[CWD],
+        &[CWD, dirs],
     )
     .await;
     let ran = env
         .run_as(
             "root",
-            r#"for d in a b; do printf 'r\n' > "$1/$d/rootowned" && chmod 666 "$1/$d/rootowned"; done"#,
-            &[CWD],
+            r#"for d in $2; do printf 'r\n' > "$1/$d/rootowned" && chmod 666 "$1/$d/rootowned"; done"#,
+            &[CWD, dirs],
         )
         .await;
     assert_eq!(ran.code, 0, "{}", ran.stderr_text());
+}
 
-    let before = edit_all(&env, fs.as_ref(), "a").await;
+/// Runs the cases `cases` (one outcome per name, in order) on fresh
+/// [`replaceable_files`] in one directory before the helper's process runs
+/// (which they must not start), and in another once a walk started it: the
+/// same outcomes, the same names left in both directories. Returns the
+/// first run's outcomes.
+async fn both_ways<T: PartialEq + std::fmt::Debug>(
+    env: &Env,
+    fs: &FsE2b<OwnerTransport>,
+    names: Vec<&str>,
+    cases: impl AsyncFn(&str) -> Vec<T>,
+) -> Vec<T> {
+    replaceable_files(env, "before while").await;
+    let before = cases("before").await;
     assert!(
-        world_processes(&env).await.is_empty(),
-        "edits do not start it"
+        world_processes(env).await.is_empty(),
+        "the cases do not start it"
     );
-    assert_eq!(fs.native_edits(), 0);
-
-    entries(walk(fs.as_ref(), "b").await).await;
-    assert_eq!(world_processes(&env).await.len(), 1);
-    let after = edit_all(&env, fs.as_ref(), "b").await;
-    for ((name, ..), (before, after)) in edit_cases().into_iter().zip(before.iter().zip(&after)) {
+    entries(walk(fs, "while").await).await;
+    assert_eq!(world_processes(env).await.len(), 1);
+    let after = cases("while").await;
+    for (name, (before, after)) in names.iter().zip(before.iter().zip(&after)) {
         assert_eq!(before, after, "{name}");
     }
+    same_names(env, "before", "while").await;
+    before
+}
+
+/// Every kind of edit done before the helper's process runs (envd's way:
+/// direct, staged, or the user's process against an envd acting as root)
+/// and again, on a copy, while it runs: the same outcomes, texts, owners
+/// and modes, nothing left beside the files; the plain texts the user owns
+/// were edited by the process, the rest declined to the envd way.
+async fn edits_as_envd_does(env: Env) {
+    let fs = env.through_owner();
+    let names = edit_cases().into_iter().map(|(name, ..)| name);
+    let before = both_ways(&env, &fs, names.collect(), async |dir| {
+        edit_all(&env, fs.as_ref(), dir).await
+    })
+    .await;
     assert_eq!(
         fs.native_edits(),
         6,
         "text, crlf, link, twice, mode and readonly were edited by the process"
     );
-    let listed = env
-        .sh(r#"cd "$1" && ls -A a && echo -- && ls -A b"#, &[CWD])
-        .await;
-    let (a, b) = listed.split_once("--\n").expect("two listings");
-    assert_eq!(a, b, "nothing left beside the files");
-    assert!(!a.contains(".dsh-stage-"), "{a}");
 
     let user = env.sh("id -un; id -gn", &[]).await.replace('\n', ":");
     let ok = |replacements: usize, text: &str, attrs: &str| -> Edited {
@@ -701,4 +720,119 @@ async fn a_running_helper_edits_as_envd_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_helper_edits_as_an_envd_acting_as_root_does() {
     edits_as_envd_does(Env::start_with(&["--envd-file-access", "as-root"]).await).await;
+}
+
+/// The two directories hold the same names, none of them a staged file's.
+async fn same_names(env: &Env, a: &str, b: &str) {
+    let listed = env
+        .sh(
+            r#"cd "$1" && ls -A "$2" && echo -- && ls -A "$3""#,
+            &[CWD, a, b],
+        )
+        .await;
+    let (a, b) = listed.split_once("--\n").expect("two listings");
+    assert_eq!(a, b, "nothing left beside the files");
+    assert!(!a.contains(".dsh-stage-"), "{a}");
+}
+
+/// A write case's guard.
+#[derive(Clone, Copy)]
+enum Guard {
+    Any,
+    /// The version a read gives just before.
+    Current,
+    Stale,
+    New,
+}
+
+/// The write cases: a file name, its new content, its guard.
+fn write_cases() -> Vec<(&'static str, Vec<u8>, Guard)> {
+    vec![
+        ("text", b"new text\n".to_vec(), Guard::Any),
+        ("crlf", b"guarded\r\n".to_vec(), Guard::Current),
+        ("link", b"through\n".to_vec(), Guard::Any),
+        ("mode", b"m\n".to_vec(), Guard::Any),
+        ("readonly", b"r\n".to_vec(), Guard::Any),
+        ("binary", b"\0\x01\xff".to_vec(), Guard::Any),
+        ("invalid", b"ok\n".to_vec(), Guard::Current),
+        ("suid", b"s\n".to_vec(), Guard::Any),
+        ("rootowned", b"o\n".to_vec(), Guard::Any),
+        ("big", b"small\n".to_vec(), Guard::Any),
+        ("none", vec![b'z'; 2 << 20], Guard::Any),
+        ("dir", b"d\n".to_vec(), Guard::Any),
+        ("fifo", b"f\n".to_vec(), Guard::Any),
+        ("absent", b"new\n".to_vec(), Guard::Any),
+        ("stale", b"w\n".to_vec(), Guard::Stale),
+        ("twice", b"again\n".to_vec(), Guard::New),
+    ]
+}
+
+/// What a write did to a file: `stat`'s owner, group, mode and size and
+/// the content's digest after it; or the write's error kind.
+type Written = Result<String, ErrorKind>;
+
+/// Runs every write case in `dir`; each write that succeeds answers the
+/// version a `stat` then gives.
+async fn write_all(env: &Env, fs: &dyn FsProvider, dir: &str) -> Vec<Written> {
+    let mut outcomes = Vec::new();
+    for (name, content, guard) in write_cases() {
+        let path = format!("{CWD}/{dir}/{name}");
+        let guard = match guard {
+            Guard::Any => WriteGuard::Overwrite,
+            Guard::Current => WriteGuard::IfVersion(fs.stat(&path).await.expect("stat").version),
+            Guard::Stale => WriteGuard::IfVersion(Version("stale".into())),
+            Guard::New => WriteGuard::CreateNew,
+        };
+        let outcome = match fs.write(&path, Bytes::from(content), guard).await {
+            Ok(version) => {
+                let now = fs.stat(&path).await.expect("stat after the write");
+                assert_eq!(now.version, version, "{path}: the write's version");
+                Ok(env
+                    .sh(
+                        r#"stat -L -c '%U:%G:%a:%s' "$1" && md5sum < "$1""#,
+                        &[&path],
+                    )
+                    .await)
+            }
+            Err(err) => Err(err.kind()),
+        };
+        outcomes.push(outcome);
+    }
+    outcomes
+}
+
+/// Every kind of write done before the helper's process runs and again, on
+/// a copy, while it runs: the same outcomes, contents, owners and modes,
+/// nothing left beside the files; the plain files the user owns were
+/// replaced by the process, the rest declined to the envd way.
+async fn writes_as_envd_does(env: Env) {
+    let fs = env.through_owner();
+    let names = write_cases().into_iter().map(|(name, ..)| name);
+    let before = both_ways(&env, &fs, names.collect(), async |dir| {
+        write_all(&env, fs.as_ref(), dir).await
+    })
+    .await;
+    assert_eq!(
+        fs.native_writes(),
+        7,
+        "text, crlf, link, mode, readonly, binary and invalid were replaced by the process"
+    );
+    let user = env.sh("id -un; id -gn", &[]).await.replace('\n', ":");
+    assert!(matches!(&before[0], Ok(attrs) if attrs.starts_with(&format!("{user}644:9\n"))));
+    assert!(matches!(&before[4], Ok(attrs) if attrs.starts_with(&format!("{user}444:2\n"))));
+    assert!(matches!(&before[10], Ok(attrs) if attrs.contains(":2097152\n")));
+    assert!(matches!(&before[13], Ok(attrs) if attrs.contains(":4\n")));
+    assert_eq!(before[14], Err(ErrorKind::Conflict));
+    assert_eq!(before[15], Err(ErrorKind::AlreadyExists));
+    assert!(fs.quiesce(Duration::from_secs(10)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_writes_as_envd_does() {
+    writes_as_envd_does(Env::start().await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_helper_writes_as_an_envd_acting_as_root_does() {
+    writes_as_envd_does(Env::start_with(&["--envd-file-access", "as-root"]).await).await;
 }
