@@ -187,7 +187,7 @@ pub enum WorldOp {
     /// `content`; answered by one [`REPLACED`] frame.
     Write {
         target: Replacing,
-        content: Vec<u8>,
+        content: Bytes,
     },
 }
 
@@ -371,7 +371,7 @@ impl WorldRequest {
             }
             b'u' => WorldOp::Write {
                 target: read_replacing(&mut r)?,
-                content: r.bytes("content")?.to_vec(),
+                content: Bytes::copy_from_slice(r.bytes("content")?),
             },
             other => return Err(DecodeError(format!("world operation {other}"))),
         };
@@ -823,7 +823,7 @@ mod tests {
                     max_bytes: 7,
                     attribute: ("user.e2b.dsh-write".into(), "1e".into()),
                 },
-                content: vec![0, 1, 2, 255],
+                content: Bytes::from_static(&[0, 1, 2, 255]),
             },
         ];
         for op in ops {

@@ -17,30 +17,27 @@
 //! ([`ReplaceAnswer::Refused`]), computed by the same literal engine the
 //! host uses.
 //!
-//! The new content is written to a fresh `.dsh-stage-<random>` file beside
-//! the target, given the request's attribute (the write token every write
+//! The new content is written to a fresh staged file beside the target
+//! (`dsh-fs-local`'s, removed unless published), given the request's
+//! attribute (the write token every write
 //! through `dsh-fs-e2b` stores, so that its versions always differ; an
 //! attribute the filesystem refuses is a decline) and the target's
 //! permission bits, and renamed over the target once it is checked to be
-//! the very file opened, unchanged; the staged file is removed on any
-//! failure before the rename. Past the rename the answer is `Replaced` (or
+//! the very file opened, unchanged. Past the rename the answer is `Replaced` (or
 //! an error, never a decline: the file was replaced).
 
-use std::fs::{File, OpenOptions, Permissions};
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{File, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use dsh_fs_local::STAGING_PREFIX;
-use dsh_fs_local::native::Describe;
+use dsh_fs_local::native::{Describe, Op, Staged, read_all};
 use dsh_plugin_api::fs::{Edit, Version};
 use dsh_plugin_api::{Error, Result};
 use dsh_provider_kit::literal;
+use dsh_provider_kit::utf8::into_text;
 use dsh_supervisor::world::{ReplaceAnswer, Replacing};
 use rustix::fs::{Mode, OFlags, XattrFlags};
-
-/// Attempts at a staged file name not taken already.
-const NAME_ATTEMPTS: usize = 8;
 
 /// Applies `edits` to the file `target` names (relative to `cwd`); see the
 /// module's documentation. `Err` only after the file was replaced (its new
@@ -55,9 +52,22 @@ pub fn edit(
         Ok(opened) => opened,
         Err(reason) => return Ok(ReplaceAnswer::Declined { reason }),
     };
-    let original = match read_text(&opened.file, target.max_bytes) {
+    // Read and checked as the envd way reads it (`read_all`, then the
+    // kit's binary and UTF-8 checks).
+    let op = Op::new("edit", &opened.path);
+    let original = match read_all(op, &opened.file, opened.opened.len()) {
+        Ok(content) if content.len() as u64 > target.max_bytes => {
+            return Ok(declined(format_args!(
+                "grew past {} bytes",
+                target.max_bytes
+            )));
+        }
+        Ok(content) => into_text(&op, content),
+        Err(err) => Err(err),
+    };
+    let original = match original {
         Ok(text) => text,
-        Err(reason) => return Ok(ReplaceAnswer::Declined { reason }),
+        Err(err) => return Ok(declined(err)),
     };
     let applied = match literal::apply(&original, edits) {
         Ok(applied) => applied,
@@ -91,6 +101,12 @@ pub fn write(
     }
 }
 
+fn declined(reason: impl std::fmt::Display) -> ReplaceAnswer {
+    ReplaceAnswer::Declined {
+        reason: reason.to_string(),
+    }
+}
+
 /// The existing regular file a request replaces, open for reading.
 struct Target {
     /// Canonical.
@@ -112,7 +128,22 @@ impl Target {
     ) -> std::result::Result<Target, String> {
         let path = std::fs::canonicalize(cwd.join(&target.path))
             .map_err(|err| format!("resolving it: {err}"))?;
-        let (file, opened) = open_regular(&path, target.max_bytes)?;
+        // Not followed (the path is canonical); a FIFO does not block.
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let file = File::from(
+            rustix::fs::open(&path, flags, Mode::empty())
+                .map_err(|err| format!("opening it: {err}"))?,
+        );
+        let opened = file.metadata().map_err(|err| format!("fstat: {err}"))?;
+        if !opened.is_file() {
+            return Err("not a regular file".into());
+        }
+        if opened.len() > target.max_bytes {
+            return Err(format!("larger than {} bytes", target.max_bytes));
+        }
+        if opened.mode() & 0o7000 != 0 {
+            return Err("set-id or sticky bits".into());
+        }
         let current = describe.version(&path, &opened);
         if target
             .version
@@ -139,17 +170,19 @@ impl Target {
         replacing: &Replacing,
         replacements: u64,
     ) -> Result<ReplaceAnswer> {
-        let (staged, mut written) = match create_beside(&self.path) {
-            Ok(created) => created,
-            Err(reason) => return Ok(ReplaceAnswer::Declined { reason }),
+        let Some(parent) = self.path.parent() else {
+            return Ok(declined("the root is not a file"));
+        };
+        let staged = match Staged::create(Op::new("replace", &self.path), parent) {
+            Ok(staged) => staged,
+            Err(err) => return Ok(declined(err)),
         };
         let (name, value) = &replacing.attribute;
-        let attribute = (name.as_str(), value.as_str());
-        if let Err(reason) = replace(describe, &self, (&staged, &mut written), content, attribute) {
-            let _ = std::fs::remove_file(&staged);
+        if let Err(reason) = replace(describe, &self, &staged, content, (name, value)) {
+            // Dropping the staged file removes it.
             return Ok(ReplaceAnswer::Declined { reason });
         }
-        let now = written.metadata().map_err(|err| {
+        let now = staged.published().metadata().map_err(|err| {
             Error::from_io(
                 &format!("replace {}: stored, but describing it", self.path.display()),
                 &err,
@@ -162,77 +195,6 @@ impl Target {
     }
 }
 
-/// The regular file `target` (not followed: it is canonical) opened for
-/// reading, and its `fstat`; a FIFO does not block the open.
-fn open_regular(
-    target: &Path,
-    max_bytes: u64,
-) -> std::result::Result<(File, std::fs::Metadata), String> {
-    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
-    let file = File::from(
-        rustix::fs::open(target, flags, Mode::empty())
-            .map_err(|err| format!("opening it: {err}"))?,
-    );
-    let meta = file.metadata().map_err(|err| format!("fstat: {err}"))?;
-    if !meta.is_file() {
-        return Err("not a regular file".into());
-    }
-    if meta.len() > max_bytes {
-        return Err(format!("larger than {max_bytes} bytes"));
-    }
-    if meta.mode() & 0o7000 != 0 {
-        return Err("set-id or sticky bits".into());
-    }
-    Ok((file, meta))
-}
-
-/// The whole of `file` as plain UTF-8 text (no NUL byte: the seam's binary
-/// check is the host's to make).
-fn read_text(file: &File, max_bytes: u64) -> std::result::Result<String, String> {
-    let mut content = Vec::new();
-    file.take(max_bytes.saturating_add(1))
-        .read_to_end(&mut content)
-        .map_err(|err| format!("reading it: {err}"))?;
-    if content.len() as u64 > max_bytes {
-        return Err(format!("grew past {max_bytes} bytes"));
-    }
-    if content.contains(&0) {
-        return Err("a NUL byte".into());
-    }
-    String::from_utf8(content).map_err(|_| "not UTF-8".into())
-}
-
-/// A new, empty, private file beside `target`, open for writing.
-fn create_beside(target: &Path) -> std::result::Result<(PathBuf, File), String> {
-    let parent = target.parent().ok_or("the root is not a file")?;
-    let mut last = String::new();
-    for _ in 0..NAME_ATTEMPTS {
-        let staged = parent.join(format!("{STAGING_PREFIX}{:032x}", random()?));
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&staged)
-        {
-            Ok(file) => return Ok((staged, file)),
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
-                last = err.to_string();
-            }
-            Err(err) => return Err(format!("creating {}: {err}", staged.display())),
-        }
-    }
-    Err(format!("no free staged file name: {last}"))
-}
-
-fn random() -> std::result::Result<u128, String> {
-    let mut bytes = [0u8; 16];
-    File::open("/dev/urandom")
-        .and_then(|mut urandom| urandom.read_exact(&mut bytes))
-        .map_err(|err| format!("reading /dev/urandom: {err}"))?;
-    Ok(u128::from_le_bytes(bytes))
-}
-
 /// Writes `content` into the staged file, gives it `attribute` and the
 /// target's permission bits, and renames it over the target if the target
 /// is still the file opened, unchanged, and the staged file has its owner
@@ -240,11 +202,12 @@ fn random() -> std::result::Result<u128, String> {
 fn replace(
     describe: &impl Describe,
     target: &Target,
-    (staged, written): (&Path, &mut File),
+    staged: &Staged,
     content: &[u8],
-    attribute: (&str, &str),
+    (name, value): (&str, &str),
 ) -> std::result::Result<(), String> {
     let read = &target.opened;
+    let mut written = staged.file();
     let fresh = written.metadata().map_err(|err| format!("fstat: {err}"))?;
     if (fresh.uid(), fresh.gid()) != (read.uid(), read.gid()) {
         return Err(format!(
@@ -260,8 +223,7 @@ fn replace(
         .map_err(|err| format!("writing the staged file: {err}"))?;
     // The attribute first: a user attribute needs write permission, which
     // the target's mode may not give.
-    let (name, value) = attribute;
-    rustix::fs::fsetxattr(&*written, name, value.as_bytes(), XattrFlags::empty())
+    rustix::fs::fsetxattr(written, name, value.as_bytes(), XattrFlags::empty())
         .map_err(|err| format!("setting {name}: {err}"))?;
     written
         .set_permissions(Permissions::from_mode(read.mode() & 0o777))
@@ -272,5 +234,6 @@ fn replace(
     {
         return Err("changed meanwhile".into());
     }
-    std::fs::rename(staged, &target.path).map_err(|err| format!("renaming over it: {err}"))
+    std::fs::rename(staged.staged_path(), &target.path)
+        .map_err(|err| format!("renaming over it: {err}"))
 }

@@ -41,12 +41,7 @@ pub(crate) async fn edit<T: EnvdTransport>(
     guard: WriteGuard,
 ) -> Result<EditOutcome> {
     literal::validate(&edits).map_err(|failure| op.error(ErrorKind::InvalidInput, failure))?;
-    // Where the file is, while the helper runs (locked on the path as
-    // given, as the direct way locks).
-    let lock = locks::lock(&world.sandbox_id, path).await;
-    let native = world.edit_native(op, path, &edits, &guard).await?;
-    drop(lock);
-    if let Some(outcome) = native {
+    if let Some(outcome) = world.edit_native(op, path, &edits, &guard).await? {
         return Ok(outcome);
     }
     if let Some(outcome) = direct::edit(world, op, path, &edits, &guard).await? {

@@ -48,6 +48,7 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::errors::{Op, OwnedOp};
+use crate::locks;
 use crate::version::{WRITE_TOKEN_KEY, new_write_token};
 use crate::world::{EnvdTransport, World};
 
@@ -457,7 +458,7 @@ impl<T: EnvdTransport> World<T> {
         if content.len() as u64 > NATIVE_FILE_MAX {
             return Ok(None);
         }
-        let content = content.to_vec();
+        let content = content.clone();
         let replaced = self
             .replace_native(op, path, guard, |target| WorldOp::Write { target, content })
             .await?;
@@ -496,6 +497,8 @@ impl<T: EnvdTransport> World<T> {
         if !self.resident_running() {
             return Ok(None);
         }
+        // Locked on the path as given, as the direct way locks.
+        let _lock = locks::lock(&self.sandbox_id, path).await;
         let target = Replacing {
             path: path.to_owned(),
             version,

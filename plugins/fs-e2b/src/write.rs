@@ -39,12 +39,7 @@ pub(crate) async fn write<T: EnvdTransport>(
     guard: WriteGuard,
 ) -> Result<Version> {
     if let WriteContent::Whole(bytes) = &content {
-        // Where the file is, while the helper runs (locked on the path as
-        // given, as the direct way locks).
-        let lock = locks::lock(&world.sandbox_id, path).await;
-        let native = world.write_native(op, path, bytes, &guard).await?;
-        drop(lock);
-        if let Some(version) = native {
+        if let Some(version) = world.write_native(op, path, bytes, &guard).await? {
             return Ok(version);
         }
         if let Some(version) = direct::write(world, op, path, bytes, &guard).await? {

@@ -12,7 +12,7 @@ use dsh_plugin_api::{Error, ErrorKind};
 
 /// One operation on one subject path: the context every error is built in.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Op<'a> {
+pub struct Op<'a> {
     /// The seam operation (`"read_text"`, `"write"` …).
     pub name: &'static str,
     /// The absolute path the caller named.
@@ -20,7 +20,7 @@ pub(crate) struct Op<'a> {
 }
 
 impl<'a> Op<'a> {
-    pub(crate) fn new(name: &'static str, path: &'a Path) -> Op<'a> {
+    pub fn new(name: &'static str, path: &'a Path) -> Op<'a> {
         Op { name, path }
     }
 

@@ -38,10 +38,14 @@ mod write;
 
 /// The world-side operations on the machine this code runs on, for
 /// programs that serve them elsewhere (`dsh-supervisor` in a sandbox):
-/// the walk and search tree, its entries' description, `read_many`, and
-/// the seam's kind of a file type.
+/// the walk and search tree, its entries' description, `read_many`, the
+/// seam's kind of a file type, and the pieces of a replacement (an
+/// operation's error context, reading a file whole, a staged file).
 pub mod native {
+    pub use crate::errors::Op;
     pub use crate::meta::kind_of;
+    pub use crate::read::read_all;
+    pub use crate::staging::Staged;
     pub use crate::world::{Describe, Host, Listed, LocalTree, read_many};
 }
 

@@ -71,7 +71,7 @@ fn other_kind_name(meta: &Metadata) -> &'static str {
 /// for end of file (a file that grew meanwhile is read to its new end).
 /// Avoids `read_to_end`'s own `fstat` + `lseek` size probing: the size is
 /// already known.
-pub(crate) fn read_all(op: Op<'_>, file: &File, size: u64) -> Result<Vec<u8>> {
+pub fn read_all(op: Op<'_>, file: &File, size: u64) -> Result<Vec<u8>> {
     let size = usize::try_from(size).unwrap_or(usize::MAX);
     let mut content = Vec::new();
     content.try_reserve_exact(size).map_err(|_| {

@@ -34,7 +34,7 @@ const NAME_ATTEMPTS: usize = 16;
 /// blocking write still filling the file then writes into an unlinked
 /// inode that disappears when it finishes.)
 #[derive(Debug)]
-pub(crate) struct Staged {
+pub struct Staged {
     path: StagedPath,
     file: File,
 }
@@ -42,7 +42,7 @@ pub(crate) struct Staged {
 impl Staged {
     /// Creates an empty staged file (mode 0600, random name) in `parent`.
     /// A missing `parent` is `NotFound`.
-    pub(crate) fn create(op: Op<'_>, parent: &Path) -> Result<Staged> {
+    pub fn create(op: Op<'_>, parent: &Path) -> Result<Staged> {
         let mut options = OpenOptions::new();
         options.write(true).create_new(true).mode(0o600);
         for _ in 0..NAME_ATTEMPTS {
@@ -100,12 +100,12 @@ impl Staged {
     }
 
     /// The staged file, open.
-    pub(crate) fn file(&self) -> &File {
+    pub fn file(&self) -> &File {
         &self.file
     }
 
     /// Where the staged file is.
-    pub(crate) fn staged_path(&self) -> &Path {
+    pub fn staged_path(&self) -> &Path {
         &self.path.path
     }
 
@@ -120,7 +120,7 @@ impl Staged {
 
     /// After the staged file was renamed onto its target: the published
     /// file, still open.
-    pub(crate) fn published(self) -> File {
+    pub fn published(self) -> File {
         let Staged { mut path, file } = self;
         path.published = true;
         file
