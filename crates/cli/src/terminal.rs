@@ -16,7 +16,7 @@ use dsh_host::Host;
 use dsh_plugin_api::subprocess::{Terminal, TerminalSpec};
 use futures::StreamExt;
 use rustix::termios::{self, OptionalActions, Termios};
-use tokio::signal::unix::{SignalKind, signal};
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::args::ShArgs;
 use crate::failure::{EXIT_CLOSED_STDOUT, EXIT_FAILURE, Failure, exit_code_of};
@@ -38,6 +38,10 @@ pub async fn run(host: &Host, args: ShArgs) -> Result<i32, Failure> {
         args.argv
     };
     let program = argv[0].clone();
+    // Watched before the size is read and the terminal starts: a resize from
+    // then on is followed, none lost between the two (SIGWINCH's default is
+    // to be ignored).
+    let winch = signal(SignalKind::window_change());
     let (cols, rows) = window_size().unwrap_or((80, 24));
     let mut spec = TerminalSpec::new(argv);
     spec.cwd = args.cwd;
@@ -53,7 +57,7 @@ pub async fn run(host: &Host, args: ShArgs) -> Result<i32, Failure> {
         .map_err(|err| Failure::new(EXIT_FAILURE, format!("sh: raw mode on stdin: {err}")))?;
     let mut output = tokio::spawn(pump(terminal.take_output(), tokio::io::stdout()));
     let input = tokio::spawn(forward_keys(terminal.clone()));
-    let resize = tokio::spawn(follow_window_size(terminal.clone()));
+    let resize = tokio::spawn(follow_window_size(winch, terminal.clone()));
     let mut drained = None;
     let status = loop {
         tokio::select! {
@@ -141,8 +145,8 @@ async fn forward_keys(terminal: Arc<dyn Terminal>) {
     }
 }
 
-async fn follow_window_size(terminal: Arc<dyn Terminal>) {
-    let Ok(mut winch) = signal(SignalKind::window_change()) else {
+async fn follow_window_size(winch: std::io::Result<Signal>, terminal: Arc<dyn Terminal>) {
+    let Ok(mut winch) = winch else {
         tracing::warn!("sh: cannot watch SIGWINCH; the terminal keeps its size");
         return;
     };
