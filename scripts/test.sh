@@ -78,10 +78,20 @@ builds=$!
 # A failed test run ends the script; the builds end with it.
 trap 'kill -- "-$builds" 2>/dev/null || true' EXIT
 
+# What the tests' worlds keep on the host under /tmp (spill files, runner programs, build
+# contexts) must go with them: anything new there after the tests is a leak, and fails the run.
+host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) | sort; }
+state_before=$(host_state)
 if [ -n "${E2B_API_KEY:-}" ]; then
   cargo nextest run --workspace --locked --run-ignored all "$@"
 else
   cargo nextest run --workspace --locked "$@"
+fi
+left=$(comm -13 <(echo "$state_before") <(host_state))
+if [ -n "$left" ]; then
+  echo "test.sh: the tests left this behind on the host:" >&2
+  echo "$left" >&2
+  exit 1
 fi
 phase "tests (building the test targets included)"
 

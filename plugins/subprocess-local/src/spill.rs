@@ -114,6 +114,18 @@ impl SpillDir {
     }
 }
 
+impl Drop for SpillDir {
+    /// A provider dropped without its disposal (a panicking test, an
+    /// embedder that forgot it) still removes its directory: once the
+    /// provider is gone nobody can read these files, and they would
+    /// otherwise stay on the host's disk until it is cleaned by hand.
+    fn drop(&mut self) {
+        if let Err(err) = self.remove() {
+            tracing::warn!("{err}");
+        }
+    }
+}
+
 /// One spill file being written.
 #[derive(Debug)]
 pub struct SpillFile {
@@ -214,5 +226,16 @@ mod tests {
         let err = spills.create("b.stdout", 5).expect_err("closed");
         assert_eq!(err.kind(), dsh_plugin_api::ErrorKind::Closed);
         assert!(!dir.exists(), "no directory comes back after disposal");
+    }
+
+    #[test]
+    fn a_directory_dropped_without_removal_is_removed() {
+        let parent = tempfile::tempdir().expect("tempdir");
+        let spills = SpillDir::new(parent.path().to_path_buf());
+        let mut file = spills.create("a.stdout", 5).expect("create");
+        file.write(b"abc");
+        let dir = spills.path().expect("created");
+        drop(spills);
+        assert!(!dir.exists(), "{} outlived its provider", dir.display());
     }
 }

@@ -712,5 +712,6 @@ async fn the_python_stub_parses_and_its_keyword_spelling_works() {
     let result = run(&tools, Language::Python, &program).await;
     assert_eq!(result.value, json!("x"), "{result:?}");
     sh(&tools, &format!("rm -r -- '{dir}'")).await;
+    assert!(tools.shutdown().await.is_empty());
     world.dispose().await;
 }

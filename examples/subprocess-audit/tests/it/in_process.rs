@@ -12,21 +12,42 @@ use serde_json::json;
 
 use crate::support::{events, exit_of};
 
-async fn audited(config: serde_json::Value) -> Arc<dyn SubprocessProvider> {
-    let ctx = |id: &str, config, services| CreateContext {
-        id: id.into(),
-        config,
-        services: Injected::new(services),
-    };
-    let local = SubprocessLocalPlugin::create(ctx("local", json!(null), vec![]))
-        .await
-        .expect("local");
-    let audit = SubprocessAudit::create(ctx("audit", config, local.services()))
-        .await
-        .expect("audit");
-    match audit.services().as_slice() {
-        [Service::Subprocess(subprocess)] => subprocess.clone(),
-        other => panic!("one subprocess service, got {other:?}"),
+/// The decorator over `dsh-subprocess-local`, both created as a host
+/// would; [`Audited::dispose`] ends them in reverse order, as a host does.
+struct Audited {
+    local: SubprocessLocalPlugin,
+    audit: SubprocessAudit,
+    subprocess: Arc<dyn SubprocessProvider>,
+}
+
+impl Audited {
+    async fn create(config: serde_json::Value) -> Audited {
+        let ctx = |id: &str, config, services| CreateContext {
+            id: id.into(),
+            config,
+            services: Injected::new(services),
+        };
+        let local = SubprocessLocalPlugin::create(ctx("local", json!(null), vec![]))
+            .await
+            .expect("local");
+        let audit = SubprocessAudit::create(ctx("audit", config, local.services()))
+            .await
+            .expect("audit");
+        let subprocess = match audit.services().as_slice() {
+            [Service::Subprocess(subprocess)] => subprocess.clone(),
+            other => panic!("one subprocess service, got {other:?}"),
+        };
+        Audited {
+            local,
+            audit,
+            subprocess,
+        }
+    }
+
+    /// Disposes the decorator, then the provider it decorates.
+    async fn dispose(self) {
+        self.audit.dispose().await.expect("dispose audit");
+        self.local.dispose().await.expect("dispose local");
     }
 }
 
@@ -36,7 +57,8 @@ async fn denied_programs_never_start_and_every_exit_is_audited_unwaited() {
     let log = dir.path().join("audit.jsonl");
     let victim = dir.path().join("victim");
     std::fs::write(&victim, "kept").expect("write");
-    let subprocess = audited(json!({"deny": ["rm"], "auditLog": log})).await;
+    let audited = Audited::create(json!({"deny": ["rm"], "auditLog": log})).await;
+    let subprocess = &audited.subprocess;
 
     for program in ["rm", "/bin/rm"] {
         let argv = [program, victim.to_str().expect("UTF-8")];
@@ -67,16 +89,30 @@ async fn denied_programs_never_start_and_every_exit_is_audited_unwaited() {
     assert_eq!(kinds, ["deny", "deny", "start", "exit"]);
     // The caller's own wait is unaffected by the watcher's.
     assert_eq!(process.wait().await.expect("wait").code, Some(3));
+    audited.dispose().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_process_it_passes_the_kit() {
+    let audited = Audited::create(json!({"deny": ["nonexistent-tool"]})).await;
     let world = World {
         fs: None,
-        subprocess: Some(audited(json!({"deny": ["nonexistent-tool"]})).await),
+        subprocess: Some(audited.subprocess.clone()),
     };
     let report = run(&world, &KitOptions::default(), |case| println!("{case}")).await;
     println!("{report}");
     assert!(report.is_success(), "{report}");
     assert!(report.passed() >= 20, "the subprocess cases ran: {report}");
+    // The kit's spill case made the provider's spill directory; disposal removes it.
+    let spills = audited
+        .local
+        .provider()
+        .spill_dir()
+        .expect("a spill directory");
+    audited.dispose().await;
+    assert!(
+        !spills.exists(),
+        "{} outlived the disposal",
+        spills.display()
+    );
 }

@@ -3,7 +3,7 @@
 // tags, build status and logs, and builds that cannot succeed failing with the build's error.
 import { test } from 'node:test'
 import assert from 'node:assert/strict'
-import { mkdtempSync, mkdirSync, writeFileSync } from 'node:fs'
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -11,9 +11,10 @@ import { Sandbox, Template, sdkVersion } from './sdk.mjs'
 
 const unique = (what) => `${what}-${sdkVersion.replaceAll('.', '-')}-${process.pid}-${Date.now() % 100000}`
 
-/** A build context dir: `app.txt` and `sub/deep/c.txt`. */
-function context() {
+/** A build context dir: `app.txt` and `sub/deep/c.txt`, removed after the test. */
+function context(t) {
   const dir = mkdtempSync(join(tmpdir(), 'tpl-ctx-'))
+  t.after(() => rmSync(dir, { recursive: true, force: true }))
   writeFileSync(join(dir, 'app.txt'), 'from the context\n')
   mkdirSync(join(dir, 'sub', 'deep'), { recursive: true })
   writeFileSync(join(dir, 'sub', 'deep', 'c.txt'), 'deep file\n')
@@ -36,7 +37,7 @@ test('a template with COPY, ENV, RUN, WORKDIR, USER and a start command; a sandb
   const name = unique('tpl-full')
   cleanup(t, name)
   const logs = []
-  const template = Template({ fileContextPath: context() })
+  const template = Template({ fileContextPath: context(t) })
     .fromTemplate('base')
     .copy('app.txt', '/app/')
     .copy('sub', '/app/sub', { mode: 0o750 })
