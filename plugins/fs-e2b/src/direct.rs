@@ -1,4 +1,4 @@
-//! Direct writes: the common small write or edit in as few round trips as
+//! Direct writes: the common write or small edit in as few round trips as
 //! its contract allows (docs/design.md §6.1, "Direct writes").
 //!
 //! The staged path ([`crate::staging`]) pays for a preparing command (a
@@ -13,10 +13,11 @@
 //! (same directory, same mode, same owner), and published by the same
 //! `Move`, which consumes it. A write is then one `Stat` alongside the
 //! upload, and the `Move`; an edit a `Stat`, the download, the upload
-//! alongside the second `Stat`, and the `Move`.
+//! alongside the second `Stat`, and the `Move`. Content over
+//! [`DIRECT_LIMIT`] asks before it uploads ([`write_large`]); edits apply
+//! to files up to it.
 //!
-//! It applies only to content (and edited files) up to [`DIRECT_LIMIT`],
-//! where envd acts as the world's user (e2b-local; E2B's own envd acts as
+//! It applies only where envd acts as the world's user (e2b-local; E2B's own envd acts as
 //! root, so there every write is staged by the user's own process, see
 //! [`crate::as_user`]), to a path whose final component is not a symlink, and to a target that
 //! is absent or a regular file with the upload's attributes — learned from
@@ -43,16 +44,14 @@ use crate::errors::Op;
 use crate::identity::EnvdFileAccess;
 use crate::locks::{self, TargetLock};
 use crate::meta::{kind_of, mode_of};
-use crate::staging::{STAGING_PREFIX, Staged};
+use crate::staging::{Existing, STAGING_PREFIX, Staged};
 use crate::version::version_of;
 use crate::world::{EnvdTransport, World};
 use crate::write::check_guard;
 
-/// The largest content (and edited file) that goes the direct way. Its
-/// upload runs while the target's `Stat` is in flight, so one thrown away
-/// must be cheap; and larger content, where round trips no longer matter,
-/// keeps the staged path's stronger privacy (a 0700 directory until the
-/// commit).
+/// The largest content (and edited file) whose upload runs while the
+/// target's `Stat` is in flight: one thrown away must be cheap. Larger
+/// content waits for the `Stat` ([`write_large`]).
 pub(crate) const DIRECT_LIMIT: usize = 256 << 10;
 
 /// What a fresh upload's file gets from this world's envd: its permission
@@ -88,12 +87,12 @@ pub(crate) async fn write<T: EnvdTransport>(
     content: &Bytes,
     guard: &WriteGuard,
 ) -> Result<Option<Version>> {
-    if content.len() > DIRECT_LIMIT {
-        return Ok(None);
-    }
     let Some(attempt) = Attempt::start(world, op, path).await? else {
         return Ok(None);
     };
+    if content.len() > DIRECT_LIMIT {
+        return write_large(attempt, op, content, guard).await;
+    }
     let (current, uploaded) =
         futures::future::join(attempt.target(), attempt.upload(op, content)).await;
     let Some(current) = current else {
@@ -104,6 +103,40 @@ pub(crate) async fn write<T: EnvdTransport>(
         return Ok(None);
     }
     attempt.publish_over(op, current.as_ref()).await
+}
+
+/// [`write`] of content over [`DIRECT_LIMIT`]: an upload thrown away is not
+/// cheap, so the target is asked first and the content goes up only when
+/// the direct way will publish it — a new file, or one whose attributes
+/// are those this world's uploads are known to get. The guard is checked
+/// before the upload (a write that cannot commit sends nothing) and again
+/// against the state right before the commit, as the staged path does.
+async fn write_large<T: EnvdTransport>(
+    attempt: Attempt<T>,
+    op: Op<'_>,
+    content: &Bytes,
+    guard: &WriteGuard,
+) -> Result<Option<Version>> {
+    let current = match attempt.target().await {
+        Some(None) => None,
+        Some(Some(entry)) if attempt.world.upload_attrs.get().is_some() => Some(entry),
+        _ => return Ok(None),
+    };
+    check_guard(op, current.as_ref(), guard)?;
+    if !attempt.upload(op, content).await {
+        return Ok(None);
+    }
+    let now = match guard {
+        // Nothing to check: the rename itself refuses a directory that
+        // appeared meanwhile, as on the staged path.
+        WriteGuard::Overwrite => current,
+        _ => match attempt.target().await {
+            Some(now) => now,
+            None => return Ok(None),
+        },
+    };
+    check_guard(op, now.as_ref(), guard)?;
+    attempt.publish_over(op, now.as_ref()).await
 }
 
 /// `edit` the direct way: `Ok(None)` as for [`write`]; the edit's own
@@ -226,7 +259,7 @@ impl<T: EnvdTransport> Attempt<T> {
     /// them (one `Stat` of the staged file) and publishes only if they are
     /// the file's. `Ok(None)`: not published, nothing left behind.
     async fn publish_over(
-        self,
+        mut self,
         op: Op<'_>,
         current: Option<&EntryInfo>,
     ) -> Result<Option<Version>> {
@@ -246,6 +279,11 @@ impl<T: EnvdTransport> Attempt<T> {
                 return Ok(None);
             }
         }
+        // A large replaced file is then freed after the write, not in it.
+        self.staged.existing = current.map(|current| Existing {
+            mode: mode_of(current),
+            size: current.size,
+        });
         let world = Arc::clone(&self.world);
         let published = self.staged.publish_entry(op, self.lock).await?;
         if current.is_none() {

@@ -207,7 +207,13 @@ async fn special_mode_bits_and_owners_survive_writes_and_edits() {
 async fn the_staging_directory_is_private_while_content_uploads() {
     let env = Env::start().await;
     let fs = env.direct();
+    // A file only its owner may read: its new content must not be readable
+    // by anyone else before or after the commit (a new file, or one with
+    // an upload's attributes, is staged beside itself, readable by whoever
+    // may read the result).
     let path = format!("{CWD}/big");
+    env.sh(r#"printf old > "$1" && chmod 600 "$1""#, &[&path])
+        .await;
     let content = vec![b'z'; 256 << 20];
     let write = fs.write(&path, Bytes::from(content), WriteGuard::Overwrite);
     let watch = async {
@@ -241,6 +247,10 @@ async fn the_staging_directory_is_private_while_content_uploads() {
         )
         .await;
     assert_eq!(left, "", "the staging directory is gone after the commit");
+    assert_eq!(
+        env.sh(r#"stat -c '%a %s' -- "$1""#, &[&path]).await,
+        format!("600 {}\n", 256 << 20)
+    );
 }
 
 /// The write token stored on `path` (its `user.e2b.dsh-write` attribute).

@@ -86,6 +86,78 @@ async fn a_small_write_is_a_stat_beside_the_upload_then_the_move() {
     assert_eq!(leftovers(&env).await, "");
 }
 
+/// Content over the direct limit goes the direct way too, once: the
+/// target's `Stat` before the upload (so a write that cannot commit, or
+/// one the direct way would not publish, sends nothing), the upload, a
+/// second `Stat` for a guard, and the `Move`. A file whose attributes this
+/// world's uploads are not yet known to give is staged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_write_asks_before_it_uploads_then_moves() {
+    let env = Env::start().await;
+    let path = format!("{CWD}/large.bin");
+    env.sh(r#"printf old > "$1""#, &[&path]).await;
+    let (fs, recorder) = recorded_provider(&env);
+    // Over the helper's limit for a write too (1 MiB).
+    let content = |byte: u8| Bytes::from(vec![byte; 2 << 20]);
+    fs.write(&path, content(b'a'), WriteGuard::Overwrite)
+        .await
+        .expect("first write");
+    let first = recorder.take();
+    assert!(
+        first.iter().any(|call| call == START),
+        "staged while the upload's attributes are unknown: {first:?}"
+    );
+    fs.write(
+        &format!("{CWD}/new.bin"),
+        content(b'n'),
+        WriteGuard::CreateNew,
+    )
+    .await
+    .expect("a new file");
+    assert_eq!(
+        recorder.take(),
+        [STAT, UPLOAD, STAT, MOVE],
+        "a new file, direct (still absent before the commit)"
+    );
+
+    let version = fs
+        .write(&path, content(b'b'), WriteGuard::Overwrite)
+        .await
+        .expect("overwrite");
+    assert_eq!(recorder.take(), [STAT, UPLOAD, MOVE]);
+    let version = fs
+        .write(&path, content(b'c'), WriteGuard::IfVersion(version))
+        .await
+        .expect("guarded");
+    assert_eq!(recorder.take(), [STAT, UPLOAD, STAT, MOVE]);
+    let err = fs
+        .write(
+            &path,
+            content(b'd'),
+            WriteGuard::IfVersion(dsh_plugin_api::fs::Version("stale".into())),
+        )
+        .await
+        .expect_err("stale");
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    // The unused stage's removal runs on a task of the provider: it may
+    // have gone out already or not.
+    let calls: Vec<String> = recorder
+        .take()
+        .into_iter()
+        .filter(|call| call != "POST /filesystem.Filesystem/Remove")
+        .collect();
+    assert_eq!(calls, [STAT], "nothing uploaded for a stale guard");
+
+    let read = fs.read_text(&path).await.expect("read");
+    assert_eq!(read.text.as_str(), "c".repeat(2 << 20));
+    assert_eq!(read.version, version);
+    assert_eq!(
+        env.sh(r#"stat -c '%a %U %G %s' -- "$1""#, &[&path]).await,
+        format!("644 user user {}\n", 2 << 20)
+    );
+    assert_eq!(leftovers(&env).await, "");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_is_a_stat_the_download_the_upload_beside_a_stat_and_the_move() {
     let env = Env::start().await;
