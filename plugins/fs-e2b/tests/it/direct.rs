@@ -4,11 +4,11 @@
 //! upload's attributes — and the staged way, with its guarantees, for
 //! everything else.
 
-use dsh_fs_e2b::STAGING_PREFIX;
+use dsh_fs_e2b::{FsE2b, STAGING_PREFIX};
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};
 
-use crate::support::{CWD, Env, recorded_provider};
+use crate::support::{CWD, Env, Recorder, recorded_provider};
 
 const STAT: &str = "POST /filesystem.Filesystem/Stat";
 const MOVE: &str = "POST /filesystem.Filesystem/Move";
@@ -32,6 +32,26 @@ async fn leftovers(env: &Env) -> String {
         &[CWD, STAGING_PREFIX],
     )
     .await
+}
+
+/// Writes `content` to `path` with a stale version, which must be refused
+/// as a conflict, and returns the calls it made — without the removal of
+/// a staged file, which runs on a task of the provider and may have gone
+/// out already or not.
+async fn refused_as_stale(
+    fs: &FsE2b<Recorder>,
+    recorder: &Recorder,
+    path: &str,
+    content: Bytes,
+) -> Vec<String> {
+    let stale = WriteGuard::IfVersion(dsh_plugin_api::fs::Version("stale".into()));
+    let err = fs.write(path, content, stale).await.expect_err("stale");
+    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
+    recorder
+        .take()
+        .into_iter()
+        .filter(|call| call != "POST /filesystem.Filesystem/Remove")
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -64,22 +84,7 @@ async fn a_small_write_is_a_stat_beside_the_upload_then_the_move() {
     // A stale guard is refused before anything is published, and the
     // staged upload does not stay behind.
     recorder.take();
-    let err = fs
-        .write(
-            &path,
-            Bytes::from_static(b"three\n"),
-            WriteGuard::IfVersion(dsh_plugin_api::fs::Version("stale".into())),
-        )
-        .await
-        .expect_err("stale");
-    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
-    // The staged file's removal runs on a task of the provider: it may have
-    // gone out already or not.
-    let calls: Vec<String> = recorder
-        .take()
-        .into_iter()
-        .filter(|call| call != "POST /filesystem.Filesystem/Remove")
-        .collect();
+    let calls = refused_as_stale(&fs, &recorder, &path, Bytes::from_static(b"three\n")).await;
     assert_eq!(sorted(calls), expect(&[STAT, UPLOAD]));
     assert_eq!(fs.read_text(&path).await.unwrap().text.as_str(), "two\n");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
@@ -130,22 +135,7 @@ async fn a_large_write_asks_before_it_uploads_then_moves() {
         .await
         .expect("guarded");
     assert_eq!(recorder.take(), [STAT, UPLOAD, STAT, MOVE]);
-    let err = fs
-        .write(
-            &path,
-            content(b'd'),
-            WriteGuard::IfVersion(dsh_plugin_api::fs::Version("stale".into())),
-        )
-        .await
-        .expect_err("stale");
-    assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
-    // The unused stage's removal runs on a task of the provider: it may
-    // have gone out already or not.
-    let calls: Vec<String> = recorder
-        .take()
-        .into_iter()
-        .filter(|call| call != "POST /filesystem.Filesystem/Remove")
-        .collect();
+    let calls = refused_as_stale(&fs, &recorder, &path, content(b'd')).await;
     assert_eq!(calls, [STAT], "nothing uploaded for a stale guard");
 
     let read = fs.read_text(&path).await.expect("read");
