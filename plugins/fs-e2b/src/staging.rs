@@ -42,7 +42,7 @@ use dsh_e2b_gateway::ControlOutput;
 use dsh_plugin_api::fs::{FileKind, Version};
 use dsh_plugin_api::{ErrorKind, Result};
 use dsh_provider_kit::content::WriteContent;
-use e2b_client::{CallOptions, EntryInfo};
+use e2b_client::{EntryInfo, InputRoute, StdinError, StdinWriter};
 use futures::StreamExt;
 use tokio::runtime::Handle;
 
@@ -269,8 +269,7 @@ impl<T: EnvdTransport> Staged<T> {
     /// length (so envd reads the body to its end). An error of the stream
     /// fails the upload with that error. Against an envd acting as root the
     /// same pieces are fed to the staging command's stdin instead (its
-    /// token was set when it was prepared), each `SendInput` done once envd
-    /// wrote it into the pipe.
+    /// token was set when it was prepared; see [`feed`]).
     /// Dropping the future abandons the upload; the staged file is then
     /// discarded with its directory.
     pub(crate) async fn upload(&self, op: Op<'_>, content: WriteContent) -> Result<()> {
@@ -479,6 +478,11 @@ fn pieces(content: Bytes) -> impl Iterator<Item = Bytes> + Send {
 /// written it all. An error of a streamed source stops the feed (the
 /// command then ends with what it got, discarded by the caller) and is the
 /// answer; so is the command's own failure.
+///
+/// The content travels on one `StreamInput` where envd serves it (E2B's
+/// envd does): its pieces follow each other on one open request, paced by
+/// flow control, where a `SendInput` per piece waited a round trip each —
+/// 64 of them for 64 MiB, each a full round trip to E2B's cloud.
 async fn feed<T: EnvdTransport>(
     world: &World<T>,
     op: Op<'_>,
@@ -486,56 +490,84 @@ async fn feed<T: EnvdTransport>(
     content: WriteContent,
 ) -> Result<()> {
     let pid = fed.pid;
-    // Unbounded: the command takes the content at the pace it can write.
-    let options = CallOptions::default().no_timeout();
-    let send = |piece: Bytes| {
-        let options = options.clone();
-        async move { world.envd.send_stdin(pid, piece, &options).await }
-    };
     let sending = async {
-        let sent: Result<()> = match content {
-            WriteContent::Whole(content) => {
-                let mut sent = Ok(());
-                for piece in pieces(content) {
-                    if let Err(err) = send(piece).await {
-                        sent = Err(op.remote(&err));
-                        break;
-                    }
-                }
-                sent
+        match world.input_route.get(&world.envd, pid).await {
+            Ok(route) => send_content(world, op, pid, route, content).await,
+            Err(err) => {
+                close_input(&world.envd, pid).await;
+                Err(op.remote(&err))
             }
-            WriteContent::Stream(mut chunks) => {
-                let mut sent = Ok(());
-                'chunks: while let Some(chunk) = chunks.next().await {
-                    let chunk = match chunk {
-                        Ok(chunk) => chunk,
-                        Err(err) => {
-                            sent = Err(err);
-                            break;
-                        }
-                    };
-                    for piece in pieces(chunk) {
-                        if let Err(err) = send(piece).await {
-                            sent = Err(op.remote(&err));
-                            break 'chunks;
-                        }
-                    }
-                }
-                sent
-            }
-        };
-        close_input(&world.envd, pid).await;
-        sent
+        }
     };
     let (sent, finished) = futures::future::join(
         sending,
         fed.finish(op, "writing the staged file as the sandbox user"),
     )
     .await;
-    // The command's own failure explains a refused `SendInput` best; an
-    // error of the source comes before a command that then ended well.
+    // The command's own failure explains a refused piece best; an error of
+    // the source comes before a command that then ended well.
     finished?;
     sent
+}
+
+/// Writes `content` to `pid`'s stdin by `route`, then closes it (every
+/// piece written into the pipe first), whatever the writes did.
+async fn send_content<T: EnvdTransport>(
+    world: &World<T>,
+    op: Op<'_>,
+    pid: u32,
+    route: InputRoute,
+    content: WriteContent,
+) -> Result<()> {
+    let (mut writer, request) = StdinWriter::new(world.envd.clone(), pid, route);
+    // The stream's request runs beside the writes; how it ended reaches
+    // them through the writer.
+    let request = async {
+        if let Some(request) = request {
+            let _ = request.await;
+        }
+    };
+    let writing = async {
+        let written = match content {
+            WriteContent::Whole(content) => writer.write(content).await.map_err(|err| (op, err)),
+            WriteContent::Stream(mut chunks) => {
+                let mut written = Ok(());
+                while let Some(chunk) = chunks.next().await {
+                    match chunk {
+                        Ok(chunk) => {
+                            if let Err(err) = writer.write(chunk).await {
+                                written = Err((op, err));
+                                break;
+                            }
+                        }
+                        Err(err) => {
+                            // The source's own error; the command ends
+                            // with what it got once its stdin is closed.
+                            let _ = writer.close().await;
+                            return Err(err);
+                        }
+                    }
+                }
+                written
+            }
+        };
+        let closed = writer.close().await.map_err(|err| (op, err));
+        written
+            .and(closed)
+            .map_err(|(op, err)| feed_failed(op, &err))
+    };
+    futures::future::join(writing, request).await.0
+}
+
+/// A piece of the content that did not reach the staging command.
+fn feed_failed(op: Op<'_>, err: &StdinError) -> dsh_plugin_api::Error {
+    match err {
+        StdinError::Send(err) | StdinError::Stream(err) | StdinError::Close(err) => op.remote(err),
+        StdinError::EndedEarly | StdinError::Abandoned | StdinError::Finished => op.error(
+            ErrorKind::Io,
+            format_args!("feeding the staged file to the sandbox user's command: {err}"),
+        ),
+    }
 }
 
 /// The second clean-up of an abandoned staging directory, after

@@ -148,6 +148,33 @@ async fn a_large_write_asks_before_it_uploads_then_moves() {
     assert_eq!(leftovers(&env).await, "");
 }
 
+/// Against an envd acting as root the user's own command writes the staged
+/// file, and the content reaches it on one `StreamInput` — not one
+/// `SendInput` per MiB, each waiting for the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_root_the_content_is_fed_on_one_input_stream() {
+    let env = Env::start_with(&["--envd-file-access", "as-root"]).await;
+    let (fs, recorder) = recorded_provider(&env);
+    let path = format!("{CWD}/fed.bin");
+    let content = Bytes::from(vec![b'f'; 5 << 20]);
+    for what in ["created", "replaced"] {
+        fs.write(&path, content.clone(), WriteGuard::Overwrite)
+            .await
+            .unwrap_or_else(|err| panic!("{what}: {err}"));
+        let calls = recorder.take();
+        let count = |name: &str| calls.iter().filter(|call| call.ends_with(name)).count();
+        assert_eq!(count("/SendInput"), 0, "{what}: {calls:?}");
+        // The first also asks, once, whether envd serves `StreamInput`.
+        let expected = if what == "created" { 2 } else { 1 };
+        assert_eq!(count("/StreamInput"), expected, "{what}: {calls:?}");
+    }
+    assert_eq!(
+        env.sh(r#"stat -c '%s %U' -- "$1""#, &[&path]).await,
+        format!("{} user\n", 5 << 20)
+    );
+    assert_eq!(leftovers(&env).await, "");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edit_is_a_stat_the_download_the_upload_beside_a_stat_and_the_move() {
     let env = Env::start().await;
