@@ -80,7 +80,8 @@ trap 'kill -- "-$builds" 2>/dev/null || true' EXIT
 
 # What the tests' worlds keep on the host under /tmp (spill files, runner programs, build
 # contexts) must go with them: anything new there after the tests is a leak, and fails the run.
-host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) | sort; }
+# (It assumes no other test run shares this machine's /tmp meanwhile, as on CI.)
+host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) 2>/dev/null | sort || true; }
 state_before=$(host_state)
 if [ -n "${E2B_API_KEY:-}" ]; then
   cargo nextest run --workspace --locked --run-ignored all "$@"

@@ -109,8 +109,10 @@ pub(crate) async fn write<T: EnvdTransport>(
 /// cheap, so the target is asked first and the content goes up only when
 /// the direct way will publish it — a new file, or one whose attributes
 /// are those this world's uploads are known to get. The guard is checked
-/// before the upload (a write that cannot commit sends nothing) and again
-/// against the state right before the commit, as the staged path does.
+/// before the upload (a write the direct way takes that cannot commit sends
+/// nothing; one it does not take is staged, which checks the guard after
+/// its upload) and again against the state right before the commit, as
+/// the staged path does.
 async fn write_large<T: EnvdTransport>(
     attempt: Attempt<T>,
     op: Op<'_>,

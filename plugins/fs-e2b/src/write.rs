@@ -21,7 +21,8 @@ use crate::world::{EnvdTransport, World};
 /// Whole content replacing an existing file is one request to the sandbox
 /// helper's running process when it can ([`World::write_native`]), else
 /// goes the direct way when it can ([`crate::direct`]: a `Stat` alongside
-/// the upload, and the `Move`). Otherwise, staged —
+/// the upload — before it, for content over 256 KiB — and the `Move`).
+/// Otherwise, staged —
 /// round trips: the preparing command, the upload, the rename and the
 /// staging directory's removal; a guarded write adds one `Stat` under the
 /// target's lock (a guarded stream one more before its upload, so a write

@@ -116,9 +116,9 @@ impl SpillDir {
 
 impl Drop for SpillDir {
     /// A provider dropped without its disposal (a panicking test, an
-    /// embedder that forgot it) still removes its directory: once the
-    /// provider is gone nobody can read these files, and they would
-    /// otherwise stay on the host's disk until it is cleaned by hand.
+    /// embedder that forgot it) removes its directory as its disposal
+    /// would: the files (and the paths `SpillInfo` gave out) are gone with
+    /// it, instead of staying on the host's disk until removed by hand.
     fn drop(&mut self) {
         if let Err(err) = self.remove() {
             tracing::warn!("{err}");

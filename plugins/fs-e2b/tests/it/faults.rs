@@ -150,7 +150,7 @@ async fn a_write_dropped_before_its_commit_keeps_the_old_file_and_no_staging() {
     for delay_ms in [0, 2, 5, 10, 20, 50, 100] {
         let write = fs.write(
             &path,
-            Bytes::from(vec![b'n'; 128 << 20]),
+            Bytes::from(vec![b'n'; 256 << 20]),
             WriteGuard::Overwrite,
         );
         let finished = tokio::select! {
@@ -158,7 +158,7 @@ async fn a_write_dropped_before_its_commit_keeps_the_old_file_and_no_staging() {
             _ = write => true,
             () = tokio::time::sleep(Duration::from_millis(delay_ms)) => false,
         };
-        assert!(!finished, "a 128 MiB write finished within {delay_ms} ms");
+        assert!(!finished, "a 256 MiB write finished within {delay_ms} ms");
         let content = collect_bytes(fs.read_bytes(&path).await.unwrap().chunks)
             .await
             .unwrap();

@@ -384,11 +384,12 @@ async fn deleted_files_held(env: &Env, pid: u32) -> usize {
     .expect("a count")
 }
 
-/// Staged writes of 1 MiB and 9 MiB, new and over the last, then twice over
-/// the 9 MiB file: the first of those starts the process for the writes to
-/// come (not waiting for it), the second has it hold the replaced file, and
-/// let it go.
-async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
+/// Writes of 1 MiB and 9 MiB, new and over the last, then twice over the
+/// 9 MiB file: the first of those starts the process for the writes to come
+/// (not waiting for it), the second has it hold the replaced file, and let
+/// it go. With `mode`, the file is given that mode after the first write, so
+/// that every later one is staged (an upload's mode is 644) and keeps it.
+async fn a_large_replaced_file_is_held_over_the_rename(env: Env, mode: Option<&str>) {
     let fs = env.through_owner();
     let path = format!("{CWD}/large.bin");
     let write = |fill: u8, len: usize| {
@@ -400,9 +401,11 @@ async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
                 .expect("write")
         }
     };
-    // Staged writes (over the direct way's limit) of a new file and over a
-    // small one: nothing worth holding, no process.
+    // A new file and one over a small one: nothing worth holding, no process.
     write(b'a', 1 << 20).await;
+    if let Some(mode) = mode {
+        env.sh(r#"chmod "$1" "$2""#, &[mode, &path]).await;
+    }
     write(b'b', 1 << 20).await;
     assert!(world_processes(&env).await.is_empty());
     write(b'c', 9 << 20).await;
@@ -435,21 +438,26 @@ async fn a_large_replaced_file_is_held_over_the_rename(env: Env) {
     let other = env.sh(r#"tr -d d < "$1" | wc -c"#, &[&path]).await;
     assert_eq!(other.trim(), "0", "only the new content");
     assert_eq!(
-        env.sh(r#"stat -c %s "$1""#, &[&path]).await.trim(),
-        (9 << 20).to_string()
+        env.sh(r#"stat -c '%s %a' "$1""#, &[&path]).await.trim(),
+        format!("{} {}", 9 << 20, mode.unwrap_or("644"))
     );
     assert!(fs.quiesce(Duration::from_secs(10)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_replacing_a_large_file_has_the_process_hold_it_over_the_rename() {
-    a_large_replaced_file_is_held_over_the_rename(Env::start().await).await;
+    a_large_replaced_file_is_held_over_the_rename(Env::start().await, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_staged_write_replacing_a_large_private_file_has_the_process_hold_it() {
+    a_large_replaced_file_is_held_over_the_rename(Env::start().await, Some("600")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_replacing_a_large_file_holds_it_over_the_mv_of_an_envd_acting_as_root() {
     let env = Env::start_with(&["--envd-file-access", "as-root"]).await;
-    a_large_replaced_file_is_held_over_the_rename(env).await;
+    a_large_replaced_file_is_held_over_the_rename(env, None).await;
 }
 
 /// What `read_text` and `stream_text` answer for `path`: the text (whole,
