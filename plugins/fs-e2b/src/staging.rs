@@ -529,14 +529,14 @@ async fn send_content<T: EnvdTransport>(
     };
     let writing = async {
         let written = match content {
-            WriteContent::Whole(content) => writer.write(content).await.map_err(|err| (op, err)),
+            WriteContent::Whole(content) => writer.write(content).await,
             WriteContent::Stream(mut chunks) => {
                 let mut written = Ok(());
                 while let Some(chunk) = chunks.next().await {
                     match chunk {
                         Ok(chunk) => {
-                            if let Err(err) = writer.write(chunk).await {
-                                written = Err((op, err));
+                            written = writer.write(chunk).await;
+                            if written.is_err() {
                                 break;
                             }
                         }
@@ -551,10 +551,8 @@ async fn send_content<T: EnvdTransport>(
                 written
             }
         };
-        let closed = writer.close().await.map_err(|err| (op, err));
-        written
-            .and(closed)
-            .map_err(|(op, err)| feed_failed(op, &err))
+        let closed = writer.close().await;
+        written.and(closed).map_err(|err| feed_failed(op, &err))
     };
     futures::future::join(writing, request).await.0
 }
