@@ -23,7 +23,11 @@
 //! create and kill only. Their sum, per round, is what a cold `dsh exec` costs
 //! if everything it adds in the sandbox (owner setup, helper install, the
 //! command) took no time; it is printed over the JS SDK's whole create → run →
-//! kill. What a cold `dsh exec` spends beyond that floor, over what the SDK
+//! kill. The JS SDK's create and kill are measured from each template dsh
+//! uses: e2b-local copies a built template's files into every sandbox made
+//! from it and deletes them at the kill, so a sandbox from the template with
+//! the helper costs more to create and kill than one from `base` whoever
+//! creates it, and that cost is the floor's, not dsh's. What a cold `dsh exec` spends beyond that floor, over what the SDK
 //! spends beyond its create and kill (its `commands.run('true')`), is
 //! printed for a sandbox from `base` (the helper uploaded) and from a template
 //! built by `dsh template`'s recipe (the helper in it; target ≤ 1×). A cold
@@ -88,6 +92,10 @@ fn main() -> Result<()> {
             js.command(&server, "once", &[]),
             &server,
         )),
+        Contender::Warm(
+            js.steps(&server, &["--without-command", "--template", TEMPLATE])?,
+            ", create + kill only, template with the helper",
+        ),
     ];
     // One untimed round: the page cache, e2b-local's first worlds.
     for contender in &mut contenders {
@@ -118,17 +126,26 @@ fn main() -> Result<()> {
             paired(&samples[DSH_EXEC], times),
         );
     }
-    let floor = |round: usize| samples[DSH_PLUGINS][round] + samples[JS_BARE][round];
+    // The floor of a dsh row: the cold `dsh plugins` and the JS SDK's create + kill from the
+    // same template.
+    let floor = |row: usize, round: usize| {
+        let bare = if row == DSH_TEMPLATE {
+            JS_BARE_TEMPLATE
+        } else {
+            JS_BARE
+        };
+        samples[DSH_PLUGINS][round] + samples[bare][round]
+    };
     let per_round = |f: &dyn Fn(usize) -> f64| median_f64((0..rounds).map(f).collect());
     println!(
         "\nfloor of a cold start (dsh plugins + JS create + kill) / the JS SDK's whole run: {:.2}x",
-        per_round(&|r| floor(r).as_secs_f64() / samples[JS][r].as_secs_f64())
+        per_round(&|r| floor(DSH_EXEC, r).as_secs_f64() / samples[JS][r].as_secs_f64())
     );
-    // What dsh spends beyond the floor (owner setup, helper, the command) over what the SDK
+    // What dsh spends beyond its floor (owner setup, helper, the command) over what the SDK
     // spends beyond its create + kill (its commands.run('true')).
     let in_sandbox = |row: usize| {
         per_round(&|r| {
-            (samples[row][r].as_secs_f64() - floor(r).as_secs_f64())
+            (samples[row][r].as_secs_f64() - floor(row, r).as_secs_f64())
                 / (samples[JS][r].as_secs_f64() - samples[JS_BARE][r].as_secs_f64())
         })
     };
@@ -161,7 +178,7 @@ fn template_manifest(
     std::os::unix::fs::symlink(modules, context.join("node_modules"))?;
     let built = Command::new("node")
         .arg(context.join("build.mjs"))
-        .arg("dsh-bench-helper")
+        .arg(TEMPLATE)
         .envs(server.env())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -172,10 +189,13 @@ fn template_manifest(
     let path = scratch.join("template.yaml");
     std::fs::write(
         &path,
-        text.replace("template: base", "template: dsh-bench-helper"),
+        text.replace("template: base", &format!("template: {TEMPLATE}")),
     )?;
     Ok(path)
 }
+
+/// The template `dsh template`'s recipe builds for the bench.
+const TEMPLATE: &str = "dsh-bench-helper";
 
 // Rows of the contenders (and their samples).
 const DSH_EXEC: usize = 0;
@@ -184,6 +204,7 @@ const JS: usize = 2;
 const DSH_PLUGINS: usize = 4;
 const JS_BARE: usize = 5;
 const JS_COLD: usize = 6;
+const JS_BARE_TEMPLATE: usize = 7;
 
 enum Contender {
     Cold(Cold),

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use dsh_supervisor_client::{HELPER, TEMPLATE_HOME, template_path};
+use dsh_supervisor_client::{HELPER, RUNTIME_ROOT, TEMPLATE_HOME, template_path};
 
 use crate::args::TemplateArgs;
 use crate::failure::{EXIT_FAILURE, Failure};
@@ -47,7 +47,9 @@ pub fn write(args: &TemplateArgs) -> Result<i32, Failure> {
 
 /// The `Template()` builder program: `from` plus the helper at its
 /// template path, root-owned and writable by root only (the E2B providers
-/// run it as root only if it is).
+/// run it as root only if it is), and the owner's runtime root made as the
+/// owner would make it (root's, mode 0700), so that a sandbox's owner finds
+/// it ready without a script.
 fn recipe_text(from: &str) -> String {
     let quote = |text: &str| serde_json::Value::from(text).to_string();
     format!(
@@ -77,7 +79,8 @@ console.log(info.templateId)
         helper_file = quote(HELPER_FILE),
         path = quote(&template_path()),
         fix = quote(&format!(
-            "chown -R root:root {TEMPLATE_HOME} && chmod -R go-w {TEMPLATE_HOME}"
+            "chown -R root:root {TEMPLATE_HOME} && chmod -R go-w {TEMPLATE_HOME} \
+             && mkdir -p -m 0700 {RUNTIME_ROOT}"
         )),
     )
 }

@@ -138,14 +138,18 @@ async fn preinstalled<T: EnvdReadable>(envd: &Envd<T>, path: &str, timeout: Dura
     let options = CallOptions::default().user(CONTROL_USER).timeout(timeout);
     let dir = path.rsplit_once('/').map_or("/", |(dir, _)| dir);
     let (file, dir) = tokio::join!(envd.stat(path, &options), envd.stat(dir, &options));
-    let root_owned = |entry: &e2b_client::EntryInfo, kind: FileType| {
-        entry.file_type == kind
-            && entry.symlink_target.is_none()
-            && matches!(entry.owner.as_str(), "root" | "0")
-            && entry.mode & 0o022 == 0
-    };
     matches!((file, dir), (Ok(file), Ok(dir))
-        if root_owned(&file, FileType::File) && root_owned(&dir, FileType::Directory))
+        if root_only(&file, FileType::File) && root_only(&dir, FileType::Directory))
+}
+
+/// Whether envd's `entry` is a `kind` itself (not a symlink to one), owned
+/// by root and writable by root only: what no one but root can replace or
+/// change.
+pub fn root_only(entry: &e2b_client::EntryInfo, kind: FileType) -> bool {
+    entry.file_type == kind
+        && entry.symlink_target.is_none()
+        && matches!(entry.owner.as_str(), "root" | "0")
+        && entry.mode & 0o022 == 0
 }
 
 #[cfg(test)]

@@ -228,7 +228,7 @@ impl OwnerConfig {
 /// its path (a directory inside the user's cwd could be renamed by that
 /// user). One per sandbox: an owner connecting to a sandbox sweeps it of
 /// what owners killed a day or more ago left.
-pub const RUNTIME_ROOT: &str = "/var/lib/dsh-e2b";
+pub use dsh_supervisor_client::RUNTIME_ROOT;
 
 /// Every problem of `raw` that needs no environment, each with its field
 /// path: the owner's `check_config` (all of them, for `dsh check`) and the

@@ -15,10 +15,18 @@
 //! not follow one either); whatever the steps did, the final verification
 //! decides — except when the script's own `mkdir -m 0700` made the
 //! directory, which cannot have made anything else.
+//!
+//! A sandbox that already holds the runtime root as it must be (a template
+//! made by `dsh template`'s recipe has it) and nothing in it to sweep is
+//! found so by envd's metadata alone — the runtime root, each ancestor and
+//! the root's entries, in one round of calls as root — and runs no script:
+//! a process costs a sandbox several milliseconds on a cold start's
+//! critical path. Anything else that look finds (absent, an entry, a
+//! doubt, an error) is the script's to create, sweep or refuse, as before.
 
 use std::time::Duration;
 
-use dsh_e2b_gateway::{CONTROL_USER, ControlShell, EnvdReadable, plugin_error};
+use dsh_e2b_gateway::{CONTROL_USER, ControlShell, EnvdReadable, plugin_error, root_only};
 use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
 
@@ -137,7 +145,9 @@ async fn prepare_cwd<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
     // As envd's default user: new components are created for (and owned
     // by) the sandbox user, so commands can work in the cwd.
     match envd.make_dir(cwd, &options).await {
-        Ok(_) => {}
+        // Made just now, a real directory: nothing to verify, and a cold
+        // start saves the round trip.
+        Ok(_) => return Ok(()),
         Err(e2b_client::Error::AlreadyExists { .. }) => {}
         // envd acts with that user's permissions, and the user may not
         // create it (under `/srv`, say): the owner creates it for the user.
@@ -180,6 +190,9 @@ async fn prepare_cwd<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
 /// Creates or sweeps the runtime root ([`PREPARE_RUNTIME_ROOT`]) and
 /// verifies it; how many stale entries the sweep removed.
 async fn prepare_runtime_root<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<usize> {
+    if already_prepared(envd, RUNTIME_ROOT).await {
+        return Ok(0);
+    }
     let runtime_root = RUNTIME_ROOT.to_owned();
     let shell = ControlShell::new(runtime_root.clone());
     let stale_after = STALE_AFTER_MINUTES.to_string();
@@ -239,6 +252,43 @@ async fn prepare_runtime_root<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Res
     let entry = stat_runtime_root(envd, &runtime_root, "").await?;
     verify_runtime_root(&runtime_root, &entry)?;
     Ok(swept)
+}
+
+/// Whether `runtime_root` is ready as it is: it verifies
+/// ([`verify_runtime_root`]), every ancestor is a real directory owned by
+/// root that only root may write (as [`PREPARE_RUNTIME_ROOT`] requires), and
+/// it holds nothing but durable commands' state, so there is nothing to
+/// sweep. Whatever the sandbox clock says of an entry's age, any other entry
+/// leaves the sweep to the script, which judges ages by that clock. Asked of
+/// envd as root, all at once; an error is "no".
+async fn already_prepared<T: EnvdReadable>(envd: &Envd<T>, runtime_root: &str) -> bool {
+    let options = CallOptions::default().user(CONTROL_USER);
+    let ancestors = ancestors(runtime_root);
+    let (root, entries, ancestors) = tokio::join!(
+        envd.stat(runtime_root, &options),
+        envd.list_dir(runtime_root, 1, &options),
+        futures::future::join_all(ancestors.iter().map(|dir| envd.stat(dir, &options))),
+    );
+    matches!(root, Ok(root) if verify_runtime_root(runtime_root, &root).is_ok())
+        && matches!(entries, Ok(entries) if entries.iter().all(|entry| entry.name == DURABLE_STATE))
+        && ancestors
+            .iter()
+            .all(|ancestor| matches!(ancestor, Ok(entry) if root_only(entry, FileType::Directory)))
+}
+
+/// The ancestors of the absolute path `path`, nearest first, `/` last.
+fn ancestors(path: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut rest = path;
+    while let Some((parent, _)) = rest.rsplit_once('/') {
+        let parent = if parent.is_empty() { "/" } else { parent };
+        found.push(parent);
+        if parent == "/" {
+            break;
+        }
+        rest = parent;
+    }
+    found
 }
 
 /// Creates `cwd` for envd's default user where that user may not: the
@@ -372,6 +422,12 @@ mod tests {
             symlink_target: symlink.map(str::to_owned),
             metadata: BTreeMap::new(),
         }
+    }
+
+    #[test]
+    fn the_ancestors_are_every_parent_up_to_the_root() {
+        assert_eq!(ancestors("/var/lib/dsh-e2b"), ["/var/lib", "/var", "/"]);
+        assert_eq!(ancestors("/dsh"), ["/"]);
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Setup {
     pub ambient: Ambient,
     /// The installed helper.
     pub helper: String,
+    /// Whether the helper is the template's copy (nothing was uploaded
+    /// into the provider's install directory).
+    pub preinstalled: bool,
 }
 
 /// Installs the helper into `install_dir` (unless the template has it) and
@@ -49,7 +52,11 @@ pub async fn prepare<T: EnvdTransport>(
         ),
         installed: format!("{install_dir}/dsh-supervisor"),
     };
-    let Installed { output, helper, .. } = install_helper(
+    let Installed {
+        output,
+        helper,
+        preinstalled,
+    } = install_helper(
         envd,
         shell,
         &paths,
@@ -84,6 +91,7 @@ pub async fn prepare<T: EnvdTransport>(
         identity: probe.0,
         ambient: probe.1,
         helper,
+        preinstalled,
     })
 }
 

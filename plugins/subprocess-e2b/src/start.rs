@@ -63,7 +63,7 @@ pub async fn spawn_as<T: EnvdTransport>(
     let search = crate::env::search_dirs(&env.path);
     let seq = world.next_seq();
     let spill = spec.spill.map(|spill| Spill {
-        dir: world.spill_dir().to_owned(),
+        dir: world.use_spill_dir().to_owned(),
         stdout: format!("{seq}.stdout"),
         stderr: format!("{seq}.stderr"),
         limit: spill.limit,

@@ -12,6 +12,7 @@ use dsh_e2b_gateway::{ControlShell, Liveness};
 use dsh_plugin_api::owner::SandboxInfo;
 use dsh_plugin_api::{Error, Result};
 use e2b_client::{CallOptions, Envd};
+use futures::future::OptionFuture;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -45,9 +46,12 @@ pub struct World<T: EnvdTransport> {
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
     /// How stdin reaches envd, asked once (`stdin`).
     input_route: e2b_client::InputRouteCell,
-    /// Whether preparing the sandbox was ever attempted (so disposal knows
-    /// whether there is private state to remove).
-    prepared: AtomicBool,
+    /// Whether the install directory may hold anything: set before
+    /// preparing the sandbox, cleared once a preparation found the
+    /// template's helper (it uploads nothing then).
+    install_dir_used: AtomicBool,
+    /// Whether a command was ever given the spill directory.
+    spill_dir_used: AtomicBool,
     registry: Registry,
     tracker: TaskTracker,
     disconnect: CancellationToken,
@@ -82,7 +86,8 @@ impl<T: EnvdTransport> World<T> {
             instance,
             ready: tokio::sync::OnceCell::new(),
             input_route: e2b_client::InputRouteCell::new(),
-            prepared: AtomicBool::new(false),
+            install_dir_used: AtomicBool::new(false),
+            spill_dir_used: AtomicBool::new(false),
             registry: Registry::new("the subprocess provider"),
             tracker: TaskTracker::new(),
             disconnect: CancellationToken::new(),
@@ -114,7 +119,7 @@ impl<T: EnvdTransport> World<T> {
     pub async fn ready(&self, operation: &str) -> Result<Arc<Ready<T>>> {
         self.ready
             .get_or_try_init(|| async {
-                self.prepared.store(true, Ordering::Release);
+                self.install_dir_used.store(true, Ordering::Release);
                 // Boxed: a large future, once per provider, kept out of
                 // every operation's.
                 let setup = Box::pin(setup::prepare(
@@ -124,6 +129,9 @@ impl<T: EnvdTransport> World<T> {
                     &self.settings.user,
                 ))
                 .await?;
+                if setup.preinstalled {
+                    self.install_dir_used.store(false, Ordering::Release);
+                }
                 let control = Controller::new(
                     self.envd.clone(),
                     self.shell.clone(),
@@ -181,6 +189,13 @@ impl<T: EnvdTransport> World<T> {
         &self.spill_dir
     }
 
+    /// [`World::spill_dir`], for a command that will spill into it (so
+    /// disposal removes it).
+    pub fn use_spill_dir(&self) -> &str {
+        self.spill_dir_used.store(true, Ordering::Release);
+        &self.spill_dir
+    }
+
     pub fn instance(&self) -> &str {
         &self.instance
     }
@@ -189,16 +204,16 @@ impl<T: EnvdTransport> World<T> {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Removes the helper's directory and the spill directory, if preparing
-    /// the sandbox was ever attempted: two envd `Remove` calls as root, at
-    /// once (a recursive removal that never follows a symlink it meets,
+    /// Removes the helper's directory and the spill directory, each only if
+    /// something may have put anything there (an upload was possible, a
+    /// command was given the spill directory): envd `Remove` calls as root,
+    /// at once (a recursive removal that never follows a symlink it meets,
     /// the last component included). Not a control script: a process costs
     /// a few milliseconds in a sandbox, a call a fraction of one, and every
-    /// `dsh` that ends pays this. A gone sandbox counts as clean.
+    /// `dsh` that ends pays this; a provider that used neither (a sandbox
+    /// from a template with the helper, no spilling command) sends nothing.
+    /// A gone sandbox counts as clean.
     pub async fn remove_private_state(&self) -> Result<()> {
-        if !self.prepared.load(Ordering::Acquire) {
-            return Ok(());
-        }
         let options = CallOptions::default()
             .user(dsh_e2b_gateway::CONTROL_USER)
             .timeout(CLEANUP_TIMEOUT);
@@ -215,7 +230,13 @@ impl<T: EnvdTransport> World<T> {
                 }
             }
         };
-        let (install, spill) = tokio::join!(remove(&self.install_dir), remove(&self.spill_dir));
-        install.and(spill)
+        let used = |flag: &AtomicBool, path: &str| {
+            OptionFuture::from(flag.load(Ordering::Acquire).then(|| remove(path)))
+        };
+        let (install, spill) = tokio::join!(
+            used(&self.install_dir_used, &self.install_dir),
+            used(&self.spill_dir_used, &self.spill_dir)
+        );
+        install.unwrap_or(Ok(())).and(spill.unwrap_or(Ok(())))
     }
 }

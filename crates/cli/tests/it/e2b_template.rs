@@ -61,6 +61,39 @@ fn helpers_seen(server: &LocalServer, manifest: &str, dir: &Path) -> String {
     stdout
 }
 
+/// The envd calls (`/process.Process/Start`, …) a `dsh exec -- true` made,
+/// in order, as its debug log names them.
+fn envd_calls_of_exec(server: &LocalServer, manifest: &str) -> Vec<String> {
+    let output = dsh_on(
+        server,
+        &[
+            "--log",
+            "e2b_client::transport=debug",
+            "--config",
+            manifest,
+            "exec",
+            "--",
+            "true",
+        ],
+    );
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8_lossy(&output.stderr)
+        .lines()
+        .filter(|line| line.contains("envd request"))
+        .filter_map(|line| line.split(" path=").nth(1))
+        .map(|rest| {
+            rest.split_whitespace()
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+fn count(calls: &[String], path: &str) -> usize {
+    calls.iter().filter(|call| *call == path).count()
+}
+
 #[test]
 fn a_template_from_dsh_template_spares_both_providers_the_upload() {
     require(&["dsh-e2b-owner", "dsh-fs-e2b", "dsh-subprocess-e2b"]);
@@ -121,8 +154,28 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         "nothing uploaded runs: {seen}"
     );
 
-    // From `base`, both upload their own.
+    // A cold `dsh exec -- true` from the template starts two processes —
+    // the helper's probe and the command: the owner finds its runtime root
+    // made by the recipe and runs no script for it — and, having uploaded
+    // nothing and spilled nothing, removes nothing at disposal.
+    let calls = envd_calls_of_exec(&server, &manifest(dir.path(), &name));
+    assert_eq!(count(&calls, "/process.Process/Start"), 2, "{calls:?}");
+    assert_eq!(
+        count(&calls, "/filesystem.Filesystem/Remove"),
+        0,
+        "{calls:?}"
+    );
+
+    // From `base`, both upload their own; the owner's script makes the
+    // runtime root, and the upload is removed at disposal.
     let seen = helpers_seen(&server, &manifest(dir.path(), "base"), dir.path());
     assert!(!seen.contains(template_dir), "{seen}");
     assert!(seen.contains("/var/lib/dsh-e2b"), "{seen}");
+    let calls = envd_calls_of_exec(&server, &manifest(dir.path(), "base"));
+    assert_eq!(count(&calls, "/process.Process/Start"), 3, "{calls:?}");
+    assert_eq!(
+        count(&calls, "/filesystem.Filesystem/Remove"),
+        1,
+        "{calls:?}"
+    );
 }

@@ -88,13 +88,35 @@ async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconne
             "chown user /var",
             "/var is not a directory only root may write (owner uid 1000",
         ),
-    ];
-    for (plant, expected) in cases {
+    ]
+    .map(|(plant, expected)| (format!("rm -rf /var/lib/dsh-e2b && {plant}"), expected));
+    // A runtime root as it must be, found so by envd's metadata alone
+    // (no script), but not its ancestors; or root's but not 0700.
+    let kept = [
+        (
+            "chmod 1777 /var/lib",
+            "/var/lib is not a directory only root may write (owner uid 0, mode 1777)",
+        ),
+        (
+            "chown user /var",
+            "/var is not a directory only root may write (owner uid 1000",
+        ),
+        (
+            "chmod 0755 /var/lib/dsh-e2b",
+            "/var/lib/dsh-e2b: its mode is 0755, not 0700",
+        ),
+    ]
+    .map(|(plant, expected)| {
+        (
+            format!("test -z \"$(ls -A /var/lib/dsh-e2b)\" && {plant}"),
+            expected,
+        )
+    });
+    for (script, expected) in cases.into_iter().chain(kept) {
         let plugin = world.owner(json!({"onDispose": "leave"})).await.unwrap();
         let id = plugin.owner().info().sandbox_id;
         let sandbox = plugin.sandbox().clone();
         plugin.dispose().await.unwrap();
-        let script = format!("rm -rf /var/lib/dsh-e2b && {plant}");
         let (code, _, err) = run_as(&sandbox, "root", &script).await;
         assert_eq!(code, 0, "{script}: {err}");
 
@@ -102,9 +124,9 @@ async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconne
             .owner(json!({"sandboxId": id}))
             .await
             .expect_err("refused");
-        assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{plant}: {err}");
+        assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{script}: {err}");
         let message = err.to_string();
-        assert!(message.contains(expected), "{plant}: {message}");
+        assert!(message.contains(expected), "{script}: {message}");
         assert!(message.contains("left as it was"), "{message}");
         // Nothing was done through the link, and the sandbox is still there.
         assert_eq!(world.state_of(&id).await, Some(SandboxState::Running));
