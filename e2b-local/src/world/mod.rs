@@ -323,25 +323,28 @@ fn copy_files(from: &Path, into: &Path, replace: bool) -> io::Result<()> {
         std::fs::create_dir(into)?;
         std::fs::set_permissions(into, std::fs::Permissions::from_mode(0o700))?;
     }
-    for name in layout::FILES {
-        let target = into.join(name);
-        if replace {
-            remove_tree(&target)?;
+    if replace {
+        for name in layout::FILES {
+            remove_tree(&into.join(name))?;
         }
-        let output = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(from.join(name))
-            .arg(&target)
-            .stdin(Stdio::null())
-            .output()?;
-        if !output.status.success() {
-            return Err(io::Error::other(format!(
-                "cp -a {} {}: {}",
-                from.join(name).display(),
-                target.display(),
-                String::from_utf8_lossy(&output.stderr).trim()
-            )));
-        }
+    }
+    // One `cp` for them all, each copied to `into/<name>`: every process
+    // this server starts costs a fork of a large multi-threaded process,
+    // and a sandbox made from a template or snapshot waits for these.
+    let sources: Vec<PathBuf> = layout::FILES.iter().map(|name| from.join(name)).collect();
+    let output = std::process::Command::new("cp")
+        .arg("-a")
+        .args(&sources)
+        .arg(into)
+        .stdin(Stdio::null())
+        .output()?;
+    if !output.status.success() {
+        return Err(io::Error::other(format!(
+            "cp -a {} into {}: {}",
+            from.display(),
+            into.display(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        )));
     }
     Ok(())
 }
