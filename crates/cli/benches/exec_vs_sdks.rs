@@ -27,10 +27,13 @@
 //! uses: e2b-local copies a built template's files into every sandbox made
 //! from it and deletes them at the kill, so a sandbox from the template with
 //! the helper costs more to create and kill than one from `base` whoever
-//! creates it, and that cost is the floor's, not dsh's. What a cold `dsh exec` spends beyond that floor, over what the SDK
-//! spends beyond its create and kill (its `commands.run('true')`), is
-//! printed for a sandbox from `base` (the helper uploaded) and from a template
-//! built by `dsh template`'s recipe (the helper in it; target ≤ 1×). A cold
+//! creates it, and that cost is the floor's, not dsh's.
+//!
+//! What a cold `dsh exec` spends beyond its floor, over what the SDK spends on
+//! its `commands.run('true')` (timed alone by the driver, in iterations that
+//! still create and kill), is printed for a sandbox from `base` (the helper
+//! uploaded) and from a template built by `dsh template`'s recipe (the helper
+//! in it; target ≤ 1×). A cold
 //! `node` process doing the JS SDK's create → run → kill, process start and
 //! module loading included, is the last contender (target: dsh ≤ 0.5× it).
 
@@ -96,6 +99,10 @@ fn main() -> Result<()> {
             js.steps(&server, &["--without-command", "--template", TEMPLATE])?,
             ", create + kill only, template with the helper",
         ),
+        Contender::Warm(
+            js.steps(&server, &["--only-command"])?,
+            ", its commands.run('true') alone",
+        ),
     ];
     // One untimed round: the page cache, e2b-local's first worlds.
     for contender in &mut contenders {
@@ -142,11 +149,11 @@ fn main() -> Result<()> {
         per_round(&|r| floor(DSH_EXEC, r).as_secs_f64() / samples[JS][r].as_secs_f64())
     );
     // What dsh spends beyond its floor (owner setup, helper, the command) over what the SDK
-    // spends beyond its create + kill (its commands.run('true')).
+    // spends on its commands.run('true'), timed alone by the driver.
     let in_sandbox = |row: usize| {
         per_round(&|r| {
             (samples[row][r].as_secs_f64() - floor(row, r).as_secs_f64())
-                / (samples[JS][r].as_secs_f64() - samples[JS_BARE][r].as_secs_f64())
+                / samples[JS_RUN][r].as_secs_f64()
         })
     };
     println!(
@@ -205,6 +212,7 @@ const DSH_PLUGINS: usize = 4;
 const JS_BARE: usize = 5;
 const JS_COLD: usize = 6;
 const JS_BARE_TEMPLATE: usize = 7;
+const JS_RUN: usize = 8;
 
 enum Contender {
     Cold(Cold),
