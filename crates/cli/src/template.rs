@@ -80,7 +80,7 @@ console.log(info.templateId)
         path = quote(&template_path()),
         fix = quote(&format!(
             "chown -R root:root {TEMPLATE_HOME} && chmod -R go-w {TEMPLATE_HOME} \
-             && mkdir -p -m 0700 {RUNTIME_ROOT}"
+             && install -d -o root -g root -m 0700 {RUNTIME_ROOT}"
         )),
     )
 }

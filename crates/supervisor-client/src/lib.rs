@@ -18,6 +18,9 @@ mod embedded;
 mod followed;
 
 pub use embedded::{HELPER, HELPER_DIGEST, TEMPLATE_HOME, template_path};
+pub use followed::{
+    DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
+};
 
 /// The E2B owner's private directory in the sandbox (docs/design.md §6.4):
 /// root's, mode 0700, under `/var/lib`, whose every ancestor is root's and
@@ -27,6 +30,3 @@ pub use embedded::{HELPER, HELPER_DIGEST, TEMPLATE_HOME, template_path};
 /// sandbox; `dsh template`'s recipe creates it in the template, so that
 /// an owner finds it ready and runs no script for it.
 pub const RUNTIME_ROOT: &str = "/var/lib/dsh-e2b";
-pub use followed::{
-    DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
-};

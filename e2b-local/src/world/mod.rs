@@ -319,14 +319,13 @@ fn copy_skeleton(skel: &Path, home: &Path, uid: u32) -> io::Result<()> {
 /// modes, times, xattrs — the overlay's opaque marks — and device nodes — its whiteouts);
 /// `replace`: `into`'s fresh dirs of those names go first.
 fn copy_files(from: &Path, into: &Path, replace: bool) -> io::Result<()> {
-    if !replace {
-        std::fs::create_dir(into)?;
-        std::fs::set_permissions(into, std::fs::Permissions::from_mode(0o700))?;
-    }
     if replace {
         for name in layout::FILES {
             remove_tree(&into.join(name))?;
         }
+    } else {
+        std::fs::create_dir(into)?;
+        std::fs::set_permissions(into, std::fs::Permissions::from_mode(0o700))?;
     }
     // One `cp` for them all, each copied to `into/<name>`: every process
     // this server starts costs a fork of a large multi-threaded process,
@@ -340,8 +339,9 @@ fn copy_files(from: &Path, into: &Path, replace: bool) -> io::Result<()> {
         .output()?;
     if !output.status.success() {
         return Err(io::Error::other(format!(
-            "cp -a {} into {}: {}",
+            "cp -a {}/{{{}}} {}: {}",
             from.display(),
+            layout::FILES.join(","),
             into.display(),
             String::from_utf8_lossy(&output.stderr).trim()
         )));

@@ -222,12 +222,9 @@ impl OwnerConfig {
     }
 }
 
-/// The owner's private directory in the sandbox (docs/design.md §6.4): under
-/// `/var/lib`, whose every ancestor is root's and writable by root only, so
-/// the sandbox user can neither rename it away nor replace a component of
-/// its path (a directory inside the user's cwd could be renamed by that
-/// user). One per sandbox: an owner connecting to a sandbox sweeps it of
-/// what owners killed a day or more ago left.
+/// The owner's private directory in the sandbox, one per sandbox: an owner
+/// connecting to a sandbox sweeps it of what owners killed a day or more
+/// ago left.
 pub use dsh_supervisor_client::RUNTIME_ROOT;
 
 /// Every problem of `raw` that needs no environment, each with its field

@@ -49,7 +49,7 @@ use dsh_plugin_api::{
 use e2b_client::{Api, Sandbox};
 
 use crate::acquire::{KillOnDrop, Origin, acquire};
-use crate::config::{OnDispose, OwnerConfig};
+use crate::config::{Acquisition, DEFAULT_TEMPLATE, OnDispose, OwnerConfig};
 use crate::lease::Lease;
 pub use crate::owner::SandboxOwner;
 
@@ -85,7 +85,14 @@ impl E2bPlugin {
         let acquired = acquire(api, &config).await?;
         let mut guard = KillOnDrop::new(&acquired);
         let sandbox = acquired.sandbox;
-        let prepared = setup::prepare(sandbox.envd(), &config.cwd).await;
+        // A sandbox this owner just made from `base` cannot hold a runtime
+        // root; any other (a reconnect, a template such as `dsh template`'s)
+        // may.
+        let may_be_ready = !matches!(
+            (&acquired.origin, &config.acquisition),
+            (Origin::Created, Acquisition::Create { template, .. }) if template == DEFAULT_TEMPLATE
+        );
+        let prepared = setup::prepare(sandbox.envd(), &config.cwd, may_be_ready).await;
         let workspace = match prepared {
             Ok(workspace) => workspace,
             Err(err) => {

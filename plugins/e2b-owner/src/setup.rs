@@ -108,6 +108,10 @@ pub struct Workspace {
 }
 
 /// Prepares `cwd` and its runtime root in the sandbox behind `envd`.
+/// `may_be_ready` says whether the runtime root may already be there as it
+/// must be (a reconnect, a template other than `base`): only then does the
+/// owner look before it runs its script, since a look that finds nothing
+/// costs a round trip.
 ///
 /// Runs on the caller's runtime. Dropping the future abandons the setup
 /// midway; the sandbox is then the caller's to delete.
@@ -118,9 +122,16 @@ pub struct Workspace {
 /// symlink, not a directory, or not root's with mode 0700, or when one of
 /// its ancestors is not a real directory only root may write (nothing is
 /// changed through it); the mapped envd error when a call fails.
-pub async fn prepare<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<Workspace> {
+pub async fn prepare<T: EnvdReadable>(
+    envd: &Envd<T>,
+    cwd: &str,
+    may_be_ready: bool,
+) -> Result<Workspace> {
     // Independent: both at once.
-    let (cwd_ready, swept) = tokio::join!(prepare_cwd(envd, cwd), prepare_runtime_root(envd, cwd));
+    let (cwd_ready, swept) = tokio::join!(
+        prepare_cwd(envd, cwd),
+        prepare_runtime_root(envd, cwd, may_be_ready)
+    );
     cwd_ready?;
     let swept = swept?;
     if swept > 0 {
@@ -145,9 +156,13 @@ async fn prepare_cwd<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
     // As envd's default user: new components are created for (and owned
     // by) the sandbox user, so commands can work in the cwd.
     match envd.make_dir(cwd, &options).await {
-        // Made just now, a real directory: nothing to verify, and a cold
-        // start saves the round trip.
-        Ok(_) => return Ok(()),
+        // Made just now (envd says so only of a directory it created): a
+        // cold start saves the round trip of a stat, as long as the entry
+        // it returned is that real directory.
+        Ok(entry) if entry.file_type == FileType::Directory && entry.symlink_target.is_none() => {
+            return Ok(());
+        }
+        Ok(_) => {}
         Err(e2b_client::Error::AlreadyExists { .. }) => {}
         // envd acts with that user's permissions, and the user may not
         // create it (under `/srv`, say): the owner creates it for the user.
@@ -187,10 +202,15 @@ async fn prepare_cwd<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<()> {
     Ok(())
 }
 
-/// Creates or sweeps the runtime root ([`PREPARE_RUNTIME_ROOT`]) and
-/// verifies it; how many stale entries the sweep removed.
-async fn prepare_runtime_root<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Result<usize> {
-    if already_prepared(envd, RUNTIME_ROOT).await {
+/// Finds the runtime root ready ([`already_prepared`], when `may_be_ready`)
+/// or creates or sweeps it ([`PREPARE_RUNTIME_ROOT`]) and verifies it; how
+/// many stale entries the sweep removed.
+async fn prepare_runtime_root<T: EnvdReadable>(
+    envd: &Envd<T>,
+    cwd: &str,
+    may_be_ready: bool,
+) -> Result<usize> {
+    if may_be_ready && already_prepared(envd, cwd, RUNTIME_ROOT).await? {
         return Ok(0);
     }
     let runtime_root = RUNTIME_ROOT.to_owned();
@@ -260,8 +280,14 @@ async fn prepare_runtime_root<T: EnvdReadable>(envd: &Envd<T>, cwd: &str) -> Res
 /// it holds nothing but durable commands' state, so there is nothing to
 /// sweep. Whatever the sandbox clock says of an entry's age, any other entry
 /// leaves the sweep to the script, which judges ages by that clock. Asked of
-/// envd as root, all at once; an error is "no".
-async fn already_prepared<T: EnvdReadable>(envd: &Envd<T>, runtime_root: &str) -> bool {
+/// envd as root, all at once; any other answer (absent, an error) is "no",
+/// except an unreachable sandbox, which fails the setup (naming `cwd`'s)
+/// rather than wait again for the script.
+async fn already_prepared<T: EnvdReadable>(
+    envd: &Envd<T>,
+    cwd: &str,
+    runtime_root: &str,
+) -> Result<bool> {
     let options = CallOptions::default().user(CONTROL_USER);
     let ancestors = ancestors(runtime_root);
     let (root, entries, ancestors) = tokio::join!(
@@ -269,15 +295,26 @@ async fn already_prepared<T: EnvdReadable>(envd: &Envd<T>, runtime_root: &str) -
         envd.list_dir(runtime_root, 1, &options),
         futures::future::join_all(ancestors.iter().map(|dir| envd.stat(dir, &options))),
     );
-    matches!(root, Ok(root) if verify_runtime_root(runtime_root, &root).is_ok())
-        && matches!(entries, Ok(entries) if entries.iter().all(|entry| entry.name == DURABLE_STATE))
-        && ancestors
-            .iter()
-            .all(|ancestor| matches!(ancestor, Ok(entry) if root_only(entry, FileType::Directory)))
+    let unavailable = [root.as_ref().err(), entries.as_ref().err()]
+        .into_iter()
+        .chain(ancestors.iter().map(|ancestor| ancestor.as_ref().err()))
+        .flatten()
+        .find(|err| err.is_unavailable());
+    if let Some(err) = unavailable {
+        return Err(step_failed(cwd, "look at the runtime root", err));
+    }
+    Ok(
+        matches!(root, Ok(root) if verify_runtime_root(runtime_root, &root).is_ok())
+            && matches!(entries, Ok(entries) if entries.iter().all(|entry| entry.name == DURABLE_STATE))
+            && ancestors.iter().all(
+                |ancestor| matches!(ancestor, Ok(entry) if root_only(entry, FileType::Directory)),
+            ),
+    )
 }
 
 /// The ancestors of the absolute path `path`, nearest first, `/` last.
 fn ancestors(path: &str) -> Vec<&str> {
+    debug_assert!(path.starts_with('/'), "{path} is not absolute");
     let mut found = Vec::new();
     let mut rest = path;
     while let Some((parent, _)) = rest.rsplit_once('/') {

@@ -93,7 +93,8 @@ impl<T: EnvdTransport> E2bSubprocess<T> {
     /// Refuses new spawns, terminates every owned group and session (with
     /// the configured kill grace) and joins them, disconnects and joins
     /// every supervisor, and removes the private state (the helper's
-    /// directory, the spill directory). Every step runs even if an earlier
+    /// directory, the spill directory: each only if something may have been
+    /// put there). Every step runs even if an earlier
     /// one failed; failures are reported together (one error of the first
     /// failure's kind). A gone sandbox counts as clean. Handles stay usable:
     /// `wait` and `read_output` answer, `terminate` is a no-op or retries.

@@ -47,8 +47,10 @@ pub struct World<T: EnvdTransport> {
     /// How stdin reaches envd, asked once (`stdin`).
     input_route: e2b_client::InputRouteCell,
     /// Whether the install directory may hold anything: set before
-    /// preparing the sandbox, cleared once a preparation found the
-    /// template's helper (it uploads nothing then).
+    /// preparing the sandbox, cleared when the first preparation found the
+    /// template's helper (it uploads nothing then). A later one after a
+    /// failed or dropped attempt leaves it set: that attempt may have
+    /// uploaded.
     install_dir_used: AtomicBool,
     /// Whether a command was ever given the spill directory.
     spill_dir_used: AtomicBool,
@@ -119,7 +121,7 @@ impl<T: EnvdTransport> World<T> {
     pub async fn ready(&self, operation: &str) -> Result<Arc<Ready<T>>> {
         self.ready
             .get_or_try_init(|| async {
-                self.install_dir_used.store(true, Ordering::Release);
+                let attempted_before = self.install_dir_used.swap(true, Ordering::AcqRel);
                 // Boxed: a large future, once per provider, kept out of
                 // every operation's.
                 let setup = Box::pin(setup::prepare(
@@ -129,7 +131,7 @@ impl<T: EnvdTransport> World<T> {
                     &self.settings.user,
                 ))
                 .await?;
-                if setup.preinstalled {
+                if setup.preinstalled && !attempted_before {
                     self.install_dir_used.store(false, Ordering::Release);
                 }
                 let control = Controller::new(

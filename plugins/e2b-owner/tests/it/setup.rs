@@ -90,8 +90,9 @@ async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconne
         ),
     ]
     .map(|(plant, expected)| (format!("rm -rf /var/lib/dsh-e2b && {plant}"), expected));
-    // A runtime root as it must be, found so by envd's metadata alone
-    // (no script), but not its ancestors; or root's but not 0700.
+    // A runtime root the owner's look (envd's metadata, no script) would
+    // find ready but for an ancestor or its mode: the look must not take
+    // it, and the script then refuses.
     let kept = [
         (
             "chmod 1777 /var/lib",
