@@ -75,7 +75,7 @@ fn shipped() -> PathBuf {
 /// A sandbox of `server` that outlives each `dsh`: created by a first
 /// `dsh` through the shipped manifest with `onDispose: leave`, then reached
 /// by the manifest this returns (its id in place of `template: base`).
-fn left_sandbox(server: &LocalServer, scratch: &Scratch) -> PathBuf {
+pub(crate) fn left_sandbox(server: &LocalServer, scratch: &Scratch) -> PathBuf {
     let text = std::fs::read_to_string(shipped()).expect("read the shipped manifest");
     assert!(
         text.contains("template: base\n") && text.contains("onDispose: kill"),

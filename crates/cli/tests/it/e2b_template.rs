@@ -2,6 +2,8 @@
 //! `Template()` builder (the official JS SDK) against e2b-local, and in a
 //! sandbox from that template both E2B providers run the template's helper
 //! instead of uploading their own; in a sandbox from `base` they upload it.
+//! The owner finds the runtime root the recipe made — or one an earlier
+//! `dsh` left with only durable commands' state in it — without its script.
 //!
 //! Needs root (e2b-local) and the SDK peers (`scripts/install-sdk-peers.sh`).
 
@@ -10,8 +12,9 @@ use std::process::{Command as Process, Output};
 
 use e2b_local::harness::LocalServer;
 
+use crate::e2b_fs::left_sandbox;
 use crate::mcp::peers;
-use crate::support::{config_dir, dsh, require};
+use crate::support::{Scratch, config_dir, dsh, require};
 
 /// Runs `dsh` with `server`'s variables.
 fn dsh_on(server: &LocalServer, args: &[&str]) -> Output {
@@ -92,6 +95,24 @@ fn envd_calls_of_exec(server: &LocalServer, manifest: &str) -> Vec<String> {
 
 fn count(calls: &[String], path: &str) -> usize {
     calls.iter().filter(|call| *call == path).count()
+}
+
+#[test]
+fn a_reconnect_to_a_runtime_root_holding_only_durable_state_runs_no_setup_script() {
+    let server = LocalServer::start();
+    let scratch = Scratch::new();
+    // Left by a `dsh exec --detach`: its durable command's state stays in
+    // the runtime root; the helper it uploaded went with its disposal.
+    let again = left_sandbox(&server, &scratch);
+    let calls = envd_calls_of_exec(&server, &again.display().to_string());
+    // The owner's look (one listing), then the helper's install script and
+    // probe and the command: no script of the owner's.
+    assert_eq!(
+        count(&calls, "/filesystem.Filesystem/ListDir"),
+        1,
+        "{calls:?}"
+    );
+    assert_eq!(count(&calls, "/process.Process/Start"), 2, "{calls:?}");
 }
 
 #[test]
