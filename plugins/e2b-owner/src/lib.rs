@@ -89,8 +89,8 @@ impl E2bPlugin {
         // root; any other (a reconnect, a template such as `dsh template`'s)
         // may.
         let may_be_ready = !matches!(
-            (&acquired.origin, &config.acquisition),
-            (Origin::Created, Acquisition::Create { template, .. }) if template == DEFAULT_TEMPLATE
+            &config.acquisition,
+            Acquisition::Create { template, .. } if template == DEFAULT_TEMPLATE
         );
         let prepared = setup::prepare(sandbox.envd(), &config.cwd, may_be_ready).await;
         let workspace = match prepared {

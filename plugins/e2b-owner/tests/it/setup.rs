@@ -61,6 +61,16 @@ async fn the_sandbox_user_cannot_move_or_replace_the_runtime_root() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconnect() {
     let world = World::start();
+    let ancestors = [
+        (
+            "chmod 1777 /var/lib",
+            "/var/lib is not a directory only root may write (owner uid 0, mode 1777)",
+        ),
+        (
+            "chown user /var",
+            "/var is not a directory only root may write (owner uid 1000",
+        ),
+    ];
     // What a template or an earlier root process could leave there.
     let cases = [
         // (what envd reports as a dangling link's target varies)
@@ -80,40 +90,26 @@ async fn a_runtime_root_or_ancestor_the_user_could_replace_is_refused_on_reconne
             "mkdir -m 0700 /var/lib/dsh-e2b && chown user /var/lib/dsh-e2b",
             "/var/lib/dsh-e2b: it is owned by user, not root",
         ),
-        (
-            "chmod 1777 /var/lib",
-            "/var/lib is not a directory only root may write (owner uid 0, mode 1777)",
-        ),
-        (
-            "chown user /var",
-            "/var is not a directory only root may write (owner uid 1000",
-        ),
     ]
+    .into_iter()
+    .chain(ancestors)
     .map(|(plant, expected)| (format!("rm -rf /var/lib/dsh-e2b && {plant}"), expected));
     // A runtime root the owner's look (envd's metadata, no script) would
     // find ready but for an ancestor or its mode: the look must not take
     // it, and the script then refuses.
-    let kept = [
-        (
-            "chmod 1777 /var/lib",
-            "/var/lib is not a directory only root may write (owner uid 0, mode 1777)",
-        ),
-        (
-            "chown user /var",
-            "/var is not a directory only root may write (owner uid 1000",
-        ),
-        (
+    let kept = ancestors
+        .into_iter()
+        .chain([(
             "chmod 0755 /var/lib/dsh-e2b",
             "/var/lib/dsh-e2b: its mode is 0755, not 0700",
-        ),
-    ]
-    .map(|(plant, expected)| {
-        (
-            format!("test -z \"$(ls -A /var/lib/dsh-e2b)\" && {plant}"),
-            expected,
-        )
-    });
-    for (script, expected) in cases.into_iter().chain(kept) {
+        )])
+        .map(|(plant, expected)| {
+            (
+                format!("test -z \"$(ls -A /var/lib/dsh-e2b)\" && {plant}"),
+                expected,
+            )
+        });
+    for (script, expected) in cases.chain(kept) {
         let plugin = world.owner(json!({"onDispose": "leave"})).await.unwrap();
         let id = plugin.owner().info().sandbox_id;
         let sandbox = plugin.sandbox().clone();
