@@ -95,14 +95,13 @@ pub(crate) async fn write<T: EnvdTransport>(
     }
     let (current, uploaded) =
         futures::future::join(attempt.target(), attempt.upload(op, content)).await;
-    let Some(current) = current else {
-        return Ok(None);
+    let decided = match current {
+        None => Ok(None),
+        Some(current) => {
+            check_guard(op, current.as_ref(), guard).map(|()| uploaded.then_some(current))
+        }
     };
-    check_guard(op, current.as_ref(), guard)?;
-    if !uploaded {
-        return Ok(None);
-    }
-    attempt.publish_over(op, current.as_ref()).await
+    attempt.conclude(op, decided).await
 }
 
 /// [`write`] of content over [`DIRECT_LIMIT`]: an upload thrown away is not
@@ -126,19 +125,19 @@ async fn write_large<T: EnvdTransport>(
     };
     check_guard(op, current.as_ref(), guard)?;
     if !attempt.upload(op, content).await {
-        return Ok(None);
+        return attempt.conclude(op, Ok(None)).await;
     }
     let now = match guard {
         // Nothing to check: the rename itself refuses a directory that
         // appeared meanwhile, as on the staged path.
-        WriteGuard::Overwrite => current,
-        _ => match attempt.target().await {
-            Some(now) => now,
-            None => return Ok(None),
-        },
+        WriteGuard::Overwrite => Some(current),
+        _ => attempt.target().await,
     };
-    check_guard(op, now.as_ref(), guard)?;
-    attempt.publish_over(op, now.as_ref()).await
+    let decided = match now {
+        None => Ok(None),
+        Some(now) => check_guard(op, now.as_ref(), guard).map(|()| Some(now)),
+    };
+    attempt.conclude(op, decided).await
 }
 
 /// `edit` the direct way: `Ok(None)` as for [`write`]; the edit's own
@@ -168,15 +167,13 @@ pub(crate) async fn edit<T: EnvdTransport>(
     let content = Bytes::from(applied.text);
     let (now, uploaded) =
         futures::future::join(attempt.target(), attempt.upload(op, &content)).await;
-    let Some(now) = now else {
-        return Ok(None);
+    let decided = match now {
+        None => Ok(None),
+        Some(now) => check_guard(op, now.as_ref(), &WriteGuard::IfVersion(read_version))
+            .map(|()| uploaded.then_some(now)),
     };
-    check_guard(op, now.as_ref(), &WriteGuard::IfVersion(read_version))?;
-    if !uploaded {
-        return Ok(None);
-    }
     Ok(attempt
-        .publish_over(op, now.as_ref())
+        .conclude(op, decided)
         .await?
         .map(|version| EditOutcome {
             version,
@@ -255,11 +252,32 @@ impl<T: EnvdTransport> Attempt<T> {
         }
     }
 
+    /// Ends an attempt whose upload ran (or was tried): `decided` is the
+    /// target to publish over (as [`Attempt::publish_over`] takes it), or
+    /// `Ok(None)` when the direct way declines, or the operation's refusal.
+    /// Declined or refused, the staged file is removed before the answer
+    /// (so neither the error nor the staged way that follows leaves a
+    /// [`STAGING_PREFIX`] name beside the target for the caller to see);
+    /// only a dropped operation leaves that to a task ([`Staged`]).
+    async fn conclude(
+        self,
+        op: Op<'_>,
+        decided: Result<Option<Option<EntryInfo>>>,
+    ) -> Result<Option<Version>> {
+        match decided {
+            Ok(Some(current)) => self.publish_over(op, current.as_ref()).await,
+            declined => {
+                self.staged.discard().await;
+                declined.map(|_| None)
+            }
+        }
+    }
+
     /// Publishes the uploaded staged file over `current` (a regular file
     /// as [`Attempt::target`] found it; `None`: absent). Replacing a file
     /// while this world does not know the upload's attributes first learns
     /// them (one `Stat` of the staged file) and publishes only if they are
-    /// the file's. `Ok(None)`: not published, nothing left behind.
+    /// the file's. `Ok(None)`: not published, the staged file removed.
     async fn publish_over(
         mut self,
         op: Op<'_>,
@@ -273,11 +291,13 @@ impl<T: EnvdTransport> Attempt<T> {
                         let _ = attrs.set(UploadAttrs::of(&staged));
                     }
                     Err(_) => {
+                        self.staged.discard().await;
                         return Ok(None);
                     }
                 }
             }
             if attrs.get() != Some(&UploadAttrs::of(current)) {
+                self.staged.discard().await;
                 return Ok(None);
             }
         }

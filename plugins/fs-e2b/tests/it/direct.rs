@@ -8,7 +8,7 @@ use dsh_fs_e2b::{FsE2b, STAGING_PREFIX};
 use dsh_plugin_api::fs::{Edit, FsProvider, WriteGuard};
 use dsh_plugin_api::{Bytes, ErrorKind};
 
-use crate::support::{CWD, Env, Recorder, recorded_provider};
+use crate::support::{CWD, Env, REMOVE, Recorder, recorded_provider};
 
 const STAT: &str = "POST /filesystem.Filesystem/Stat";
 const MOVE: &str = "POST /filesystem.Filesystem/Move";
@@ -35,9 +35,7 @@ async fn leftovers(env: &Env) -> String {
 }
 
 /// Writes `content` to `path` with a stale version, which must be refused
-/// as a conflict, and returns the calls it made — without the removal of
-/// a staged file, which runs on a task of the provider and may have gone
-/// out already or not.
+/// as a conflict, and returns the calls it made by the time it answered.
 async fn refused_as_stale(
     fs: &FsE2b<Recorder>,
     recorder: &Recorder,
@@ -47,11 +45,7 @@ async fn refused_as_stale(
     let stale = WriteGuard::IfVersion(dsh_plugin_api::fs::Version("stale".into()));
     let err = fs.write(path, content, stale).await.expect_err("stale");
     assert_eq!(err.kind(), ErrorKind::Conflict, "{err}");
-    recorder
-        .take()
-        .into_iter()
-        .filter(|call| call != "POST /filesystem.Filesystem/Remove")
-        .collect()
+    recorder.take()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,13 +76,15 @@ async fn a_small_write_is_a_stat_beside_the_upload_then_the_move() {
     assert_eq!(leftovers(&env).await, "");
 
     // A stale guard is refused before anything is published, and the
-    // staged upload does not stay behind.
+    // staged upload is removed before the refusal is answered: a listing
+    // right after it never shows the staged name, however slow the removal
+    // (one left to a task showed it on a loaded machine).
     recorder.take();
+    recorder.slow_removes();
     let calls = refused_as_stale(&fs, &recorder, &path, Bytes::from_static(b"three\n")).await;
-    assert_eq!(sorted(calls), expect(&[STAT, UPLOAD]));
-    assert_eq!(fs.read_text(&path).await.unwrap().text.as_str(), "two\n");
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(leftovers(&env).await, "");
+    assert_eq!(sorted(calls), expect(&[REMOVE, STAT, UPLOAD]));
+    assert_eq!(fs.read_text(&path).await.unwrap().text.as_str(), "two\n");
 }
 
 /// Content over the direct limit goes the direct way too, once: the
@@ -136,6 +132,9 @@ async fn a_large_write_asks_before_it_uploads_then_moves() {
         .expect("guarded");
     assert_eq!(recorder.take(), [STAT, UPLOAD, STAT, MOVE]);
     let calls = refused_as_stale(&fs, &recorder, &path, content(b'd')).await;
+    // Without an upload there is nothing to remove before answering (the
+    // dropped attempt's removal of nothing may have gone out or not).
+    let calls: Vec<String> = calls.into_iter().filter(|call| call != REMOVE).collect();
     assert_eq!(calls, [STAT], "nothing uploaded for a stale guard");
 
     let read = fs.read_text(&path).await.expect("read");

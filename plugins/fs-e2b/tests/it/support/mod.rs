@@ -6,6 +6,7 @@
 
 pub mod commands;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -235,16 +236,23 @@ pub async fn run_fs_half_and(env: &Env, fs: Arc<dyn FsProvider>, also: &[&str]) 
 }
 
 /// The owner's transport, recording `METHOD path` of every request; it can
-/// cut every envd `StreamInput` in flight as a reset connection would.
+/// cut every envd `StreamInput` in flight as a reset connection would, and
+/// hold every envd `Remove` back for [`SLOW_REMOVE`] before it goes out.
 #[derive(Clone)]
 pub struct Recorder {
     inner: OwnerTransport,
     seen: Arc<Mutex<Vec<String>>>,
     cuts: Arc<watch::Sender<u64>>,
+    slow_removes: Arc<AtomicBool>,
 }
+
+/// How long a `Remove` waits before it is sent, once
+/// [`Recorder::slow_removes`] was called.
+pub const SLOW_REMOVE: Duration = Duration::from_millis(500);
 
 pub const STREAM_INPUT: &str = "POST /process.Process/StreamInput";
 pub const SEND_INPUT: &str = "POST /process.Process/SendInput";
+pub const REMOVE: &str = "POST /filesystem.Filesystem/Remove";
 
 impl ClientTransport for Recorder {
     type ResponseBody = <OwnerTransport as ClientTransport>::ResponseBody;
@@ -257,8 +265,15 @@ impl ClientTransport for Recorder {
     {
         let call = format!("{} {}", request.method(), request.uri().path());
         let cut = call == STREAM_INPUT;
+        let slow = call == REMOVE && self.slow_removes.load(Ordering::Relaxed);
         self.seen.lock().unwrap().push(call);
         let sent = self.inner.send(request);
+        if slow {
+            return Box::pin(async move {
+                tokio::time::sleep(SLOW_REMOVE).await;
+                sent.await
+            });
+        }
         if !cut {
             return sent;
         }
@@ -286,6 +301,13 @@ impl Recorder {
     pub fn cut_input_streams(&self) {
         self.cuts.send_modify(|epoch| *epoch += 1);
     }
+
+    /// Holds every later `Remove` back for [`SLOW_REMOVE`] (a slow link),
+    /// so that one left to run after its operation answered is still
+    /// pending when the caller looks.
+    pub fn slow_removes(&self) {
+        self.slow_removes.store(true, Ordering::Relaxed);
+    }
 }
 
 /// A provider on a [`Recorder`] of the owner's transport.
@@ -294,6 +316,7 @@ pub fn recorded_provider(env: &Env) -> (FsE2b<Recorder>, Recorder) {
         inner: OwnerTransport::new(env.owner()),
         seen: Arc::default(),
         cuts: Arc::new(watch::channel(0).0),
+        slow_removes: Arc::default(),
     };
     let fs = FsE2b::new(
         Envd::new(recorder.clone(), envd_options(&env.info)),
