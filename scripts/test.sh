@@ -8,9 +8,9 @@
 # on each crate as the build compiles it, scripts/clippy-and-rustdoc.sh), runs every test with
 # nextest (the fuzz corpus is replayed there), builds and tests the provider template, and fuzzes
 # each decoder of hostile input for a bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default
-# 20 per target, the targets side by side, 0 skips it). The template's build and the fuzz targets' instrumented build run
-# while the tests do, at the lowest CPU priority: most tests wait on sandboxes and processes, so
-# these take cores the tests leave idle.
+# 20 per target, the targets side by side, 0 skips it). The template's build and kit test and the
+# fuzz targets' instrumented build run while the tests do, the builds at the lowest CPU priority:
+# most tests wait on sandboxes and processes, so these take cores the tests leave idle.
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -61,15 +61,18 @@ template_env=(DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor"
 # another had, in a third of the wall time.
 fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
 
-# While the tests run: the template's build and the fuzz targets' instrumented build, each in its
-# own target directory (no test waits on a cargo lock), niced so that the tests keep the CPU
-# whenever they want it. Their own workspace crates go through the same wrapper (clippy and
-# rustdoc, warnings denied).
+# While the tests run: the template's build and its kit test, then the fuzz targets' instrumented
+# build, each in its own target directory (no test waits on a cargo lock), the builds niced so
+# that the tests keep the CPU whenever they want it. Their own workspace crates go through the
+# same wrapper (clippy and rustdoc, warnings denied).
 background_builds() {
   set -e
   env "${template_env[@]}" nice -n 19 cargo test --no-run "${template[@]}"
+  env "${template_env[@]}" cargo test "${template[@]}"
   if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0; fi
 }
+host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) 2>/dev/null | sort || true; }
+state_before=$(host_state)
 builds_log=$(mktemp)
 # Its own session, so that one kill ends it and every process it started.
 setsid bash -c "$(declare -p root template template_env fuzz_seconds); $(declare -f background_builds);
@@ -78,21 +81,10 @@ builds=$!
 # A failed test run ends the script; the builds end with it.
 trap 'kill -- "-$builds" 2>/dev/null || true' EXIT
 
-# What the tests' worlds keep on the host under /tmp (spill files, runner programs, build
-# contexts) must go with them: anything new there after the tests is a leak, and fails the run.
-# (It assumes no other test run shares this machine's /tmp meanwhile, as on CI.)
-host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) 2>/dev/null | sort || true; }
-state_before=$(host_state)
 if [ -n "${E2B_API_KEY:-}" ]; then
   cargo nextest run --workspace --locked --run-ignored all "$@"
 else
   cargo nextest run --workspace --locked "$@"
-fi
-left=$(comm -13 <(echo "$state_before") <(host_state))
-if [ -n "$left" ]; then
-  echo "test.sh: the tests left this behind on the host:" >&2
-  echo "$left" >&2
-  exit 1
 fi
 phase "tests (building the test targets included)"
 
@@ -102,13 +94,20 @@ trap - EXIT
 cat "$builds_log"
 rm -f "$builds_log"
 if [ "$builds_ok" -ne 0 ]; then
-  echo "test.sh: building the provider template or the fuzz targets failed" >&2
+  echo "test.sh: the provider template (its build or kit test) or the fuzz targets' build failed" >&2
   exit 1
 fi
-phase "finishing the template's and fuzz targets' builds"
-
-env "${template_env[@]}" cargo test "${template[@]}"
-phase "the provider template (its kit test)"
+# What the tests' worlds keep on the host under /tmp (spill files, runner programs, build
+# contexts) must go with them: anything new there once every test (the template's too) has
+# ended is a leak, and fails the run. (It assumes no other test run shares this machine's /tmp
+# meanwhile, as on CI.)
+left=$(comm -13 <(echo "$state_before") <(host_state))
+if [ -n "$left" ]; then
+  echo "test.sh: the tests left this behind on the host:" >&2
+  echo "$left" >&2
+  exit 1
+fi
+phase "finishing the provider template (built and its kit test run) and the fuzz targets' build"
 
 if [ "$fuzz_seconds" -gt 0 ]; then
   "$root/tests/fuzz/run.sh" "$fuzz_seconds"
