@@ -55,8 +55,7 @@ pub const CONTROL_SHELL: &str = "/bin/bash";
 /// the script itself did not run.
 pub const GUARD_FAILED_EXIT: i32 = 121;
 
-/// The environment variable naming the runtime root in control commands.
-pub const RUNTIME_ROOT_ENV: &str = "DSH_RUNTIME_ROOT";
+pub use dsh_supervisor::ambient::RUNTIME_ROOT_ENV;
 
 /// Runs before every script: the runtime root must still be a directory,
 /// not a symlink, owned by root (`-O`: owned by the effective user, root).

@@ -129,6 +129,20 @@ where
     })
 }
 
+/// The template's copy of the helper ([`template_path`]) when the sandbox
+/// holds one [`install`] would run in place (the same look); any
+/// doubt, an error included, is `None`. For an adapter that runs the copy
+/// without the install script (a first command that probes for itself):
+/// the copy's place — root's alone, in a root-owned directory named by its
+/// SHA-256 — is what makes it trusted there; the helper still checks its
+/// own SHA-256 before it runs anything.
+pub async fn template_copy<T: EnvdReadable>(envd: &Envd<T>, timeout: Duration) -> Option<String> {
+    let path = template_path();
+    Box::pin(preinstalled(envd, &path, timeout))
+        .await
+        .then_some(path)
+}
+
 /// Whether the sandbox holds the template's copy of the helper at `path`:
 /// a regular file (not a symlink) owned by root in a root-owned directory,
 /// neither writable by group or others. Anything else, an error included,

@@ -1,7 +1,8 @@
 //! `probe USER UPLOAD SHA256`: what `dsh-subprocess-e2b` learns of the sandbox
 //! once per provider, in the one process the install script ends in (each
 //! program a shell would run for it costs a fork and an exec, milliseconds
-//! each in a sandbox).
+//! each in a sandbox) — or in the provider's first command itself
+//! ([`launch_for`], a `run` with a [`ProbeFor`]).
 //!
 //! First it checks that its own executable (the installed copy) has the
 //! SHA-256 the provider expects, and does nothing else if not (exit 3): a
@@ -19,10 +20,12 @@
 //! comes from `/etc/passwd` and `/etc/group`: a static program has no NSS,
 //! and sandboxes keep their accounts in files.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 
-use dsh_supervisor::wire;
+use dsh_supervisor::ambient::{Ambient, search_dirs};
+use dsh_supervisor::wire::{self, Identity, Launch, ProbeFor};
 
 /// Exit status when the user has no account (the install script's).
 const NO_SUCH_USER: i32 = 5;
@@ -110,20 +113,101 @@ fn digest_of(path: &str) -> std::io::Result<String> {
         .collect())
 }
 
+/// Checks this executable against the SHA-256 `expected` (hex); the
+/// message and exit status for a mismatch or an unreadable executable.
+fn check_own_digest(expected: &str) -> Result<(), (i32, String)> {
+    match digest_of("/proc/self/exe") {
+        Ok(digest) if digest == expected => Ok(()),
+        Ok(digest) => Err((
+            DAMAGED,
+            format!(
+                "the installed helper does not match its SHA-256 (expected {expected}, found {digest}): the upload was damaged"
+            ),
+        )),
+        Err(err) => Err((
+            DAMAGED,
+            format!("reading the installed helper to check its SHA-256: {err}"),
+        )),
+    }
+}
+
+/// `user`'s account, from `/etc/passwd` and `/etc/group`.
+fn account_of(user: &str) -> Result<Account, (i32, String)> {
+    let read = |path: &str| std::fs::read_to_string(path).map_err(|err| format!("{path}: {err}"));
+    // Without a group file, the user is in its primary group only.
+    read("/etc/passwd")
+        .and_then(|passwd| lookup(user, &passwd, &read("/etc/group").unwrap_or_default()))
+        .map_err(|message| (NO_SUCH_USER, message))
+}
+
+/// This process's environment as `env -0` prints it.
+fn env0() -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        out.extend_from_slice(name.as_bytes());
+        out.push(b'=');
+        out.extend_from_slice(value.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+/// What `probe` prints for `account`: the fields, then `env0`.
+fn record(account: &Account, env0: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let groups: Vec<String> = account.groups.iter().map(u32::to_string).collect();
+    for field in [
+        format!("dsh-supervisor {}", wire::VERSION),
+        account.uid.to_string(),
+        account.gid.to_string(),
+        groups.join(" "),
+        account.home.clone(),
+    ] {
+        out.extend_from_slice(field.as_bytes());
+        out.push(0);
+    }
+    out.extend_from_slice(env0);
+    out
+}
+
+/// The launch of a `run` that learns the sandbox itself (`probe`): its own
+/// SHA-256 checked, `probe.user`'s identity, the command's environment
+/// composed from this process's (envd's) and the request's explicit
+/// entries as the host would ([`Ambient`]), the search path from its
+/// `PATH`; and the record `probe` would print, for the host. An error is
+/// the message to report.
+pub fn launch_for(probe: &ProbeFor, launch: &Launch) -> Result<(Launch, Vec<u8>), String> {
+    check_own_digest(&probe.digest).map_err(|(_, message)| message)?;
+    let account = account_of(&probe.user).map_err(|(_, message)| message)?;
+    let env0 = env0();
+    let ambient = Ambient::from_probe(&env0, &probe.user, &account.home)?;
+    let mut explicit = BTreeMap::new();
+    for entry in &launch.env {
+        let (name, value) = entry
+            .split_once('=')
+            .ok_or_else(|| format!("the explicit environment entry {entry:?} has no '='"))?;
+        explicit.insert(name.to_owned(), value.to_owned());
+    }
+    let env = ambient.for_command(&explicit, &launch.cwd);
+    let learned = Launch {
+        identity: Identity {
+            uid: account.uid,
+            gid: account.gid,
+            groups: account.groups.clone(),
+        },
+        argv: launch.argv.clone(),
+        search: search_dirs(&env.path),
+        env: env.entries,
+        cwd: launch.cwd.clone(),
+    };
+    Ok((learned, record(&account, &env0)))
+}
+
 /// Runs `probe`; the process's exit status.
 pub fn main(user: &str, upload: &str, expected: &str) -> i32 {
-    match digest_of("/proc/self/exe") {
-        Ok(digest) if digest == expected => {}
-        Ok(digest) => {
-            eprintln!(
-                "dsh: the installed helper does not match its SHA-256 (expected {expected}, found {digest}): the upload was damaged"
-            );
-            return DAMAGED;
-        }
-        Err(err) => {
-            eprintln!("dsh: reading the installed helper to check its SHA-256: {err}");
-            return DAMAGED;
-        }
+    if let Err((status, message)) = check_own_digest(expected) {
+        eprintln!("dsh: {message}");
+        return status;
     }
     if upload != "-"
         && let Err(err) = std::fs::remove_file(upload)
@@ -132,36 +216,17 @@ pub fn main(user: &str, upload: &str, expected: &str) -> i32 {
         eprintln!("dsh: removing the uploaded helper {upload}: {err}");
         return 3;
     }
-    let read = |path: &str| std::fs::read_to_string(path).map_err(|err| format!("{path}: {err}"));
-    // Without a group file, the user is in its primary group only.
-    let account = read("/etc/passwd")
-        .and_then(|passwd| lookup(user, &passwd, &read("/etc/group").unwrap_or_default()));
-    let account = match account {
+    let account = match account_of(user) {
         Ok(account) => account,
-        Err(message) => {
+        Err((status, message)) => {
             eprintln!("dsh: {message}");
-            return NO_SUCH_USER;
+            return status;
         }
     };
-    let mut out = Vec::new();
-    let groups: Vec<String> = account.groups.iter().map(u32::to_string).collect();
-    for field in [
-        format!("dsh-supervisor {}", wire::VERSION),
-        account.uid.to_string(),
-        account.gid.to_string(),
-        groups.join(" "),
-        account.home,
-    ] {
-        out.extend_from_slice(field.as_bytes());
-        out.push(0);
-    }
-    for (name, value) in std::env::vars_os() {
-        out.extend_from_slice(name.as_bytes());
-        out.push(b'=');
-        out.extend_from_slice(value.as_bytes());
-        out.push(0);
-    }
-    match std::io::stdout().lock().write_all(&out) {
+    match std::io::stdout()
+        .lock()
+        .write_all(&record(&account, &env0()))
+    {
         Ok(()) => 0,
         Err(err) => {
             eprintln!("dsh: writing the probe: {err}");

@@ -36,9 +36,30 @@ const CHUNK: usize = 32 * 1024 - wire::HEADER;
 /// grown pipe can hold; a writer that never pauses is cut off there).
 const DETACH_DRAIN: usize = 1024 * 1024;
 
-/// Runs `request`; never returns.
+/// Runs `request`; never returns. With a [`wire::ProbeFor`], it first
+/// learns the sandbox and says what it learned (a [`tag::PROBED`] frame).
 pub fn main(request: &RunRequest) -> ! {
     let mut out = Frames::new();
+    let learned;
+    let request = match &request.probe {
+        None => request,
+        Some(probe) => match crate::probe::launch_for(probe, &request.launch) {
+            Ok((launch, record)) => {
+                out.frame(tag::PROBED, &record);
+                learned = RunRequest {
+                    launch,
+                    probe: None,
+                    ..request.clone()
+                };
+                &learned
+            }
+            Err(message) => out.fail(
+                Stage::Request,
+                libc::EINVAL,
+                &format!("probe the sandbox: {message}"),
+            ),
+        },
+    };
     let prepared = match Prepared::new(&request.launch) {
         Ok(prepared) => prepared,
         Err(message) => out.fail(Stage::Request, libc::EINVAL, &message),

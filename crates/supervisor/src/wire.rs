@@ -20,7 +20,7 @@ pub const REQUEST_ENV: &str = "DSH_E2B_REQUEST";
 
 /// The version of this wire; the helper prints it for `version`, and the
 /// host checks it after installing the helper.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 
 /// Longest base64 request the host sends in one environment variable:
 /// Linux refuses single strings over 128 KiB (`MAX_ARG_STRLEN`) at exec.
@@ -55,6 +55,9 @@ pub mod tag {
     /// Writing the spill copy of a stream failed: `stream: u8`,
     /// `errno: i32`; the copy is incomplete from there on.
     pub const SPILL_FAILED: u8 = b'P';
+    /// What a `run` with a [`super::ProbeFor`] learned of the sandbox, before
+    /// anything else: exactly what `probe` prints.
+    pub const PROBED: u8 = b'I';
 }
 
 /// How a stream ended (payload of [`tag::CLOSED`]).
@@ -165,6 +168,23 @@ pub struct RunRequest {
     pub stdout: Relay,
     pub stderr: Relay,
     pub spill: Option<Spill>,
+    /// A provider's first command, which learns the sandbox itself instead
+    /// of after a `probe` of its own; `launch.identity` and `launch.search`
+    /// are then the helper's to set, and `launch.env` holds the explicit
+    /// entries only.
+    pub probe: Option<ProbeFor>,
+}
+
+/// What a `run` learns before it starts its command, as `probe` would: the
+/// helper checks its own executable against `digest`, looks `user` up,
+/// takes the ambient environment from its own (envd's) and composes the
+/// command's with it ([`crate::ambient`]), reports what `probe` prints in a
+/// [`tag::PROBED`] frame, and runs the command as `user`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProbeFor {
+    pub user: String,
+    /// The SHA-256 (hex) the helper's executable must have.
+    pub digest: String,
 }
 
 /// `exec`: become the program of a terminal.
@@ -415,6 +435,14 @@ impl RunRequest {
                 w.u64(spill.limit);
             }
         }
+        match &self.probe {
+            None => w.u8(0),
+            Some(probe) => {
+                w.u8(1);
+                w.str(&probe.user);
+                w.str(&probe.digest);
+            }
+        }
         w.into_bytes()
     }
 
@@ -441,6 +469,14 @@ impl RunRequest {
                     limit: r.u64("spill limit")?,
                 }),
                 other => return Err(DecodeError(format!("unknown spill flag {other}"))),
+            },
+            probe: match r.u8("probe flag")? {
+                0 => None,
+                1 => Some(ProbeFor {
+                    user: r.str("probed user")?,
+                    digest: r.str("expected digest")?,
+                }),
+                other => return Err(DecodeError(format!("unknown probe flag {other}"))),
             },
         };
         r.finish("the run request")?;
@@ -808,8 +844,17 @@ mod tests {
                 stderr: "1.stderr".into(),
                 limit: 1 << 40,
             }),
+            probe: None,
         };
         assert_eq!(RunRequest::decode(&run.encode()).unwrap(), run);
+        let probing = RunRequest {
+            probe: Some(ProbeFor {
+                user: "user".into(),
+                digest: "ab".repeat(32),
+            }),
+            ..run.clone()
+        };
+        assert_eq!(RunRequest::decode(&probing.encode()).unwrap(), probing);
         let merged = RunRequest {
             stderr: Relay::Merged,
             ..run.clone()
@@ -857,6 +902,7 @@ mod tests {
             stdout: Relay::Data,
             stderr: Relay::Data,
             spill: None,
+            probe: None,
         };
         let bytes = run.encode();
         for cut in 0..bytes.len() {

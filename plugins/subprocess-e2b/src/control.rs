@@ -87,6 +87,11 @@ impl<T: EnvdTransport> Controller<T> {
         &self.envd
     }
 
+    /// The helper this control runs.
+    pub fn helper(&self) -> &str {
+        &self.helper
+    }
+
     /// SIGKILL, through envd, to the process `target` selects (not its
     /// group), bounded by envd's request timeout.
     pub async fn kill(&self, target: Selector) -> Result<(), e2b_client::Error> {

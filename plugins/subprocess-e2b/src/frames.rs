@@ -67,6 +67,8 @@ pub enum Frame {
         stream: Stream,
         errno: i32,
     },
+    /// What a first command learned of the sandbox (`probe`'s output).
+    Probed(Vec<u8>),
 }
 
 /// The helper sent something this host cannot read: the stream is unusable
@@ -189,6 +191,13 @@ impl Decoder {
                     }
                 }
             }
+            tag::PROBED if len > crate::setup::PROBE_LIMIT => {
+                return Err(FrameError(format!(
+                    "the sandbox helper's probe of {len} bytes exceeds {}",
+                    crate::setup::PROBE_LIMIT
+                )));
+            }
+            tag::PROBED => State::Control { tag, need: len },
             _ if len > CONTROL_LIMIT => {
                 return Err(FrameError(format!(
                     "frame {:?} of {len} bytes exceeds {CONTROL_LIMIT}",
@@ -252,6 +261,7 @@ fn parse_control(tag: u8, payload: &[u8]) -> Result<Frame, FrameError> {
             stream: stream(r.u8("stream").map_err(bad)?)?,
             errno: r.i32("errno").map_err(bad)?,
         },
+        tag::PROBED => return Ok(Frame::Probed(payload.to_vec())),
         other => return Err(FrameError(format!("unknown frame tag {other:#04x}"))),
     };
     r.finish("the frame").map_err(bad)?;

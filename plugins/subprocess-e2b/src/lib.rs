@@ -9,7 +9,7 @@
 //!
 //! - it forks the command as the leader of a new session and process group,
 //!   as the sandbox user, with exactly the requested argv and the scrubbed
-//!   environment ([`env`](mod@env)), and reports its pid before `spawn`
+//!   environment ([`dsh_supervisor::ambient`]), and reports its pid before `spawn`
 //!   resolves — an event, not a poll;
 //! - it relays stdout and stderr as raw bytes in frames on its own stdout
 //!   (a root process's envd pipe: no sandbox process can write a fact into
@@ -50,7 +50,6 @@ pub mod config;
 mod control;
 mod delivery;
 mod durable;
-pub mod env;
 mod errors;
 pub mod frames;
 mod group;

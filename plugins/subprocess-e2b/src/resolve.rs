@@ -55,7 +55,7 @@ pub async fn resolve<T: EnvdTransport>(
     validate(name, extra)?;
     world.check_open(OP)?;
     let ready = world.ready(OP).await?;
-    let mut search = crate::env::search_dirs(ready.setup.ambient.path());
+    let mut search = dsh_supervisor::ambient::search_dirs(ready.setup.ambient.path());
     search.extend(extra.iter().cloned());
     let request = ResolveRequest {
         identity: ready.setup.identity.clone(),

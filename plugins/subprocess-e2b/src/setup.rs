@@ -13,15 +13,16 @@ use dsh_e2b_gateway::{ControlShell, GUARD_FAILED_EXIT, InstallPaths, Installed, 
 use dsh_plugin_api::{Error, Result};
 use e2b_client::Envd;
 
-use crate::env::Ambient;
 use crate::errors;
 use crate::transport::EnvdTransport;
 use crate::wire::{self, Identity};
+use dsh_supervisor::ambient::Ambient;
 
 /// Bound on the upload and on the install script.
-const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
-/// Most probe output read (the ambient environment).
-const PROBE_LIMIT: usize = 8 << 20;
+pub(crate) const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
+/// Most probe output read (the ambient environment), from the install
+/// script or a first command's [`crate::frames::Frame::Probed`].
+pub(crate) const PROBE_LIMIT: usize = 8 << 20;
 
 /// What commands of one provider need to know about the sandbox.
 #[derive(Debug, Clone)]
@@ -93,6 +94,21 @@ pub async fn prepare<T: EnvdTransport>(
         helper,
         preinstalled,
     })
+}
+
+impl Setup {
+    /// What a first command run by the template's `helper` learned for
+    /// `user` (its [`crate::frames::Frame::Probed`]).
+    pub fn probed(record: &[u8], user: &str, helper: &str) -> Result<Setup> {
+        let (identity, ambient) = parse_probe(record, user)
+            .map_err(|message| Error::io(format!("probe the sandbox: {message}")))?;
+        Ok(Setup {
+            identity,
+            ambient,
+            helper: helper.to_owned(),
+            preinstalled: true,
+        })
+    }
 }
 
 /// Splits the probe's output into the identity and the ambient environment.

@@ -6,7 +6,7 @@
 //! nobody claims is rolled back (see `Delivery`). Once the handle is out,
 //! the same task becomes the command's supervisor (`crate::supervise`).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,11 +24,14 @@ use crate::group::Group;
 use crate::output::OutputState;
 use crate::pipe;
 use crate::process::E2bProcess;
+use crate::setup::Setup;
 use crate::stdin::StdinWriter;
 use crate::supervise::{Diagnostics, Sink, Supervisor};
 use crate::transport::EnvdTransport;
-use crate::wire::{self, Launch, Relay, RunRequest, Spill};
-use crate::world::World;
+use crate::wire::{self, Launch, ProbeFor, Relay, RunRequest, Spill};
+use crate::world::{Ready, World};
+use dsh_supervisor::ambient::search_dirs;
+use dsh_supervisor_client::HELPER_DIGEST;
 
 /// Whom a command runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +60,48 @@ pub async fn spawn_as<T: EnvdTransport>(
     const OP: &str = "spawn";
     spec.validate()?;
     world.check_open(OP)?;
-    let ready = world.ready(OP).await?;
+    let known = Known::of(world, OP, run_as).await?;
     let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
-    let env = ready.setup.ambient.for_command(&spec.env, &cwd);
-    let search = crate::env::search_dirs(&env.path);
+    let (control, identity, env, search, probing) = match known {
+        Known::Ready(ready) => {
+            let env = ready.setup.ambient.for_command(&spec.env, &cwd);
+            let identity = match run_as {
+                RunAs::User => ready.setup.identity.clone(),
+                RunAs::Root => wire::Identity {
+                    uid: 0,
+                    gid: 0,
+                    groups: Vec::new(),
+                },
+            };
+            let search = search_dirs(&env.path);
+            (ready.control.clone(), identity, env.entries, search, None)
+        }
+        // The helper sets the identity, the environment (from the explicit
+        // entries) and the search path once it has learned them.
+        Known::Probing(control) => {
+            let explicit = spec
+                .env
+                .iter()
+                .map(|(name, value)| format!("{name}={value}"));
+            let probing = Probing {
+                user: world.user().to_owned(),
+                helper: control.helper().to_owned(),
+                explicit: spec.env.clone(),
+            };
+            let nobody = wire::Identity {
+                uid: 0,
+                gid: 0,
+                groups: Vec::new(),
+            };
+            (
+                *control,
+                nobody,
+                explicit.collect(),
+                Vec::new(),
+                Some(probing),
+            )
+        }
+    };
     let seq = world.next_seq();
     let spill = spec.spill.map(|spill| Spill {
         dir: world.use_spill_dir().to_owned(),
@@ -76,22 +117,19 @@ pub async fn spawn_as<T: EnvdTransport>(
     };
     let request = RunRequest {
         launch: Launch {
-            identity: match run_as {
-                RunAs::User => ready.setup.identity.clone(),
-                RunAs::Root => wire::Identity {
-                    uid: 0,
-                    gid: 0,
-                    groups: Vec::new(),
-                },
-            },
+            identity,
             argv: spec.argv.clone(),
-            env: env.entries,
+            env,
             cwd: cwd.clone(),
             search: search.clone(),
         },
         stdout: relay(spec.stdout),
         stderr: relay(spec.stderr),
         spill: spill.clone(),
+        probe: probing.as_ref().map(|probing| ProbeFor {
+            user: probing.user.clone(),
+            digest: HELPER_DIGEST.to_owned(),
+        }),
     };
     let encoded = wire::base64_encode(&request.encode());
     if encoded.len() > wire::MAX_REQUEST_ENV {
@@ -104,8 +142,7 @@ pub async fn spawn_as<T: EnvdTransport>(
         .with_subject(spec.argv[0].clone()));
     }
     let tag = format!("dsh-subprocess-e2b-{}-{seq}", world.instance());
-    let command = ready
-        .control
+    let command = control
         .helper_command(&["run"])
         .env(wire::REQUEST_ENV, encoded)
         .stdin(spec.stdin == StdinMode::Pipe)
@@ -127,15 +164,13 @@ pub async fn spawn_as<T: EnvdTransport>(
         spill: spill_paths,
         timeout: spec.timeout,
         drain_grace: spec.drain_grace,
+        probing,
     };
     let (answer, outcome) = oneshot::channel();
     world.check_open(OP)?;
-    world.tracker().spawn(start(
-        Arc::clone(world),
-        ready.control.clone(),
-        plan,
-        answer,
-    ));
+    world
+        .tracker()
+        .spawn(start(Arc::clone(world), control, plan, answer));
     // Claimed in the same poll it arrives in (see `Delivery`).
     match outcome.await {
         Ok(answer) => answer.map(Delivery::claim),
@@ -143,6 +178,40 @@ pub async fn spawn_as<T: EnvdTransport>(
             "spawn: the start task ended without an answer (the provider's runtime is shutting down)",
         )),
     }
+}
+
+/// How a start knows the sandbox.
+enum Known<T: EnvdTransport> {
+    /// Prepared: the command's identity and environment are composed here.
+    Ready(Arc<Ready<T>>),
+    /// Not yet, and the template holds the helper (this control's): the
+    /// command learns the sandbox itself, in its helper, and the world
+    /// learns it from the command's first frame — one process in the
+    /// sandbox instead of a probe and then the command
+    /// (docs/design.md §6.3). Boxed: a control is large, and rare here.
+    Probing(Box<Controller<T>>),
+}
+
+impl<T: EnvdTransport> Known<T> {
+    async fn of(world: &World<T>, op: &str, run_as: RunAs) -> Result<Known<T>> {
+        if let Some(ready) = world.ready_now() {
+            return Ok(Known::Ready(ready));
+        }
+        if run_as == RunAs::User
+            && let Some(helper) = world.template_copy().await
+        {
+            return Ok(Known::Probing(Box::new(world.controller(helper))));
+        }
+        world.ready(op).await.map(Known::Ready)
+    }
+}
+
+/// A first command's learning of the sandbox: for whom, by which helper,
+/// and its explicit environment (to name the directories it searched).
+struct Probing {
+    user: String,
+    helper: String,
+    explicit: BTreeMap<String, String>,
 }
 
 /// Everything the start task needs.
@@ -157,6 +226,7 @@ struct Plan {
     spill: Option<[(String, u64); 2]>,
     timeout: Option<Duration>,
     drain_grace: Duration,
+    probing: Option<Probing>,
 }
 
 impl Plan {
@@ -174,7 +244,7 @@ impl Plan {
 async fn start<T: EnvdTransport>(
     world: Arc<World<T>>,
     control: Controller<T>,
-    plan: Plan,
+    mut plan: Plan,
     answer: oneshot::Sender<Started>,
 ) {
     if answer.is_closed() {
@@ -196,8 +266,9 @@ async fn start<T: EnvdTransport>(
     let mut backlog = VecDeque::new();
     let mut diagnostics = Diagnostics::default();
     let started = first_frame(
+        &world,
         &control,
-        &plan,
+        &mut plan,
         &mut stream,
         &mut decoder,
         &mut backlog,
@@ -324,10 +395,12 @@ impl Answer {
 
 /// Reads until the helper says the command started (its pid and the
 /// helper's start time) or could not start (the error for the caller);
+/// what a probing helper learned first goes to `world` ([`World::learned`]);
 /// anything else is an error too.
 async fn first_frame<T: EnvdTransport>(
+    world: &World<T>,
     control: &Controller<T>,
-    plan: &Plan,
+    plan: &mut Plan,
     stream: &mut ProcessStream,
     decoder: &mut Decoder,
     backlog: &mut VecDeque<Frame>,
@@ -364,6 +437,15 @@ async fn first_frame<T: EnvdTransport>(
                                 errno,
                                 &detail,
                             ));
+                        }
+                        Frame::Probed(record) if plan.probing.is_some() => {
+                            let probing = plan.probing.as_ref().expect("checked");
+                            let setup = Setup::probed(&record, &probing.user, &probing.helper)
+                                .map_err(|err| err.context("spawn"))?;
+                            plan.search = search_dirs(
+                                &setup.ambient.for_command(&probing.explicit, &plan.cwd).path,
+                            );
+                            world.learned(setup, control.clone());
                         }
                         other => tracing::warn!(
                             ?other,

@@ -276,7 +276,7 @@ impl<T: EnvdTransport> Supervisor<T> {
                 );
                 self.outputs[stream.index()].spill_failed();
             }
-            Frame::Started { .. } | Frame::Failed { .. } => {
+            Frame::Started { .. } | Frame::Failed { .. } | Frame::Probed(_) => {
                 tracing::warn!(
                     pid = self.pid,
                     ?frame,

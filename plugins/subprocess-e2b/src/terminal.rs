@@ -57,7 +57,7 @@ pub async fn spawn<T: EnvdTransport>(
     let ready = world.ready(OP).await?;
     let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
     let env = ready.setup.ambient.for_command(&spec.env, &cwd);
-    let search = crate::env::search_dirs(&env.path);
+    let search = dsh_supervisor::ambient::search_dirs(&env.path);
     let boundary = format!("{:032x}", rand::random::<u128>());
     let request = ExecRequest {
         launch: Launch {

@@ -44,6 +44,9 @@ pub struct World<T: EnvdTransport> {
     install_dir: String,
     spill_dir: String,
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
+    /// The template's copy of the helper, looked for once (`None`: the
+    /// sandbox has none usable).
+    template_copy: tokio::sync::OnceCell<Option<String>>,
     /// How stdin reaches envd, asked once (`stdin`).
     input_route: e2b_client::InputRouteCell,
     /// Whether the install directory may hold anything: set before
@@ -87,6 +90,7 @@ impl<T: EnvdTransport> World<T> {
             settings,
             instance,
             ready: tokio::sync::OnceCell::new(),
+            template_copy: tokio::sync::OnceCell::new(),
             input_route: e2b_client::InputRouteCell::new(),
             install_dir_used: AtomicBool::new(false),
             spill_dir_used: AtomicBool::new(false),
@@ -95,6 +99,11 @@ impl<T: EnvdTransport> World<T> {
             disconnect: CancellationToken::new(),
             seq: AtomicU64::new(0),
         }
+    }
+
+    /// The sandbox user commands run as.
+    pub fn user(&self) -> &str {
+        &self.settings.user
     }
 
     pub fn sandbox_id(&self) -> &str {
@@ -134,17 +143,46 @@ impl<T: EnvdTransport> World<T> {
                 if setup.preinstalled && !attempted_before {
                     self.install_dir_used.store(false, Ordering::Release);
                 }
-                let control = Controller::new(
-                    self.envd.clone(),
-                    self.shell.clone(),
-                    Arc::clone(&self.liveness),
-                    &setup.helper,
-                );
+                let control = self.controller(&setup.helper);
                 Ok(Arc::new(Ready { setup, control }))
             })
             .await
             .cloned()
             .map_err(|err: Error| err.context(operation))
+    }
+
+    /// The prepared sandbox if it is prepared now (by [`World::ready`] or a
+    /// first command's own probe, [`World::learned`]).
+    pub fn ready_now(&self) -> Option<Arc<Ready<T>>> {
+        self.ready.get().cloned()
+    }
+
+    /// The template's copy of the helper when the sandbox holds one usable
+    /// (`dsh_e2b_gateway::template_copy`, asked of envd once).
+    pub async fn template_copy(&self) -> Option<&str> {
+        self.template_copy
+            .get_or_init(|| dsh_e2b_gateway::template_copy(&self.envd, setup::SETUP_TIMEOUT))
+            .await
+            .as_deref()
+    }
+
+    /// The control of the helper at `helper` (the template's copy, before
+    /// the sandbox is prepared).
+    pub fn controller(&self, helper: &str) -> Controller<T> {
+        Controller::new(
+            self.envd.clone(),
+            self.shell.clone(),
+            Arc::clone(&self.liveness),
+            helper,
+        )
+    }
+
+    /// What a first command learned of the sandbox (`setup`, run by
+    /// `control`'s helper): the sandbox counts as prepared from now on. A
+    /// preparation that finished meanwhile is kept; one in flight finishes
+    /// and is not used.
+    pub fn learned(&self, setup: Setup, control: Controller<T>) {
+        let _ = self.ready.set(Arc::new(Ready { setup, control }));
     }
 
     /// The directory a command runs in: `requested` (relative paths join

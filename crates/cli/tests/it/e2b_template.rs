@@ -175,12 +175,13 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         "nothing uploaded runs: {seen}"
     );
 
-    // A cold `dsh exec -- true` from the template starts two processes —
-    // the helper's probe and the command: the owner finds its runtime root
-    // made by the recipe and runs no script for it — and, having uploaded
-    // nothing and spilled nothing, removes nothing at disposal.
+    // A cold `dsh exec -- true` from the template starts one process, the
+    // command, which learns the sandbox itself (no install script, no probe
+    // of its own): the owner finds its runtime root made by the recipe and
+    // runs no script for it — and, having uploaded nothing and spilled
+    // nothing, removes nothing at disposal.
     let calls = envd_calls_of_exec(&server, &manifest(dir.path(), &name));
-    assert_eq!(count(&calls, "/process.Process/Start"), 2, "{calls:?}");
+    assert_eq!(count(&calls, "/process.Process/Start"), 1, "{calls:?}");
     assert_eq!(
         count(&calls, "/filesystem.Filesystem/Remove"),
         0,

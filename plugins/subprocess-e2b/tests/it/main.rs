@@ -6,6 +6,7 @@
 mod conformance;
 mod dylib;
 mod faults;
+mod first;
 mod spawn;
 mod stdin;
 mod support;

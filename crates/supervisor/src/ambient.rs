@@ -1,23 +1,26 @@
 //! The environment boundary between the sandbox and the commands started
-//! in it.
+//! in it, shared by `dsh-subprocess-e2b` and the helper (each composes a
+//! command's environment the same way: the host once it learned the
+//! ambient environment, the helper when a first command learns it itself,
+//! `run` with a [`crate::wire::ProbeFor`]).
 //!
-//! The ambient environment is learned once per provider (see
-//! `crate::setup`): what envd gives every command — `PATH`, the sandbox's
-//! global variables — with `HOME`, `USER` and `LOGNAME` of the sandbox
-//! user. It is scrubbed by the kit's rule ([`dsh_provider_kit::env`], the
-//! same for every subprocess provider); a caller restores anything it needs
-//! through the spec's explicit `env`, which always wins. Host variables
-//! never enter the sandbox: only the spec's entries do.
+//! The ambient environment is what envd gives every command — `PATH`, the
+//! sandbox's global variables — with `HOME`, `USER` and `LOGNAME` of the
+//! sandbox user. It is scrubbed by the kit's rule ([`dsh_provider_kit::env`],
+//! the same for every subprocess provider); a caller restores anything it
+//! needs through the spec's explicit `env`, which always wins. Host
+//! variables never enter the sandbox: only the spec's entries do.
 
 use std::collections::BTreeMap;
 
 use dsh_provider_kit::env::{DEFAULT_PATH, is_scrubbed};
 
-/// Names the probe itself puts into what it reports (the control shell's
-/// `HOME` and guards, bash's `PWD` and `SHLVL`) or that are the probing
-/// user's rather than the sandbox user's: never part of the ambient
-/// environment.
+/// Names the probe itself puts into what it reports (the helper's request,
+/// the control shell's `HOME` and guards, bash's `PWD` and `SHLVL`) or that
+/// are the probing user's rather than the sandbox user's: never part of the
+/// ambient environment.
 const PROBE_ARTIFACTS: &[&str] = &[
+    crate::wire::REQUEST_ENV,
     "HOME",
     "USER",
     "LOGNAME",
@@ -27,8 +30,12 @@ const PROBE_ARTIFACTS: &[&str] = &[
     "_",
     "BASH_ENV",
     "ENV",
-    dsh_e2b_gateway::RUNTIME_ROOT_ENV,
+    RUNTIME_ROOT_ENV,
 ];
+
+/// The environment variable naming the runtime root in the host's control
+/// commands (set by `dsh-e2b-gateway`'s control shell).
+pub const RUNTIME_ROOT_ENV: &str = "DSH_RUNTIME_ROOT";
 
 /// The scrubbed ambient environment of the sandbox user.
 #[derive(Debug, Clone, PartialEq, Eq)]
