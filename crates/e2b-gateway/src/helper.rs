@@ -63,8 +63,9 @@ exec "$2" probe "$user" "$1" "$3"
 /// Installs the helper ([`HELPER`]) for `shell`'s (root's) use and runs its `probe` for the
 /// user `user` resolves to: the template's copy when the sandbox has one
 /// (at [`template_path`], root's alone), else uploaded to `paths.upload` and
-/// installed at `paths.installed`. `timeout` bounds the look, the upload and
-/// the script; at most `output_limit` bytes of the probe's output are kept.
+/// installed at `paths.installed`. `looked`: the caller's own [`template_copy`] answer, if it
+/// has one (no second look); `None` looks while the script starts. `timeout` bounds the look,
+/// the upload and the script; at most `output_limit` bytes of the probe's output are kept.
 ///
 /// Runs on the caller's runtime. Dropping the future may leave a partial
 /// upload at `paths.upload`, which the caller's disposal removes.
@@ -73,6 +74,7 @@ pub async fn install<T, U>(
     shell: &ControlShell,
     paths: &InstallPaths,
     user: U,
+    looked: Option<bool>,
     timeout: Duration,
     output_limit: usize,
 ) -> e2b_client::Result<Installed>
@@ -83,8 +85,12 @@ where
     let template_copy = template_path();
     let used_template = AtomicBool::new(false);
     let source = async {
-        // Boxed: two envd calls' futures, kept off the caller's stack.
-        if Box::pin(preinstalled(envd, &template_copy, timeout)).await {
+        let found = match looked {
+            Some(found) => found,
+            // Boxed: two envd calls' futures, kept off the caller's stack.
+            None => Box::pin(preinstalled(envd, &template_copy, timeout)).await,
+        };
+        if found {
             used_template.store(true, Ordering::Relaxed);
             return Ok("preinstalled");
         }

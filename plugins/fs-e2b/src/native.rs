@@ -164,9 +164,17 @@ impl<T: EnvdTransport> World<T> {
                 .await?;
             Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
         };
-        let installed = install_helper(&self.envd, &root, &paths, user, SETUP_TIMEOUT, 1 << 20)
-            .await
-            .map_err(|err| Error::io(format!("install the sandbox helper: {err}")))?;
+        let installed = install_helper(
+            &self.envd,
+            &root,
+            &paths,
+            user,
+            None,
+            SETUP_TIMEOUT,
+            1 << 20,
+        )
+        .await
+        .map_err(|err| Error::io(format!("install the sandbox helper: {err}")))?;
         let output = installed.output;
         if !output.status.success() {
             return Err(Error::io(format!(

@@ -68,7 +68,19 @@ pub enum Frame {
         errno: i32,
     },
     /// What a first command learned of the sandbox (`probe`'s output).
-    Probed(Vec<u8>),
+    Probed(ProbeRecord),
+}
+
+/// `probe`'s output as a [`Frame::Probed`] carries it; its `Debug` shows
+/// only its length (the ambient environment may hold secrets, and frames
+/// are logged).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProbeRecord(pub Vec<u8>);
+
+impl std::fmt::Debug for ProbeRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProbeRecord({} bytes)", self.0.len())
+    }
 }
 
 /// The helper sent something this host cannot read: the stream is unusable
@@ -197,7 +209,7 @@ impl Decoder {
                     crate::setup::PROBE_LIMIT
                 )));
             }
-            tag::PROBED => State::Control { tag, need: len },
+            tag::PROBED if len > 0 => State::Control { tag, need: len },
             _ if len > CONTROL_LIMIT => {
                 return Err(FrameError(format!(
                     "frame {:?} of {len} bytes exceeds {CONTROL_LIMIT}",
@@ -261,7 +273,7 @@ fn parse_control(tag: u8, payload: &[u8]) -> Result<Frame, FrameError> {
             stream: stream(r.u8("stream").map_err(bad)?)?,
             errno: r.i32("errno").map_err(bad)?,
         },
-        tag::PROBED => return Ok(Frame::Probed(payload.to_vec())),
+        tag::PROBED => return Ok(Frame::Probed(ProbeRecord(payload.to_vec()))),
         other => return Err(FrameError(format!("unknown frame tag {other:#04x}"))),
     };
     r.finish("the frame").map_err(bad)?;

@@ -37,14 +37,16 @@ pub struct Setup {
     pub preinstalled: bool,
 }
 
-/// Installs the helper into `install_dir` (unless the template has it) and
-/// probes the sandbox for `user`. Dropping the future may leave a partial upload in
-/// `install_dir`, which disposal removes.
+/// Installs the helper into `install_dir` (unless the template has it:
+/// `looked`, when the caller already looked) and probes the sandbox for
+/// `user`. Dropping the future may leave a partial upload in `install_dir`,
+/// which disposal removes.
 pub async fn prepare<T: EnvdTransport>(
     envd: &Envd<T>,
     shell: &ControlShell,
     install_dir: &str,
     user: &str,
+    looked: Option<bool>,
 ) -> Result<Setup> {
     let paths = InstallPaths {
         upload: format!(
@@ -62,6 +64,7 @@ pub async fn prepare<T: EnvdTransport>(
         shell,
         &paths,
         async { Ok(user.to_owned()) },
+        looked,
         SETUP_TIMEOUT,
         PROBE_LIMIT,
     )

@@ -88,14 +88,9 @@ pub async fn spawn_as<T: EnvdTransport>(
                 helper: control.helper().to_owned(),
                 explicit: spec.env.clone(),
             };
-            let nobody = wire::Identity {
-                uid: 0,
-                gid: 0,
-                groups: Vec::new(),
-            };
             (
                 *control,
-                nobody,
+                wire::Identity::unlearned(),
                 explicit.collect(),
                 Vec::new(),
                 Some(probing),
@@ -440,7 +435,7 @@ async fn first_frame<T: EnvdTransport>(
                         }
                         Frame::Probed(record) if plan.probing.is_some() => {
                             let probing = plan.probing.as_ref().expect("checked");
-                            let setup = Setup::probed(&record, &probing.user, &probing.helper)
+                            let setup = Setup::probed(&record.0, &probing.user, &probing.helper)
                                 .map_err(|err| err.context("spawn"))?;
                             plan.search = search_dirs(
                                 &setup.ambient.for_command(&probing.explicit, &plan.cwd).path,

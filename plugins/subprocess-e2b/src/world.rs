@@ -138,6 +138,7 @@ impl<T: EnvdTransport> World<T> {
                     &self.shell,
                     &self.install_dir,
                     &self.settings.user,
+                    self.template_copy.get().map(Option::is_some),
                 ))
                 .await?;
                 if setup.preinstalled && !attempted_before {
@@ -178,9 +179,10 @@ impl<T: EnvdTransport> World<T> {
     }
 
     /// What a first command learned of the sandbox (`setup`, run by
-    /// `control`'s helper): the sandbox counts as prepared from now on. A
-    /// preparation that finished meanwhile is kept; one in flight finishes
-    /// and is not used.
+    /// `control`'s helper): the sandbox counts as prepared from now on,
+    /// unless a preparation finished or is in flight meanwhile (the same
+    /// facts): that one is kept, and should it fail, the next command
+    /// learns again.
     pub fn learned(&self, setup: Setup, control: Controller<T>) {
         let _ = self.ready.set(Arc::new(Ready { setup, control }));
     }

@@ -65,6 +65,15 @@ async fn a_first_command_learns_the_sandbox_itself_and_sees_what_later_ones_see(
     let second = seen(&provider).await;
     assert_eq!(wire.count(START), 2);
     assert_eq!(first, second);
+    // What the first command learned is the provider's preparation: what
+    // only a prepared provider can do (resolve as the user) starts its one
+    // helper process, no install script.
+    let sh_path = provider
+        .resolve_executable("sh", &[])
+        .await
+        .expect("resolve");
+    assert!(sh_path.ends_with("/sh"), "{sh_path}");
+    assert_eq!(wire.count(START), 3, "resolve's helper alone");
     // The user's identity, the world's cwd, the ambient environment
     // scrubbed, the helper's request and the control shell's variables not
     // among it.
@@ -99,7 +108,11 @@ async fn a_first_command_searches_its_own_path_and_names_it_when_nothing_is_foun
     let out = String::from_utf8(stdout_of(process.as_ref()).await).expect("utf-8");
     assert_eq!(out, "explicit:/opt/none:/usr/bin:/bin\n");
 
-    let fresh = world.provider();
+    // A first command that cannot start says where it looked, and what it
+    // learned before that still prepares the provider: the next command
+    // starts alone.
+    let wire = Wire::new(&world, false);
+    let fresh = wire.provider(&world);
     let err = match fresh
         .spawn(dsh_plugin_api::subprocess::SpawnSpec::new([
             "no-such-program-anywhere",
@@ -111,6 +124,30 @@ async fn a_first_command_searches_its_own_path_and_names_it_when_nothing_is_foun
     };
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");
     assert!(err.to_string().contains("/usr/bin"), "{err}");
+    assert_eq!(wire.count(START), 1);
+    assert!(seen(&fresh).await.contains("\nUSER=user\n"));
+    assert_eq!(
+        wire.count(START),
+        2,
+        "no install script after the failed start"
+    );
+}
+
+/// Without a template copy, the look for it is made once: the install
+/// script's preparation takes the first command's answer instead of
+/// asking envd again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_template_copy_the_look_is_made_once() {
+    let world = World::start().await;
+    let wire = Wire::new(&world, false);
+    let provider = wire.provider(&world);
+    assert!(seen(&provider).await.contains("\nUSER=user\n"));
+    assert_eq!(
+        wire.count("/filesystem.Filesystem/Stat"),
+        2,
+        "the copy and its directory, once"
+    );
+    assert_eq!(wire.count(START), 2, "the install script, then the command");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
