@@ -89,27 +89,21 @@ pub async fn prepare<T: EnvdTransport>(
             "probe the sandbox: the ambient environment is larger than {PROBE_LIMIT} bytes"
         )));
     }
-    let probe = parse_probe(&output.stdout, user)
-        .map_err(|message| Error::io(format!("probe the sandbox: {message}")))?;
-    Ok(Setup {
-        identity: probe.0,
-        ambient: probe.1,
-        helper,
-        preinstalled,
-    })
+    Setup::probed(&output.stdout, user, helper, preinstalled)
 }
 
 impl Setup {
-    /// What a first command run by the template's `helper` learned for
-    /// `user` (its [`crate::frames::Frame::Probed`]).
-    pub fn probed(record: &[u8], user: &str, helper: &str) -> Result<Setup> {
+    /// What `helper`'s probe printed for `user` (`record`: the install
+    /// script's output, or a first command's
+    /// [`crate::frames::Frame::Probed`]).
+    pub fn probed(record: &[u8], user: &str, helper: String, preinstalled: bool) -> Result<Setup> {
         let (identity, ambient) = parse_probe(record, user)
             .map_err(|message| Error::io(format!("probe the sandbox: {message}")))?;
         Ok(Setup {
             identity,
             ambient,
-            helper: helper.to_owned(),
-            preinstalled: true,
+            helper,
+            preinstalled,
         })
     }
 }

@@ -85,7 +85,6 @@ pub async fn spawn_as<T: EnvdTransport>(
                 .map(|(name, value)| format!("{name}={value}"));
             let probing = Probing {
                 user: world.user().to_owned(),
-                helper: control.helper().to_owned(),
                 explicit: spec.env.clone(),
             };
             (
@@ -201,11 +200,10 @@ impl<T: EnvdTransport> Known<T> {
     }
 }
 
-/// A first command's learning of the sandbox: for whom, by which helper,
-/// and its explicit environment (to name the directories it searched).
+/// A first command's learning of the sandbox: for whom, and its explicit
+/// environment (to name the directories it searched).
 struct Probing {
     user: String,
-    helper: String,
     explicit: BTreeMap<String, String>,
 }
 
@@ -433,10 +431,14 @@ async fn first_frame<T: EnvdTransport>(
                                 &detail,
                             ));
                         }
-                        Frame::Probed(record) if plan.probing.is_some() => {
-                            let probing = plan.probing.as_ref().expect("checked");
-                            let setup = Setup::probed(&record.0, &probing.user, &probing.helper)
-                                .map_err(|err| err.context("spawn"))?;
+                        Frame::Probed(record) if let Some(probing) = &plan.probing => {
+                            let setup = Setup::probed(
+                                &record.0,
+                                &probing.user,
+                                control.helper().to_owned(),
+                                true,
+                            )
+                            .map_err(|err| err.context("spawn"))?;
                             plan.search = search_dirs(
                                 &setup.ambient.for_command(&probing.explicit, &plan.cwd).path,
                             );
