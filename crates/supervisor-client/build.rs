@@ -19,8 +19,6 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::Digest;
-
 /// E2B sandboxes are x86_64 Linux machines.
 const HELPER_TARGET: &str = "x86_64-unknown-linux-gnu";
 
@@ -141,14 +139,11 @@ fn main() {
     let bytes = std::fs::read(&built)
         .unwrap_or_else(|err| panic!("read the sandbox helper {}: {err}", built.display()));
     // The digest is written beside the program so that no process hashes
-    // 1.5 MB at run time (a cold `dsh exec` did, on its critical path).
-    let digest: String = sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    // it at run time (a cold `dsh exec` did, on its critical path).
+    let digest = blake3::hash(&bytes).to_hex();
     for (name, contents) in [
         ("dsh-supervisor", bytes),
-        ("dsh-supervisor.sha256", digest.into_bytes()),
+        ("dsh-supervisor.blake3", digest.as_bytes().to_vec()),
     ] {
         std::fs::write(out.join(name), contents)
             .unwrap_or_else(|err| panic!("write {name} into {}: {err}", out.display()));

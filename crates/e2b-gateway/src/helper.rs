@@ -5,7 +5,7 @@
 //! §6.4, "The helper in a template").
 //!
 //! Either way one control script as root ends in the helper's `probe` (its
-//! own SHA-256 checked, the user's account and the ambient environment
+//! own digest checked, the user's account and the ambient environment
 //! printed). The script starts while the host looks for the preinstalled
 //! copy and, without one, uploads: it waits on its stdin for the word of
 //! which it is, so neither the look nor the upload waits for the other.
@@ -42,7 +42,7 @@ pub struct Installed {
 /// none means the upload failed), then runs that helper's `probe`: the
 /// template's copy in place, after checking it is a root-owned file in a
 /// root-owned directory, or the upload installed as a copy. `$1` upload,
-/// `$2` installed path, `$3` SHA-256, `$4` the template's path.
+/// `$2` installed path, `$3` its BLAKE3 digest, `$4` the template's path.
 ///
 /// The upload is installed as a copy (`install`), not renamed: a process
 /// envd forks (for another request) while the upload is open for writing
@@ -140,8 +140,8 @@ where
 /// doubt, an error included, is `None`. For an adapter that runs the copy
 /// without the install script (a first command that probes for itself):
 /// the copy's place — root's alone, in a root-owned directory named by its
-/// SHA-256 — is what makes it trusted there; the helper still checks its
-/// own SHA-256 before it runs anything.
+/// digest — is what makes it trusted there; the helper still checks its
+/// own digest before it runs anything.
 pub async fn template_copy<T: EnvdReadable>(envd: &Envd<T>, timeout: Duration) -> Option<String> {
     let path = template_path();
     Box::pin(preinstalled(envd, &path, timeout))

@@ -3,10 +3,11 @@
 /// The `dsh-supervisor` executable.
 pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervisor"));
 
-/// [`HELPER`]'s SHA-256, hex, computed by the build script.
-pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.sha256"));
+/// [`HELPER`]'s BLAKE3 digest, hex, computed by the build script: what the
+/// helper checks itself against before it runs anything (docs/design.md §6.4).
+pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.blake3"));
 
-/// Where a sandbox template holds the helper: `<TEMPLATE_HOME>/<SHA-256>/dsh-supervisor`.
+/// Where a sandbox template holds the helper: `<TEMPLATE_HOME>/<BLAKE3>/dsh-supervisor`.
 pub const TEMPLATE_HOME: &str = "/usr/local/libexec/dsh";
 
 /// Where a sandbox template holds [`HELPER`] (`dsh template` puts it there).
@@ -19,7 +20,6 @@ pub fn template_path() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sha2::{Digest, Sha256};
 
     #[test]
     fn the_template_path_names_the_digest() {
@@ -33,11 +33,7 @@ mod tests {
 
     #[test]
     fn the_digest_is_of_the_embedded_helper() {
-        let digest: String = Sha256::digest(HELPER)
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        assert_eq!(HELPER_DIGEST, digest);
+        assert_eq!(HELPER_DIGEST, blake3::hash(HELPER).to_hex().as_str());
         assert!(HELPER.len() > 100_000, "a real executable is embedded");
         assert_eq!(&HELPER[..4], b"\x7fELF");
     }

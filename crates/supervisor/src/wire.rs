@@ -196,7 +196,7 @@ pub struct RunRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeFor {
     pub user: String,
-    /// The SHA-256 (hex) the helper's executable must have.
+    /// The BLAKE3 digest (hex) the helper's executable must have.
     pub digest: String,
 }
 

@@ -11,7 +11,7 @@
 //! and the install script start together, the script waiting on its stdin
 //! for the word that the upload is complete — here the world user's name,
 //! which a command as that user learns meanwhile when envd's default user
-//! is meant; the supervisor's `probe` then checks its own SHA-256 and
+//! is meant; the supervisor's `probe` then checks its own digest and
 //! reports the user's uid, gid and groups. When it cannot be installed the
 //! reason is logged once and every later call is answered `Unsupported`,
 //! so callers run the composition over the seam's primitives

@@ -1,19 +1,16 @@
 //! The helper's `probe`: the real binary, installed as a copy the way the
-//! install script installs it, checks its own SHA-256 before doing
+//! install script installs it, checks its own BLAKE3 digest before doing
 //! anything else.
 
 use std::path::Path;
 use std::process::{Command, Output};
 
-use sha2::{Digest, Sha256};
-
 const HELPER: &str = env!("CARGO_BIN_EXE_dsh-supervisor");
 
 fn hex_digest(path: &Path) -> String {
-    Sha256::digest(std::fs::read(path).expect("read the helper"))
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    blake3::hash(&std::fs::read(path).expect("read the helper"))
+        .to_hex()
+        .to_string()
 }
 
 /// Installs a copy of the helper in `dir` beside an "upload" and probes
@@ -56,6 +53,9 @@ fn a_helper_that_is_not_the_one_sent_does_nothing() {
     assert_eq!(output.status.code(), Some(3));
     assert!(output.stdout.is_empty(), "nothing is reported");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("does not match its SHA-256"), "{stderr}");
+    assert!(
+        stderr.contains("does not match its BLAKE3 digest"),
+        "{stderr}"
+    );
     assert!(upload_left, "nothing else is done");
 }
