@@ -117,7 +117,7 @@ fn check_own_digest(expected: &str) -> Result<(), (i32, String)> {
         Ok(digest) => Err((
             DAMAGED,
             format!(
-                "the installed helper does not match its BLAKE3 digest (expected {expected}, found {digest}): the upload was damaged"
+                "the installed helper does not match its BLAKE3 digest (expected {expected}, found {digest}): it was damaged on its way into the sandbox (the upload, or the template's copy)"
             ),
         )),
         Err(err) => Err((
