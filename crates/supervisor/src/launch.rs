@@ -224,11 +224,7 @@ mod tests {
 
     fn launch(argv0: &str, search: &[&str]) -> Launch {
         Launch {
-            identity: Identity {
-                uid: 0,
-                gid: 0,
-                groups: vec![],
-            },
+            identity: Identity::root(),
             argv: vec![argv0.to_owned()],
             env: vec![],
             cwd: "/".to_owned(),

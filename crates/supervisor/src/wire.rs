@@ -123,6 +123,15 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Root's: the provider's own commands that read root-owned state.
+    pub fn root() -> Identity {
+        Identity {
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+        }
+    }
+
     /// The identity of a request whose helper learns the user itself
     /// ([`ProbeFor`]): ids no `setuid` accepts, so a helper that did not
     /// replace them would start nothing rather than run as root.
@@ -279,6 +288,18 @@ impl Writer {
         }
     }
 
+    /// An optional value: a presence byte (0 absent, 1 present), then the
+    /// value as `write` writes it.
+    pub fn option<T: ?Sized>(&mut self, value: Option<&T>, write: impl FnOnce(&mut Self, &T)) {
+        match value {
+            None => self.u8(0),
+            Some(value) => {
+                self.u8(1);
+                write(self, value);
+            }
+        }
+    }
+
     pub fn identity(&mut self, identity: &Identity) {
         self.u32(identity.uid);
         self.u32(identity.gid);
@@ -355,6 +376,19 @@ impl<'a> Reader<'a> {
             )));
         }
         (0..count).map(|_| self.str(what)).collect()
+    }
+
+    /// A value written by [`Writer::option`], read by `read` when present.
+    pub fn option<T>(
+        &mut self,
+        what: &str,
+        read: impl FnOnce(&mut Self) -> Result<T, DecodeError>,
+    ) -> Result<Option<T>, DecodeError> {
+        match self.u8(what)? {
+            0 => Ok(None),
+            1 => read(self).map(Some),
+            other => Err(DecodeError(format!("{what}: presence byte {other}"))),
+        }
     }
 
     pub fn identity(&mut self) -> Result<Identity, DecodeError> {
@@ -438,24 +472,16 @@ impl RunRequest {
         self.launch.write(&mut w);
         w.u8(relay_byte(self.stdout));
         w.u8(relay_byte(self.stderr));
-        match &self.spill {
-            None => w.u8(0),
-            Some(spill) => {
-                w.u8(1);
-                w.str(&spill.dir);
-                w.str(&spill.stdout);
-                w.str(&spill.stderr);
-                w.u64(spill.limit);
-            }
-        }
-        match &self.probe {
-            None => w.u8(0),
-            Some(probe) => {
-                w.u8(1);
-                w.str(&probe.user);
-                w.str(&probe.digest);
-            }
-        }
+        w.option(self.spill.as_ref(), |w, spill| {
+            w.str(&spill.dir);
+            w.str(&spill.stdout);
+            w.str(&spill.stderr);
+            w.u64(spill.limit);
+        });
+        w.option(self.probe.as_ref(), |w, probe| {
+            w.str(&probe.user);
+            w.str(&probe.digest);
+        });
         w.into_bytes()
     }
 
@@ -473,24 +499,20 @@ impl RunRequest {
                 relay => relay,
             },
             stderr: relay_of(r.u8("stderr relay")?)?,
-            spill: match r.u8("spill flag")? {
-                0 => None,
-                1 => Some(Spill {
+            spill: r.option("spill", |r| {
+                Ok(Spill {
                     dir: r.str("spill dir")?,
                     stdout: r.str("stdout spill name")?,
                     stderr: r.str("stderr spill name")?,
                     limit: r.u64("spill limit")?,
-                }),
-                other => return Err(DecodeError(format!("unknown spill flag {other}"))),
-            },
-            probe: match r.u8("probe flag")? {
-                0 => None,
-                1 => Some(ProbeFor {
+                })
+            })?,
+            probe: r.option("probe", |r| {
+                Ok(ProbeFor {
                     user: r.str("probed user")?,
                     digest: r.str("expected digest")?,
-                }),
-                other => return Err(DecodeError(format!("unknown probe flag {other}"))),
-            },
+                })
+            })?,
         };
         r.finish("the run request")?;
         Ok(request)

@@ -682,21 +682,11 @@ fn read_replacing(r: &mut Reader<'_>) -> Result<Replacing, DecodeError> {
 }
 
 fn opt_str(w: &mut Writer, value: Option<&str>) {
-    match value {
-        Some(value) => {
-            w.u8(1);
-            w.str(value);
-        }
-        None => w.u8(0),
-    }
+    w.option(value, Writer::str);
 }
 
 fn read_opt_str(r: &mut Reader<'_>, what: &str) -> Result<Option<String>, DecodeError> {
-    match r.u8(what)? {
-        0 => Ok(None),
-        1 => r.str(what).map(Some),
-        other => Err(DecodeError(format!("{what}: presence byte {other}"))),
-    }
+    r.option(what, |r| r.str(what))
 }
 
 fn flag(r: &mut Reader<'_>, what: &str) -> Result<bool, DecodeError> {

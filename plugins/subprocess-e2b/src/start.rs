@@ -67,11 +67,7 @@ pub async fn spawn_as<T: EnvdTransport>(
             let env = ready.setup.ambient.for_command(&spec.env, &cwd);
             let identity = match run_as {
                 RunAs::User => ready.setup.identity.clone(),
-                RunAs::Root => wire::Identity {
-                    uid: 0,
-                    gid: 0,
-                    groups: Vec::new(),
-                },
+                RunAs::Root => wire::Identity::root(),
             };
             let search = search_dirs(&env.path);
             (ready.control.clone(), identity, env.entries, search, None)
