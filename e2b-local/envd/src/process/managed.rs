@@ -110,15 +110,18 @@ impl ManagedProcess {
     /// Reads output until EOF (or until told to stop), then waits for the exit, then publishes
     /// the end. envd orders it the same way: a process whose orphans keep its pipes open ends
     /// only when they close them, unless it was signalled through `SendSignal` or timed out.
+    /// The readers stay open until the process is reaped, as envd's do (Go's `cmd.Wait` closes
+    /// them): one told to stop only stops reading, so a process still writing when a signal is
+    /// sent dies of the signal, never of a broken pipe the stop would otherwise cause first.
     async fn reap(
         self: Arc<Self>,
         mut child: Child,
-        readers: Readers,
+        mut readers: Readers,
         on_exit: impl FnOnce(&Arc<ManagedProcess>, &EndEvent),
     ) {
-        match readers {
+        match &mut readers {
             Readers::Pty(master) => {
-                self.pump(PtyReader(master), PTY_CHUNK, DataOutput::Pty)
+                self.pump(PtyReader(Arc::clone(master)), PTY_CHUNK, DataOutput::Pty)
                     .await;
             }
             Readers::Pipes(stdout, stderr) => {
@@ -137,6 +140,7 @@ impl ManagedProcess {
                 ..Default::default()
             },
         };
+        drop(readers);
         if let Input::Pipe(stdin) = &self.input {
             stdin.lock().await.take();
         }

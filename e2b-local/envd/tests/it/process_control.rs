@@ -348,6 +348,33 @@ async fn signals_go_to_the_pid_only_and_end_comes_despite_orphans() {
     daemon.stop().await;
 }
 
+/// As envd's: a signal stops the reading of output but keeps the pipes open until the process
+/// is reaped, so a process writing when it is signalled dies of the signal, never of a pipe
+/// closed under it first (a helper that exits on a broken pipe would otherwise report its own
+/// exit instead of the kill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_stops_reading_but_leaves_the_pipes_open_until_the_end() {
+    let daemon = TestDaemon::start(config()).await;
+    let client = daemon.process(true);
+    // The shell ignores TERM, and `yes` writes until its pipe fails (SIGPIPE is ignored too);
+    // a closed pipe would end the shell with status 7.
+    let (pid, stream) = started(&client, shell("trap '' TERM PIPE; yes; exit 7")).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    client
+        .send_signal(signal(pid, Signal::SIGNAL_SIGTERM))
+        .await
+        .expect("term");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    client
+        .send_signal(signal(pid, Signal::SIGNAL_SIGKILL))
+        .await
+        .expect("kill");
+    let outcome = finish(stream).await;
+    assert_eq!(outcome.end().status, "signal: killed");
+    assert!(!outcome.stdout_text().is_empty(), "output before the TERM");
+    daemon.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn update_resizes_ptys_only() {
     let daemon = TestDaemon::start(config()).await;
