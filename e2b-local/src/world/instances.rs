@@ -17,6 +17,8 @@ pub const RUN_DIR: &str = "/run/e2b-local";
 pub const INSTANCES_DIR: &str = "/run/e2b-local/state-dirs";
 /// The default `--state-dir`, hidden in every world whether or not a server uses it now.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/e2b-local";
+/// The suffix of an entry being written (see [`register_in`]).
+const STAGED: &str = ".staged";
 
 /// This instance's entry in [`INSTANCES_DIR`]; removed on drop.
 #[derive(Debug)]
@@ -56,8 +58,14 @@ fn register_in(dir: &Path, instance: &str, state_dir: &Path) -> io::Result<Regis
             let _ = std::fs::remove_file(entry.path());
         }
     }
+    // Written beside its name, then renamed: an instance reading the list meanwhile sees the
+    // whole path or nothing, never the empty file `write` creates first (an empty path would
+    // name the world's root). The staged name starts with this pid, so a sweep keeps it.
     let file = dir.join(instance);
-    std::fs::write(&file, state_dir.as_os_str().as_encoded_bytes()).map_err(ctx("write", &file))?;
+    let staged = dir.join(format!("{instance}{STAGED}"));
+    std::fs::write(&staged, state_dir.as_os_str().as_encoded_bytes())
+        .map_err(ctx("write", &staged))?;
+    std::fs::rename(&staged, &file).map_err(ctx("rename into place", &file))?;
     Ok(Registration { file })
 }
 
@@ -171,14 +179,18 @@ pub fn state_dirs() -> Vec<PathBuf> {
     state_dirs_in(Path::new(INSTANCES_DIR))
 }
 
+/// Only what can be a state dir is taken: an absolute path other than `/` (a world hides each by
+/// covering it, and covering the root would leave it nothing), from an entry not being written.
 fn state_dirs_in(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     entries
         .flatten()
+        .filter(|entry| !entry.file_name().as_bytes().ends_with(STAGED.as_bytes()))
         .filter_map(|entry| std::fs::read_to_string(entry.path()).ok())
         .map(PathBuf::from)
+        .filter(|path| path.is_absolute() && path.parent().is_some())
         .collect()
 }
 
@@ -199,5 +211,34 @@ mod tests {
         assert_eq!(state_dirs_in(&listed), [PathBuf::from("/var/live")]);
         drop(registration);
         assert_eq!(state_dirs_in(&listed), Vec::<PathBuf>::new());
+    }
+
+    /// What another instance may find while an entry is written, or what a stray file holds,
+    /// never becomes a dir to hide: an empty path would have covered the world's root with an
+    /// empty read-only tmpfs (a world then failed to start: "mkdir …/root/proc: Read-only file
+    /// system").
+    #[test]
+    fn only_absolute_state_dirs_other_than_the_root_are_listed() {
+        let dir = tempfile::tempdir().unwrap();
+        let own = std::process::id();
+        for (name, content) in [
+            ("empty", ""),
+            ("relative", "var/x"),
+            ("root", "/"),
+            ("written", "/var/written"),
+        ] {
+            std::fs::write(dir.path().join(format!("{own}-{name}")), content).unwrap();
+        }
+        std::fs::write(dir.path().join(format!("{own}-next{STAGED}")), "/var/half").unwrap();
+        assert_eq!(state_dirs_in(dir.path()), [PathBuf::from("/var/written")]);
+        let registration =
+            register_in(dir.path(), &format!("{own}-next"), Path::new("/var/next")).unwrap();
+        let mut listed = state_dirs_in(dir.path());
+        listed.sort();
+        assert_eq!(
+            listed,
+            [PathBuf::from("/var/next"), PathBuf::from("/var/written")]
+        );
+        drop(registration);
     }
 }
