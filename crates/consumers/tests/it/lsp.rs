@@ -7,6 +7,7 @@ use std::time::Duration;
 use dsh_consumers::lsp::position::TextPosition;
 use dsh_consumers::lsp::server::{LanguageServer, ServerSpec};
 use dsh_plugin_api::ErrorKind;
+use dsh_process_group::table;
 use lsp_types::DiagnosticSeverity;
 use tokio_util::sync::CancellationToken;
 
@@ -14,17 +15,14 @@ use crate::world::LocalWorld;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Whether process `pid` is gone as the providers prove it: absent, or a zombie its parent
-/// has yet to reap (the local provider reaps its direct child on a task of its own, which may
-/// run just after the group was proven empty).
-fn gone(pid: impl std::fmt::Display) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        stat.rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z')
-    })
+/// Whether process `pid` is gone by the quiescence rule the providers prove a group empty by
+/// ([`table::Stat::is_live`]): absent, or a zombie its parent has yet to reap (the local
+/// provider reaps its direct child on a task of its own, which may run just after the group was
+/// proven empty).
+fn gone(pid: u32) -> bool {
+    !table::stat_of(i32::try_from(pid).expect("a pid"))
+        .expect("read the process table")
+        .is_some_and(|stat| stat.is_live())
 }
 
 fn spec(world: &LocalWorld, argv: &[&str]) -> ServerSpec {
@@ -160,8 +158,11 @@ async fn a_start_that_is_never_answered_ends_when_cancelled() {
         err.to_string().contains("before it answered initialize"),
         "{err}"
     );
-    let pid = std::fs::read_to_string(&pid_file).unwrap();
-    let pid = pid.trim();
+    let pid: u32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(gone(pid), "the silent server (pid {pid}) is gone");
 }
 
