@@ -1,7 +1,8 @@
 //! JSON-RPC 2.0 as the language server protocol uses it, over one framed byte stream each way
 //! (a server's stdout and stdin, through the `subprocess` seam): requests matched to their
 //! responses by id, notifications handed to the owner in order, and the server's own requests
-//! answered at once by a fixed policy ([`answer_server_request`]).
+//! answered at once by a fixed policy ([`answer_server_request`]) and then handed to the owner
+//! in the same order (it follows some: a progress token created is work begun).
 //!
 //! **Runtime.** [`RpcClient::start`] spawns a reader and a writer task on the caller's tokio
 //! runtime. **Cancellation.** Dropping a [`RpcClient::request`] future before its response
@@ -44,7 +45,7 @@ pub enum RpcError {
     Malformed { method: String, message: String },
 }
 
-/// A notification from the server.
+/// A notification from the server, or one of its requests once answered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notification {
     pub method: String,
@@ -262,6 +263,10 @@ fn dispatch(
             if let Some(outgoing) = outgoing.upgrade() {
                 let _ = outgoing.send(reply.to_string().into_bytes());
             }
+            let _ = notify.send(Notification {
+                method: method.to_owned(),
+                params,
+            });
         }
         (Some(method), None) => {
             let _ = notify.send(Notification {
@@ -439,7 +444,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn server_requests_are_answered_and_notifications_kept_in_order() {
+    async fn server_requests_are_answered_and_everything_the_server_says_is_handed_on_in_order() {
         let (_client, mut notifications, mut peer) = connect();
         peer.send(json!({"jsonrpc": "2.0", "method": "window/logMessage", "params": {"type": 3, "message": "one"}}))
             .await;
@@ -456,11 +461,19 @@ mod tests {
         );
         let unknown = peer.next().await;
         assert_eq!(unknown["error"]["code"], METHOD_NOT_FOUND);
+        let mut followed = Vec::new();
+        for _ in 0..4 {
+            followed.push(notifications.recv().await.unwrap().method);
+        }
         assert_eq!(
-            notifications.recv().await.unwrap().method,
-            "window/logMessage"
+            followed,
+            [
+                "window/logMessage",
+                "workspace/configuration",
+                "made/up",
+                "$/progress"
+            ]
         );
-        assert_eq!(notifications.recv().await.unwrap().method, "$/progress");
     }
 
     #[tokio::test]

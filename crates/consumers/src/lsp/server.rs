@@ -60,6 +60,9 @@ pub const PARTS_WINDOW: Duration = Duration::from_millis(300);
 pub const QUIET: Duration = Duration::from_millis(500);
 /// How long after its start a server is busy at least (it reads its project before it says so).
 pub const WARM_UP: Duration = Duration::from_secs(1);
+/// How long a progress token the server created counts as work before it begins it
+/// ([`track_created`]).
+const CREATED_WORK_GRACE: Duration = Duration::from_secs(10);
 /// The stderr tail kept to explain a server that failed.
 const STDERR_TAIL: usize = 16 << 10;
 
@@ -84,6 +87,16 @@ struct Published {
     diagnostics: Vec<Diagnostic>,
 }
 
+/// Work a server announced: a progress token it created (`window/workDoneProgress/create`) or
+/// began (`$/progress` `begin`), not yet ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Work {
+    /// The title it began with; "starting" while only created.
+    title: String,
+    /// Whether it began (a created token is work only for [`CREATED_WORK_GRACE`]).
+    begun: bool,
+}
+
 /// A running, initialized language server.
 pub struct LanguageServer {
     spec: ServerSpec,
@@ -92,8 +105,8 @@ pub struct LanguageServer {
     capabilities: ServerCapabilities,
     /// By path: a server's URI is decoded, whichever characters it escapes.
     published: watch::Receiver<HashMap<String, Published>>,
-    /// Work the server reported begun and not yet ended (`$/progress`): token → title.
-    progress: watch::Receiver<HashMap<String, String>>,
+    /// Work the server announced and has not ended (`$/progress`): token → what it is.
+    progress: watch::Receiver<HashMap<String, Work>>,
     /// Set once the server's process has ended: how it ended.
     ended: watch::Receiver<Option<String>>,
     /// When the server last sent a notification (logs, diagnostics, progress).
@@ -261,8 +274,9 @@ impl LanguageServer {
     }
 
     /// Waits (up to `limit`) until the server has published its analysis of the version of
-    /// `path` last sent (if `path` is open), then until it is idle: no work in progress it reported
-    /// (`$/progress`: indexing, loading a project), nothing said — nor given to it — for
+    /// `path` last sent (if `path` is open), then until it is idle: no work in progress it announced
+    /// (`$/progress`: indexing, loading a project, analysing the files given — from the moment it
+    /// creates the token, as its `begin` can come after the work's first results), nothing said — nor given to it — for
     /// [`QUIET`], and at least [`WARM_UP`] since it started: servers that report no progress
     /// (pyright discovering its files) are busy while they talk, and one just sent a document
     /// may not have said yet that it is loading its project. `None` once idle, else what it is
@@ -290,7 +304,13 @@ impl LanguageServer {
                 .await
                 .is_err()
             {
-                return Some(self.progress.borrow().values().cloned().collect());
+                return Some(
+                    self.progress
+                        .borrow()
+                        .values()
+                        .map(|work| work.title.clone())
+                        .collect(),
+                );
             }
             let last = (*self.activity.borrow()).max(*self.last_sent.lock().expect("sent lock"));
             let idle_at = (last + QUIET).max(self.started + WARM_UP);
@@ -954,13 +974,17 @@ impl LanguageServer {
 async fn follow(
     mut notifications: tokio::sync::mpsc::UnboundedReceiver<Notification>,
     published: watch::Sender<HashMap<String, Published>>,
-    progress: watch::Sender<HashMap<String, String>>,
+    progress: watch::Sender<HashMap<String, Work>>,
     activity: watch::Sender<Instant>,
 ) {
     while let Some(notification) = notifications.recv().await {
         activity.send_replace(Instant::now());
         if notification.method == "$/progress" {
             track_progress(&progress, &notification.params);
+            continue;
+        }
+        if notification.method == "window/workDoneProgress/create" {
+            track_created(&progress, &notification.params);
             continue;
         }
         if notification.method != "textDocument/publishDiagnostics" {
@@ -1008,13 +1032,46 @@ fn current(all: &HashMap<String, Published>, path: &str, version: i32, seen: u64
     })
 }
 
-/// Applies one `$/progress` notification: a work-done `begin` adds its token, `end` removes it
-/// (other progress — partial results — is not work).
-fn track_progress(progress: &watch::Sender<HashMap<String, String>>, params: &Value) {
-    let token = match params.get("token") {
-        Some(Value::String(token)) => token.clone(),
-        Some(Value::Number(token)) => token.to_string(),
-        _ => return,
+/// A progress token's value as a key (the protocol allows a string or an integer).
+fn token_of(params: &Value) -> Option<String> {
+    match params.get("token") {
+        Some(Value::String(token)) => Some(token.clone()),
+        Some(Value::Number(token)) => Some(token.to_string()),
+        _ => None,
+    }
+}
+
+/// Applies one `window/workDoneProgress/create` request: the token is work from now on. A
+/// server asks for the token when work starts but may send its `begin` only once the token is
+/// granted — pyright, given several files, publishes some before it begins, while it still has
+/// others to analyse — so waiting for `begin` alone can take a pause for the end. A token not
+/// begun within [`CREATED_WORK_GRACE`] is forgotten (a server that never uses it does not keep
+/// every later wait busy).
+fn track_created(progress: &watch::Sender<HashMap<String, Work>>, params: &Value) {
+    let Some(token) = token_of(params) else {
+        return;
+    };
+    let created = Work {
+        title: "starting".to_owned(),
+        begun: false,
+    };
+    progress.send_modify(|active| {
+        active.insert(token.clone(), created);
+    });
+    let progress = progress.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(CREATED_WORK_GRACE).await;
+        progress.send_if_modified(|active| {
+            active.get(&token).is_some_and(|work| !work.begun) && active.remove(&token).is_some()
+        });
+    });
+}
+
+/// Applies one `$/progress` notification: a work-done `begin` adds its token (or marks the one
+/// created begun), `end` removes it (other progress — partial results — is not work).
+fn track_progress(progress: &watch::Sender<HashMap<String, Work>>, params: &Value) {
+    let Some(token) = token_of(params) else {
+        return;
     };
     let value = params.get("value");
     match value.and_then(|v| v.get("kind")).and_then(Value::as_str) {
@@ -1022,10 +1079,11 @@ fn track_progress(progress: &watch::Sender<HashMap<String, String>>, params: &Va
             let title = value
                 .and_then(|v| v.get("title"))
                 .and_then(Value::as_str)
+                .filter(|title| !title.is_empty())
                 .unwrap_or("working")
                 .to_owned();
             progress.send_modify(|active| {
-                active.insert(token, title);
+                active.insert(token, Work { title, begun: true });
             });
         }
         Some("end") => {
@@ -1249,6 +1307,42 @@ pub fn path_of(uri: &Uri) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// A token is work from its creation (pyright begins it only after publishing some files'
+    /// analysis), until it ends; one never begun stops counting after the grace.
+    #[tokio::test(start_paused = true)]
+    async fn a_created_progress_token_is_work_until_it_ends_or_is_never_begun() {
+        let (progress, active) = watch::channel(HashMap::<String, Work>::new());
+        let titles = || {
+            let mut titles: Vec<String> = active
+                .borrow()
+                .values()
+                .map(|work| work.title.clone())
+                .collect();
+            titles.sort();
+            titles
+        };
+        track_created(&progress, &json!({"token": "analysis"}));
+        track_created(&progress, &json!({"token": 7}));
+        assert_eq!(titles(), ["starting", "starting"]);
+        track_progress(
+            &progress,
+            &json!({"token": "analysis", "value": {"kind": "begin", "title": ""}}),
+        );
+        tokio::time::sleep(CREATED_WORK_GRACE + Duration::from_millis(1)).await;
+        assert_eq!(titles(), ["working"], "the token never begun is forgotten");
+        track_progress(
+            &progress,
+            &json!({"token": "analysis", "value": {"kind": "report", "message": "1 file"}}),
+        );
+        assert_eq!(titles(), ["working"]);
+        track_progress(
+            &progress,
+            &json!({"token": "analysis", "value": {"kind": "end"}}),
+        );
+        assert!(active.borrow().is_empty());
+    }
 
     #[test]
     fn paths_become_file_uris_and_back() {

@@ -724,3 +724,100 @@ async fn a_directory_of_python_files_reports_the_error_pyright_publishes_after_a
     }
     assert!(tools.shutdown().await.is_empty());
 }
+
+/// A language server that does what pyright does on a loaded machine, slowed down so that no
+/// quiet window can cover it: given two documents, it publishes both empty, asks for a progress
+/// token, and only 1.5 s later (three times `QUIET`) publishes the error it found in one and then
+/// begins and ends its progress. Python, reading and writing LSP frames on stdin and stdout.
+const LATE_SERVER: &str = r#"
+import json, sys, time
+def read():
+    length = None
+    while True:
+        line = sys.stdin.buffer.readline()
+        if not line:
+            sys.exit(0)
+        if line == b"\r\n":
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(sys.stdin.buffer.read(length))
+def send(message):
+    body = json.dumps(dict(message, jsonrpc="2.0")).encode()
+    sys.stdout.buffer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    sys.stdout.buffer.flush()
+def publish(uri, version, diagnostics):
+    send({"method": "textDocument/publishDiagnostics",
+          "params": {"uri": uri, "version": version, "diagnostics": diagnostics}})
+opened = {}
+while True:
+    message = read()
+    method = message.get("method")
+    if method == "initialize":
+        send({"id": message["id"], "result": {"capabilities": {"textDocumentSync": 1}}})
+    elif method == "shutdown":
+        send({"id": message["id"], "result": None})
+    elif method == "exit":
+        sys.exit(0)
+    elif method == "textDocument/didOpen":
+        document = message["params"]["textDocument"]
+        opened[document["uri"]] = document
+        if len(opened) < 2:
+            continue
+        for uri, document in opened.items():
+            publish(uri, document["version"], [])
+        send({"id": "token-request", "method": "window/workDoneProgress/create",
+              "params": {"token": "analysis"}})
+        time.sleep(1.5)
+        for uri, document in opened.items():
+            if "wrong" in document["text"]:
+                at = {"line": 0, "character": document["text"].index("wrong")}
+                found = {"range": {"start": at, "end": at}, "severity": 1, "message": "wrong"}
+                publish(uri, document["version"], [found])
+        send({"method": "$/progress", "params": {"token": "analysis", "value": {"kind": "begin", "title": ""}}})
+        send({"method": "$/progress", "params": {"token": "analysis", "value": {"kind": "end"}}})
+"#;
+
+/// Diagnostics of a directory wait for the work a server announced by creating a progress token,
+/// not only for work it began: the error published after the token's creation, well past any
+/// quiet window, is in the answer (taken for silence, the directory was reported clean).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_directory_waits_for_the_work_a_server_announced_by_creating_a_progress_token() {
+    use dsh_consumers::lsp::LspConfig;
+    use dsh_consumers::lsp::config::{Extension, LanguageConfig};
+    let world = LocalWorld::new();
+    let script = world.dir.path().join("late_server.py");
+    std::fs::write(&script, LATE_SERVER).unwrap();
+    let late = LanguageConfig {
+        name: "late".to_owned(),
+        command: vec!["python3".to_owned(), script.display().to_string()],
+        extensions: vec![Extension {
+            extension: "late".to_owned(),
+            language_id: "late".to_owned(),
+        }],
+        root_markers: Vec::new(),
+        initialization_options: None,
+    };
+    let tools = Tools::with_lsp_config(
+        world.fs.clone(),
+        world.subprocess.clone(),
+        LspConfig {
+            languages: vec![late],
+        },
+    );
+    write(&tools, "pkg/fine.late", "all good\n").await;
+    write(&tools, "pkg/bad.late", "this is wrong\n").await;
+    let found = tools
+        .lsp
+        .lsp_diagnostics(diagnostics("pkg"))
+        .await
+        .expect("the scripted server answers");
+    assert_eq!((found.files, found.errors), (2, 1), "{found:#?}");
+    assert!(
+        found.diagnostics[0].path.ends_with("pkg/bad.late")
+            && found.diagnostics[0].message == "wrong",
+        "{found:#?}"
+    );
+    assert!(tools.shutdown().await.is_empty());
+}
