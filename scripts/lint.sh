@@ -56,8 +56,10 @@ if [ "$clippy_by_build" = true ]; then
   fi
   source "$root/scripts/clippy-build.sh"
   cargo build --workspace --locked --lib --bins --tests --examples
-  # Benches in the dev profile: linted, sharing the build above, without a release build.
-  cargo build --workspace --locked --benches --profile dev
+  # The bench targets in the dev profile: linted, sharing the build above, without a release
+  # build. `--bench '*'`, not `--benches`: that also builds every library and binary again as a
+  # bench harness, the code `--tests` above already compiled and linted with `cfg(test)`.
+  cargo build --workspace --locked --bench '*' --profile dev
 else
   step "cargo clippy (warnings denied)"
   cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
