@@ -8,10 +8,9 @@
 # on each crate as the build compiles it, scripts/clippy-and-rustdoc.sh), runs every test with
 # nextest (the fuzz corpus is replayed there), builds and tests the provider template, and fuzzes
 # each decoder of hostile input for a bounded time (tests/fuzz/run.sh; DSH_FUZZ_SECONDS, default
-# 20 per target, the targets side by side, 0 skips it). The fuzz targets' instrumented build runs
-# while the tests do, at the lowest CPU priority: most tests wait on sandboxes and processes, so it
-# takes cores the tests leave idle. The template builds once the tests are done, in the
-# workspace's target directory, where most of what it needs is already built.
+# 20 per target, the targets side by side, 0 skips it). The provider template's build and the fuzz
+# targets' instrumented build run while the tests do, at the lowest CPU priority: most tests wait
+# on sandboxes and processes, so the builds take cores the tests leave idle.
 # Tests that need real E2B credentials are ignored without E2B_API_KEY and run when it is set.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,31 +47,40 @@ rm -f "$peers_log"
 phase "waiting for the SDK peers"
 
 # The provider template builds as written outside the workspace (its own workspace and lock, dsh
-# by path) and passes the kit by manifest. It builds in the workspace's target directory: the
-# dependencies it shares with the workspace, same versions, features and profile, are found built
-# (a clean CI run: ~50 CPU-seconds instead of ~170 in a target directory of its own), and the
+# by path) and passes the kit by manifest. It builds in a target directory of its own: sharing the
+# workspace's would save little (its feature sets differ from the workspace's, so most of its
+# dependencies are built again: ~95 CPU-seconds either way) and would have to wait for the tests,
+# since a package with a cdylib keeps its artifacts under names without a hash, and the template's
+# builds of the local plugins would replace the ones the tests load from target/debug/deps. The
 # sandbox helper it links (dsh-supervisor, a release build nested in dsh-supervisor-client's build
-# script) is the one the workspace build made. Only after the tests: a package with a cdylib keeps
-# its artifacts under names without a hash, so the template's builds of the local plugins replace
-# the workspace's in target/debug/deps, where the tests load them from.
+# script) is the one the workspace build made, found in the directory both name.
 template=(--offline --locked --manifest-path "$root/examples/provider-template/Cargo.toml")
-template_env=(DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor" CARGO_TARGET_DIR="$root/target")
+template_env=(DSH_SUPERVISOR_TARGET_DIR="$root/target/supervisor" CARGO_TARGET_DIR="$root/target/template")
 # Three targets side by side on two cores: 20 s each is about the CPU 15 s each one after
 # another had, in a third of the wall time.
 fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
 
-# While the tests run: the fuzz targets' instrumented build, in its own target directory (no test
-# waits on a cargo lock), niced so that the tests keep the CPU whenever they want it. Its own
-# workspace crates go through the same wrapper (clippy and rustdoc, warnings denied).
+# While the tests run, niced so that the tests keep the CPU whenever they want it, side by side:
+# the template's build then its kit test (which mostly waits: not niced), and the fuzz targets'
+# instrumented build, in its own target directory (no test waits on a cargo lock). The fuzz
+# targets' own workspace crates go through the same wrapper (clippy and rustdoc, warnings denied).
 background_builds() {
   set -e
-  if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0; fi
+  (
+    nice -n 19 env "${template_env[@]}" cargo test --no-run "${template[@]}"
+    env "${template_env[@]}" cargo test "${template[@]}"
+  ) &
+  local template_job=$! fuzz_ok=0
+  if [ "$fuzz_seconds" -gt 0 ]; then nice -n 19 "$root/tests/fuzz/run.sh" 0 || fuzz_ok=$?; fi
+  # Both are waited for, whichever failed, so that nothing of them outlives this function.
+  wait "$template_job"
+  return "$fuzz_ok"
 }
 host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) 2>/dev/null | sort || true; }
 state_before=$(host_state)
 builds_log=$(mktemp)
 # Its own session, so that one kill ends it and every process it started.
-setsid bash -c "$(declare -p root fuzz_seconds); $(declare -f background_builds);
+setsid bash -c "$(declare -p root fuzz_seconds template template_env); $(declare -f background_builds);
   background_builds" >"$builds_log" 2>&1 &
 builds=$!
 # A failed test run ends the script; the builds end with it.
@@ -85,17 +93,13 @@ else
 fi
 phase "tests (building the test targets included)"
 
-env "${template_env[@]}" cargo test --no-run "${template[@]}"
-env "${template_env[@]}" cargo test "${template[@]}"
-phase "the provider template (built and its kit test run)"
-
 builds_ok=0
 wait "$builds" || builds_ok=$?
 trap - EXIT
 cat "$builds_log"
 rm -f "$builds_log"
 if [ "$builds_ok" -ne 0 ]; then
-  echo "test.sh: the fuzz targets' build failed" >&2
+  echo "test.sh: the provider template's build or kit test, or the fuzz targets' build, failed" >&2
   exit 1
 fi
 # What the tests' worlds keep on the host under /tmp (spill files, runner programs, build
@@ -108,7 +112,7 @@ if [ -n "$left" ]; then
   echo "$left" >&2
   exit 1
 fi
-phase "finishing the fuzz targets' build"
+phase "finishing the template's build and kit test and the fuzz targets' build"
 
 if [ "$fuzz_seconds" -gt 0 ]; then
   "$root/tests/fuzz/run.sh" "$fuzz_seconds"
