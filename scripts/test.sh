@@ -79,8 +79,12 @@ background_builds() {
 host_state() { find /tmp -maxdepth 1 \( -name 'dsh-*' -o -name 'tpl-ctx-*' \) 2>/dev/null | sort || true; }
 state_before=$(host_state)
 builds_log=$(mktemp)
-# Its own session, so that one kill ends it and every process it started.
-setsid bash -c "$(declare -p root fuzz_seconds template template_env); $(declare -f background_builds);
+# Its own session, so that one kill ends it and every process it started. Where the scheduler
+# groups each session's processes (autogroup, as on CI's machines), `nice` orders processes only
+# within their session, and this session would get the CPU as much as the tests': the session
+# itself is niced (its autogroup; written from inside, once it is the new session).
+setsid bash -c "echo 19 >/proc/self/autogroup 2>/dev/null || true;
+  $(declare -p root fuzz_seconds template template_env); $(declare -f background_builds);
   background_builds" >"$builds_log" 2>&1 &
 builds=$!
 # A failed test run ends the script; the builds end with it.
