@@ -23,8 +23,10 @@ pub mod config;
 pub mod decorate;
 pub mod durable;
 pub mod error;
+#[cfg(feature = "abi")]
 mod ffi;
 pub mod fs;
+#[cfg(feature = "abi")]
 pub mod host;
 pub mod owner;
 pub mod plugin;
@@ -119,6 +121,12 @@ pub const API_VERSION: u32 = 6;
 /// module creates each instance on a tokio runtime of its own and wraps the
 /// plugin's services, futures and streams for the ABI, with every entry
 /// point guarded against panics.
+///
+/// Without the crate's `abi` feature (on by default) there is no ABI to
+/// export through and it expands to nothing: a crate that is a plugin and
+/// also a library of engines (dsh-fs-local, linked into the sandbox helper)
+/// builds as the latter alone.
+#[cfg(feature = "abi")]
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty $(,)?) => {
@@ -135,7 +143,16 @@ macro_rules! export_plugin {
     };
 }
 
+/// Without the `abi` feature there is no ABI to export a plugin through:
+/// expands to nothing.
+#[cfg(not(feature = "abi"))]
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty $(,)?) => {};
+}
+
 /// What [`export_plugin!`] expands to refers to. Not public API.
+#[cfg(feature = "abi")]
 #[doc(hidden)]
 pub mod __export {
     pub use crate::ffi::export::lib_header;
