@@ -106,6 +106,9 @@ fn main() {
         "profile.release.strip=\"symbols\"",
         "profile.release.debug=false",
         "profile.release.opt-level=2",
+        // One unit per crate: less work in all (90 CPU-seconds for the whole build against 102
+        // with release's 16) and a smaller helper; its crates build side by side anyway.
+        "profile.release.codegen-units=1",
     ] {
         command.args(["--config", setting]);
     }

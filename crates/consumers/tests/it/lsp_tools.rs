@@ -21,6 +21,30 @@ fn tools(world: &LocalWorld) -> Tools {
     Tools::new(world.fs.clone(), world.subprocess.clone())
 }
 
+/// Tools whose only language server is `command`, for files ending in `.{extension}` (the
+/// language named after it).
+fn tools_with_one_server(world: &LocalWorld, extension: &str, command: Vec<String>) -> Tools {
+    use dsh_consumers::lsp::LspConfig;
+    use dsh_consumers::lsp::config::{Extension, LanguageConfig};
+    let language = LanguageConfig {
+        name: extension.to_owned(),
+        command,
+        extensions: vec![Extension {
+            extension: extension.to_owned(),
+            language_id: extension.to_owned(),
+        }],
+        root_markers: Vec::new(),
+        initialization_options: None,
+    };
+    Tools::with_lsp_config(
+        world.fs.clone(),
+        world.subprocess.clone(),
+        LspConfig {
+            languages: vec![language],
+        },
+    )
+}
+
 fn at(path: &str, line: u32, column: u32) -> PositionRequest {
     PositionRequest {
         path: path.to_owned(),
@@ -606,21 +630,9 @@ async fn a_file_no_question_named_changed_by_a_command_is_seen() {
 /// every time, while its start goes on; shutdown ends it.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_question_to_a_server_that_never_answers_ends_within_the_question_wait() {
-    use dsh_consumers::lsp::LspConfig;
-    use dsh_consumers::lsp::config::{Extension, LanguageConfig};
     let world = LocalWorld::new();
     // A server that never answers, told apart from any other `sleep` by its argument.
     let argument = format!("1000.{}", std::process::id());
-    let silent = LanguageConfig {
-        name: "silent".to_owned(),
-        command: vec!["sleep".to_owned(), argument.clone()],
-        extensions: vec![Extension {
-            extension: "quiet".to_owned(),
-            language_id: "quiet".to_owned(),
-        }],
-        root_markers: Vec::new(),
-        initialization_options: None,
-    };
     let silent_servers = || {
         std::fs::read_dir("/proc")
             .unwrap()
@@ -631,13 +643,7 @@ async fn a_question_to_a_server_that_never_answers_ends_within_the_question_wait
             })
             .count()
     };
-    let tools = Tools::with_lsp_config(
-        world.fs.clone(),
-        world.subprocess.clone(),
-        LspConfig {
-            languages: vec![silent],
-        },
-    );
+    let tools = tools_with_one_server(&world, "quiet", vec!["sleep".to_owned(), argument.clone()]);
     tools.lsp.set_question_wait(Duration::from_millis(1500));
     write(&tools, "a.quiet", "x\n").await;
     for round in 0..2 {
@@ -784,28 +790,11 @@ while True:
 /// quiet window, is in the answer (taken for silence, the directory was reported clean).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_directory_waits_for_the_work_a_server_announced_by_creating_a_progress_token() {
-    use dsh_consumers::lsp::LspConfig;
-    use dsh_consumers::lsp::config::{Extension, LanguageConfig};
     let world = LocalWorld::new();
     let script = world.dir.path().join("late_server.py");
     std::fs::write(&script, LATE_SERVER).unwrap();
-    let late = LanguageConfig {
-        name: "late".to_owned(),
-        command: vec!["python3".to_owned(), script.display().to_string()],
-        extensions: vec![Extension {
-            extension: "late".to_owned(),
-            language_id: "late".to_owned(),
-        }],
-        root_markers: Vec::new(),
-        initialization_options: None,
-    };
-    let tools = Tools::with_lsp_config(
-        world.fs.clone(),
-        world.subprocess.clone(),
-        LspConfig {
-            languages: vec![late],
-        },
-    );
+    let command = vec!["python3".to_owned(), script.display().to_string()];
+    let tools = tools_with_one_server(&world, "late", command);
     write(&tools, "pkg/fine.late", "all good\n").await;
     write(&tools, "pkg/bad.late", "this is wrong\n").await;
     let found = tools
