@@ -2,7 +2,8 @@
 # clippy-driver with warnings denied, so one real build both lints and produces the artifacts the
 # tests run (what `cargo clippy` does, minus a second, check-only pass over every dependency).
 # Dependencies are compiled by plain rustc, as under `cargo clippy`. Artifacts built this way
-# are fresh only for commands run with the same two variables.
+# are fresh only for commands run with the same two variables (and, for scripts/test.sh's, the same
+# clean-build settings it exports).
 # With DSH_RUSTDOC_IN_BUILD=1 (scripts/test.sh) each crate is also documented by rustdoc, warnings
 # denied, right after clippy-driver compiles it (scripts/clippy-and-rustdoc.sh).
 if [ "${DSH_RUSTDOC_IN_BUILD:-0}" = 1 ]; then

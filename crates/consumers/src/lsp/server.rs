@@ -274,9 +274,10 @@ impl LanguageServer {
     }
 
     /// Waits (up to `limit`) until the server has published its analysis of the version of
-    /// `path` last sent (if `path` is open), then until it is idle: no work in progress it announced
-    /// (`$/progress`: indexing, loading a project, analysing the files given — from the moment it
-    /// creates the token, as its `begin` can come after the work's first results), nothing said — nor given to it — for
+    /// `path` last sent (if `path` is open), then until it is idle: no work in progress it
+    /// announced (`$/progress`: indexing, loading a project, analysing the files given — from the
+    /// moment it creates the token, as its `begin` can come after the work's first results),
+    /// nothing said — nor given to it — for
     /// [`QUIET`], and at least [`WARM_UP`] since it started: servers that report no progress
     /// (pyright discovering its files) are busy while they talk, and one just sent a document
     /// may not have said yet that it is loading its project. `None` once idle, else what it is
