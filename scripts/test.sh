@@ -73,8 +73,8 @@ fuzz_seconds=${DSH_FUZZ_SECONDS:-20}
 # While the tests run, niced so that the tests keep the CPU whenever they want it, side by side:
 # the template's build then its kit test (which mostly waits: niced only with its session, below),
 # and the fuzz targets' instrumented build, in its own target directory (no test waits on a cargo
-# lock). The fuzz
-# targets' own workspace crates go through the same wrapper (clippy and rustdoc, warnings denied).
+# lock). The fuzz targets' own workspace crates go through the same wrapper (clippy and rustdoc,
+# warnings denied).
 background_builds() {
   set -e
   (
