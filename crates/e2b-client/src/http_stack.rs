@@ -12,7 +12,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -104,8 +104,34 @@ type TlsClient = Client<Establish<HttpsConnector<HttpConnector>>, ClientBody>;
 #[derive(Clone)]
 pub struct HttpStack {
     plain: PlainClient,
-    tls: TlsClient,
+    tls: Arc<LazyTls>,
     plain_version: PlainHttp,
+}
+
+/// The `https://` client, built on the first `https://` request: the
+/// default configuration reads the system's certificate store (~2.7 ms of a
+/// cold `dsh exec` here, on its critical path before the create), which a
+/// stack that only ever speaks plain `http://` (e2b-local, a self-hosted
+/// E2B behind a plain proxy) never needs.
+struct LazyTls {
+    config: Option<Arc<rustls::ClientConfig>>,
+    establishment: Duration,
+    client: OnceLock<TlsClient>,
+}
+
+impl LazyTls {
+    /// The client, built now if this is the first `https://` request (on the
+    /// calling thread, which then reads the store as `HttpStack::new` used
+    /// to).
+    fn client(&self) -> &TlsClient {
+        self.client.get_or_init(|| {
+            let config = self
+                .config
+                .clone()
+                .unwrap_or_else(crate::tls::default_tls_config);
+            tls_client(&config, self.establishment)
+        })
+    }
 }
 
 impl std::fmt::Debug for HttpStack {
@@ -120,7 +146,8 @@ impl HttpStack {
     /// Builds the stack. `tls` replaces the default TLS configuration
     /// ([`crate::default_tls_config`]); its ALPN list is replaced by
     /// `h2, http/1.1` (its certificate resolvers and verifier are kept).
-    /// Opens no connection.
+    /// Opens no connection, and reads no certificate store until the first
+    /// `https://` request.
     pub fn new(plain: PlainHttp, tls: Option<Arc<rustls::ClientConfig>>) -> Self {
         Self::build(plain, tls, ESTABLISHMENT_TIMEOUT)
     }
@@ -131,10 +158,13 @@ impl HttpStack {
         tls: Option<Arc<rustls::ClientConfig>>,
         establishment: Duration,
     ) -> Self {
-        let tls = tls.unwrap_or_else(crate::tls::default_tls_config);
         HttpStack {
             plain: plain_client(plain, establishment),
-            tls: tls_client(&tls, establishment),
+            tls: Arc::new(LazyTls {
+                config: tls,
+                establishment,
+                client: OnceLock::new(),
+            }),
             plain_version: plain,
         }
     }
@@ -265,7 +295,7 @@ impl ClientTransport for HttpStack {
     ) -> BoxFuture<'static, Result<Response<Self::ResponseBody>, Self::Error>> {
         let origin = origin(request.uri());
         let sending = match request.uri().scheme_str() {
-            Some("https") => self.tls.request(request),
+            Some("https") => self.tls.client().request(request),
             Some("http") => self.plain.request(request),
             other => {
                 let message = match other {
@@ -312,6 +342,24 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, connectrpc::ErrorCode::InvalidArgument);
         assert!(err.to_string().contains("not absolute"), "{err}");
+    }
+
+    /// Plain `http://` never builds the TLS client (nor reads the system's
+    /// certificate store); the first `https://` request does, and clones
+    /// share it.
+    #[tokio::test]
+    async fn the_tls_client_is_built_by_the_first_https_request() {
+        let port = closed_port();
+        let stack = HttpStack::new(PlainHttp::Http1, None);
+        let clone = stack.clone();
+        let _ = stack
+            .send(empty_request(&format!("http://127.0.0.1:{port}/health")))
+            .await;
+        assert!(clone.tls.client.get().is_none(), "built for plain http");
+        let _ = stack
+            .send(empty_request(&format!("https://127.0.0.1:{port}/health")))
+            .await;
+        assert!(clone.tls.client.get().is_some(), "not built for https");
     }
 
     #[tokio::test]

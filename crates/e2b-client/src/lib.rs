@@ -9,7 +9,9 @@
 //!   h2c for plain `http://`. TLS trusts what the SDKs trust
 //!   ([`default_tls_config`]: the system's store, `SSL_CERT_FILE` /
 //!   `SSL_CERT_DIR`), plus a CA file a caller names
-//!   ([`tls_config_with_ca_file`]).
+//!   ([`tls_config_with_ca_file`]); the default store is read on the
+//!   first `https://` request, so a stack that speaks only plain `http://`
+//!   never reads it.
 //! - [`Api`]: create, connect, kill, pause, timeout, info, list, metrics.
 //! - [`SandboxTransport`]: a `connectrpc` transport for one sandbox's envd.
 //!   It takes path-only requests, puts them on the sandbox's envd URL and
