@@ -98,25 +98,16 @@ async fn run(tools: &Tools, command: &str) {
     );
 }
 
-/// Processes whose process group is one of `groups` (the servers' whole groups).
+/// Live processes (the providers' own rule, `Stat::is_live`) whose process group is one of
+/// `groups` (the servers' whole groups).
 fn in_groups(groups: &[u32]) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-                let after = stat.rsplit(')').next().unwrap_or("");
-                let fields: Vec<&str> = after.split_whitespace().collect();
-                // state, ppid, pgrp; zombies count as gone.
-                fields.first() != Some(&"Z")
-                    && fields
-                        .get(2)
-                        .and_then(|g| g.parse::<u32>().ok())
-                        .is_some_and(|g| groups.contains(&g))
-            })
-        })
-        .collect()
+    dsh_process_group::table::live(|stat| {
+        u32::try_from(stat.pgid).is_ok_and(|pgid| groups.contains(&pgid))
+    })
+    .expect("read the process table")
+    .into_iter()
+    .map(|stat| stat.pid.unsigned_abs())
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
