@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use dsh_supervisor_client::{HELPER, RUNTIME_ROOT, TEMPLATE_HOME, template_path};
+use dsh_supervisor_client::{HELPER, RUNTIME_ROOT, TEMPLATE_ENTRY, template_path};
 
 use crate::args::TemplateArgs;
 use crate::failure::{EXIT_FAILURE, Failure};
@@ -45,11 +45,12 @@ pub fn write(args: &TemplateArgs) -> Result<i32, Failure> {
     Ok(0)
 }
 
-/// The `Template()` builder program: `from` plus the helper at its
-/// template path, root-owned and writable by root only (the E2B providers
-/// run it as root only if it is), and the owner's runtime root made as the
-/// owner would make it (root's, mode 0700), so that a sandbox's owner finds
-/// it ready without a script.
+/// The `Template()` builder program: `from` plus the owner's runtime root
+/// made as the owner would make it (root's, mode 0700), so that a sandbox's
+/// owner finds it ready without a script, holding the helper at its template
+/// path, root-owned and writable by root only: inside the runtime root, which
+/// the owner verifies before any provider runs, the providers run it with no
+/// look of their own.
 fn recipe_text(from: &str) -> String {
     let quote = |text: &str| serde_json::Value::from(text).to_string();
     format!(
@@ -79,8 +80,8 @@ console.log(info.templateId)
         helper_file = quote(HELPER_FILE),
         path = quote(&template_path()),
         fix = quote(&format!(
-            "chown -R root:root {TEMPLATE_HOME} && chmod -R go-w {TEMPLATE_HOME} \
-             && install -d -o root -g root -m 0700 {RUNTIME_ROOT}"
+            "chown -R root:root {RUNTIME_ROOT} && chmod 0700 {RUNTIME_ROOT} \
+             && chmod -R go-w {RUNTIME_ROOT}/{TEMPLATE_ENTRY}"
         )),
     )
 }

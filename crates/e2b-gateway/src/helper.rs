@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use dsh_supervisor_client::{HELPER, HELPER_DIGEST, template_path};
+use dsh_plugin_api::owner::SandboxInfo;
+use dsh_supervisor_client::{HELPER, HELPER_DIGEST, template_path_in};
 use e2b_client::{CallOptions, Envd, FileType, UploadOptions};
 
 use crate::control::{CONTROL_USER, ControlOutput, ControlShell, EnvdReadable};
@@ -62,10 +63,11 @@ exec "$2" probe "$user" "$1" "$3"
 
 /// Installs the helper ([`HELPER`]) for `shell`'s (root's) use and runs its `probe` for the
 /// user `user` resolves to: the template's copy when the sandbox has one
-/// (at [`template_path`], root's alone), else uploaded to `paths.upload` and
-/// installed at `paths.installed`. `looked`: the caller's own [`template_copy`] answer, if it
-/// has one (no second look); `None` looks while the script starts. `timeout` bounds the look,
-/// the upload and the script; at most `output_limit` bytes of the probe's output are kept.
+/// (at [`template_path_in`] `shell`'s runtime root, root's alone), else uploaded to
+/// `paths.upload` and installed at `paths.installed`. `looked`: what the caller already knows
+/// of the copy (`Some(false)`: starting it found none), so nothing asks again; `None` looks
+/// while the script starts. `timeout` bounds the look, the upload and the script; at most
+/// `output_limit` bytes of the probe's output are kept.
 ///
 /// Runs on the caller's runtime. Dropping the future may leave a partial
 /// upload at `paths.upload`, which the caller's disposal removes.
@@ -82,7 +84,7 @@ where
     T: EnvdReadable,
     U: Future<Output = e2b_client::Result<String>>,
 {
-    let template_copy = template_path();
+    let template_copy = template_path_in(shell.runtime_root());
     let used_template = AtomicBool::new(false);
     let source = async {
         let found = match looked {
@@ -135,18 +137,18 @@ where
     })
 }
 
-/// The template's copy of the helper ([`template_path`]) when the sandbox
-/// holds one [`install`] would run in place (the same look); any
-/// doubt, an error included, is `None`. For an adapter that runs the copy
-/// without the install script (a first command that probes for itself):
-/// the copy's place — root's alone, in a root-owned directory named by its
-/// digest — is what makes it trusted there; the helper still checks its
-/// own digest before it runs anything.
-pub async fn template_copy<T: EnvdReadable>(envd: &Envd<T>, timeout: Duration) -> Option<String> {
-    let path = template_path();
-    Box::pin(preinstalled(envd, &path, timeout))
-        .await
-        .then_some(path)
+/// E2B's default template, which never holds the helper's copy.
+pub const BASE_TEMPLATE: &str = "base";
+
+/// Where the sandbox `info` describes may hold the template's copy of the
+/// helper ([`template_path_in`] its runtime root), for an adapter to run it
+/// with no look of its own: only root can have put a file in the runtime
+/// root, which its owner verified before handing the sandbox out
+/// (docs/design.md §6.4). `None` for a sandbox from [`BASE_TEMPLATE`]; E2B's
+/// cloud names templates by id, so there a sandbox from `base` is not told
+/// apart and its first start of the copy finds none.
+pub fn template_copy_of(info: &SandboxInfo) -> Option<String> {
+    (info.template_id != BASE_TEMPLATE).then(|| template_path_in(&info.runtime_root))
 }
 
 /// Whether the sandbox holds the template's copy of the helper at `path`:

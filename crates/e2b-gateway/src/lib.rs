@@ -57,7 +57,9 @@ pub use control::{
     RUNTIME_ROOT_ENV,
 };
 pub use errors::plugin_error;
-pub use helper::{InstallPaths, Installed, install as install_helper, root_only, template_copy};
+pub use helper::{
+    BASE_TEMPLATE, InstallPaths, Installed, install as install_helper, root_only, template_copy_of,
+};
 pub use liveness::{ControlPlaneLiveness, LIVENESS_TIMEOUT, Liveness, Presence};
 pub use owner::GatewayOwner;
 pub use owner_transport::{OwnerTransport, envd_client, envd_options};

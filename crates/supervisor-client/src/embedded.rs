@@ -1,5 +1,7 @@
 //! The helper program, built by `build.rs` (static x86_64 Linux).
 
+use crate::RUNTIME_ROOT;
+
 /// The `dsh-supervisor` executable.
 pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervisor"));
 
@@ -7,14 +9,25 @@ pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervis
 /// helper checks itself against before it runs anything (docs/design.md §6.4).
 pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.blake3"));
 
-/// Where a sandbox template holds the helper: `<TEMPLATE_HOME>/<BLAKE3>/dsh-supervisor`.
-pub const TEMPLATE_HOME: &str = "/usr/local/libexec/dsh";
+/// The runtime root's entry where a sandbox template holds the helper:
+/// `<RUNTIME_ROOT>/template/<BLAKE3>/dsh-supervisor`. The owner's sweep keeps
+/// it, and its look for a ready runtime root accepts it.
+pub const TEMPLATE_ENTRY: &str = "template";
 
-/// Where a sandbox template holds [`HELPER`] (`dsh template` puts it there).
-/// The digest in the path means a template made for another build of dsh is
-/// simply not found (docs/design.md §6.4).
+/// Where a sandbox template holds [`HELPER`] (`dsh template` puts it there),
+/// under the runtime root `runtime_root`. Inside the runtime root — root's,
+/// mode 0700, under ancestors only root may write, verified by the owner
+/// before it hands the sandbox out — only root can have put a file, so the
+/// E2B providers run the copy without a look of their own. The digest in the
+/// path means a template made for another build of dsh is simply not found
+/// (docs/design.md §6.4).
+pub fn template_path_in(runtime_root: &str) -> String {
+    format!("{runtime_root}/{TEMPLATE_ENTRY}/{HELPER_DIGEST}/dsh-supervisor")
+}
+
+/// [`template_path_in`] the E2B owner's [`RUNTIME_ROOT`].
 pub fn template_path() -> String {
-    format!("{TEMPLATE_HOME}/{HELPER_DIGEST}/dsh-supervisor")
+    template_path_in(RUNTIME_ROOT)
 }
 
 #[cfg(test)]
@@ -23,12 +36,11 @@ mod tests {
 
     #[test]
     fn the_template_path_names_the_digest() {
-        let path = template_path();
         assert_eq!(
-            path.len(),
-            TEMPLATE_HOME.len() + 1 + 64 + "/dsh-supervisor".len()
+            template_path(),
+            format!("{RUNTIME_ROOT}/template/{HELPER_DIGEST}/dsh-supervisor")
         );
-        assert!(path.contains(HELPER_DIGEST), "{path}");
+        assert_eq!(HELPER_DIGEST.len(), 64);
     }
 
     #[test]

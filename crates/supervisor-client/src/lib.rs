@@ -17,7 +17,7 @@ pub mod control;
 mod embedded;
 mod followed;
 
-pub use embedded::{HELPER, HELPER_DIGEST, TEMPLATE_HOME, template_path};
+pub use embedded::{HELPER, HELPER_DIGEST, TEMPLATE_ENTRY, template_path, template_path_in};
 pub use followed::{
     DurableControl, FollowedProcess, attach, follower_spec, holds, new_id, started,
 };

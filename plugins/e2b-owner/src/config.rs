@@ -28,8 +28,8 @@ use e2b_client::{ConnectionConfig, ConnectionOptions, Secret};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-/// The template of a created sandbox when none is configured.
-pub const DEFAULT_TEMPLATE: &str = "base";
+/// The template of a created sandbox when none is configured: E2B's `base`.
+pub const DEFAULT_TEMPLATE: &str = dsh_e2b_gateway::BASE_TEMPLATE;
 /// The world's cwd when none is configured.
 pub const DEFAULT_CWD: &str = "/home/user/workspace";
 /// The sandbox lifetime when none is configured: five minutes.

@@ -17,8 +17,8 @@
 //! directory, which cannot have made anything else.
 //!
 //! A sandbox that already holds the runtime root as it must be (a template
-//! made by `dsh template`'s recipe has it) and nothing in it to sweep is
-//! found so by envd's metadata alone — the runtime root, each ancestor and
+//! made by `dsh template`'s recipe has it, with the helper's copy in it) and
+//! nothing in it to sweep is found so by envd's metadata alone — the runtime root, each ancestor and
 //! the root's entries, in one round of calls as root — and runs no script:
 //! a process costs a sandbox several milliseconds on a cold start's
 //! critical path. Anything else that look finds (absent, an entry, a
@@ -31,6 +31,7 @@ use dsh_plugin_api::{Error, ErrorKind, Result};
 use e2b_client::{CallOptions, EntryInfo, Envd, FileType};
 
 use dsh_plugin_api::owner::DURABLE_STATE;
+use dsh_supervisor_client::TEMPLATE_ENTRY;
 
 use crate::config::RUNTIME_ROOT;
 
@@ -46,14 +47,18 @@ const STALE_AFTER_MINUTES: u32 = 24 * 60;
 const RUNTIME_ROOT_MODE: u32 = 0o700;
 /// The owner of the runtime root (envd reports user names).
 const RUNTIME_ROOT_OWNER: &str = "root";
+/// The runtime root's entries kept whatever their age: durable commands'
+/// state and a template's helper.
+const KEPT: [&str; 2] = [DURABLE_STATE, TEMPLATE_ENTRY];
 
 /// Creates the runtime root or, when it exists and is a real directory
 /// owned by root, sweeps it of entries older than [`STALE_AFTER_MINUTES`]:
 /// what owners killed before their disposal left. Younger entries may
 /// belong to an owner running now on the same sandbox (two `dsh` processes
 /// started together): removing its helper while it installs failed it.
-/// `$1` is the runtime root, `$2` the age in minutes, `$3` the entry kept
-/// whatever its age (durable commands' state, [`DURABLE_STATE`]). Exit 0: created;
+/// `$1` is the runtime root, `$2` the age in minutes, `$3` and `$4` the
+/// entries kept whatever their age (durable commands' state,
+/// [`DURABLE_STATE`], and a template's helper, [`TEMPLATE_ENTRY`]). Exit 0: created;
 /// 5: existed, swept (the removed names on stdout); 3: it exists but is not
 /// a root-owned real directory, or mkdir failed (its error on stderr) —
 /// the verification below says which; 4: the sweep failed; 6: an ancestor
@@ -83,7 +88,7 @@ done < <(stat -c '%u %a %F' -- "${ancestors[@]}")
 mkdir -m 0700 -- "$r" 2>/dev/null && exit 0
 # Again for its error message (rare: no capture's fork on the common path).
 [[ -d $r && ! -L $r && -O $r ]] || { mkdir -m 0700 -- "$r"; exit 3; }
-find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" ! -name "$3" -printf '%f\n' -exec rm -rf -- {} + || exit 4
+find -P "$r" -mindepth 1 -maxdepth 1 -mmin "+$2" ! -name "$3" ! -name "$4" -printf '%f\n' -exec rm -rf -- {} + || exit 4
 exit 5"#;
 
 /// Creates the missing components of `$1` as root, each mode 0755 and
@@ -227,6 +232,7 @@ async fn prepare_runtime_root<T: EnvdReadable>(
             runtime_root.as_str(),
             stale_after.as_str(),
             DURABLE_STATE,
+            TEMPLATE_ENTRY,
         ],
     );
     let output = match shell
@@ -277,8 +283,8 @@ async fn prepare_runtime_root<T: EnvdReadable>(
 /// Whether `runtime_root` is ready as it is: it verifies
 /// ([`verify_runtime_root`]), every ancestor is a real directory owned by
 /// root that only root may write (as [`PREPARE_RUNTIME_ROOT`] requires), and
-/// it holds nothing but durable commands' state, so there is nothing to
-/// sweep. Whatever the sandbox clock says of an entry's age, any other entry
+/// it holds nothing but durable commands' state and a template's helper, so
+/// there is nothing to sweep. Whatever the sandbox clock says of an entry's age, any other entry
 /// leaves the sweep to the script, which judges ages by that clock. Asked of
 /// envd as root, all at once; any other answer (absent, an error) is "no",
 /// except an unreachable sandbox, which fails the setup (naming `cwd`'s)
@@ -305,7 +311,7 @@ async fn already_prepared<T: EnvdReadable>(
     }
     Ok(
         matches!(root, Ok(root) if verify_runtime_root(runtime_root, &root).is_ok())
-            && matches!(entries, Ok(entries) if entries.iter().all(|entry| entry.name == DURABLE_STATE))
+            && matches!(entries, Ok(entries) if entries.iter().all(|entry| KEPT.contains(&entry.name.as_str())))
             && ancestors.iter().all(
                 |ancestor| matches!(ancestor, Ok(entry) if root_only(entry, FileType::Directory)),
             ),

@@ -57,10 +57,37 @@ pub async fn spawn_as<T: EnvdTransport>(
     spec: SpawnSpec,
     run_as: RunAs,
 ) -> Result<Arc<dyn Process>> {
-    const OP: &str = "spawn";
     spec.validate()?;
     world.check_open(OP)?;
+    loop {
+        match spawn_once(world, &spec, run_as).await? {
+            Attempt::Started(process) => return Ok(process),
+            // Nothing ran, and the world no longer offers the copy: again,
+            // as in a sandbox without it.
+            Attempt::NoTemplateCopy => {}
+        }
+    }
+}
+
+/// The operation's name in errors.
+const OP: &str = "spawn";
+
+/// What one attempt at a start came to.
+enum Attempt {
+    Started(Arc<dyn Process>),
+    /// The first command ran the template's copy of the helper, which was
+    /// not there ([`first_frame`]); the world now knows.
+    NoTemplateCopy,
+}
+
+/// One attempt at starting `spec` (checked by the caller) as `run_as`.
+async fn spawn_once<T: EnvdTransport>(
+    world: &Arc<World<T>>,
+    spec: &SpawnSpec,
+    run_as: RunAs,
+) -> Result<Attempt> {
     let known = Known::of(world, OP, run_as).await?;
+    let tried_copy = matches!(known, Known::Probing(_));
     let cwd = world.working_dir(OP, spec.cwd.as_deref())?;
     let (control, identity, env, search, probing) = match known {
         Known::Ready(ready) => {
@@ -163,7 +190,9 @@ pub async fn spawn_as<T: EnvdTransport>(
         .spawn(start(Arc::clone(world), control, plan, answer));
     // Claimed in the same poll it arrives in (see `Delivery`).
     match outcome.await {
-        Ok(answer) => answer.map(Delivery::claim),
+        Ok(Ok(delivery)) => Ok(Attempt::Started(delivery.claim())),
+        Ok(Err(_)) if tried_copy && world.template_copy().is_none() => Ok(Attempt::NoTemplateCopy),
+        Ok(Err(err)) => Err(err),
         Err(_) => Err(Error::io(
             "spawn: the start task ended without an answer (the provider's runtime is shutting down)",
         )),
@@ -188,7 +217,7 @@ impl<T: EnvdTransport> Known<T> {
             return Ok(Known::Ready(ready));
         }
         if run_as == RunAs::User
-            && let Some(helper) = world.template_copy().await
+            && let Some(helper) = world.template_copy()
         {
             return Ok(Known::Probing(Box::new(world.controller(helper))));
         }
@@ -396,9 +425,11 @@ async fn first_frame<T: EnvdTransport>(
     diagnostics: &mut Diagnostics,
 ) -> Result<(u32, u64)> {
     let mut frames = Vec::new();
+    let mut heard = false;
     loop {
         match stream.next().await {
             Some(Ok(ProcessEvent::Stdout(bytes))) => {
+                heard = true;
                 decoder.push(&bytes, &mut frames).map_err(|err| {
                     Error::new(
                         ErrorKind::Remote,
@@ -450,6 +481,16 @@ async fn first_frame<T: EnvdTransport>(
             Some(Ok(ProcessEvent::Stderr(bytes))) => diagnostics.push(&bytes),
             Some(Ok(ProcessEvent::Pty(_))) => {}
             Some(Ok(ProcessEvent::End(end))) => {
+                // envd starts every program through `/bin/sh -c 'exec "$@"'`
+                // (docs/e2b-protocol.md §5.4): a template copy that is not
+                // there, or cannot be run, ends so before it said anything.
+                if plan.probing.is_some()
+                    && !heard
+                    && end.exited
+                    && matches!(end.exit_code, 126 | 127)
+                {
+                    world.template_copy_missing();
+                }
                 return Err(Error::io(format!(
                     "spawn: {}: the sandbox helper ended ({}) before starting it{}",
                     plan.program,

@@ -44,9 +44,12 @@ pub struct World<T: EnvdTransport> {
     install_dir: String,
     spill_dir: String,
     ready: tokio::sync::OnceCell<Arc<Ready<T>>>,
-    /// The template's copy of the helper, looked for once (`None`: the
-    /// sandbox has none usable).
-    template_copy: tokio::sync::OnceCell<Option<String>>,
+    /// Where the template's copy of the helper would be
+    /// ([`dsh_e2b_gateway::template_copy_of`]; `None` in a sandbox from
+    /// `base`).
+    template_copy: Option<String>,
+    /// Set once a start of the template's copy found none there.
+    template_copy_missing: AtomicBool,
     /// How stdin reaches envd, asked once (`stdin`).
     input_route: e2b_client::InputRouteCell,
     /// Whether the install directory may hold anything: set before
@@ -90,7 +93,8 @@ impl<T: EnvdTransport> World<T> {
             settings,
             instance,
             ready: tokio::sync::OnceCell::new(),
-            template_copy: tokio::sync::OnceCell::new(),
+            template_copy: dsh_e2b_gateway::template_copy_of(info),
+            template_copy_missing: AtomicBool::new(false),
             input_route: e2b_client::InputRouteCell::new(),
             install_dir_used: AtomicBool::new(false),
             spill_dir_used: AtomicBool::new(false),
@@ -138,7 +142,9 @@ impl<T: EnvdTransport> World<T> {
                     &self.shell,
                     &self.install_dir,
                     &self.settings.user,
-                    self.template_copy.get().map(Option::is_some),
+                    self.template_copy_missing
+                        .load(Ordering::Acquire)
+                        .then_some(false),
                 ))
                 .await?;
                 if setup.preinstalled && !attempted_before {
@@ -158,13 +164,20 @@ impl<T: EnvdTransport> World<T> {
         self.ready.get().cloned()
     }
 
-    /// The template's copy of the helper when the sandbox holds one usable
-    /// (`dsh_e2b_gateway::template_copy`, asked of envd once).
-    pub async fn template_copy(&self) -> Option<&str> {
-        self.template_copy
-            .get_or_init(|| dsh_e2b_gateway::template_copy(&self.envd, setup::SETUP_TIMEOUT))
-            .await
-            .as_deref()
+    /// The template's copy of the helper to run without a look of its own
+    /// (the runtime root it is in vouches for it), unless the sandbox came
+    /// from `base` or a start of it found none.
+    pub fn template_copy(&self) -> Option<&str> {
+        if self.template_copy_missing.load(Ordering::Acquire) {
+            return None;
+        }
+        self.template_copy.as_deref()
+    }
+
+    /// A start of the template's copy found none: later starts and the
+    /// preparation do without it.
+    pub fn template_copy_missing(&self) {
+        self.template_copy_missing.store(true, Ordering::Release);
     }
 
     /// The control of the helper at `helper` (the template's copy, before

@@ -154,7 +154,11 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         "the recipe prints the template's id"
     );
 
-    let template_dir = "/usr/local/libexec/dsh/";
+    let template_dir = "/var/lib/dsh-e2b/template/";
+    let uploaded = [
+        "/var/lib/dsh-e2b/fs-e2b-",
+        "/var/lib/dsh-e2b/subprocess-e2b-",
+    ];
     let seen = helpers_seen(&server, &manifest(dir.path(), &name), dir.path());
     let from_template: Vec<&str> = seen
         .lines()
@@ -171,7 +175,7 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         "dsh-subprocess-e2b runs the template's helper: {seen}"
     );
     assert!(
-        !seen.contains("/var/lib/dsh-e2b"),
+        !uploaded.iter().any(|dir| seen.contains(dir)),
         "nothing uploaded runs: {seen}"
     );
 
@@ -182,6 +186,10 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
     // nothing, removes nothing at disposal.
     let calls = envd_calls_of_exec(&server, &manifest(dir.path(), &name));
     assert_eq!(count(&calls, "/process.Process/Start"), 1, "{calls:?}");
+    // The owner's look alone (the runtime root and its three ancestors): the
+    // helper's copy, inside the runtime root the look vouched for, is run
+    // with no look of its own.
+    assert_eq!(count(&calls, "/filesystem.Filesystem/Stat"), 4, "{calls:?}");
     assert_eq!(
         count(&calls, "/filesystem.Filesystem/Remove"),
         0,
@@ -192,7 +200,10 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
     // runtime root, and the upload is removed at disposal.
     let seen = helpers_seen(&server, &manifest(dir.path(), "base"), dir.path());
     assert!(!seen.contains(template_dir), "{seen}");
-    assert!(seen.contains("/var/lib/dsh-e2b"), "{seen}");
+    assert!(
+        uploaded.iter().all(|dir| seen.contains(dir)),
+        "both run their upload: {seen}"
+    );
     let calls = envd_calls_of_exec(&server, &manifest(dir.path(), "base"));
     assert_eq!(count(&calls, "/process.Process/Start"), 3, "{calls:?}");
     assert_eq!(

@@ -123,7 +123,7 @@ async fn pause_and_leave_keep_the_sandbox_and_sandbox_id_reconnects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reconnecting_sweeps_stale_adapter_state_keeps_a_live_owners_durable_commands_and_the_user_files()
+async fn reconnecting_sweeps_stale_adapter_state_keeps_a_live_owners_durable_commands_the_template_helper_and_the_user_files()
  {
     let world = World::start();
     let first = world.owner(json!({"onDispose": "leave"})).await.unwrap();
@@ -138,8 +138,9 @@ async fn reconnecting_sweeps_stale_adapter_state_keeps_a_live_owners_durable_com
          echo 9 > /var/lib/dsh-e2b/proc-17/exit && \
          touch '/var/lib/dsh-e2b/we ird\nname' && \
          mkdir -p /var/lib/dsh-e2b/durable/0123456789abcdef0123456789abcdef && \
+         mkdir -p /var/lib/dsh-e2b/template/0123 && \
          touch -h -d '2 days ago' /var/lib/dsh-e2b/proc-17 '/var/lib/dsh-e2b/we ird\nname' \
-           /var/lib/dsh-e2b/durable && \
+           /var/lib/dsh-e2b/durable /var/lib/dsh-e2b/template && \
          mkdir /var/lib/dsh-e2b/subprocess-e2b-live",
     )
     .await;
@@ -157,8 +158,8 @@ async fn reconnecting_sweeps_stale_adapter_state_keeps_a_live_owners_durable_com
         .expect("reconnect");
     let listing = root(&sandbox, "ls -A /var/lib/dsh-e2b").await;
     assert_eq!(
-        listing, "durable\nsubprocess-e2b-live\n",
-        "stale state was swept; the live owner's and durable commands' kept"
+        listing, "durable\nsubprocess-e2b-live\ntemplate\n",
+        "stale state was swept; the live owner's, durable commands' and a template's helper kept"
     );
     let notes = root(&sandbox, "cat /home/user/workspace/notes.txt").await;
     assert_eq!(notes, "keep\n");

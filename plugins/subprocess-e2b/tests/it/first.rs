@@ -8,7 +8,7 @@ use bytes::Bytes;
 use dsh_plugin_api::ErrorKind;
 use dsh_plugin_api::subprocess::SubprocessProvider;
 use dsh_subprocess_e2b::Config;
-use dsh_supervisor_client::{HELPER, template_path};
+use dsh_supervisor_client::{HELPER, template_path_in};
 use e2b_client::UploadOptions;
 
 use crate::support::wire::Wire;
@@ -21,7 +21,7 @@ const START: &str = "/process.Process/Start";
 const SEEN: &str = "id -u; id -G; pwd; env | sort";
 
 /// Puts the helper where a template made by `dsh template` has it: root's,
-/// in root-owned directories.
+/// in root-owned directories under the runtime root.
 async fn plant_template_copy(world: &World) {
     plant_copy_of(world, Bytes::from_static(HELPER)).await;
 }
@@ -39,7 +39,7 @@ async fn plant_copy_of(world: &World, bytes: Bytes) {
         )
         .await
         .expect("upload the helper");
-    let copy = template_path();
+    let copy = template_path_in(RUNTIME_ROOT);
     let dir = copy.rsplit_once('/').expect("a directory").0;
     let planted = world
         .root(
@@ -59,7 +59,7 @@ async fn seen(provider: &dyn SubprocessProvider) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_command_learns_the_sandbox_itself_and_sees_what_later_ones_see() {
-    let world = World::start().await;
+    let world = World::from_template().await;
     plant_template_copy(&world).await;
     let wire = Wire::new(&world, false);
     let provider = wire.provider(&world);
@@ -93,14 +93,17 @@ async fn a_first_command_learns_the_sandbox_itself_and_sees_what_later_ones_see(
     // install script, without a template copy to run) sees the same.
     let scripted = world.provider();
     world
-        .root(r#"mv -- "$1" "$1.away""#, &[&template_path()])
+        .root(
+            r#"mv -- "$1" "$1.away""#,
+            &[&template_path_in(RUNTIME_ROOT)],
+        )
         .await;
     assert_eq!(seen(&scripted).await, first);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_command_searches_its_own_path_and_names_it_when_nothing_is_found() {
-    let world = World::start().await;
+    let world = World::from_template().await;
     plant_template_copy(&world).await;
     let provider = world.provider();
 
@@ -137,11 +140,11 @@ async fn a_first_command_searches_its_own_path_and_names_it_when_nothing_is_foun
     );
 }
 
-/// Without a template copy, the look for it is made once: the install
-/// script's preparation takes the first command's answer instead of
-/// asking envd again.
+/// From `base`, which never holds the copy, a first command does not try
+/// it: the install script looks for it once (beside its start), then the
+/// command.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_a_template_copy_the_look_is_made_once() {
+async fn from_base_the_copy_is_not_tried_and_looked_for_once() {
     let world = World::start().await;
     let wire = Wire::new(&world, false);
     let provider = wire.provider(&world);
@@ -154,9 +157,29 @@ async fn without_a_template_copy_the_look_is_made_once() {
     assert_eq!(wire.count(START), 2, "the install script, then the command");
 }
 
+/// From a template without the copy (one made another way, or for another
+/// build of dsh), the first command's start of it ends as a missing
+/// program's does: nothing ran, and the command starts as in a sandbox from
+/// `base`, the install script told there is no copy (no look for it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_a_template_without_the_copy_one_start_finds_it_missing() {
+    let world = World::from_template().await;
+    let wire = Wire::new(&world, false);
+    let provider = wire.provider(&world);
+    assert!(seen(&provider).await.contains("\nUSER=user\n"));
+    assert_eq!(
+        wire.count(START),
+        3,
+        "the copy's start, the install script, the command"
+    );
+    assert_eq!(wire.count("/filesystem.Filesystem/Stat"), 0, "no look");
+    assert!(seen(&provider).await.contains("\nUSER=user\n"));
+    assert_eq!(wire.count(START), 4, "the command alone");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_command_for_a_user_the_sandbox_lacks_is_refused_clearly() {
-    let world = World::start().await;
+    let world = World::from_template().await;
     plant_template_copy(&world).await;
     let provider = world.provider_with(&Config {
         user: Some("nosuchuser".into()),
@@ -174,7 +197,7 @@ async fn a_first_command_for_a_user_the_sandbox_lacks_is_refused_clearly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_command_from_a_damaged_copy_runs_nothing_and_says_why() {
-    let world = World::start().await;
+    let world = World::from_template().await;
     // Still a program that runs (an ELF file with bytes after it), but not
     // the one the provider expects.
     plant_copy_of(&world, Bytes::from([HELPER, b"damage"].concat())).await;

@@ -25,6 +25,8 @@ use e2b_local::harness::LocalServer;
 pub const CWD: &str = "/home/user/workspace";
 /// The owner's runtime root.
 pub const RUNTIME_ROOT: &str = "/home/user/workspace/.dsh-e2b";
+/// The template [`World::from_template`]'s owner reports.
+pub const TEMPLATE: &str = "dsh-helper-template";
 
 /// A server, a prepared sandbox, and its owner.
 pub struct World {
@@ -38,6 +40,18 @@ impl World {
     /// A server and a sandbox whose global environment holds credential-
     /// shaped and `DSH_*` names (which must never reach a command).
     pub async fn start() -> World {
+        World::reporting(None).await
+    }
+
+    /// Like [`World::start`], the owner reporting the sandbox as made from a
+    /// template other than `base` (as one from `dsh template`'s recipe is),
+    /// so that a first command runs the helper's copy in the runtime root
+    /// when it is there.
+    pub async fn from_template() -> World {
+        World::reporting(Some(TEMPLATE)).await
+    }
+
+    async fn reporting(template: Option<&str>) -> World {
         let server = LocalServer::start();
         let options = ConnectionOptions::default()
             .with_api_key(server.api_key())
@@ -58,7 +72,7 @@ impl World {
         .expect("create a sandbox");
         let info = SandboxInfo {
             sandbox_id: sandbox.id().to_owned(),
-            template_id: sandbox.info().template_id.clone(),
+            template_id: template.map_or_else(|| sandbox.info().template_id.clone(), str::to_owned),
             daemon_version: sandbox.info().envd_version.to_string(),
             cwd: CWD.into(),
             runtime_root: RUNTIME_ROOT.into(),
