@@ -18,11 +18,12 @@
 //!
 //! A sandbox that already holds the runtime root as it must be (a template
 //! made by `dsh template`'s recipe has it, with the helper's copy in it) and
-//! nothing in it to sweep is found so by envd's metadata alone — the runtime root, each ancestor and
-//! the root's entries, in one round of calls as root — and runs no script:
-//! a process costs a sandbox several milliseconds on a cold start's
-//! critical path. Anything else that look finds (absent, an entry, a
-//! doubt, an error) is the script's to create, sweep or refuse, as before.
+//! nothing in it to sweep is found so by envd's metadata alone — the runtime
+//! root, each ancestor and the root's entries, in one round of calls as
+//! root — and runs no script: a process costs a sandbox several
+//! milliseconds on a cold start's critical path. Anything else that look
+//! finds (absent, an entry, a doubt, an error) is the script's to create,
+//! sweep or refuse, as before.
 
 use std::time::Duration;
 
