@@ -46,8 +46,12 @@ pub const MAX_CONCURRENT_CALLS: usize = 16;
 /// How long a runner may take to start and say it is ready.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// The grace between SIGTERM and SIGKILL when a runner is ended: its state
-/// is lost either way, and a timed-out run must end promptly.
-const END_GRACE: Duration = Duration::from_millis(200);
+/// is lost either way, and a timed-out run must end promptly, but the
+/// runner's SIGTERM handler is what kills the processes that left its group
+/// (docs/design.md §11), so it must get to run on a loaded machine. With
+/// 200 ms a CI run once saw an escaped process outlive its one-shot run.
+/// A group that obeys SIGTERM ends as soon as it does.
+const END_GRACE: Duration = Duration::from_secs(1);
 /// Bytes of the runner's own stderr kept (what it says when it cannot
 /// start: a missing interpreter module, a too-old interpreter).
 const RUNNER_STDERR_BYTES: usize = 16 * 1024;
