@@ -232,8 +232,8 @@ async fn prepare_runtime_root<T: EnvdReadable>(
             "dsh-setup",
             runtime_root.as_str(),
             stale_after.as_str(),
-            DURABLE_STATE,
-            TEMPLATE_ENTRY,
+            KEPT[0],
+            KEPT[1],
         ],
     );
     let output = match shell

@@ -489,7 +489,7 @@ async fn first_frame<T: EnvdTransport>(
                     && end.exited
                     && matches!(end.exit_code, 126 | 127)
                 {
-                    world.template_copy_missing();
+                    world.mark_template_copy_missing();
                 }
                 return Err(Error::io(format!(
                     "spawn: {}: the sandbox helper ended ({}) before starting it{}",

@@ -176,7 +176,7 @@ impl<T: EnvdTransport> World<T> {
 
     /// A start of the template's copy found none: later starts and the
     /// preparation do without it.
-    pub fn template_copy_missing(&self) {
+    pub fn mark_template_copy_missing(&self) {
         self.template_copy_missing.store(true, Ordering::Release);
     }
 

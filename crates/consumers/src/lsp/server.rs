@@ -277,11 +277,10 @@ impl LanguageServer {
     /// `path` last sent (if `path` is open), then until it is idle: no work in progress it
     /// announced (`$/progress`: indexing, loading a project, analysing the files given — from the
     /// moment it creates the token, as its `begin` can come after the work's first results),
-    /// nothing said — nor given to it — for
-    /// [`QUIET`], and at least [`WARM_UP`] since it started: servers that report no progress
-    /// (pyright discovering its files) are busy while they talk, and one just sent a document
-    /// may not have said yet that it is loading its project. `None` once idle, else what it is
-    /// still doing.
+    /// nothing said — nor given to it — for [`QUIET`], and at least [`WARM_UP`] since it
+    /// started: servers that report no progress (pyright discovering its files) are busy while
+    /// they talk, and one just sent a document may not have said yet that it is loading its
+    /// project. `None` once idle, else what it is still doing.
     pub async fn settle(&self, path: &str, limit: Duration) -> Option<Vec<String>> {
         let deadline = tokio::time::Instant::now() + limit;
         // A server has loaded what it needs for a document once it published its analysis.
