@@ -61,7 +61,13 @@ pub async fn run(host: &Host, args: ExecArgs, json: bool) -> Result<i32, Failure
             .map_err(start_failed)?;
         return crate::durable::print_started(host, &attached, json);
     }
-    spec.stdin = StdinMode::Pipe;
+    // Input from /dev/null (or none at all) is what a null stdin gives the
+    // command: no pipe to forward into, and no round trip to close it.
+    spec.stdin = if stdin_is_null() {
+        StdinMode::Null
+    } else {
+        StdinMode::Pipe
+    };
     spec.stdout = OutputMode::Pipe;
     spec.stderr = OutputMode::Pipe;
     let process = subprocess.spawn(spec).await.map_err(start_failed)?;
@@ -161,6 +167,21 @@ fn parse_env(entries: &[String]) -> Result<BTreeMap<String, String>, Failure> {
             )),
         })
         .collect()
+}
+
+/// Whether our stdin is `/dev/null` (`dsh exec … </dev/null`, or a parent's
+/// `Stdio::null()`) or not open at all: input that ends before it begins.
+fn stdin_is_null() -> bool {
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    match rustix::fs::fstat(stdin.as_fd()) {
+        Ok(ours) => rustix::fs::stat("/dev/null").is_ok_and(|null| {
+            rustix::fs::FileType::from_raw_mode(ours.st_mode)
+                == rustix::fs::FileType::CharacterDevice
+                && ours.st_rdev == null.st_rdev
+        }),
+        Err(err) => err == rustix::io::Errno::BADF,
+    }
 }
 
 /// Copies our stdin into the world until EOF, then closes the writer.

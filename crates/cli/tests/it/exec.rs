@@ -121,3 +121,19 @@ fn stdin_env_and_cwd_reach_the_child() {
         )
     );
 }
+
+#[test]
+fn a_null_stdin_reaches_the_child_as_one_and_a_pipe_as_a_pipe() {
+    require(&LOCAL);
+    let stdin_of = |stdin: Stdio| {
+        let output = dsh()
+            .args(["exec", "--", "readlink", "/proc/self/fd/0"])
+            .stdin(stdin)
+            .output()
+            .expect("run dsh");
+        assert_eq!(output.status.code(), Some(0), "{output:?}");
+        text(&output).0
+    };
+    assert_eq!(stdin_of(Stdio::null()), "/dev/null\n");
+    assert!(stdin_of(Stdio::piped()).starts_with("pipe:["));
+}
