@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use dsh_supervisor_client::{HELPER, RUNTIME_ROOT, TEMPLATE_ENTRY, template_path};
+use dsh_supervisor_client::{HELPER, HELPER_DIGEST, RUNTIME_ROOT, TEMPLATE_ENTRY, template_path};
 
 use crate::args::TemplateArgs;
 use crate::failure::{EXIT_FAILURE, Failure};
@@ -50,7 +50,10 @@ pub fn write(args: &TemplateArgs) -> Result<i32, Failure> {
 /// owner finds it ready without a script, holding the helper at its template
 /// path, root-owned and writable by root only: inside the runtime root, which
 /// the owner verifies before any provider runs, the providers run it with no
-/// look of their own.
+/// look of their own. The build ends with the copy's `probe` given its
+/// BLAKE3 digest, which fails the build if the copy is not the helper this
+/// dsh embeds (damaged on its way into the template): checked once here,
+/// the copy is not hashed again at each sandbox's first command.
 fn recipe_text(from: &str) -> String {
     let quote = |text: &str| serde_json::Value::from(text).to_string();
     format!(
@@ -81,7 +84,9 @@ console.log(info.templateId)
         path = quote(&template_path()),
         fix = quote(&format!(
             "chown -R root:root {RUNTIME_ROOT} && chmod 0700 {RUNTIME_ROOT} \
-             && chmod -R go-w {RUNTIME_ROOT}/{TEMPLATE_ENTRY}"
+             && chmod -R go-w {RUNTIME_ROOT}/{TEMPLATE_ENTRY} \
+             && {copy} probe root - {HELPER_DIGEST} >/dev/null",
+            copy = template_path(),
         )),
     )
 }

@@ -4,8 +4,9 @@
 //! into the adapter's directory under the runtime root (docs/design.md
 //! §6.4, "The helper in a template").
 //!
-//! Either way one control script as root ends in the helper's `probe` (its
-//! own digest checked, the user's account and the ambient environment
+//! Either way one control script as root ends in the helper's `probe` (an
+//! upload's own digest checked — a template's copy was checked when the
+//! template was built — the user's account and the ambient environment
 //! printed). The script starts while the host looks for the preinstalled
 //! copy and, without one, uploads: it waits on its stdin for the word of
 //! which it is, so neither the look nor the upload waits for the other.
@@ -42,8 +43,9 @@ pub struct Installed {
 /// Reads which helper to run and the user to probe for (one line on stdin;
 /// none means the upload failed), then runs that helper's `probe`: the
 /// template's copy in place, after checking it is a root-owned file in a
-/// root-owned directory, or the upload installed as a copy. `$1` upload,
-/// `$2` installed path, `$3` its BLAKE3 digest, `$4` the template's path.
+/// root-owned directory (its digest `-`: the template's build checked it),
+/// or the upload installed as a copy. `$1` upload, `$2` installed path,
+/// `$3` its BLAKE3 digest, `$4` the template's path.
 ///
 /// The upload is installed as a copy (`install`), not renamed: a process
 /// envd forks (for another request) while the upload is open for writing
@@ -55,7 +57,7 @@ const INSTALL_AND_PROBE: &str = r#"
 read -r source user || { printf 'dsh: the helper was not uploaded\n' >&2; exit 4; }
 if [[ $source == preinstalled ]]; then
   [[ -f $4 && ! -L $4 && -O $4 && -O ${4%/*} ]] || { printf 'dsh: the template helper %s is not a root-owned file in a root-owned directory\n' "$4" >&2; exit 3; }
-  exec "$4" probe "$user" - "$3"
+  exec "$4" probe "$user" - -
 fi
 install -m 0700 -- "$1" "$2" || exit 3
 exec "$2" probe "$user" "$1" "$3"
@@ -204,11 +206,11 @@ mod tests {
     }
 
     /// The script succeeded by running the fake helper at `helper`, for
-    /// user `someone` and digest `the-digest`.
-    fn assert_ran(output: &std::process::Output, helper: &Path) {
+    /// user `someone` and digest `digest`.
+    fn assert_ran(output: &std::process::Output, helper: &Path, digest: &str) {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{stderr}");
-        let expected = format!("ran {}\0someone\0the-digest\0", helper.display());
+        let expected = format!("ran {}\0someone\0{digest}\0", helper.display());
         assert_eq!(
             String::from_utf8_lossy(&output.stdout),
             expected,
@@ -244,13 +246,14 @@ mod tests {
             b"uploaded someone\n",
         );
         holder.wait().expect("holder");
-        assert_ran(&output, &installed);
+        assert_ran(&output, &installed, "the-digest");
         assert!(!upload.exists(), "the probe removes the upload");
         assert_eq!(mode(&installed), 0o700);
     }
 
     /// Told the template has the helper: its copy runs where it is, with
-    /// no upload to remove, and nothing is installed.
+    /// no upload to remove and no digest to check (the template's build
+    /// checked it), and nothing is installed.
     #[test]
     fn the_template_copy_runs_in_place() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -264,7 +267,7 @@ mod tests {
         .expect("chmod");
         let (upload, installed) = (dir.path().join("helper.part"), dir.path().join("helper"));
         let output = run([&upload, &installed, &template], b"preinstalled someone\n");
-        assert_ran(&output, &template);
+        assert_ran(&output, &template, "-");
         assert!(!installed.exists(), "nothing installed");
     }
 

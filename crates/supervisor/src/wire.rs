@@ -20,7 +20,7 @@ pub const REQUEST_ENV: &str = "DSH_E2B_REQUEST";
 
 /// The version of this wire; the helper prints it for `version`, and the
 /// host checks it after installing the helper.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// Longest base64 request the host sends in one environment variable:
 /// Linux refuses single strings over 128 KiB (`MAX_ARG_STRLEN`) at exec.
@@ -198,15 +198,15 @@ pub struct RunRequest {
 }
 
 /// What a `run` learns before it starts its command, as `probe` would: the
-/// helper checks its own executable against `digest`, looks `user` up,
-/// takes the ambient environment from its own (envd's) and composes the
-/// command's with it ([`crate::ambient`]), reports what `probe` prints in a
-/// [`tag::PROBED`] frame, and runs the command as `user`.
+/// helper looks `user` up, takes the ambient environment from its own
+/// (envd's) and composes the command's with it ([`crate::ambient`]),
+/// reports what `probe` prints in a [`tag::PROBED`] frame, and runs the
+/// command as `user`. Only a template's copy of the helper runs such a
+/// `run`, and it does not hash itself first: the template's build checked
+/// the copy (`dsh template`'s recipe, docs/design.md §6.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeFor {
     pub user: String,
-    /// The BLAKE3 digest (hex) the helper's executable must have.
-    pub digest: String,
 }
 
 /// `exec`: become the program of a terminal.
@@ -480,7 +480,6 @@ impl RunRequest {
         });
         w.option(self.probe.as_ref(), |w, probe| {
             w.str(&probe.user);
-            w.str(&probe.digest);
         });
         w.into_bytes()
     }
@@ -510,7 +509,6 @@ impl RunRequest {
             probe: r.option("probe", |r| {
                 Ok(ProbeFor {
                     user: r.str("probed user")?,
-                    digest: r.str("expected digest")?,
                 })
             })?,
         };
@@ -885,7 +883,6 @@ mod tests {
         let probing = RunRequest {
             probe: Some(ProbeFor {
                 user: "user".into(),
-                digest: "ab".repeat(32),
             }),
             ..run.clone()
         };

@@ -31,7 +31,6 @@ use crate::transport::EnvdTransport;
 use crate::wire::{self, Launch, ProbeFor, Relay, RunRequest, Spill};
 use crate::world::{Ready, World};
 use dsh_supervisor::ambient::search_dirs;
-use dsh_supervisor_client::HELPER_DIGEST;
 
 /// Whom a command runs as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +144,6 @@ async fn spawn_once<T: EnvdTransport>(
         spill: spill.clone(),
         probe: probing.as_ref().map(|probing| ProbeFor {
             user: probing.user.clone(),
-            digest: HELPER_DIGEST.to_owned(),
         }),
     };
     let encoded = wire::base64_encode(&request.encode());

@@ -122,32 +122,8 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
     let dir = tempfile::tempdir().expect("tempdir");
     let context = dir.path().join("context");
 
-    let written = dsh()
-        .arg("template")
-        .arg(&context)
-        .output()
-        .expect("dsh template");
-    assert!(written.status.success(), "{written:?}");
-    let recipe = context.join("build.mjs");
-    assert_eq!(
-        String::from_utf8_lossy(&written.stdout).trim(),
-        recipe.display().to_string()
-    );
-    assert!(context.join("dsh-supervisor").is_file());
-
-    // The recipe as a user runs it, with the SDK where node finds it.
-    std::os::unix::fs::symlink(
-        peers().join("js/node_modules"),
-        context.join("node_modules"),
-    )
-    .expect("link the SDK");
     let name = format!("dsh-helper-{}", std::process::id());
-    let built = Process::new("node")
-        .arg(&recipe)
-        .arg(&name)
-        .envs(server.env())
-        .output()
-        .expect("run node");
+    let built = build_template(&server, &context, &name, |_| {});
     assert!(built.status.success(), "node build.mjs: {built:?}");
     assert!(
         !String::from_utf8_lossy(&built.stdout).trim().is_empty(),
@@ -195,6 +171,9 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         0,
         "{calls:?}"
     );
+    // Its stdin is /dev/null: the command gets a null stdin, with no pipe to
+    // close.
+    assert_eq!(count(&calls, "/process.Process/CloseStdin"), 0, "{calls:?}");
 
     // From `base`, both upload their own; the owner's script makes the
     // runtime root, and the upload is removed at disposal.
@@ -211,4 +190,56 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
         1,
         "{calls:?}"
     );
+
+    // The build checks the copy it put in (sandboxes run it unhashed): a
+    // helper damaged on its way into the template fails the build.
+    let damaged = build_template(
+        &server,
+        &dir.path().join("damaged"),
+        "dsh-damaged",
+        |helper| {
+            let mut bytes = std::fs::read(helper).expect("read the helper");
+            bytes.extend_from_slice(b"damage");
+            std::fs::write(helper, bytes).expect("damage the helper");
+        },
+    );
+    assert!(!damaged.status.success(), "{damaged:?}");
+    let said = String::from_utf8_lossy(&damaged.stderr);
+    assert!(said.contains("does not match its BLAKE3 digest"), "{said}");
+}
+
+/// Writes `dsh template CONTEXT`, lets `alter` change the helper in it, and
+/// builds it as a user would (`node build.mjs NAME`, the SDK where node
+/// finds it) on `server`; the build's output.
+fn build_template(
+    server: &LocalServer,
+    context: &Path,
+    name: &str,
+    alter: impl FnOnce(&Path),
+) -> Output {
+    let written = dsh()
+        .arg("template")
+        .arg(context)
+        .output()
+        .expect("dsh template");
+    assert!(written.status.success(), "{written:?}");
+    let recipe = context.join("build.mjs");
+    assert_eq!(
+        String::from_utf8_lossy(&written.stdout).trim(),
+        recipe.display().to_string()
+    );
+    let helper = context.join("dsh-supervisor");
+    assert!(helper.is_file());
+    alter(&helper);
+    std::os::unix::fs::symlink(
+        peers().join("js/node_modules"),
+        context.join("node_modules"),
+    )
+    .expect("link the SDK");
+    Process::new("node")
+        .arg(&recipe)
+        .arg(name)
+        .envs(server.env())
+        .output()
+        .expect("run node")
 }

@@ -1,6 +1,7 @@
 //! The helper's `probe`: the real binary, installed as a copy the way the
 //! install script installs it, checks its own BLAKE3 digest before doing
-//! anything else.
+//! anything else — unless it is a template's copy, which the template's
+//! build checked.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -58,4 +59,25 @@ fn a_helper_that_is_not_the_one_sent_does_nothing() {
         "{stderr}"
     );
     assert!(upload_left, "nothing else is done");
+}
+
+/// A template's copy is probed with `-` for its digest: the template's
+/// build checked it, so nothing is hashed (not even a copy that would fail
+/// the check) and no upload is removed.
+#[test]
+fn a_template_copy_is_probed_without_a_digest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let copy = dir.path().join("dsh-supervisor");
+    let mut bytes = std::fs::read(HELPER).expect("read the helper");
+    bytes.extend_from_slice(b"not the helper that was sent");
+    std::fs::write(&copy, bytes).expect("write the copy");
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let output = Command::new(&copy)
+        .args(["probe", "root", "-", "-"])
+        .output()
+        .expect("run the probe");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(output.stdout.starts_with(b"dsh-supervisor "), "{stderr}");
 }

@@ -21,13 +21,11 @@ const START: &str = "/process.Process/Start";
 const SEEN: &str = "id -u; id -G; pwd; env | sort";
 
 /// Puts the helper where a template made by `dsh template` has it: root's,
-/// in root-owned directories under the runtime root.
+/// in root-owned directories under the runtime root. (Whether the copy is
+/// the helper is the template build's to check: `dsh template`'s recipe,
+/// `crates/cli/tests/it/e2b_template.rs`.)
 async fn plant_template_copy(world: &World) {
-    plant_copy_of(world, Bytes::from_static(HELPER)).await;
-}
-
-/// Puts `bytes` where a template made by `dsh template` has the helper.
-async fn plant_copy_of(world: &World, bytes: Bytes) {
+    let bytes = Bytes::from_static(HELPER);
     let upload = format!("{RUNTIME_ROOT}/helper.upload");
     let len = bytes.len() as u64;
     world
@@ -191,27 +189,6 @@ async fn a_first_command_for_a_user_the_sandbox_lacks_is_refused_clearly() {
         Err(err) => err,
     };
     assert!(err.to_string().contains("no user nosuchuser"), "{err}");
-    let ran = world.root(r#"test -e "$1""#, &[marker]).await;
-    assert!(!ran.status.success(), "the command did not run");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_first_command_from_a_damaged_copy_runs_nothing_and_says_why() {
-    let world = World::from_template().await;
-    // Still a program that runs (an ELF file with bytes after it), but not
-    // the one the provider expects.
-    plant_copy_of(&world, Bytes::from([HELPER, b"damage"].concat())).await;
-    let provider = world.provider();
-    let marker = "/tmp/first-ran";
-    let err = match provider.spawn(sh(&format!(": > {marker}"))).await {
-        Ok(_) => panic!("a command started from a damaged copy of the helper"),
-        Err(err) => err,
-    };
-    let message = err.to_string();
-    assert!(
-        message.contains("does not match its BLAKE3 digest") && message.contains("damaged"),
-        "{message}"
-    );
     let ran = world.root(r#"test -e "$1""#, &[marker]).await;
     assert!(!ran.status.success(), "the command did not run");
 }
