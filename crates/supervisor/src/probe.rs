@@ -179,11 +179,11 @@ fn record(account: &Account, env0: &[u8]) -> Vec<u8> {
 }
 
 /// The launch of a `run` that learns the sandbox itself (`probe` of a
-/// template's copy, so no digest to check): `probe.user`'s identity, the command's environment
-/// composed from this process's (envd's) and the request's explicit
-/// entries as the host would ([`Ambient`]), the search path from its
-/// `PATH`; and the record `probe` would print, for the host. An error is
-/// the message to report.
+/// template's copy, so no digest to check): `probe.user`'s identity, the
+/// command's environment composed from this process's (envd's) and the
+/// request's explicit entries as the host would ([`Ambient`]), the search
+/// path from its `PATH`; and the record `probe` would print, for the host.
+/// An error is the message to report.
 pub fn launch_for(probe: &ProbeFor, launch: &Launch) -> Result<(Launch, Vec<u8>), String> {
     let account = account_of(&probe.user).map_err(|(_, message)| message)?;
     let env0 = env0();
