@@ -13,11 +13,14 @@ use crate::error::ApiError;
 
 /// Longest sandbox lifetime a request may ask for (30 days), in seconds.
 pub const MAX_TIMEOUT_SECS: u32 = 30 * 24 * 3600;
-/// Lifetime when a create request omits `timeout` (the API's own default).
+/// Lifetime when a v1 create (`POST /sandboxes`) or a resume omits `timeout` (the v1
+/// schemas' default).
 pub const DEFAULT_TIMEOUT_SECS: u32 = 15;
 
-/// Lifetime when a v2 connect request omits `timeout` (the v2 schema's default).
-pub const CONNECT_V2_DEFAULT_TIMEOUT_SECS: u32 = 300;
+/// Lifetime when a v2 create or connect omits `timeout` (the default of the v2 schemas,
+/// `NewSandboxV2` and `ConnectSandboxV2`): the newest SDKs leave `timeout` out unless the
+/// caller sets one, and their sandboxes live 5 minutes, as E2B documents.
+pub const V2_DEFAULT_TIMEOUT_SECS: u32 = 300;
 
 /// `POST /sandboxes` (v1, JS 2.29.1) and `POST /v2/sandboxes` (Python 2.63) bodies.
 #[derive(Debug, Deserialize)]
@@ -273,7 +276,7 @@ pub fn check_timeout(op: &str, timeout: u32) -> Result<(), ApiError> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConnectSandbox {
-    /// Required by v1; optional in v2, where it defaults to [`CONNECT_V2_DEFAULT_TIMEOUT_SECS`]
+    /// Required by v1; optional in v2, where it defaults to [`V2_DEFAULT_TIMEOUT_SECS`]
     /// (PyPI `e2b` 2.63 leaves it out of `Sandbox.connect(id)`).
     pub timeout: Option<u32>,
     /// v2: `false` reboots a paused sandbox over its files even if its memory was kept

@@ -15,9 +15,9 @@ use super::idempotency::Claim;
 use super::json_body::{parse, parse_optional, read_body};
 use super::list_query::{PageCursor, parse_list_query, unknown_parameter};
 use super::model::{
-    CONNECT_V2_DEFAULT_TIMEOUT_SECS, ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody,
-    NetworkBody, NetworkUpdate, NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody,
-    SandboxDetailBody, SetTimeout, StateName, VolumeMount, check_timeout, egress_of,
+    ConnectSandbox, DEFAULT_TIMEOUT_SECS, Lifecycle, MetricBody, NetworkBody, NetworkUpdate,
+    NewSandbox, PauseSandbox, Refresh, ResumeSandbox, SandboxBody, SandboxDetailBody, SetTimeout,
+    StateName, V2_DEFAULT_TIMEOUT_SECS, VolumeMount, check_timeout, egress_of,
 };
 use crate::registry::{Connected, CreateSpec, Phase, Sandbox, VolumeMounted};
 use crate::templates::BASE_TEMPLATE;
@@ -25,30 +25,34 @@ use crate::timefmt::{rfc3339, unix_seconds};
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// `POST /sandboxes` (JS SDK): `secure` decides whether envd requires an access token.
+/// `POST /sandboxes` (JS SDK): `secure` decides whether envd requires an access token; a
+/// missing `timeout` is 15 s.
 pub async fn create_v1(
     State(state): State<ApiState>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    create(state, &headers, body, false).await
+    create(state, &headers, body, false, DEFAULT_TIMEOUT_SECS).await
 }
 
-/// `POST /v2/sandboxes` (the newest SDKs): every v2 sandbox is secured.
+/// `POST /v2/sandboxes` (the newest SDKs): every v2 sandbox is secured; a missing `timeout`
+/// is 300 s.
 pub async fn create_v2(
     State(state): State<ApiState>,
     headers: HeaderMap,
     body: Body,
 ) -> ApiResult<Response> {
-    create(state, &headers, body, true).await
+    create(state, &headers, body, true, V2_DEFAULT_TIMEOUT_SECS).await
 }
 
 /// Create; a request with an `Idempotency-Key` creates at most once (`idempotency.rs`).
+/// `default_timeout`: the lifetime, in seconds, when the request sets none.
 async fn create(
     state: ApiState,
     headers: &HeaderMap,
     body: Body,
     always_secure: bool,
+    default_timeout: u32,
 ) -> ApiResult<Response> {
     let op = "create sandbox";
     let raw = read_body(op, body).await?;
@@ -123,7 +127,7 @@ async fn create(
         volume_mounts,
         start,
         template_id,
-        timeout: Duration::from_secs(request.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS).into()),
+        timeout: Duration::from_secs(request.timeout.unwrap_or(default_timeout).into()),
         metadata: request.metadata.unwrap_or_default(),
         env_vars: request.env_vars.unwrap_or_default(),
         secure: always_secure || request.secure.unwrap_or(false),
@@ -176,7 +180,7 @@ pub async fn connect_v2(
     id: Path<String>,
     body: Body,
 ) -> ApiResult<Response> {
-    connect(state, id, body, Some(CONNECT_V2_DEFAULT_TIMEOUT_SECS)).await
+    connect(state, id, body, Some(V2_DEFAULT_TIMEOUT_SECS)).await
 }
 
 /// Connect (v1 and v2): 200 if running, 201 if resumed.

@@ -528,17 +528,48 @@ async fn v2_connect_without_timeout_defaults_to_300_seconds() {
         .call(Method::POST, &format!("/v2/sandboxes/{id}/connect"), "{}")
         .await;
     assert_eq!(connected.status, StatusCode::OK, "{:?}", connected.body);
+    let lifetime = lifetime_of(&api, id).await;
+    assert!(
+        (299..=302).contains(&lifetime),
+        "endAt is {lifetime}s after start"
+    );
+}
+
+/// How many seconds after its start sandbox `id` ends (`endAt - startedAt`).
+async fn lifetime_of(api: &Api<'_>, id: &str) -> i64 {
     let info = api.info(id).await.json();
     let parse = |field: &str| {
         let text = info[field].as_str().unwrap().to_owned();
         text.parse::<jiff::Timestamp>()
             .unwrap_or_else(|e| panic!("{field} {text}: {e}"))
     };
-    let lifetime = parse("endAt").duration_since(parse("startedAt")).as_secs();
-    assert!(
-        (299..=302).contains(&lifetime),
-        "endAt is {lifetime}s after start"
-    );
+    parse("endAt").duration_since(parse("startedAt")).as_secs()
+}
+
+/// A create that leaves `timeout` out gets its version's schema default: 15 s from v1's
+/// `POST /sandboxes`, 300 s from v2's (the newest SDKs send no `timeout` unless the caller sets
+/// one: npm `e2b` 2.51's and PyPI `e2b` 2.63's `Sandbox.create()` lives 5 minutes on E2B).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_without_timeout_gets_its_versions_default() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    for (path, expected) in [("/sandboxes", 15..=17), ("/v2/sandboxes", 299..=302)] {
+        let created = api
+            .call(Method::POST, path, r#"{"templateID": "base"}"#)
+            .await;
+        assert_eq!(
+            created.status,
+            StatusCode::CREATED,
+            "{path}: {:?}",
+            created.body
+        );
+        let id = created.json()["sandboxID"].as_str().unwrap().to_owned();
+        let lifetime = lifetime_of(&api, &id).await;
+        assert!(
+            expected.contains(&lifetime),
+            "{path}: endAt is {lifetime}s after start"
+        );
+    }
 }
 
 /// The sandbox log (v1 and v2): envd's start, each process's start and end (with its exit code),
