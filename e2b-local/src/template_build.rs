@@ -465,7 +465,7 @@ async fn run(registry: &Arc<Registry>, build: &Build, plan: Plan) -> Result<Star
             );
             run_step(registry, build, &envd, &mut context, &label, at, step)
                 .await
-                .map_err(|err| fail(&label, format!("{}: {err}", describe(step))))?;
+                .map_err(|err| fail(&label, step_failure(step, &err)))?;
         }
         let start = Start {
             user: context.user.clone(),
@@ -548,6 +548,27 @@ fn home_of(user: &str) -> String {
         "/root".to_owned()
     } else {
         format!("/home/{user}")
+    }
+}
+
+/// What a failed step says: a `RUN` as E2B's builder words it (`failed to run command '<cmd>':
+/// command failed: <why>`, an unknown user by envd's Connect code, `unauthenticated: invalid
+/// username: '<user>'`, which E2B's SDK suites look for), any other step by its description.
+fn step_failure(step: &Step, err: &RunError) -> String {
+    match (step, err) {
+        (Step::Run { cmd, .. }, RunError::Command(command)) => {
+            let why = match command {
+                CommandError::Envd(e2b_client::Error::Authentication { message, .. }) => {
+                    format!("unauthenticated: {message}")
+                }
+                CommandError::Failed { status, stderr } => {
+                    format!("{status}{}", stderr_suffix(stderr))
+                }
+                other => other.to_string(),
+            };
+            format!("failed to run command '{cmd}': command failed: {why}")
+        }
+        _ => format!("{}: {err}", describe(step)),
     }
 }
 

@@ -22,6 +22,18 @@ test('create reports id, envd version and info; kill ends it', async (t) => {
   await assert.rejects(Sandbox.getInfo(sbx.sandboxId), SandboxNotFoundError)
 })
 
+test("a sandbox created with the SDK's defaults lives 5 minutes", async (t) => {
+  // The newest SDKs send no timeout unless one is given (2.29.1 sends 300 s): the v2 create's
+  // own default must then be E2B's 300 s, not v1's 15 s.
+  const sbx = await Sandbox.create()
+  t.after(async () => {
+    await Sandbox.kill(sbx.sandboxId).catch(() => {})
+  })
+  const info = await sbx.getInfo()
+  const lifetime = (info.endAt.getTime() - info.startedAt.getTime()) / 1000
+  assert.ok(lifetime >= 299 && lifetime <= 302, `endAt is ${lifetime} s after start`)
+})
+
 test('timeout expiry stops the sandbox', async (t) => {
   const sbx = await sandbox(t, { timeoutMs: 2_000 })
   assert.equal(await sbx.isRunning(), true)

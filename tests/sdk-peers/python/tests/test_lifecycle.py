@@ -15,6 +15,18 @@ except ImportError:
     is_transport_failure = None
 
 
+def test_a_sandbox_created_with_the_sdks_defaults_lives_5_minutes():
+    # The newest SDKs send no timeout unless one is given (2.29.1 sends 300 s): the v2 create's
+    # own default must then be E2B's 300 s, not v1's 15 s.
+    sbx = Sandbox.create()
+    try:
+        info = sbx.get_info()
+        lifetime = (info.end_at - info.started_at).total_seconds()
+        assert 299 <= lifetime <= 302, f"end_at is {lifetime} s after start"
+    finally:
+        Sandbox.kill(sbx.sandbox_id)
+
+
 def test_create_info_kill(make_sandbox):
     sbx = make_sandbox(metadata={"suite": "py-lifecycle"}, envs={"A": "1"})
     info = sbx.get_info()

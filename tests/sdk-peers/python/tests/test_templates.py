@@ -88,6 +88,15 @@ def test_failures_are_build_errors(names):
     names.append(failing)
     with pytest.raises(BuildException, match="exit status 7"):
         Template.build(Template().from_template("base").run_cmd("exit 7"), failing)
+    # A step as a user the image lacks: E2B's wording, which E2B's own suite looks for.
+    as_nobody = unique("pytpl-user")
+    names.append(as_nobody)
+    with pytest.raises(BuildException) as unknown_user:
+        Template.build(Template().from_template("base").run_cmd("whoami", user="root123"), as_nobody)
+    assert (
+        "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'"
+        in str(unknown_user.value)
+    )
     with pytest.raises(BuildException, match="cannot pull image"):
         Template.build(Template().from_ubuntu_image("24.04").run_cmd("true"), unique("pytpl-img"))
     with pytest.raises(BuildException, match="no such template"):
