@@ -24,8 +24,9 @@ const EXIT_CANNOT_RUN: i32 = 126;
 /// it exited, how long its stderr may still drain).
 const CLOSED_STDOUT_GRACE: Duration = Duration::from_secs(1);
 
-/// Spawns `argv` with stdin forwarded from ours and stdout/stderr streamed
-/// to ours; returns the child's exit code (128+signal for a signal death).
+/// Spawns `argv` with stdin forwarded from ours (a null stdin when ours is
+/// `/dev/null`) and stdout/stderr streamed to ours; returns the child's exit
+/// code (128+signal for a signal death).
 /// When our stdout's reader goes away the child's stdout is closed; a
 /// child still running [`CLOSED_STDOUT_GRACE`] later is terminated and the
 /// result is 141 (128 + SIGPIPE).
@@ -169,19 +170,20 @@ fn parse_env(entries: &[String]) -> Result<BTreeMap<String, String>, Failure> {
         .collect()
 }
 
-/// Whether our stdin is `/dev/null` (`dsh exec … </dev/null`, or a parent's
-/// `Stdio::null()`) or not open at all: input that ends before it begins.
+/// Whether our stdin is `/dev/null` (`dsh exec … </dev/null`, a parent's
+/// `Stdio::null()`, or none at all: Rust's runtime opens `/dev/null` on a
+/// closed fd 0 before `main`): input that ends before it begins.
 fn stdin_is_null() -> bool {
     use std::os::fd::AsFd;
     let stdin = std::io::stdin();
-    match rustix::fs::fstat(stdin.as_fd()) {
-        Ok(ours) => rustix::fs::stat("/dev/null").is_ok_and(|null| {
-            rustix::fs::FileType::from_raw_mode(ours.st_mode)
-                == rustix::fs::FileType::CharacterDevice
-                && ours.st_rdev == null.st_rdev
-        }),
-        Err(err) => err == rustix::io::Errno::BADF,
-    }
+    let (Ok(ours), Ok(null)) = (
+        rustix::fs::fstat(stdin.as_fd()),
+        rustix::fs::stat("/dev/null"),
+    ) else {
+        return false;
+    };
+    rustix::fs::FileType::from_raw_mode(ours.st_mode) == rustix::fs::FileType::CharacterDevice
+        && ours.st_rdev == null.st_rdev
 }
 
 /// Copies our stdin into the world until EOF, then closes the writer.

@@ -5,8 +5,9 @@ use crate::RUNTIME_ROOT;
 /// The `dsh-supervisor` executable.
 pub const HELPER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/dsh-supervisor"));
 
-/// [`HELPER`]'s BLAKE3 digest, hex, computed by the build script: what the
-/// helper checks itself against before it runs anything (docs/design.md §6.4).
+/// [`HELPER`]'s BLAKE3 digest, hex, computed by the build script: what an
+/// uploaded helper checks itself against before it runs anything, and what a
+/// template's build checks its copy against (docs/design.md §6.4).
 pub const HELPER_DIGEST: &str = include_str!(concat!(env!("OUT_DIR"), "/dsh-supervisor.blake3"));
 
 /// The runtime root's entry where a sandbox template holds the helper:

@@ -13,8 +13,9 @@
 //! ~0.65 ms where SHA-256, even with the CPU's SHA instructions, took ~2.4.
 //! A template's copy is checked once, when the template is built (`dsh
 //! template`'s recipe runs this `probe` with the digest), not at every
-//! start: its digest is `-` then, as it is in a `run` that learns the
-//! sandbox itself ([`launch_for`]), which only a template's copy runs.
+//! start: its digest is `-` then (and its upload `-`: an upload is always
+//! checked), and a `run` that learns the sandbox itself ([`launch_for`]),
+//! which only a template's copy runs, carries none.
 //!
 //! Then it prints, NUL-terminated: `dsh-supervisor <wire version>`, the
 //! user's uid, gid, groups (space-separated, the primary group first, as
@@ -210,8 +211,14 @@ pub fn launch_for(probe: &ProbeFor, launch: &Launch) -> Result<(Launch, Vec<u8>)
     Ok((learned, record(&account, &env0)))
 }
 
-/// Runs `probe`; the process's exit status.
+/// Runs `probe`; the process's exit status. An upload (`upload` not `-`)
+/// is always checked: `expected` may be [`CHECKED_AT_BUILD`] only for a
+/// template's copy, which has none.
 pub fn main(user: &str, upload: &str, expected: &str) -> i32 {
+    if upload != "-" && expected == CHECKED_AT_BUILD {
+        eprintln!("dsh: probe: the uploaded helper {upload} must be checked against its digest");
+        return DAMAGED;
+    }
     if let Err((status, message)) = check_own_digest(expected) {
         eprintln!("dsh: {message}");
         return status;

@@ -270,3 +270,37 @@ async fn a_build_world_ends_with_its_template_and_with_the_server() {
     assert!(!veth_exists(&world));
     assert_eq!(processes_in(&namespaces), Vec::<String>::new());
 }
+
+/// A `RUN` step that fails fails the build as E2B's builder words it (E2B's own SDK suites look
+/// for this string): an unknown step user by envd's Connect code, a failing command by its status.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_run_step_fails_the_build_in_e2bs_words() {
+    let server = LocalServer::start();
+    let api = Api::new(&server);
+    for (name, step, says) in [
+        (
+            "team/nobody",
+            r#"["whoami","root123"]"#,
+            "failed to run command 'whoami': command failed: unauthenticated: invalid username: 'root123'",
+        ),
+        (
+            "team/exits",
+            r#"["exit 3"]"#,
+            "failed to run command 'exit 3': command failed: exit status 3",
+        ),
+    ] {
+        let (template, build) = request(&api, name).await;
+        let body = format!(r#"{{"fromTemplate":"base","steps":[{{"type":"RUN","args":{step}}}]}}"#);
+        let reply = api
+            .call(
+                Method::POST,
+                &format!("/v2/templates/{template}/builds/{build}"),
+                &body,
+            )
+            .await;
+        assert_eq!(reply.status, StatusCode::ACCEPTED, "{:?}", reply.json());
+        let status = until(&api, &template, &build, |s| s["status"] == "error").await;
+        let message = status["reason"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{status}");
+    }
+}

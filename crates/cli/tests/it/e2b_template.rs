@@ -196,7 +196,7 @@ fn a_template_from_dsh_template_spares_both_providers_the_upload() {
     let damaged = build_template(
         &server,
         &dir.path().join("damaged"),
-        "dsh-damaged",
+        &format!("{name}-damaged"),
         |helper| {
             let mut bytes = std::fs::read(helper).expect("read the helper");
             bytes.extend_from_slice(b"damage");

@@ -14,8 +14,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::error::{Context, Error, Result};
 use crate::secret::Secret;
 
-/// Sandbox lifetime the SDKs ask for when none is given (the API's own
-/// default is only 15 s).
+/// Sandbox lifetime the SDKs ask for when none is given (the v1 create's own
+/// default is only 15 s; the v2 create's is 300 s).
 pub const DEFAULT_SANDBOX_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A timeout on the wire: whole seconds, rounded up as the SDKs do

@@ -63,7 +63,7 @@ fn a_helper_that_is_not_the_one_sent_does_nothing() {
 
 /// A template's copy is probed with `-` for its digest: the template's
 /// build checked it, so nothing is hashed (not even a copy that would fail
-/// the check) and no upload is removed.
+/// the check). An upload is never probed unchecked.
 #[test]
 fn a_template_copy_is_probed_without_a_digest() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -80,4 +80,13 @@ fn a_template_copy_is_probed_without_a_digest() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(output.stdout.starts_with(b"dsh-supervisor "), "{stderr}");
+
+    let (output, upload_left) = probe(dir.path(), Some("-"));
+    assert_eq!(output.status.code(), Some(3));
+    assert!(output.stdout.is_empty(), "nothing is reported");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("must be checked against its digest"),
+        "{output:?}"
+    );
+    assert!(upload_left, "nothing else is done");
 }
