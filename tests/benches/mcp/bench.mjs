@@ -20,12 +20,16 @@
 // Every leg runs by default; --only runs one (toll needs no peer and takes about 75 s).
 // Environment: DSH_BIN (the dsh binary, required); for the e2b-local leg DSH_E2B_CONFIG (the
 // manifest, e.g. config/e2b-local.yaml) and E2B_API_URL / E2B_SANDBOX_URL / E2B_API_KEY (the
-// server's `export` lines) — without them that leg is skipped. tests/benches/mcp/run.sh sets it all up.
+// server's `export` lines) — without them that leg is skipped; DSH_BENCH_BOUNDARY_BIN (e2b-client's
+// example boundary_round_trip) adds the sandbox boundary's own round trip to the code leg.
+// tests/benches/mcp/run.sh sets it all up.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
+import { once } from "node:events";
 import fs from "node:fs";
 import os from "node:os";
+import readline from "node:readline";
 import { median, quantile } from "./stats.mjs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -74,6 +78,7 @@ const DSH_BIN = process.env.DSH_BIN;
 if (!DSH_BIN) throw new Error("set DSH_BIN to the dsh binary (tests/benches/mcp/run.sh does)");
 const E2B_CONFIG = process.env.DSH_E2B_CONFIG;
 const withE2b = Boolean(E2B_CONFIG && process.env.E2B_API_URL);
+const BOUNDARY_BIN = process.env.DSH_BENCH_BOUNDARY_BIN;
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -604,6 +609,55 @@ async function bindingAgainstMcp(dsh, session, program, mcpCall, rounds) {
   return { dsh: median(t.binding), other: median(t.mcp), ratio: paired(t.binding, t.mcp) };
 }
 
+// The sandbox boundary's own round trip, with no dsh code on the way: a line written to `cat` in a
+// sandbox of the same e2b-local and read back through e2b-client alone (its example
+// boundary_round_trip, which makes its own sandbox and answers each count N on its stdin with the
+// mean of N round trips, in µs). A binding call on e2b-local crosses this boundary there and back
+// on top of the read a direct MCP call makes too, so this row against the MCP layer shows whether
+// any binding there could be ≤ 1× (tests/benches/README.md).
+function boundaryProbe(bin, version) {
+  const child = spawn(bin, [version], { stdio: ["pipe", "pipe", "inherit"], env: process.env });
+  const waiting = [];
+  let ended = null;
+  readline.createInterface({ input: child.stdout }).on("line", (l) => waiting.shift()?.resolve(Number(l) / 1000));
+  child.on("exit", (code, signal) => {
+    ended = new Error(`${bin} ended (${signal ?? `exit ${code}`})`);
+    for (const w of waiting.splice(0)) w.reject(ended);
+  });
+  return {
+    // The mean of `count` round trips, in ms.
+    roundTrip(count) {
+      if (ended) return Promise.reject(ended);
+      return new Promise((resolve, reject) => {
+        waiting.push({ resolve, reject });
+        child.stdin.write(`${count}\n`);
+      });
+    },
+    async close() {
+      if (ended) return;
+      child.stdin.end();
+      await once(child, "exit");
+    },
+  };
+}
+
+// The boundary's round trip against the MCP layer (a call refused on the host), interleaved.
+async function boundaryFigure(dsh, boundary, rounds) {
+  const t = await interleaved(
+    {
+      boundary: () => boundary.roundTrip(MCP_READS),
+      mcp: async () => {
+        const t0 = performance.now();
+        for (let i = 0; i < MCP_READS; i++) await mcpRefused(dsh);
+        return (performance.now() - t0) / MCP_READS;
+      },
+    },
+    rounds,
+    1,
+  );
+  return { dsh: median(t.boundary), other: median(t.mcp), ratio: paired(t.boundary, t.mcp) };
+}
+
 async function bindingFigure(dsh, language, rounds) {
   const session = await sessionOpen(dsh, language);
   const dshF = dshFileOps(dsh);
@@ -743,7 +797,7 @@ async function taskFigure(dsh) {
   return { byTool, byCode, files: expected.files, todos: expected.todos };
 }
 
-async function codeFigures(worlds) {
+async function codeFigures(worlds, boundary) {
   const rounds = opts.quick ? 3 : Math.max(3, Math.round(opts.rounds / 2));
   const out = [];
   for (const [world, dsh] of worlds) {
@@ -758,6 +812,13 @@ async function codeFigures(worlds) {
       row.cold[language] = await coldFigure(dsh, language, rounds);
       const c = row.cold[language];
       console.log(`#   ${world} ${language}: session start + first result ${fmtTime(c.session)}, one-shot code_run ${fmtTime(c.oneShot)}, interpreter via run ${fmtTime(c.peer)}`);
+    }
+    if (world.includes("e2b")) {
+      row.boundary = {};
+      for (const [version, probe] of Object.entries(boundary)) {
+        const b = (row.boundary[version] = await boundaryFigure(dsh, probe, rounds));
+        console.log(`#   ${world} sandbox boundary over ${version} (cat, no dsh code): ${fmtTime(b.dsh)} a round trip, MCP call refused on the host ${fmtTime(b.other)}, ${fmtRatio(b.ratio)}`);
+      }
     }
     row.task = await taskFigure(dsh);
     const k = row.task;
@@ -777,6 +838,9 @@ function printCode(rows, count, verdict, W, line) {
       const v = count(verdict(median(b.ratio), 1));
       console.log(`  ${padEnd(`read_file 1 KiB: ${language} binding (${BINDING_CALLS} sequential calls, in-program) vs direct MCP read_file`, W - 2)}${pad(fmtTime(b.dsh), 11)}${pad(fmtTime(b.other), 11)}${pad(fmtRatio(b.ratio), 22)}${pad("≤ 1.00x", 9)} ${v}`);
       console.log(`    ${padEnd(`the layers alone: ${language} binding vs MCP call, refused on the host (no world I/O)`, W - 4)}${pad(fmtTime(b.layers.dsh), 11)}${pad(fmtTime(b.layers.other), 11)}${pad(fmtRatio(b.layers.ratio), 22)}${pad("—", 9)} —`);
+    }
+    for (const [version, b] of Object.entries(r.boundary ?? {})) {
+      console.log(`    ${padEnd(`the sandbox boundary alone over ${version}: a line through cat and back (no dsh code) vs the MCP call`, W - 4)}${pad(fmtTime(b.dsh), 11)}${pad(fmtTime(b.other), 11)}${pad(fmtRatio(b.ratio), 22)}${pad("—", 9)} —`);
     }
     for (const [language, c] of Object.entries(r.cold)) {
       const peerName = coldPrograms[language].peer.slice(0, 2).join(" ");
@@ -1106,7 +1170,13 @@ try {
   if (runs("peers")) await peerLeg(dsh, e2b, { count, verdict, W, line });
   if (runs("code")) {
     console.log("# code runtime");
-    results.code = await codeFigures([["dsh (local)", dsh], ...(e2b ? [["dsh (e2b-local)", e2b]] : [])]);
+    // HTTP/1.1 is what dsh's owner speaks to e2b-local; h2c is the cheaper one the front offers.
+    const boundary = e2b && BOUNDARY_BIN ? { "HTTP/1.1": boundaryProbe(BOUNDARY_BIN, "http1"), h2c: boundaryProbe(BOUNDARY_BIN, "h2c") } : {};
+    try {
+      results.code = await codeFigures([["dsh (local)", dsh], ...(e2b ? [["dsh (e2b-local)", e2b]] : [])], boundary);
+    } finally {
+      for (const probe of Object.values(boundary)) await probe.close();
+    }
     printCode(results.code, count, verdict, W, line);
   }
   const finished = machine();

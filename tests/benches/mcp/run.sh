@@ -5,7 +5,8 @@
 # commander (start `true` and read its output; 100 MiB of output read to the end, with the peak
 # RSS of `dsh mcp`) — then the same dsh scenario on a one-sandbox e2b-local composition, and the
 # code runtime on both (issue 27: a binding call against a direct MCP call, cold start, an agent
-# task tool by tool against one code_run); then
+# task tool by tool against one code_run; beside them the sandbox boundary's own round trip, by
+# e2b-client's example boundary_round_trip); then
 # world.mjs, the world-side operations (issue 25: grep over 1,000 files against `run grep -rn`,
 # find_files and list_dir of 1,000 entries, e2b-local against local). Prints medians and ratios
 # measured in the same run, and the verdicts against the issues' targets.
@@ -43,6 +44,8 @@ else
   echo "bench: building dsh and e2b-local (release)" >&2
   cargo build --release --quiet -p dsh-cli -p dsh-fs-local -p dsh-subprocess-local \
   -p dsh-e2b-owner -p dsh-fs-e2b -p dsh-subprocess-e2b -p e2b-local
+  cargo build --release --quiet -p e2b-client --example boundary_round_trip
+  export DSH_BENCH_BOUNDARY_BIN="$root/target/release/examples/boundary_round_trip"
 fi
 
 # The peers, pinned; reinstalled only when package.json / package-lock.json change.
