@@ -84,10 +84,8 @@ async fn serve(sandbox: &Sandbox) -> Result<(), Box<dyn std::error::Error>> {
     while let Some(count) = counts.recv().await {
         let started = Instant::now();
         for i in 0..count {
-            let line = format!("{i}\n");
-            input
-                .send(ProcessInput::Stdin(Bytes::from(line.clone())))
-                .await?;
+            let line = Bytes::from(format!("{i}\n"));
+            input.send(ProcessInput::Stdin(line.clone())).await?;
             let mut echoed = Vec::new();
             while !echoed.ends_with(b"\n") {
                 match tokio::time::timeout(ROUND_TRIP_BOUND, cat.next()).await? {
@@ -100,10 +98,8 @@ async fn serve(sandbox: &Sandbox) -> Result<(), Box<dyn std::error::Error>> {
                     None => return Err("cat's stream ended".into()),
                 }
             }
-            if echoed != line.as_bytes() {
-                return Err(
-                    format!("sent {line:?}, read {:?}", String::from_utf8_lossy(&echoed)).into(),
-                );
+            if echoed != line {
+                return Err(format!("sent {line:?}, read {:?}", Bytes::from(echoed)).into());
             }
         }
         let mean = started.elapsed().as_secs_f64() * 1e6 / count.max(1) as f64;

@@ -589,14 +589,12 @@ async function mcpRefused(dsh) {
   throw new Error(`${dsh.name} read_file without a path was not refused`);
 }
 
-// One binding against one direct MCP call, interleaved; `program` times its calls itself.
-async function bindingAgainstMcp(dsh, session, program, mcpCall, rounds) {
+// `own` (which returns its own time per call, in ms) against `mcpCall`, a direct MCP call made
+// MCP_READS times a round, interleaved.
+async function againstMcp(own, mcpCall, rounds) {
   const t = await interleaved(
     {
-      binding: async () => {
-        const { value } = await codeRun(dsh, { session, code: program });
-        return value;
-      },
+      own,
       mcp: async () => {
         const t0 = performance.now();
         for (let i = 0; i < MCP_READS; i++) await mcpCall();
@@ -606,7 +604,12 @@ async function bindingAgainstMcp(dsh, session, program, mcpCall, rounds) {
     rounds,
     1,
   );
-  return { dsh: median(t.binding), other: median(t.mcp), ratio: paired(t.binding, t.mcp) };
+  return { dsh: median(t.own), other: median(t.mcp), ratio: paired(t.own, t.mcp) };
+}
+
+// One binding against one direct MCP call; `program` times its calls itself.
+async function bindingAgainstMcp(dsh, session, program, mcpCall, rounds) {
+  return againstMcp(async () => (await codeRun(dsh, { session, code: program })).value, mcpCall, rounds);
 }
 
 // The sandbox boundary's own round trip, with no dsh code on the way: a line written to `cat` in a
@@ -641,21 +644,21 @@ function boundaryProbe(bin, version) {
   };
 }
 
-// The boundary's round trip against the MCP layer (a call refused on the host), interleaved.
-async function boundaryFigure(dsh, boundary, rounds) {
-  const t = await interleaved(
-    {
-      boundary: () => boundary.roundTrip(MCP_READS),
-      mcp: async () => {
-        const t0 = performance.now();
-        for (let i = 0; i < MCP_READS; i++) await mcpRefused(dsh);
-        return (performance.now() - t0) / MCP_READS;
-      },
-    },
-    rounds,
-    1,
-  );
-  return { dsh: median(t.boundary), other: median(t.mcp), ratio: paired(t.boundary, t.mcp) };
+// The boundary's round trip over each HTTP version against the MCP layer (a call refused on the
+// host), each probe started for its figure (its warm-up round waits for its sandbox) and ended
+// after it. HTTP/1.1 is what dsh's owner speaks to e2b-local; h2c is the cheaper one the front
+// offers.
+async function boundaryFigures(dsh, rounds) {
+  const figures = {};
+  for (const [version, arg] of [["HTTP/1.1", "http1"], ["h2c", "h2c"]]) {
+    const probe = boundaryProbe(BOUNDARY_BIN, arg);
+    try {
+      figures[version] = await againstMcp(() => probe.roundTrip(MCP_READS), () => mcpRefused(dsh), rounds);
+    } finally {
+      await probe.close();
+    }
+  }
+  return figures;
 }
 
 async function bindingFigure(dsh, language, rounds) {
@@ -797,10 +800,10 @@ async function taskFigure(dsh) {
   return { byTool, byCode, files: expected.files, todos: expected.todos };
 }
 
-async function codeFigures(worlds, boundary) {
+async function codeFigures(worlds) {
   const rounds = opts.quick ? 3 : Math.max(3, Math.round(opts.rounds / 2));
   const out = [];
-  for (const [world, dsh] of worlds) {
+  for (const [world, dsh, remote] of worlds) {
     requireTools(dsh, ["code_run", "read_file", "grep", "run", "write_file", "remove_path"]);
     const row = { world, binding: {}, cold: {}, task: null };
     for (const language of ["javascript", "python"]) {
@@ -813,10 +816,9 @@ async function codeFigures(worlds, boundary) {
       const c = row.cold[language];
       console.log(`#   ${world} ${language}: session start + first result ${fmtTime(c.session)}, one-shot code_run ${fmtTime(c.oneShot)}, interpreter via run ${fmtTime(c.peer)}`);
     }
-    if (world.includes("e2b")) {
-      row.boundary = {};
-      for (const [version, probe] of Object.entries(boundary)) {
-        const b = (row.boundary[version] = await boundaryFigure(dsh, probe, rounds));
+    if (remote && BOUNDARY_BIN) {
+      row.boundary = await boundaryFigures(dsh, rounds);
+      for (const [version, b] of Object.entries(row.boundary)) {
         console.log(`#   ${world} sandbox boundary over ${version} (cat, no dsh code): ${fmtTime(b.dsh)} a round trip, MCP call refused on the host ${fmtTime(b.other)}, ${fmtRatio(b.ratio)}`);
       }
     }
@@ -1170,13 +1172,7 @@ try {
   if (runs("peers")) await peerLeg(dsh, e2b, { count, verdict, W, line });
   if (runs("code")) {
     console.log("# code runtime");
-    // HTTP/1.1 is what dsh's owner speaks to e2b-local; h2c is the cheaper one the front offers.
-    const boundary = e2b && BOUNDARY_BIN ? { "HTTP/1.1": boundaryProbe(BOUNDARY_BIN, "http1"), h2c: boundaryProbe(BOUNDARY_BIN, "h2c") } : {};
-    try {
-      results.code = await codeFigures([["dsh (local)", dsh], ...(e2b ? [["dsh (e2b-local)", e2b]] : [])], boundary);
-    } finally {
-      for (const probe of Object.values(boundary)) await probe.close();
-    }
+    results.code = await codeFigures([["dsh (local)", dsh, false], ...(e2b ? [["dsh (e2b-local)", e2b, true]] : [])]);
     printCode(results.code, count, verdict, W, line);
   }
   const finished = machine();
